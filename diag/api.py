@@ -1,0 +1,88 @@
+"""The Python API the CLI itself uses.
+
+    report = diag.analyze(["incident/"])          # runs, records, findings, event tables
+    tables = diag.parse_events(["incident/"])     # just the event DataFrames
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from diag.events import EventTables
+from diag.evidence import resolve_evidence
+from diag.facts.record import RunFacts, build_facts
+from diag.facts.runs import Run, split_runs
+from diag.ingest import Ingested, ProgressFn, ingest
+from diag.report import Report, RunReport
+
+
+def parse_events(paths: Sequence[str], progress: ProgressFn | None = None) -> EventTables:
+    """The event tables of the inputs, one DataFrame per event kind."""
+    return ingest(paths, progress).tables
+
+
+def runs_of(ingested: Ingested) -> list[Run]:
+    return split_runs(ingested.tables, ingested.streams)
+
+
+def analyze(paths: Sequence[str], rules_file: str | os.PathLike[str] | None = None,
+            progress: ProgressFn | None = None, ingested: Ingested | None = None,
+            generated_at: str | None = None) -> Report:
+    """Read the inputs, build facts per run, run the rules, return the :class:`Report`."""
+    from diag.rules.engine import RuleEngine
+
+    ing = ingested if ingested is not None else ingest(paths, progress)
+    facts = [build_facts(run) for run in split_runs(ing.tables, ing.streams)]
+    _attach_artifacts(facts, ing)
+    engine = RuleEngine.load(rules_file)
+    runs = [RunReport(f, engine.evaluate(f, ing.snapshots)) for f in facts]
+    resolve_evidence(runs)
+    return Report(ing.inputs, runs, _profiles(facts, ing), ing.snapshots, ing.tables,
+                  generated_at or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def _profiles(facts: list[RunFacts], ing: Ingested) -> list[dict[str, Any]]:
+    """Operator tables: those logged inside runs, then standalone table files."""
+    import json
+
+    out: list[dict[str, Any]] = []
+    for f in facts:
+        for _, row in f.tables["profile"].iterrows():
+            table = json.loads(row["table"])
+            table["run"] = f.run.id
+            out.append(table)
+    for p in ing.profiles:
+        out.append(dict(p))
+    return out
+
+
+def _attach_artifacts(facts: list[RunFacts], ing: Ingested) -> None:
+    """Join snapshots and standalone tables to the run whose logs sit in the same folder
+    (nearest folder up the tree wins; ties go to the last run, the one that captured last)."""
+    if not facts:
+        return
+    for item in [*ing.snapshots, *ing.profiles]:
+        run = _nearest_run(Path(item["path"]), facts)
+        if run is not None:
+            item["run"] = run.run.id
+            if item in ing.snapshots:
+                run.notes.append(f"snapshot {item['path']}")
+
+
+def _nearest_run(path: Path, facts: list[RunFacts]) -> RunFacts | None:
+    best: tuple[int, int] | None = None
+    chosen = None
+    for i, f in enumerate(facts):
+        for src in f.run.sources:
+            if src == "-":
+                continue
+            common = os.path.commonpath([str(path.parent.resolve()), str(Path(src).parent.resolve())])
+            depth = len(Path(common).parts)
+            key = (depth, i)
+            if best is None or key > best:
+                best, chosen = key, f
+    return chosen

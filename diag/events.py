@@ -1,0 +1,239 @@
+"""The event model: typed, columnar event tables that every later stage reads.
+
+Parsers emit events into an :class:`EventSink`; the sink keeps one column buffer per
+field (numbers in ``array('d')``) so memory grows with relevant events, not with log
+lines, and sinks from parallel workers merge by concatenation. ``EventSink.tables()``
+turns the buffers into one pandas DataFrame per event kind.
+
+Every row carries the common columns ``source`` (input path), ``line`` (1-based line
+number in that input), ``ts`` (seconds since the epoch, NaN when the line has no
+timestamp) and ``rank`` ("TP0", "DP0-TP1", ... or "" when the line names none).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from array import array
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+#: dtypes a field may have: numbers are stored as float64 (NaN = missing) and
+#: converted to nullable pandas dtypes; "json" holds lists/dicts as JSON text.
+FieldType = str  # "int" | "float" | "bool" | "str" | "json"
+
+COMMON_COLUMNS: tuple[str, ...] = ("source", "line", "ts", "rank")
+
+
+@dataclass(frozen=True)
+class EventKind:
+    """One event table: its name, its fields and what a row means."""
+
+    name: str
+    fields: tuple[tuple[str, FieldType], ...]
+    doc: str
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return COMMON_COLUMNS + tuple(name for name, _ in self.fields)
+
+
+def _kind(kind_name: str, doc: str, **fields: FieldType) -> EventKind:
+    return EventKind(kind_name, tuple(fields.items()), doc)
+
+
+EVENT_KINDS: dict[str, EventKind] = {
+    k.name: k
+    for k in (
+        _kind("startup", "A server start-up marker (config echo, launch banner); splits runs.",
+              engine="str", marker="str"),
+        _kind("version", "The engine version as printed.", engine="str", version="str"),
+        _kind("config", "One effective configuration setting (server_args, engine config, CLI args).",
+              engine="str", origin="str", key="str", value="json"),
+        _kind("capture_begin", "A capture phase begins on a rank.",
+              engine="str", phase="str", avail_mem_gib="float", sizes="json"),
+        _kind("capture_end", "A capture phase ends on a rank.",
+              engine="str", phase="str", time_s="float", mem_gib="float", avail_mem_gib="float"),
+        _kind("capture_sizes", "A captured size list (batch sizes or token counts) or a count/largest summary.",
+              engine="str", phase="str", mode="str", sizes="json", count="int", largest="int"),
+        _kind("capture_progress", "A tqdm capture progress state.",
+              engine="str", phase="str", mode="str", done="int", total="int", size="int",
+              avail_mem_gib="float"),
+        _kind("graph_mode", "The graph mode requested or in effect (vLLM cudagraph_mode, SGLang graph kind).",
+              engine="str", mode="str", origin="str", downgraded="bool", text="str"),
+        _kind("graph_disabled", "The engine says capture is off (eager mode, disabled flag, unsupported model).",
+              engine="str", reason="str", text="str"),
+        _kind("error", "An exception or error line; capture errors are decided from phase and frames.",
+              engine="str", error_class="str", message="str", capture_related="bool",
+              explicit_capture="bool"),
+        _kind("sizing", "A KV / memory sizing figure as printed (name, value, unit).",
+              engine="str", name="str", value="float", unit="str"),
+        _kind("advisory", "An engine advisory about graph memory or KV capacity.",
+              engine="str", topic="str", value="float", text="str"),
+        _kind("decode_batch", "A periodic decode batch line (SGLang) with its graph flag when logged.",
+              engine="str", batch_size="int", tokens="int", token_usage="float", cuda_graph="bool",
+              gen_throughput="float", queue="int", accept_len="float"),
+        _kind("prefill_batch", "A prefill/extend batch line.",
+              engine="str", new_seq="int", new_tokens="int", cached_tokens="int", running="int",
+              queue="int", cuda_graph="bool", input_throughput="float"),
+        _kind("stats", "A periodic engine stats line (vLLM V0/V1 LoggingStatLogger).",
+              engine="str", prompt_throughput="float", gen_throughput="float", running="int",
+              waiting="int", swapped="int", kv_usage="float", preemptions="int", engine_index="int"),
+        _kind("graph_step", "Per-step or per-interval graph dispatch as logged (vLLM DEBUG step lines, cudagraph-metrics rows).",
+              engine="str", mode="str", num_tokens="int", padded_tokens="int", num_reqs="int",
+              uniform="bool", count="int", origin="str"),
+        _kind("request", "A request life-cycle line (received/added/finished/aborted).",
+              engine="str", request_id="str", action="str", prompt_tokens="int",
+              max_new_tokens="int"),
+        _kind("retract", "KV pool full: requests retracted (SGLang) or preempted (vLLM).",
+              engine="str", count="int", text="str"),
+        _kind("profile", "A profiler operator table logged during capture (--enable-profile-cuda-graph).",
+              engine="str", sort_by="str", rows="int", table="json"),
+        _kind("benchmark", "A benchmark summary figure (TTFT/ITL/throughput) found in the log.",
+              engine="str", name="str", value="float"),
+    )
+}
+
+
+def encode_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+
+
+class _Table:
+    """Column buffers for one event kind."""
+
+    __slots__ = ("kind", "cols", "types", "n")
+
+    def __init__(self, kind: EventKind) -> None:
+        self.kind = kind
+        self.types: dict[str, FieldType] = {"source": "str", "line": "int", "ts": "float",
+                                            "rank": "str", **dict(kind.fields)}
+        self.cols: dict[str, Any] = {
+            name: (array("d") if t in ("int", "float", "bool") else [])
+            for name, t in self.types.items()
+        }
+        self.n = 0
+
+    def append(self, values: Mapping[str, Any]) -> None:
+        for name, t in self.types.items():
+            v = values.get(name)
+            col = self.cols[name]
+            if t in ("int", "float", "bool"):
+                col.append(math.nan if v is None else float(v))
+            elif t == "json":
+                col.append(None if v is None else encode_json(v))
+            else:
+                col.append(v)
+        self.n += 1
+
+    def extend(self, other: _Table) -> None:
+        for name in self.types:
+            self.cols[name].extend(other.cols[name])
+        self.n += other.n
+
+    def frame(self) -> pd.DataFrame:
+        data: dict[str, Any] = {}
+        for name, t in self.types.items():
+            col = self.cols[name]
+            if t == "int":
+                data[name] = pd.array(pd.Series(col, dtype="float64").round(), dtype="Int64")
+            elif t == "float":
+                data[name] = pd.Series(col, dtype="float64")
+            elif t == "bool":
+                s = pd.Series(col, dtype="float64")
+                data[name] = s.map({1.0: True, 0.0: False}).astype("boolean")
+            else:
+                data[name] = pd.Series(col, dtype="object")
+        return pd.DataFrame(data, columns=list(self.types))
+
+
+@dataclass
+class EventSink:
+    """Where parsers put events. Cheap to append to, mergeable, picklable."""
+
+    tables: dict[str, _Table] = field(default_factory=dict)
+
+    def emit(self, kind: str, source: str, line: int, ts: float | None, rank: str | None,
+             **fields: Any) -> None:
+        table = self.tables.get(kind)
+        if table is None:
+            table = self.tables[kind] = _Table(EVENT_KINDS[kind])
+        fields.update(source=source, line=line, ts=ts, rank=rank or "")
+        table.append(fields)
+
+    def merge(self, other: EventSink) -> None:
+        for name, table in other.tables.items():
+            mine = self.tables.get(name)
+            if mine is None:
+                self.tables[name] = table
+            else:
+                mine.extend(table)
+
+    def count(self) -> int:
+        return sum(t.n for t in self.tables.values())
+
+    def to_tables(self) -> EventTables:
+        return EventTables({name: t.frame() for name, t in self.tables.items()})
+
+
+def empty_frame(kind: str) -> pd.DataFrame:
+    return _Table(EVENT_KINDS[kind]).frame()
+
+
+class EventTables(Mapping[str, pd.DataFrame]):
+    """One DataFrame per event kind; a missing kind reads as an empty, typed frame."""
+
+    def __init__(self, frames: Mapping[str, pd.DataFrame] | None = None) -> None:
+        self._frames: dict[str, pd.DataFrame] = dict(frames or {})
+
+    def __getitem__(self, kind: str) -> pd.DataFrame:
+        if kind in self._frames:
+            return self._frames[kind]
+        if kind in EVENT_KINDS:
+            return empty_frame(kind)
+        raise KeyError(kind)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(sorted(self._frames))
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    def filter(self, mask_fn: Any) -> EventTables:
+        """A new EventTables with each frame filtered by ``mask_fn(frame) -> bool Series``."""
+        return EventTables({k: f[mask_fn(f)].reset_index(drop=True) for k, f in self._frames.items()})
+
+    def total(self) -> int:
+        return sum(len(f) for f in self._frames.values())
+
+    def long(self, kinds: Iterable[str] | None = None) -> pd.DataFrame:
+        """All events in one frame (kind + common columns + a JSON 'data' column)."""
+        rows = []
+        for kind in kinds or self:
+            frame = self[kind]
+            if frame.empty:
+                continue
+            data_cols = [c for c in frame.columns if c not in COMMON_COLUMNS]
+            part = frame[list(COMMON_COLUMNS)].copy()
+            part.insert(0, "kind", kind)
+            part["data"] = [
+                encode_json({c: _plain(v) for c, v in zip(data_cols, row) if not _missing(v)})
+                for row in frame[data_cols].itertuples(index=False, name=None)
+            ]
+            rows.append(part)
+        if not rows:
+            return pd.DataFrame(columns=["kind", *COMMON_COLUMNS, "data"])
+        return pd.concat(rows, ignore_index=True).sort_values(["source", "line"], kind="stable")
+
+
+def _missing(v: Any) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+
+
+def _plain(v: Any) -> Any:
+    if hasattr(v, "item"):
+        return v.item()
+    return v

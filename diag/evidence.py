@@ -1,0 +1,62 @@
+"""Evidence text: the exact log lines a finding points at.
+
+Events keep (path, line) only, so millions of batch lines cost no text. After the rules
+ran, the few lines findings cite are read back from their files in one pass per file.
+stdin cannot be re-read: its evidence keeps the text the rule wrote.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from diag.normalize.lines import clean
+from diag.sources.discover import InputFile
+from diag.sources.readers import iter_lines, open_binary, read_head
+
+if TYPE_CHECKING:  # pragma: no cover
+    from diag.report import RunReport
+
+MAX_TEXT = 400
+
+
+def read_lines(path: str, wanted: set[int]) -> dict[int, str]:
+    """The text of the given 1-based line numbers of a file (gz or plain)."""
+    from pathlib import Path
+
+    out: dict[int, str] = {}
+    if not wanted or path == "-":
+        return out
+    item = InputFile(path, Path(path), path, 0)
+    last = max(wanted)
+    try:
+        stream = open_binary(item)
+    except OSError:
+        return out
+    try:
+        head, _ = read_head(stream)
+        errors: list[str] = []
+        for n, raw in enumerate(iter_lines(stream, head, errors), start=1):
+            if n in wanted:
+                text = clean(raw.decode("utf-8", "replace").rstrip("\r\n").replace("\r", " "))
+                out[n] = text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+            if n >= last:
+                break
+    finally:
+        stream.close()
+    return out
+
+
+def resolve_evidence(runs: list[RunReport]) -> None:
+    wanted: dict[str, set[int]] = defaultdict(set)
+    for run in runs:
+        for finding in run.findings:
+            for ev in finding.evidence:
+                wanted[ev.path].add(ev.line)
+    texts = {path: read_lines(path, lines) for path, lines in wanted.items()}
+    for run in runs:
+        for finding in run.findings:
+            for ev in finding.evidence:
+                text = texts.get(ev.path, {}).get(ev.line)
+                if text is not None:
+                    ev.text = text

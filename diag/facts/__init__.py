@@ -1,0 +1,1 @@
+"""Facts per run: runs, classification of batches, the ticket record."""

@@ -1,0 +1,231 @@
+"""Classify every observed decode batch of a run as graph, eager or unknown.
+
+Where the engine says it per batch (SGLang's ``cuda graph:`` field, vLLM's DEBUG step
+lines and ``--cudagraph-metrics`` rows) that is the truth (``source: logged``). Elsewhere
+the verdict is inferred from the run's bucket list, ceiling and mode with the engine's
+own eligibility rules (``source: inferred``). Where both exist, the inference is still
+computed so its agreement with the logged flag can be measured.
+
+The result is a DataFrame (HTA style), one row per observed batch or metrics row:
+``source, line, ts, rank, batch_size, weight, verdict, origin, reason, bucket, padded,
+inferred, gen_throughput``.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from diag.events import EventTables
+
+COLUMNS = ["source", "line", "ts", "rank", "batch_size", "weight", "verdict", "origin",
+           "reason", "bucket", "padded", "inferred", "gen_throughput"]
+
+
+@dataclass(frozen=True)
+class Window:
+    """What a run captured: the decode buckets, whether padding is on, and the mode."""
+
+    graphs: str  # "enabled" | "disabled" | "unknown"
+    sizes: tuple[int, ...] | None
+    sizes_inferred: bool = False
+    padding: bool = True
+    decode_graphs: bool = True  # False for modes without decode graphs (NONE)
+
+    @property
+    def ceiling(self) -> int | None:
+        return max(self.sizes) if self.sizes else None
+
+    def infer(self, batch_size: int | None) -> tuple[str, str, int | None]:
+        """(verdict, reason, bucket) from the window alone."""
+        if self.graphs == "disabled" or not self.decode_graphs:
+            return "eager", "graphs_disabled", None
+        if batch_size is None or self.graphs == "unknown" or not self.sizes:
+            return "unknown", "window_unknown", None
+        if batch_size <= 0:
+            return "unknown", "idle", None
+        sizes = list(self.sizes)
+        i = bisect.bisect_left(sizes, batch_size)
+        if i >= len(sizes):
+            return "eager", "above_ceiling", None
+        if not self.padding and sizes[i] != batch_size:
+            return "eager", "unpadded_gap", None
+        return "graph", "in_window", sizes[i]
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
+
+
+def classify_batches(tables: EventTables, window: Window) -> pd.DataFrame:
+    parts = [_sglang_decode(tables["decode_batch"], window),
+             _vllm_steps(tables["graph_step"], window),
+             _vllm_stats(tables["stats"], window)]
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return _empty()
+    out = pd.concat(parts, ignore_index=True)
+    return out[COLUMNS]
+
+
+def _rows(frame: pd.DataFrame, sizes: pd.Series, weights: pd.Series, logged: pd.Series,
+          window: Window, origin: str, gen: pd.Series | None) -> pd.DataFrame:
+    inferred = [window.infer(None if pd.isna(b) else int(b)) for b in sizes]
+    verdicts, reasons, buckets = [], [], []
+    for (iv, ir, ib), flag, bs in zip(inferred, logged, sizes, strict=True):
+        if flag is None or flag is pd.NA:
+            verdicts.append(iv)
+            reasons.append(ir)
+            buckets.append(ib)
+            continue
+        if bool(flag):
+            bucket = ib if iv == "graph" else _bucket(window, bs)
+            verdicts.append("graph")
+            reasons.append("logged_graph")
+            buckets.append(bucket)
+        else:
+            verdicts.append("eager")
+            reasons.append(_eager_reason(window, bs, iv, ir))
+            buckets.append(None)
+    df = pd.DataFrame({
+        "source": frame["source"].to_numpy(), "line": frame["line"].to_numpy(),
+        "ts": frame["ts"].to_numpy(), "rank": frame["rank"].to_numpy(),
+        "batch_size": sizes.to_numpy(), "weight": weights.to_numpy(),
+        "verdict": verdicts, "origin": origin, "reason": reasons, "bucket": buckets,
+        "inferred": [v for v, _, _ in inferred],
+        "gen_throughput": gen.to_numpy() if gen is not None else np.nan,
+    })
+    df["padded"] = [
+        (b - s) if (b is not None and not pd.isna(s) and v == "graph") else None
+        for b, s, v in zip(df["bucket"], df["batch_size"], df["verdict"], strict=True)
+    ]
+    return df
+
+
+def _bucket(window: Window, bs: object) -> int | None:
+    if not window.sizes or bs is None or pd.isna(bs):  # type: ignore[call-overload]
+        return None
+    sizes = list(window.sizes)
+    i = bisect.bisect_left(sizes, int(bs))  # type: ignore[call-overload]
+    return sizes[i] if i < len(sizes) else None
+
+
+def _eager_reason(window: Window, bs: object, iv: str, ir: str) -> str:
+    if iv == "eager":
+        return ir
+    if window.graphs == "disabled":
+        return "graphs_disabled"
+    if iv == "graph":
+        # inside the window yet eager: a DP rank prefilling, penalties, TBO, hidden states ...
+        return "engine_reported_eager"
+    return "logged_eager"
+
+
+def _sglang_decode(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
+    if frame.empty:
+        return _empty()
+    logged = frame["cuda_graph"].astype("object").where(frame["cuda_graph"].notna(), None)
+    return _rows(frame, frame["batch_size"].astype("float64"), pd.Series(1.0, index=frame.index),
+                 logged, window, "decode_line", frame["gen_throughput"])
+
+
+def _vllm_steps(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
+    if frame.empty:
+        return _empty()
+    # DEBUG step lines: only uniform (pure decode) steps are decode batches
+    keep = ~((frame["origin"] == "debug_step") & (frame["uniform"] == False))  # noqa: E712
+    frame = frame[keep.fillna(True)]
+    if frame.empty:
+        return _empty()
+    logged = (frame["mode"].astype("object").str.upper() != "NONE").astype("object")
+    sizes = frame["num_reqs"].astype("float64").where(frame["num_reqs"].notna(),
+                                                      frame["num_tokens"].astype("float64"))
+    weights = frame["count"].astype("float64").fillna(1.0)
+    out = _rows(frame, sizes, weights, logged, window, "graph_step", None)
+    # a logged padded size is better than one computed from the bucket list
+    padded = frame["padded_tokens"].astype("float64").to_numpy()
+    unpadded = frame["num_tokens"].astype("float64").to_numpy()
+    has = ~np.isnan(padded) & (out["verdict"].to_numpy() == "graph")
+    out.loc[has, "bucket"] = padded[has]
+    out.loc[has, "padded"] = padded[has] - unpadded[has]
+    out.loc[has, "batch_size"] = unpadded[has]
+    return out
+
+
+def _vllm_stats(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
+    if frame.empty:
+        return _empty()
+    active = frame[(frame["running"].fillna(0) > 0) & (frame["gen_throughput"].fillna(0) > 0)]
+    if active.empty:
+        return _empty()
+    logged = pd.Series([None] * len(active), index=active.index, dtype="object")
+    return _rows(active, active["running"].astype("float64"), pd.Series(1.0, index=active.index),
+                 logged, window, "stats_interval", active["gen_throughput"])
+
+
+# ------------------------------------------------------------------ summaries for the record
+def batch_counts(batches: pd.DataFrame) -> dict[str, object]:
+    if batches.empty:
+        return {"graph": 0, "eager": 0, "unknown": 0, "source": "none"}
+    w = batches.groupby("verdict")["weight"].sum()
+    logged = batches["reason"].isin(["logged_graph", "logged_eager", "engine_reported_eager"]) | (
+        batches["origin"] == "graph_step")
+    decided = batches["verdict"] != "unknown"
+    if not decided.any():
+        source = "none"
+    elif logged[decided].all():
+        source = "logged"
+    elif not logged[decided].any():
+        source = "inferred"
+    else:
+        source = "mixed"
+    return {"graph": int(round(w.get("graph", 0))), "eager": int(round(w.get("eager", 0))),
+            "unknown": int(round(w.get("unknown", 0))), "source": source}
+
+
+def captured_share(counts: dict[str, object]) -> float | None:
+    g, e = int(counts["graph"]), int(counts["eager"])  # type: ignore[call-overload]
+    return round(g / (g + e), 4) if g + e else None
+
+
+def padding_waste(batches: pd.DataFrame) -> float | None:
+    g = batches[(batches["verdict"] == "graph") & batches["bucket"].notna() & batches["padded"].notna()]
+    if g.empty:
+        return None
+    slots = (g["bucket"].astype(float) * g["weight"]).sum()
+    return round(float((g["padded"].astype(float) * g["weight"]).sum() / slots), 4) if slots else None
+
+
+def batch_shape(batches: pd.DataFrame) -> dict[str, object] | None:
+    b = batches[batches["batch_size"].notna()]
+    if b.empty:
+        return None
+    sizes = b["batch_size"].astype(float).round().astype(int).to_numpy()
+    weights = b["weight"].astype(float).to_numpy()
+    order = np.argsort(sizes, kind="stable")
+    sizes, weights = sizes[order], weights[order]
+    cum = np.cumsum(weights)
+    total = cum[-1]
+
+    def q(p: float) -> int:
+        return int(sizes[min(np.searchsorted(cum, p * total), len(sizes) - 1)])
+
+    hist: dict[str, int] = {}
+    for s, w in zip(sizes, weights, strict=True):
+        hist[str(int(s))] = hist.get(str(int(s)), 0) + int(round(w))
+    return {"count": int(round(total)), "min": int(sizes[0]), "p50": q(0.5), "p90": q(0.9),
+            "p99": q(0.99), "max": int(sizes[-1]), "histogram": hist}
+
+
+def inference_agreement(batches: pd.DataFrame) -> dict[str, object] | None:
+    """How often the window-based inference matches the engine's logged flag."""
+    logged = batches[batches["reason"].isin(["logged_graph", "logged_eager", "engine_reported_eager"])
+                     | ((batches["origin"] == "graph_step") & (batches["verdict"] != "unknown"))]
+    comparable = logged[logged["inferred"] != "unknown"]
+    if comparable.empty:
+        return None
+    agree = (comparable["inferred"] == comparable["verdict"]).mean()
+    return {"compared": int(len(comparable)), "agreement": round(float(agree), 4)}

@@ -1,0 +1,398 @@
+"""Facts per run and the ticket RECORD (exact keys of INTERFACE.md).
+
+Run-level numbers come from rank 0 where ranks differ (``TP0``, ``DP0``, no rank tag);
+every rank's own numbers go to ``ranks``. Nothing here invents a value: a key the logs
+do not show stays ``None``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from diag.events import EventTables
+from diag.facts import classify as cls
+from diag.facts.defaults import sglang_default_sizes, vllm_default_sizes
+from diag.facts.runs import Run
+
+RECORD_KEYS = (
+    "graph_mode", "cudagraph_mode", "graph_capture_sizes", "cuda_graph_max_bs",
+    "max_running_requests", "prefill_node", "capture_time_s", "capture_mem_gib", "capture_error",
+    "kv_tokens", "gpu_blocks", "kv_cache_gib", "max_concurrency", "decode_batch_shape", "batches",
+    "captured_share", "padding_waste", "perf", "resolved_backend",
+)
+RANK_NUMERIC_KEYS = ("capture_time_s", "capture_mem_gib", "kv_tokens", "gpu_blocks", "kv_cache_gib",
+                     "max_concurrency", "captured_share", "padding_waste")
+DISABLING_REASONS = {"enforce_eager", "skipping_capture", "mode_none", "bitsandbytes", "rocm_unsupported",
+                     "dispatch_keys_uninitialized", "deepep", "prefill_server", "torch_native_attention",
+                     "flex_attention", "deepep_normal", "double_sparsity", "tensor_dump", "dp_attention"}
+DECODE_PHASES = {"decode", "verify", "all", "draft", "draft_extend"}
+
+
+def is_rank0(rank: str | None) -> bool:
+    """'' / 'TP0' / 'DP0-TP0' / 'GPU0' count as rank 0; anything with a non-zero index does not."""
+    if not rank:
+        return True
+    return all(int(n) == 0 for n in re.findall(r"-?\d+", rank))
+
+
+@dataclass
+class RunFacts:
+    """Everything rules and renderers need about one run."""
+
+    run: Run
+    engine_version: str | None
+    config: dict[str, Any]
+    window: cls.Window
+    batches: pd.DataFrame
+    record: dict[str, Any]
+    ranks: list[dict[str, Any]]
+    capture_error_at: tuple[str, int] | None = None
+    agreement: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def tables(self) -> EventTables:
+        return self.run.tables
+
+    @property
+    def backend(self) -> str:
+        return self.run.backend
+
+
+# ------------------------------------------------------------------ small accessors
+def _rank0(frame: pd.DataFrame) -> pd.DataFrame:
+    if frame.empty:
+        return frame
+    mask = frame["rank"].map(is_rank0)
+    return frame[mask] if mask.any() else frame
+
+
+def _last(frame: pd.DataFrame, col: str) -> Any:
+    if frame.empty:
+        return None
+    s = frame[col].dropna()
+    return None if s.empty else _plain(s.iloc[-1])
+
+
+def _plain(v: Any) -> Any:
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def sizing(tables: EventTables, name: str, rank0: bool = True) -> float | None:
+    f = tables["sizing"]
+    f = f[f["name"] == name]
+    return _last(_rank0(f) if rank0 else f, "value")
+
+
+def config_values(tables: EventTables) -> dict[str, Any]:
+    """Effective settings: later echoes override earlier ones, rank 0 preferred."""
+    f = _rank0(tables["config"])
+    out: dict[str, Any] = {}
+    for key, value in zip(f["key"], f["value"], strict=True):
+        try:
+            out[key] = json.loads(value) if value is not None else None
+        except (TypeError, ValueError):
+            out[key] = value
+    return out
+
+
+def _first(*values: Any) -> Any:
+    for v in values:
+        if v is not None:
+            return v
+    return None
+
+
+def _as_int(v: Any) -> int | None:
+    try:
+        return None if v is None or isinstance(v, bool) else int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _as_bool(v: Any) -> bool | None:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.lower() in ("true", "false"):
+        return v.lower() == "true"
+    return None
+
+
+# ------------------------------------------------------------------ graph mode and window
+def graph_mode(tables: EventTables, config: dict[str, Any], backend: str) -> str:
+    phases = set(tables["capture_begin"]["phase"].dropna()) | set(tables["capture_end"]["phase"].dropna()) \
+        | set(tables["capture_progress"]["phase"].dropna()) | set(tables["capture_sizes"]["phase"].dropna())
+    decode_true = bool((tables["decode_batch"]["cuda_graph"] == True).any())  # noqa: E712
+    steps = tables["graph_step"]
+    step_graph = bool((steps["mode"].astype("object").str.upper() != "NONE").any()) if not steps.empty else False
+    if phases & DECODE_PHASES or decode_true or step_graph:
+        return "enabled"
+    errors = tables["error"]
+    if not errors.empty and (errors["explicit_capture"] == True).any():  # noqa: E712
+        return "enabled"  # a capture was attempted
+    disabled = tables["graph_disabled"]
+    if not disabled.empty and disabled["reason"].isin(DISABLING_REASONS).any():
+        return "disabled"
+    modes = tables["graph_mode"]
+    if not modes.empty and str(_last(modes, "mode") or "").upper() == "NONE":
+        return "disabled"
+    if phases:
+        return "enabled"
+    if backend == "sglang" and _as_bool(config.get("disable_cuda_graph")) is True:
+        return "disabled"
+    if backend == "vllm" and _as_bool(config.get("enforce_eager")) is True:
+        return "disabled"
+    if backend == "sglang" and _as_bool(config.get("disable_cuda_graph")) is False:
+        return "enabled"
+    if backend == "vllm" and _as_bool(config.get("enforce_eager")) is False:
+        return "enabled"
+    return "unknown"
+
+
+def cudagraph_mode(tables: EventTables, config: dict[str, Any], backend: str, mode: str) -> str | None:
+    modes = tables["graph_mode"]
+    if backend == "vllm":
+        downgraded = modes[modes["origin"] == "downgrade"] if not modes.empty else modes
+        value = _first(_last(downgraded, "mode"), _last(modes[modes["origin"] == "config"], "mode")
+                       if not modes.empty else None, config.get("compilation_config.cudagraph_mode"))
+        if value is None and not modes.empty:
+            seen = {str(m).upper() for m in modes["mode"].dropna()}
+            if "FULL" in seen and "PIECEWISE" in seen:
+                value = "FULL_AND_PIECEWISE"
+            elif seen:
+                value = sorted(seen)[0]
+        if value is None and mode == "disabled":
+            value = "NONE"
+        return None if value is None else str(value)
+    # SGLang: the decode graph backend, plus piecewise prefill graphs when captured
+    if mode != "enabled":
+        return None
+    sizes = tables["capture_sizes"]
+    kinds = []
+    backend_name = _last(sizes[sizes["phase"] == "decode"], "mode") if not sizes.empty else None
+    phases = set(tables["capture_begin"]["phase"].dropna()) | set(tables["capture_progress"]["phase"].dropna()) \
+        | set(tables["capture_end"]["phase"].dropna()) | set(sizes["phase"].dropna())
+    if phases & DECODE_PHASES or (tables["decode_batch"]["cuda_graph"] == True).any():  # noqa: E712
+        kinds.append(str(backend_name or "full"))
+    if "prefill" in phases:
+        kinds.append("piecewise_prefill")
+    return "+".join(kinds) or None
+
+
+def capture_sizes(tables: EventTables, config: dict[str, Any], backend: str) -> list[int] | None:
+    sizes = _rank0(tables["capture_sizes"])
+    if not sizes.empty:
+        listed = sizes[sizes["sizes"].notna() & sizes["phase"].isin(["decode", "mixed", "metrics", "all"])]
+        if not listed.empty:
+            return sorted(set(json.loads(listed["sizes"].iloc[-1])))
+    if backend == "sglang":
+        bs = config.get("cuda_graph_bs")
+        if isinstance(bs, list) and bs:
+            return sorted({int(x) for x in bs})
+    else:
+        bs = config.get("compilation_config.cudagraph_capture_sizes")
+        if isinstance(bs, list) and bs:
+            return sorted({int(x) for x in bs})
+    return None
+
+
+def window_of(tables: EventTables, config: dict[str, Any], backend: str, mode: str,
+              version: str | None, sizes: list[int] | None, ceiling: int | None) -> cls.Window:
+    inferred = False
+    if sizes is None and mode == "enabled":
+        if backend == "sglang":
+            sizes = sglang_default_sizes(version, ceiling or _as_int(config.get("cuda_graph_max_bs")),
+                                         bool(_as_bool(config.get("disable_cuda_graph_padding"))),
+                                         bool(config.get("speculative_algorithm")))
+        elif backend == "vllm":
+            sizes = vllm_default_sizes(version, _as_int(config.get("max_num_seqs")),
+                                       _as_int(config.get("max_num_batched_tokens")))
+            if ceiling:
+                sizes = [s for s in sizes if s <= ceiling] or sizes
+        inferred = sizes is not None
+    padding = not bool(_as_bool(config.get("disable_cuda_graph_padding")))
+    return cls.Window(mode, tuple(sizes) if sizes else None, inferred, padding, True)
+
+
+# ------------------------------------------------------------------ capture error
+def capture_error(tables: EventTables) -> tuple[dict[str, Any] | None, tuple[str, int] | None]:
+    errors = tables["error"]
+    if errors.empty:
+        return None, None
+    order = _order(tables)
+    begins = [order(r) for r in _frame_rows(tables["capture_begin"])] + \
+        [order(r) for r in _frame_rows(tables["capture_progress"])]
+    ends = [order(r) for r in _frame_rows(tables["capture_end"])]
+    first_begin = min(begins) if begins else None
+
+    def in_capture(key: tuple[int, int]) -> bool:
+        if first_begin is None or key < first_begin:
+            return False
+        return not any(first_begin <= e <= key for e in ends)
+
+    chosen = None
+    for row in _frame_rows(errors):
+        key = order(row)
+        explicit = bool(row["explicit_capture"]) if row["explicit_capture"] is not pd.NA else False
+        related = bool(row["capture_related"]) if row["capture_related"] is not pd.NA else False
+        phase_hit = in_capture(key) and row["error_class"] != "other"
+        if explicit or related or phase_hit:
+            rank = 0 if explicit else 1 if related else 2
+            if chosen is None or (rank, key) < (chosen[0], chosen[1]):
+                chosen = (rank, key, row)
+    if chosen is None:
+        return None, None
+    row = chosen[2]
+    message = str(row["message"]).split("\n", 1)[0]
+    return ({"class": row["error_class"], "message": message, "path": row["source"],
+             "line": int(row["line"])}, (str(row["source"]), int(row["line"])))
+
+
+def _frame_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return frame.to_dict("records") if not frame.empty else []
+
+
+def _order(tables: EventTables):  # type: ignore[no-untyped-def]
+    def key(row: dict[str, Any]) -> tuple[int, int]:
+        return (0, int(row.get("_order", row["line"])))
+    return key
+
+
+# ------------------------------------------------------------------ the record
+def _capture_totals(tables: EventTables) -> tuple[float | None, float | None]:
+    ends = _rank0(tables["capture_end"])
+    if ends.empty:
+        return None, None
+    t = ends["time_s"].dropna()
+    m = ends["mem_gib"].dropna()
+    # one start-up may log several phases (decode, piecewise prefill, draft): all delay availability
+    return (round(float(t.sum()), 3) if not t.empty else None,
+            round(float(m.sum()), 3) if not m.empty else None)
+
+
+def _kv_tokens(tables: EventTables) -> int | None:
+    v = _first(sizing(tables, "kv_tokens"), sizing(tables, "max_total_num_tokens"))
+    return _as_int(v)
+
+
+def _prefill_node(config: dict[str, Any], tables: EventTables) -> bool | None:
+    mode = config.get("disaggregation_mode")
+    if isinstance(mode, str):
+        return mode == "prefill"
+    dis = tables["graph_disabled"]
+    if not dis.empty and (dis["reason"] == "prefill_server").any():
+        return True
+    kv = config.get("kv_transfer_config")
+    if isinstance(kv, dict) and kv.get("kv_role"):
+        return kv.get("kv_role") == "kv_producer"
+    return None
+
+
+def _resolved_backend(config: dict[str, Any]) -> str | None:
+    for key in ("resolved_attention_backend", "attention_backend", "decode_attention_backend"):
+        v = config.get(key)
+        if isinstance(v, str) and v and v.lower() != "none":
+            return v
+    return None
+
+
+def _perf(tables: EventTables, batches: pd.DataFrame) -> dict[str, float | None]:
+    bench = tables["benchmark"]
+
+    def b(name: str) -> float | None:
+        return _last(bench[bench["name"] == name], "value") if not bench.empty else None
+
+    def mean_tput(verdict: str) -> float | None:
+        part = batches[(batches["verdict"] == verdict)]["gen_throughput"].astype(float).dropna()
+        part = part[part > 0]
+        return round(float(part.mean()), 2) if not part.empty else None
+
+    return {"ttft_s_p50": b("ttft_s_p50"), "ttft_s_p95": b("ttft_s_p95"), "itl_s_p95": b("itl_s_p95"),
+            "throughput_in_window": mean_tput("graph") if not batches.empty else None,
+            "throughput_out_window": mean_tput("eager") if not batches.empty else None}
+
+
+def build_facts(run: Run) -> RunFacts:
+    t = run.tables
+    config = config_values(t)
+    version = _last(t["version"], "version")
+    mode = graph_mode(t, config, run.backend)
+    sizes = capture_sizes(t, config, run.backend)
+    ceiling = _ceiling(t, config, run.backend, sizes)
+    window = window_of(t, config, run.backend, mode, version, sizes, ceiling)
+    batches = cls.classify_batches(t, window)
+    counts = cls.batch_counts(batches)
+    cap_time, cap_mem = _capture_totals(t)
+    error, error_at = capture_error(t)
+    record: dict[str, Any] = {
+        "graph_mode": mode,
+        "cudagraph_mode": cudagraph_mode(t, config, run.backend, mode),
+        "graph_capture_sizes": sizes,
+        "cuda_graph_max_bs": ceiling,
+        "max_running_requests": _as_int(_first(config.get("max_running_requests"), config.get("max_num_seqs"))),
+        "prefill_node": _prefill_node(config, t),
+        "capture_time_s": cap_time,
+        "capture_mem_gib": cap_mem,
+        "capture_error": error,
+        "kv_tokens": _kv_tokens(t),
+        "gpu_blocks": _as_int(sizing(t, "gpu_blocks")),
+        "kv_cache_gib": sizing(t, "kv_cache_gib"),
+        "max_concurrency": sizing(t, "max_concurrency"),
+        "decode_batch_shape": cls.batch_shape(batches),
+        "batches": counts,
+        "captured_share": cls.captured_share(counts),
+        "padding_waste": cls.padding_waste(batches),
+        "perf": _perf(t, batches),
+        "resolved_backend": _resolved_backend(config),
+    }
+    assert tuple(record) == RECORD_KEYS
+    return RunFacts(run, version, config, window, batches, record, _ranks(run, batches),
+                    error_at, cls.inference_agreement(batches))
+
+
+def _ceiling(t: EventTables, config: dict[str, Any], backend: str, sizes: list[int] | None) -> int | None:
+    if sizes:
+        return max(sizes)
+    if backend == "sglang":
+        return _as_int(config.get("cuda_graph_max_bs"))
+    v = _first(config.get("compilation_config.max_cudagraph_capture_size"),
+               config.get("compilation_config.max_capture_size"))
+    if v is not None:
+        return _as_int(v)
+    cs = t["capture_sizes"]
+    largest = cs["largest"].dropna() if not cs.empty else cs
+    return _as_int(_plain(largest.max())) if len(largest) else None
+
+
+def _ranks(run: Run, batches: pd.DataFrame) -> list[dict[str, Any]]:
+    ranks: set[str] = set()
+    for frame in run.tables._frames.values():
+        ranks.update(r for r in frame["rank"].dropna().unique() if r)
+    out = []
+    for rank in sorted(ranks, key=_rank_sort_key):
+        sub = run.tables.filter(lambda f, r=rank: f["rank"] == r)
+        cap_time, cap_mem = _capture_totals(sub)
+        rb = batches[batches["rank"] == rank] if not batches.empty else batches
+        counts = cls.batch_counts(rb)
+        entry = {
+            "rank": rank, "capture_time_s": cap_time, "capture_mem_gib": cap_mem,
+            "kv_tokens": _kv_tokens(sub), "gpu_blocks": _as_int(sizing(sub, "gpu_blocks")),
+            "kv_cache_gib": sizing(sub, "kv_cache_gib"), "max_concurrency": sizing(sub, "max_concurrency"),
+            "captured_share": cls.captured_share(counts), "padding_waste": cls.padding_waste(rb),
+        }
+        out.append(entry)
+    return out
+
+
+def _rank_sort_key(rank: str) -> tuple[Any, ...]:
+    return tuple((p.rstrip("0123456789-"), int(re.sub(r"\D", "", p) or 0)) for p in rank.split("-"))

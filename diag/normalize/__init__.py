@@ -1,0 +1,1 @@
+"""Line normalisation: escapes, tqdm redraws, wrapper and engine prefixes."""

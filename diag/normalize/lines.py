@@ -1,0 +1,60 @@
+"""Physical line -> logical lines: tqdm redraws split apart, ANSI escapes removed.
+
+A tqdm bar written to a file keeps every refresh on one physical line separated by
+carriage returns, and the next log line is often glued right after the last refresh
+(no newline after ``\\r``). Renderers that drop the ``\\r`` leave the refreshes
+concatenated. Both are split here, before any prefix or message parser runs.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Raw ANSI CSI sequences and their caret-notation copies ("^[[0;36m") as pasted from
+# terminals; plus stray caret control characters such as "^M" / "^O".
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\^\[\[[0-9;?]*[A-Za-z]")
+_CARET_CTRL = re.compile(r"\^[@A-Z\\\]^_](?=[^a-z]|$)")
+_OTHER_CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+# The tail of a tqdm refresh: "[00:01<00:03,  1.14s/it]" or "[00:00<?, ?it/s]". Text glued
+# after it starts a new logical line.
+_TQDM_TAIL = re.compile(r"\[(?:\d+:)?\d\d:\d\d<(?:(?:\d+:)?\d\d:\d\d|\?)(?:,\s*[^\]\n]*)?\]")
+
+
+def clean(text: str) -> str:
+    """Remove ANSI/caret escapes and control characters (tabs kept)."""
+    if "\x1b" in text or "^" in text:
+        text = _ANSI.sub("", text)
+        if "^" in text:
+            text = _CARET_CTRL.sub("", text)
+    if _OTHER_CTRL.search(text):
+        text = _OTHER_CTRL.sub("", text)
+    return text
+
+
+def split_logical(physical: str) -> list[str]:
+    """Split one physical line into its logical lines (CR redraws, glued tqdm tails)."""
+    parts = physical.split("\r") if "\r" in physical else [physical]
+    out: list[str] = []
+    for part in parts:
+        part = clean(part)
+        if "<" in part and "]" in part:
+            out.extend(_split_tqdm(part))
+        elif part.strip():
+            out.append(part)
+    return out
+
+
+def _split_tqdm(text: str) -> list[str]:
+    pieces: list[str] = []
+    start = 0
+    for m in _TQDM_TAIL.finditer(text):
+        end = m.end()
+        rest = text[end:]
+        if rest.strip():
+            pieces.append(text[start:end])
+            start = end
+    tail = text[start:]
+    if tail.strip():
+        pieces.append(tail)
+    return [p for p in pieces if p.strip()]

@@ -1,0 +1,243 @@
+"""Wrapper and engine prefixes: what stands before the message on a log line.
+
+Order of peeling, outermost first:
+
+1. wrapper prefixes added by whatever collected the log (k8s/k9s box borders, CI
+   timestamps, docker ``--timestamps``, Docker-Desktop local timestamps, compose
+   ``svc  | ``, ``kubectl --prefix``), kept as metadata;
+2. process prefixes ``(EngineCore_DP0 pid=N)``, ``(VllmWorker rank=1 pid=N)``,
+   ``(RayWorkerWrapper pid=N, ip=...)``, ``(pid=N, ip=...)``, vllm-omni ``[Stage-N]``;
+3. the engine logger header: SGLang ``[date time TP0]`` / ``[date time DP0 TP1 EP1]`` /
+   ``[time]``, vLLM ``LEVEL mm-dd hh:mm:ss [file.py:N]`` (with or without the bracket),
+   python-logging ``date time,ms - LEVEL - file:N -`` and ``date time LEVEL pid [file:N]``,
+   glog ``W0911 10:24:17.065000 224 file:N]``.
+
+The result is a :class:`LogLine` with timestamp, level, rank and the bare message.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+# vLLM prints no year; lines without one are placed in this (leap) year so that Feb 29
+# parses and ordering within a log holds. Documented in README.
+NO_YEAR = 2000
+
+
+@dataclass(slots=True)
+class LogLine:
+    """One logical log line after normalisation."""
+
+    source: str
+    lineno: int
+    text: str  # the whole logical line, escapes removed, wrappers stripped
+    msg: str  # the message after every prefix
+    ts: float | None = None
+    level: str | None = None
+    rank: str | None = None
+    proc: str | None = None
+    header: str | None = None  # "sglang" | "vllm" | "pylog" | "glog" | None
+    wrapper: str | None = None
+    repeat: int = 1  # ray "[repeated Nx across cluster]"
+
+    @property
+    def key(self) -> str:
+        """Which writer produced the line: process/rank, for block continuation."""
+        return self.proc or self.rank or ""
+
+
+# ---------------------------------------------------------------- wrappers
+_BOX = re.compile(r"^\s*[│|┃]\s?(.*?)\s*[│|┃]\s*$")
+_ISO_TS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+_WRAPPERS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("ci", re.compile(r"^\[(" + _ISO_TS + r")\]\s?")),
+    ("docker", re.compile(r"^(" + _ISO_TS + r")\s+(?=\S)")),
+    ("docker-desktop", re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\s+|$)(?=\[|\S|$)")),
+    ("kubectl", re.compile(r"^\[pod/[^\]\s]+\]\s")),
+    ("compose", re.compile(r"^([A-Za-z0-9][\w.-]*(?:-\d+)?)\s+\|\s?")),
+)
+_RAY_REPEAT = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
+
+# ---------------------------------------------------------------- process prefixes
+_PROC = re.compile(
+    r"^\((?P<proc>[A-Za-z_][\w]*(?: rank=\d+)?|) ?pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s*"
+)
+_STAGE = re.compile(r"^\[Stage-(\d+)\]\s*")
+
+# ---------------------------------------------------------------- engine headers
+_SGLANG = re.compile(
+    r"^\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<ms>\d{1,6}))?"
+    r"(?P<ranks>(?: [A-Z][A-Z_]*-?\d+)*)\] ?"
+)
+_VLLM = re.compile(
+    r"^(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)"
+    r"(?:[.,]\d+)?\s+\[?(?P<file>[^\]\s:]+):(?P<ln>\d+)\] ?"
+)
+_PYLOG = re.compile(
+    r"^(?P<date>\d{4}-\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<ms>\d+))?"
+    r"(?: - | )(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL)(?: - | \d+ )"
+    r"\[?(?P<file>[^\]\s:]+):(?P<ln>\d+)\]?(?: - )?\s?"
+)
+_GLOG = re.compile(r"^(?P<lvl>[IWEF])(?P<md>\d{4}) (?P<hms>\d\d:\d\d:\d\d)\.\d+\s+\d+ \S+:\d+\] ")
+_OLD_SGLANG_TAG = re.compile(r"^\[gpu(?:_id)?=(\d+)\] ")
+_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL", "WARN": "WARNING"}
+
+
+def _epoch(year: int, month: int, day: int, hms: str, frac: str | None = None) -> float | None:
+    try:
+        h, m, s = (int(x) for x in hms.split(":"))
+        dt = datetime(year, month, day, h, m, s, tzinfo=timezone.utc)
+    except ValueError:
+        return None
+    ts = dt.timestamp()
+    if frac:
+        ts += float("0." + frac)
+    return ts
+
+
+def _iso_epoch(text: str) -> float | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")[:26] if "." in text else
+                                      text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _normalise_ranks(ranks: str) -> str | None:
+    parts = ranks.split()
+    return "-".join(parts) if parts else None
+
+
+def proc_rank(proc: str) -> str | None:
+    """Map a vLLM/ray process name to a rank tag ("TP1", "DP0-TP1-EP1", "DP0")."""
+    m = re.match(r"^(?:VllmWorker|Worker) rank=(\d+)$", proc)
+    if m:
+        return f"TP{m.group(1)}"
+    m = re.match(r"^(?:Worker|EngineCore)((?:_[A-Z]+\d+)+)$", proc)
+    if m:
+        return "-".join(p for p in m.group(1).split("_") if p)
+    return None
+
+
+def peel(source: str, lineno: int, text: str) -> LogLine:
+    """Parse one logical line (escapes already removed) into a :class:`LogLine`."""
+    wrapper: str | None = None
+    wrapper_ts: float | None = None
+    rest = text
+    box = _BOX.match(rest)
+    if box and ("│" in rest or "┃" in rest):
+        rest, wrapper = box.group(1), "k9s"
+    for name, rx in _WRAPPERS:
+        m = rx.match(rest)
+        if not m:
+            continue
+        if name == "compose" and not _looks_like_log(rest[m.end():]):
+            continue
+        if name in ("ci", "docker"):
+            wrapper_ts = _iso_epoch(m.group(1))
+        elif name == "docker-desktop":
+            if _PYLOG.match(rest):
+                continue
+            after = rest[m.end():]
+            if after and not after.startswith("[") and not _looks_like_log(after):
+                # "2025-02-04 21:29:17 INFO 12345 [file:N]" is python logging, not a wrapper
+                continue
+            wrapper_ts = _epoch(int(m.group(1)[:4]), int(m.group(1)[5:7]), int(m.group(1)[8:10]),
+                                m.group(1)[11:])
+        wrapper = name if wrapper is None else f"{wrapper}+{name}"
+        rest = rest[m.end():]
+        if name != "ci":
+            break
+    repeat = 1
+    if "repeated" in rest:
+        rm = _RAY_REPEAT.search(rest)
+        if rm:
+            repeat = int(rm.group(1))
+            rest = rest[: rm.start()]
+    line = LogLine(source, lineno, rest, rest, ts=wrapper_ts, wrapper=wrapper, repeat=repeat)
+    _peel_engine(line, rest)
+    return line
+
+
+def _looks_like_log(text: str) -> bool:
+    return bool(text) and (text[0] in "[(" or _VLLM.match(text) is not None
+                           or text.startswith(("INFO", "WARNING", "ERROR", "DEBUG")))
+
+
+def _peel_engine(line: LogLine, rest: str) -> None:
+    # vllm-omni stage tag may stand before or after the process prefix
+    for _ in range(2):
+        m = _STAGE.match(rest)
+        if m:
+            rest = rest[m.end():]
+        p = _PROC.match(rest)
+        if p:
+            line.proc = p.group("proc") or f"pid={p.group('pid')}"
+            line.rank = line.rank or proc_rank(p.group("proc") or "")
+            rest = rest[p.end():]
+    if not rest:
+        line.msg = ""
+        return
+    c = rest[0]
+    if c == "[":
+        m = _SGLANG.match(rest)
+        if m:
+            line.header = "sglang"
+            if m.group("date"):
+                d = m.group("date")
+                ts = _epoch(int(d[:4]), int(d[5:7]), int(d[8:10]), m.group("time"), m.group("ms"))
+            else:
+                ts = line.ts
+            line.ts = ts if ts is not None else line.ts
+            line.rank = _normalise_ranks(m.group("ranks")) or line.rank
+            rest = rest[m.end():]
+            t = _OLD_SGLANG_TAG.match(rest)
+            if t:
+                line.rank = line.rank or f"TP{t.group(1)}"
+                rest = rest[t.end():]
+            line.msg = rest
+            return
+        t = _OLD_SGLANG_TAG.match(rest)
+        if t:
+            line.header = "sglang"
+            line.rank = f"TP{t.group(1)}"
+            line.msg = rest[t.end():]
+            return
+    elif c in "DIWEC":
+        m = _VLLM.match(rest)
+        if m:
+            line.header = "vllm"
+            line.level = _LEVELS.get(m.group("lvl"), m.group("lvl"))
+            md = m.group("md")
+            year = _year_of(line.ts)
+            line.ts = _epoch(year, int(md[:2]), int(md[3:]), m.group("hms")) or line.ts
+            line.msg = rest[m.end():]
+            # vllm-omni: "(EngineCore_DP0 pid=1) [Stage-0] INFO ..." handled above
+            return
+        g = _GLOG.match(rest)
+        if g:
+            line.header = "glog"
+            line.level = _LEVELS[g.group("lvl")]
+            md = g.group("md")
+            line.ts = _epoch(_year_of(line.ts), int(md[:2]), int(md[2:]), g.group("hms")) or line.ts
+            line.msg = rest[g.end():]
+            return
+    elif c.isdigit():
+        m = _PYLOG.match(rest)
+        if m:
+            line.header = "pylog"
+            line.level = m.group("lvl")
+            d = m.group("date")
+            line.ts = _epoch(int(d[:4]), int(d[5:7]), int(d[8:10]), m.group("time")) or line.ts
+            line.msg = rest[m.end():]
+            return
+    # SGLang's "[aiter] ..." or tqdm or traceback lines: message is the whole rest
+    line.msg = rest
+
+
+def _year_of(ts: float | None) -> int:
+    if ts is None:
+        return NO_YEAR
+    return datetime.fromtimestamp(ts, tz=timezone.utc).year

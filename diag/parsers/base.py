@@ -1,0 +1,79 @@
+"""The parser extension point: small line parsers plus multi-line blocks.
+
+A :class:`LineParser` declares literal ``anchors``; the scanner hands it only logical
+lines whose physical line contains one of them (the cheap prefilter that keeps the hot
+path off everything else). ``feed`` emits events and may return a :class:`Block` that
+wants the following lines (a traceback, a profiler table, a metrics table). Open
+blocks see every line first, prefiltered or not, until they report they are done.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from diag.events import EventSink
+from diag.normalize.prefix import LogLine
+
+
+class Context:
+    """What a parser may touch while scanning one stream: the sink and per-stream state."""
+
+    def __init__(self, sink: EventSink, backend: str) -> None:
+        self.sink = sink
+        self.backend = backend
+        self.state: dict[str, Any] = {}
+
+    def emit(self, kind: str, line: LogLine, **fields: Any) -> None:
+        self.sink.emit(kind, line.source, line.lineno, line.ts, line.rank, **fields)
+
+
+class Block(ABC):
+    """A multi-line construct being collected."""
+
+    done: bool = False
+
+    @abstractmethod
+    def offer(self, line: LogLine) -> bool:
+        """Take ``line`` if it continues the block; set ``done`` when the block is complete."""
+
+    @abstractmethod
+    def finish(self, ctx: Context) -> None:
+        """Emit the block's events (also called for blocks cut off at end of input)."""
+
+
+class LineParser(ABC):
+    """One family of log lines (an engine, or lines common to all engines)."""
+
+    engine: ClassVar[str] = "common"
+    anchors: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def feed(self, line: LogLine, ctx: Context) -> Block | None:
+        """Parse one prefiltered logical line."""
+
+
+# ------------------------------------------------------------------ small shared helpers
+NUM = r"-?\d[\d,]*(?:\.\d+)?"
+
+
+def num(text: str | None) -> float | None:
+    """'2,925,232' -> 2925232.0; None/'' -> None."""
+    if text is None or text == "":
+        return None
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def to_int(text: str | None) -> int | None:
+    v = num(text)
+    return None if v is None else int(v)
+
+
+def parse_int_list(text: str) -> list[int] | None:
+    """'[1, 2, 4, ...]' -> [1, 2, 4]; elided or empty lists give what is there."""
+    values = [int(x) for x in re.findall(r"-?\d+", text)]
+    return values or None

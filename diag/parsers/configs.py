@@ -1,0 +1,128 @@
+"""Configuration echoes (SGLang ServerArgs, vLLM engine config / CLI args) via lark.
+
+The ``pyrepr.lark`` grammar reads Python reprs and JSON alike; a line that was cut off
+or carries something the grammar does not know falls back to a regex scan of
+``key=value`` pairs, so a damaged line still yields the keys it shows.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import lru_cache
+from typing import Any
+
+from lark import Lark, Transformer, UnexpectedInput, v_args
+
+from diag.resources import grammar_text
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Lark:
+    return Lark(grammar_text("pyrepr.lark"), parser="lalr", maybe_placeholders=False)
+
+
+_CONSTS = {"True": True, "False": False, "None": None, "true": True, "false": False,
+           "null": None}
+
+
+@v_args(inline=True)
+class _ToPython(Transformer):  # type: ignore[type-arg]
+    def string(self, *parts: Any) -> str:
+        out = []
+        for p in parts:
+            s = str(p)
+            try:
+                out.append(ast.literal_eval(s.lstrip("fF")))
+            except (ValueError, SyntaxError):
+                out.append(s[1:-1])
+        return "".join(str(x) for x in out)
+
+    def number(self, tok: Any) -> float | int:
+        s = str(tok).replace("_", "")
+        try:
+            return int(s)
+        except ValueError:
+            return float(s)
+
+    def dotted(self, *names: Any) -> Any:
+        text = ".".join(str(n) for n in names)
+        return _CONSTS.get(text, text)
+
+    def ellipsis(self, _tok: Any = None) -> str:
+        return "..."
+
+    def list(self, *items: Any) -> list[Any]:
+        return [i for i in items if i is not None or True]
+
+    def tuple(self, *items: Any) -> tuple[Any, ...]:
+        return tuple(items)
+
+    def set(self, *items: Any) -> list[Any]:
+        return list(items)
+
+    def pair(self, k: Any, v: Any) -> tuple[Any, Any]:
+        return (k, v)
+
+    def dict(self, *pairs: Any) -> dict[Any, Any]:
+        return {(k if isinstance(k, str | int | float) else str(k)): v for k, v in pairs}
+
+    def enum(self, name: Any, value: Any) -> str:
+        # <CUDAGraphMode.PIECEWISE: 1> -> "PIECEWISE"
+        return str(name).rsplit(".", 1)[-1]
+
+    def kwarg(self, name: Any, value: Any = None) -> tuple[str, Any]:
+        return (str(name), value)
+
+    def kwargs(self, *kws: Any) -> dict[str, Any]:
+        return dict(kws)
+
+    def call(self, name: Any, *args: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"__call__": str(name)}
+        for i, a in enumerate(args):
+            if isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str) and a[0].isidentifier():
+                out[a[0]] = a[1]
+            else:
+                out[f"_{i}"] = a
+        return out
+
+
+def parse_value(text: str) -> Any:
+    """Parse a Python-repr/JSON value or ``k=v, ...`` list; raises ValueError if it cannot."""
+    try:
+        tree = _parser().parse(text.strip())
+    except UnexpectedInput as exc:
+        raise ValueError(f"not a config repr: {exc.__class__.__name__}") from None
+    return _ToPython().transform(tree)
+
+
+_KV = re.compile(
+    r"(?:^|[\s,({])['\"]?(\w+)['\"]?\s*[=:]\s*('[^']*'|\"[^\"]*\"|\[[^\]]*(?:\]|$)|<[^>]*>|[^,()\[\]{}]+)"
+)
+
+
+def parse_kwargs(text: str) -> dict[str, Any]:
+    """``a=1, b='x', c={...}`` (or ``Name(a=1, ...)``) -> dict; best effort when damaged."""
+    text = text.strip()
+    try:
+        value = parse_value(text)
+        if isinstance(value, dict):
+            value.pop("__call__", None)
+            return value
+    except ValueError:
+        pass
+    return _scan_pairs(text)
+
+
+def _scan_pairs(text: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for m in _KV.finditer(text):
+        key, raw = m.group(1), m.group(2).strip()
+        if key in out:
+            continue
+        try:
+            out[key] = parse_value(raw)
+        except ValueError:
+            # a list cut off by the end of the line keeps the numbers it shows
+            out[key] = [int(x) for x in re.findall(r"-?\d+", raw)] if raw.startswith("[") else raw
+    return out

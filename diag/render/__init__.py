@@ -1,0 +1,1 @@
+"""Renderers: the report as text, JSON, YAML, Markdown and HTML."""

@@ -1,0 +1,122 @@
+"""The report: what ``analyze`` found, as Python objects and as the JSON contract.
+
+``Report.to_dict()`` is the ``graphdiag.report/1`` document of INTERFACE.md. It is
+deterministic: the same inputs give the same bytes apart from ``generated_at``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from diag import __version__
+from diag.events import EventTables
+from diag.facts.record import RunFacts
+from diag.ingest import InputStatus
+
+SCHEMA = "graphdiag.report/1"
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+@dataclass
+class Evidence:
+    path: str
+    line: int
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "text": self.text}
+
+
+@dataclass
+class Finding:
+    code: str
+    name: str
+    severity: str
+    message: str
+    evidence: list[Evidence] = field(default_factory=list)
+    remediation: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "name": self.name, "severity": self.severity,
+                "message": self.message, "evidence": [e.to_dict() for e in self.evidence],
+                "remediation": list(self.remediation)}
+
+
+@dataclass
+class RunReport:
+    facts: RunFacts
+    findings: list[Finding] = field(default_factory=list)
+    recommendation: dict[str, Any] | None = None
+
+    @property
+    def id(self) -> str:
+        return self.facts.run.id
+
+    @property
+    def record(self) -> dict[str, Any]:
+        return self.facts.record
+
+    def worst(self) -> str | None:
+        if not self.findings:
+            return None
+        return min((f.severity for f in self.findings), key=SEVERITY_ORDER.__getitem__)
+
+    def to_dict(self) -> dict[str, Any]:
+        run = self.facts.run
+        out: dict[str, Any] = {
+            "id": run.id, "backend": run.backend, "engine_version": self.facts.engine_version,
+            "sources": list(run.sources), "record": clean_json(self.facts.record),
+            "ranks": clean_json(self.facts.ranks),
+            "findings": [f.to_dict() for f in self.findings],
+            "classification": {"inference_agreement": clean_json(self.facts.agreement),
+                               "window_sizes_inferred": self.facts.window.sizes_inferred},
+        }
+        if self.recommendation is not None:
+            out["recommendation"] = clean_json(self.recommendation)
+        return out
+
+
+@dataclass
+class Report:
+    inputs: list[InputStatus]
+    runs: list[RunReport]
+    profiles: list[dict[str, Any]]
+    snapshots: list[dict[str, Any]]
+    tables: EventTables
+    generated_at: str | None = None
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for r in self.runs for f in r.findings]
+
+    def readable(self) -> bool:
+        """Did any input yield anything at all?"""
+        return any(i.status != "skipped" for i in self.inputs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "tool_version": __version__,
+            "generated_at": self.generated_at,
+            "inputs": [i.to_dict() for i in self.inputs],
+            "runs": [r.to_dict() for r in self.runs],
+            "profiles": clean_json(self.profiles),
+            "snapshots": clean_json(self.snapshots),
+        }
+
+
+def clean_json(value: Any) -> Any:
+    """NaN -> None, numpy scalars -> Python, tuples -> lists (JSON-safe, deterministic)."""
+    if isinstance(value, dict):
+        return {str(k): clean_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean_json(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str | bytes):
+        value = value.item()
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if value is not None and type(value).__name__ == "NAType":
+        return None
+    return value

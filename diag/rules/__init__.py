@@ -1,0 +1,1 @@
+"""Rules: the rule engine, its condition language, metrics and evidence selectors."""

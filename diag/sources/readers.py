@@ -1,0 +1,151 @@
+"""Open inputs as bytes and tell what they are.
+
+Compression is recognised by magic bytes, not by name. A truncated gzip yields what
+could be decompressed and marks the input partial; a gzip of garbage is refused.
+Text is decoded later, per relevant line, with replacement, so invalid UTF-8 never
+stops a run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import sys
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from diag.sources.discover import InputFile
+
+HEAD_BYTES = 256 * 1024
+GZIP_MAGIC = b"\x1f\x8b"
+
+_SGLANG_MARKERS = re.compile(
+    rb"sglang|Decode batch|Prefill batch|server_args=ServerArgs|Capture cuda graph|"
+    rb"Capture CUDA graph|Capturing batches|max_total_num_tokens=|KV Cache is allocated|"
+    rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?:DP|TP|PP|EP)-?\d+"
+)
+_VLLM_MARKERS = re.compile(
+    rb"vllm|vLLM|model_runner\.py|gpu_model_runner|Avg prompt throughput|# GPU blocks|"
+    rb"# cuda blocks|KV cache size: [\d,]+ tokens|Graph capturing finished|"
+    rb"Capturing CUDA graph|Maximum concurrency for|\(EngineCore|\(VllmWorker|"
+    rb"(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d"
+)
+_TABLE_HEAD = re.compile(rb"^\s*(?:Sorted by [A-Z]+ Time:\s*)?-{8,}(?:\s+-{4,})+\s*$", re.M)
+
+
+class InputError(Exception):
+    """An input that cannot be read at all; the message is the one-line reason."""
+
+
+@dataclass
+class Sniff:
+    kind: str  # log | profile_table | memory_snapshot | unknown
+    backend: str  # vllm | sglang | unknown
+    compressed: bool
+    reason: str | None = None  # why unknown
+
+
+def open_binary(item: InputFile) -> BinaryIO:
+    """The input's (decompressed) byte stream."""
+    if item.fs_path is None:
+        return sys.stdin.buffer
+    raw = open(item.fs_path, "rb")  # noqa: SIM115 - returned to the caller
+    magic = raw.read(2)
+    raw.seek(0)
+    if magic == GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    return raw
+
+
+def read_head(stream: BinaryIO) -> tuple[bytes, str | None]:
+    """Up to HEAD_BYTES of a stream, and the error that cut it short, if any."""
+    try:
+        return stream.read(HEAD_BYTES), None
+    except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+        return b"", _gzip_reason(exc)
+
+
+def _gzip_reason(exc: BaseException) -> str:
+    if isinstance(exc, EOFError):
+        return "truncated gzip (compressed stream ends early)"
+    if isinstance(exc, gzip.BadGzipFile | zlib.error):
+        return f"not a valid gzip file ({exc})"
+    return f"read error: {exc}"
+
+
+def sniff(head: bytes, compressed: bool) -> Sniff:
+    """What an input is, from its first bytes."""
+    if not head.strip():
+        return Sniff("unknown", "unknown", compressed, "empty file")
+    if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:
+        return Sniff("memory_snapshot", "unknown", compressed)
+    sample = head[:65536]
+    if b"\x00" in sample:
+        nul = sample.count(b"\x00")
+        # a few NULs in a text log happen (crashed writers); mostly-binary is not a log
+        if nul > len(sample) // 100 or _binary_ratio(sample) > 0.3:
+            return Sniff("unknown", "unknown", compressed, "binary file, not a text log")
+    elif _binary_ratio(sample) > 0.3:
+        return Sniff("unknown", "unknown", compressed, "binary file, not a text log")
+    backend = detect_backend(head)
+    if backend == "unknown" and _TABLE_HEAD.search(head) and b"Self CPU" in head:
+        return Sniff("profile_table", "unknown", compressed)
+    return Sniff("log", backend, compressed)
+
+
+def _binary_ratio(sample: bytes) -> float:
+    if not sample:
+        return 0.0
+    text_chars = bytes(range(32, 127)) + b"\n\r\t\x0c\x1b\x08"
+    nontext = sample.translate(None, text_chars)
+    # UTF-8 multibyte text is fine: count only bytes that cannot start/continue UTF-8
+    bad = sum(1 for b in nontext if b < 0x20 or b in (0xC0, 0xC1) or b >= 0xF8)
+    return bad / len(sample)
+
+
+def detect_backend(text: bytes) -> str:
+    """vllm / sglang / unknown by counting engine-specific markers."""
+    s = len(_SGLANG_MARKERS.findall(text))
+    v = len(_VLLM_MARKERS.findall(text))
+    if s == v == 0:
+        return "unknown"
+    return "sglang" if s > v else "vllm"
+
+
+def iter_lines(stream: BinaryIO, head: bytes, errors: list[str]) -> Iterator[bytes]:
+    """Physical lines of a stream (head already read), stopping cleanly on a broken gzip."""
+    buffered = io.BufferedReader(_Chain(head, stream), buffer_size=1 << 20)  # type: ignore[arg-type]
+    while True:
+        try:
+            line = buffered.readline()
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+            errors.append(_gzip_reason(exc))
+            return
+        if not line:
+            return
+        yield line
+
+
+class _Chain(io.RawIOBase):
+    """Head bytes followed by the rest of a stream, as one raw stream."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self._head = memoryview(head)
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[no-untyped-def]
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        data = self._rest.read(len(b))
+        n = len(data)
+        b[:n] = data
+        return n
