@@ -7,8 +7,8 @@ own eligibility rules (``source: inferred``). Where both exist, the inference is
 computed so its agreement with the logged flag can be measured.
 
 The result is a DataFrame (HTA style), one row per observed batch or metrics row:
-``source, line, ts, rank, batch_size, weight, verdict, origin, reason, bucket, padded,
-inferred, gen_throughput``.
+``source, line, ts, rank, batch_size, weight, verdict, logged, origin, reason, bucket,
+padded, inferred, gen_throughput`` (``logged``: the verdict is the engine's own flag).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pandas as pd
 
 from diag.events import EventTables
 
-COLUMNS = ["source", "line", "ts", "rank", "batch_size", "weight", "verdict", "origin",
+COLUMNS = ["source", "line", "ts", "rank", "batch_size", "weight", "verdict", "logged", "origin",
            "reason", "bucket", "padded", "inferred", "gen_throughput"]
 
 
@@ -94,7 +94,8 @@ def _rows(frame: pd.DataFrame, sizes: pd.Series, weights: pd.Series, logged: pd.
         "source": frame["source"].to_numpy(), "line": frame["line"].to_numpy(),
         "ts": frame["ts"].to_numpy(), "rank": frame["rank"].to_numpy(),
         "batch_size": sizes.to_numpy(), "weight": weights.to_numpy(),
-        "verdict": verdicts, "origin": origin, "reason": reasons, "bucket": buckets,
+        "verdict": verdicts, "logged": [not (f is None or f is pd.NA) for f in logged],
+        "origin": origin, "reason": reasons, "bucket": buckets,
         "inferred": [v for v, _, _ in inferred],
         "gen_throughput": gen.to_numpy() if gen is not None else np.nan,
     })
@@ -171,8 +172,7 @@ def batch_counts(batches: pd.DataFrame) -> dict[str, object]:
     if batches.empty:
         return {"graph": 0, "eager": 0, "unknown": 0, "source": "none"}
     w = batches.groupby("verdict")["weight"].sum()
-    logged = batches["reason"].isin(["logged_graph", "logged_eager", "engine_reported_eager"]) | (
-        batches["origin"] == "graph_step")
+    logged = batches["logged"].astype(bool)
     decided = batches["verdict"] != "unknown"
     if not decided.any():
         source = "none"
@@ -222,8 +222,7 @@ def batch_shape(batches: pd.DataFrame) -> dict[str, object] | None:
 
 def inference_agreement(batches: pd.DataFrame) -> dict[str, object] | None:
     """How often the window-based inference matches the engine's logged flag."""
-    logged = batches[batches["reason"].isin(["logged_graph", "logged_eager", "engine_reported_eager"])
-                     | ((batches["origin"] == "graph_step") & (batches["verdict"] != "unknown"))]
+    logged = batches[batches["logged"].astype(bool)]
     comparable = logged[logged["inferred"] != "unknown"]
     if comparable.empty:
         return None

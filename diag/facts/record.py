@@ -268,6 +268,20 @@ def _order(tables: EventTables):  # type: ignore[no-untyped-def]
     return key
 
 
+def captured_size_count(tables: EventTables) -> int | None:
+    """How many decode sizes were captured, from size-list counts or tqdm totals."""
+    counts: list[int] = []
+    cs = tables["capture_sizes"]
+    if not cs.empty:
+        cs = cs[cs["phase"] != "prefill"]
+        counts += [int(c) for c in cs["count"].dropna()]
+    prog = tables["capture_progress"]
+    if not prog.empty:
+        prog = prog[prog["phase"] != "prefill"]
+        counts += [int(c) for c in prog["total"].dropna()]
+    return max(counts) if counts else None
+
+
 # ------------------------------------------------------------------ the record
 def _capture_totals(tables: EventTables) -> tuple[float | None, float | None]:
     ends = _rank0(tables["capture_end"])
@@ -327,6 +341,8 @@ def build_facts(run: Run) -> RunFacts:
     config = config_values(t)
     version = _last(t["version"], "version")
     mode = graph_mode(t, config, run.backend)
+    if mode == "unknown" and capture_error(t)[0] is not None:
+        mode = "enabled"  # a capture was attempted and failed
     sizes = capture_sizes(t, config, run.backend)
     ceiling = _ceiling(t, config, run.backend, sizes)
     window = window_of(t, config, run.backend, mode, version, sizes, ceiling)

@@ -174,7 +174,9 @@ class SGLangParser(LineParser):
                      avail_mem_gib=num(m.group(4)))
             return
         bare = _BARE_TQDM.match(msg)
-        open_phase = ctx.state.get("sglang.open_phase", {}).get(line.rank or "")
+        opened = ctx.state.get("sglang.open_phase", {})
+        # bars carry no prefix; only TP0 prints them, so any open phase is theirs
+        open_phase = opened.get(line.rank or "") or next(iter(opened.values()), None)
         if bare and open_phase:
             ctx.emit("capture_progress", line, engine=ENGINE, phase=open_phase, mode=None,
                      done=int(bare.group("done")), total=int(bare.group("total")), size=None,

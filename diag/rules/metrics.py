@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from diag.facts.record import RunFacts, sizing
+from diag.facts.record import RunFacts, captured_size_count, sizing
 
 # graph_disabled reasons that mean "the model/backend cannot run graphs", not "user turned them off"
 MODEL_LIMIT_REASONS = {"torch_native_attention", "flex_attention", "deepep", "deepep_normal",
@@ -86,7 +86,7 @@ def run_metrics(facts: RunFacts, snapshots: list[dict[str, Any]] | None = None) 
         "capture_error_message": (rec["capture_error"] or {}).get("message"),
         "capture_time_s": rec["capture_time_s"],
         "capture_mem_gib": rec["capture_mem_gib"],
-        "n_buckets": len(sizes) if sizes else _bucket_count(facts),
+        "n_buckets": len(rec["graph_capture_sizes"] or []) or captured_size_count(t) or len(sizes) or None,
         "ceiling": ceiling,
         "max_running_requests": rec["max_running_requests"],
         "batches_graph": counts["graph"],
@@ -165,16 +165,6 @@ def _max(frame: pd.DataFrame, col: str) -> float | None:
     if frame.empty or col not in frame or frame[col].dropna().empty:
         return None
     return float(frame[col].max())
-
-
-def _bucket_count(facts: RunFacts) -> int | None:
-    cs = facts.tables["capture_sizes"]
-    if not cs.empty and cs["count"].notna().any():
-        return int(cs["count"].max())
-    prog = facts.tables["capture_progress"]
-    if not prog.empty and prog["total"].notna().any():
-        return int(prog["total"].max())
-    return None
 
 
 def _per_request_speed(batches: pd.DataFrame) -> tuple[float | None, float | None, int, int]:
