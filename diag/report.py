@@ -13,6 +13,7 @@ from typing import Any
 from diag import __version__
 from diag.events import EventTables
 from diag.facts.record import RunFacts
+from diag.facts.requests import request_summary
 from diag.ingest import InputStatus
 
 SCHEMA = "graphdiag.report/1"
@@ -72,6 +73,7 @@ class RunReport:
             "findings": [f.to_dict() for f in self.findings],
             "classification": {"inference_agreement": clean_json(self.facts.agreement),
                                "window_sizes_inferred": self.facts.window.sizes_inferred},
+            "requests": clean_json(request_summary(self.facts.requests)),
         }
         if self.recommendation is not None:
             out["recommendation"] = clean_json(self.recommendation)

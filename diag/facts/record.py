@@ -18,6 +18,7 @@ import pandas as pd
 from diag.events import EventTables
 from diag.facts import classify as cls
 from diag.facts.defaults import sglang_default_sizes, vllm_default_sizes
+from diag.facts.requests import request_table
 from diag.facts.runs import Run
 
 RECORD_KEYS = (
@@ -54,6 +55,7 @@ class RunFacts:
     ranks: list[dict[str, Any]]
     capture_error_at: tuple[str, int] | None = None
     agreement: dict[str, Any] | None = None
+    requests: pd.DataFrame = field(default_factory=pd.DataFrame)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -373,7 +375,7 @@ def build_facts(run: Run) -> RunFacts:
     }
     assert tuple(record) == RECORD_KEYS
     return RunFacts(run, version, config, window, batches, record, _ranks(run, batches),
-                    error_at, cls.inference_agreement(batches))
+                    error_at, cls.inference_agreement(batches), request_table(t, batches))
 
 
 def _ceiling(t: EventTables, config: dict[str, Any], backend: str, sizes: list[int] | None) -> int | None:
