@@ -220,7 +220,7 @@ class EventTables(Mapping[str, pd.DataFrame]):
             part = frame[list(COMMON_COLUMNS)].copy()
             part.insert(0, "kind", kind)
             part["data"] = [
-                encode_json({c: _plain(v) for c, v in zip(data_cols, row) if not _missing(v)})
+                encode_json({c: _plain(v) for c, v in zip(data_cols, row, strict=True) if not _missing(v)})
                 for row in frame[data_cols].itertuples(index=False, name=None)
             ]
             rows.append(part)

@@ -8,6 +8,7 @@ or carries something the grammar does not know falls back to a regex scan of
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from functools import lru_cache
 from typing import Any
@@ -52,33 +53,33 @@ class _ToPython(Transformer):  # type: ignore[type-arg]
     def ellipsis(self, _tok: Any = None) -> str:
         return "..."
 
-    def list(self, *items: Any) -> list[Any]:
-        return [i for i in items if i is not None or True]
+    def list(self, *items: Any) -> builtins.list[Any]:
+        return builtins.list(items)
 
-    def tuple(self, *items: Any) -> tuple[Any, ...]:
+    def tuple(self, *items: Any) -> builtins.tuple[Any, ...]:
         return tuple(items)
 
-    def set(self, *items: Any) -> list[Any]:
+    def set(self, *items: Any) -> builtins.list[Any]:
         return list(items)
 
-    def pair(self, k: Any, v: Any) -> tuple[Any, Any]:
+    def pair(self, k: Any, v: Any) -> builtins.tuple[Any, Any]:
         return (k, v)
 
-    def dict(self, *pairs: Any) -> dict[Any, Any]:
+    def dict(self, *pairs: Any) -> builtins.dict[Any, Any]:
         return {(k if isinstance(k, str | int | float) else str(k)): v for k, v in pairs}
 
     def enum(self, name: Any, value: Any) -> str:
         # <CUDAGraphMode.PIECEWISE: 1> -> "PIECEWISE"
         return str(name).rsplit(".", 1)[-1]
 
-    def kwarg(self, name: Any, value: Any = None) -> tuple[str, Any]:
+    def kwarg(self, name: Any, value: Any = None) -> builtins.tuple[str, Any]:
         return (str(name), value)
 
-    def kwargs(self, *kws: Any) -> dict[str, Any]:
+    def kwargs(self, *kws: Any) -> builtins.dict[str, Any]:
         return dict(kws)
 
-    def call(self, name: Any, *args: Any) -> dict[str, Any]:
-        out: dict[str, Any] = {"__call__": str(name)}
+    def call(self, name: Any, *args: Any) -> builtins.dict[str, Any]:
+        out: builtins.dict[str, Any] = {"__call__": str(name)}
         for i, a in enumerate(args):
             if isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str) and a[0].isidentifier():
                 out[a[0]] = a[1]

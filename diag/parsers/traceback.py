@@ -92,7 +92,7 @@ class ParsedTraceback:
 
 def parse_traceback(lines: list[str]) -> ParsedTraceback:
     """Frames and exception messages of a traceback block (never raises)."""
-    text = "\n".join(l.rstrip() for l in lines) + "\n"
+    text = "\n".join(ln.rstrip() for ln in lines) + "\n"
     out = ParsedTraceback()
     try:
         tree = _parser().parse(text)
@@ -120,8 +120,8 @@ def parse_traceback(lines: list[str]) -> ParsedTraceback:
 
 def _fallback(lines: list[str]) -> ParsedTraceback:
     out = ParsedTraceback()
-    for l in lines:
-        s = l.strip()
+    for ln in lines:
+        s = ln.strip()
         if s.startswith('File "'):
             out.frames.append(s)
         elif _EXC_LINE.match(s):
