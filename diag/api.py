@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from diag.events import EventTables
+from diag.advise.recommend import attach_recommendations
 from diag.evidence import resolve_evidence
 from diag.facts.record import RunFacts, build_facts
 from diag.facts.runs import Run, split_runs
@@ -41,6 +42,7 @@ def analyze(paths: Sequence[str], rules_file: str | os.PathLike[str] | None = No
     engine = RuleEngine.load(rules_file)
     runs = [RunReport(f, engine.evaluate(f, ing.snapshots)) for f in facts]
     resolve_evidence(runs)
+    attach_recommendations(runs, ing.snapshots)
     return Report(ing.inputs, runs, _profiles(facts, ing), ing.snapshots, ing.tables,
                   generated_at or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
 

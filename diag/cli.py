@@ -62,9 +62,10 @@ def _warn(msg: str) -> None:
     click.echo(f"graphdiag: {msg}", err=True)
 
 
-def _report_inputs(report: Any) -> None:
-    for item in report.inputs:
-        if item.status != "ok":
+def _report_inputs(inputs: Any) -> None:
+    """One line per input not fully read; non-log files met in folders stay in the report only."""
+    for item in inputs:
+        if item.status != "ok" and not (item.reason or "").startswith("not a log"):
             _warn(f"{item.status}: {item.path}: {item.reason}")
 
 
@@ -113,7 +114,7 @@ def analyze(paths: tuple[str, ...], out_dir: str, fmt: str, no_html: bool, fail_
         _warn(str(exc))
         sys.exit(2)
     progress.finish()
-    _report_inputs(report)
+    _report_inputs(report.inputs)
     if not report.readable():
         _warn("no input could be read")
         sys.exit(2)
@@ -148,9 +149,7 @@ def parse(paths: tuple[str, ...], fmt: str, output: str | None, quiet: bool) -> 
     progress = Progress(quiet)
     ing = ingest(list(paths), progress)
     progress.finish()
-    for item in ing.inputs:
-        if item.status != "ok":
-            _warn(f"{item.status}: {item.path}: {item.reason}")
+    _report_inputs(ing.inputs)
     if not any(i.status != "skipped" for i in ing.inputs):
         _warn("no input could be read")
         sys.exit(2)
@@ -187,6 +186,8 @@ def rules(fmt: str) -> None:
             click.echo(f"    remedy (sglang): {first[0]}")
         click.echo("")
 
+
+from diag import cli_advise  # noqa: E402,F401  (registers recommend and compare)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

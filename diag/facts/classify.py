@@ -151,8 +151,9 @@ def _vllm_steps(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
     unpadded = frame["num_tokens"].astype("float64").to_numpy()
     has = ~np.isnan(padded) & (out["verdict"].to_numpy() == "graph")
     out.loc[has, "bucket"] = padded[has]
-    out.loc[has, "padded"] = padded[has] - unpadded[has]
-    out.loc[has, "batch_size"] = unpadded[has]
+    both = has & ~np.isnan(unpadded)
+    out.loc[both, "padded"] = padded[both] - unpadded[both]
+    out.loc[both, "batch_size"] = unpadded[both]
     return out
 
 

@@ -1,0 +1,329 @@
+"""Size the CUDA-graph bucket set to the observed decode batch-size distribution.
+
+A decode batch of size ``b`` replays the graph of the smallest bucket ``>= b`` (``bucket - b``
+padded slots of wasted compute); a batch above the largest bucket runs eagerly (not covered,
+no padding). See vLLM formats sections 11-12 and SGLang formats sections 6-7.
+
+Conventions shared by every function here:
+
+* ``hist`` maps batch size (int >= 1) to the number of batches observed with that size;
+  zero counts are ignored, negative counts or non-positive sizes raise ``ValueError``.
+* ``sizes`` is a collection of bucket sizes (ints >= 1, duplicates ignored).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "BucketPlan",
+    "coverage",
+    "estimate_capture_memory",
+    "estimate_capture_time",
+    "optimal_buckets",
+    "padding_waste",
+]
+
+# ``allowed`` can only be probed on finitely many integers: bucket values are searched up to
+# ``2 * max(observed size) + _ALLOWED_SEARCH_SLACK``.
+_ALLOWED_SEARCH_SLACK = 1024
+# Sentinel "infinite" cost; real costs must stay below _MAX_COST so INF + INF fits in int64.
+_INF = 2**61
+_MAX_COST = 2**60
+
+
+def _clean_hist(hist: Mapping[int, int]) -> list[tuple[int, int]]:
+    """Validate ``hist`` and return sorted ``(size, count)`` pairs with count > 0.
+
+    ``operator.index`` rejects floats so a fractional size/count never gets silently truncated.
+    """
+    items: list[tuple[int, int]] = []
+    for raw_size, raw_count in hist.items():
+        size, count = operator.index(raw_size), operator.index(raw_count)
+        if count < 0:
+            raise ValueError(f"negative count {count} for batch size {size}")
+        if count == 0:
+            continue
+        if size < 1:
+            raise ValueError(f"batch size must be >= 1, got {size}")
+        items.append((size, count))
+    items.sort()
+    return items
+
+
+def _clean_sizes(sizes: Iterable[int]) -> list[int]:
+    """Sorted distinct bucket sizes; non-positive sizes are a caller bug, so raise."""
+    out = sorted({operator.index(s) for s in sizes})
+    if out and out[0] < 1:
+        raise ValueError(f"bucket sizes must be >= 1, got {out[0]}")
+    return out
+
+
+def _serve(sizes: list[int], items: list[tuple[int, int]]) -> tuple[int, int, int, int]:
+    """Return ``(covered_batches, total_batches, padded_slots, graph_slots)``."""
+    covered = total = padded = slots = 0
+    for b, n in items:
+        total += n
+        i = bisect_left(sizes, b)
+        if i < len(sizes):
+            covered += n
+            padded += (sizes[i] - b) * n
+            slots += sizes[i] * n
+    return covered, total, padded, slots
+
+
+def coverage(sizes: Iterable[int], hist: Mapping[int, int]) -> float:
+    """Share of decode batches (count-weighted) with ``b <= max(sizes)``, i.e. graph-eligible.
+
+    Returns ``0.0`` (never ``None``) when ``sizes`` is empty or ``hist`` holds no batches, so the
+    result can always be compared against a threshold.
+    """
+    covered, total, _, _ = _serve(_clean_sizes(sizes), _clean_hist(hist))
+    return covered / total if total else 0.0
+
+
+def padding_waste(sizes: Iterable[int], hist: Mapping[int, int]) -> float | None:
+    """Padded slots / graph-served slots over the covered batches.
+
+    Returns ``None`` when no batch is covered (no graph-served slots): ``0.0`` would wrongly
+    claim "no waste" when graphs simply serve nothing.
+    """
+    _, _, padded, slots = _serve(_clean_sizes(sizes), _clean_hist(hist))
+    return padded / slots if slots else None
+
+
+@dataclass(frozen=True)
+class BucketPlan:
+    """A bucket set with the figures a report needs to justify it."""
+
+    sizes: list[int]
+    coverage: float
+    padding_waste: float | None  # None only if the plan covers no batch (see padding_waste())
+    padded_slots: int
+    graph_slots: int
+
+    @classmethod
+    def evaluate(cls, sizes: Iterable[int], hist: Mapping[int, int]) -> BucketPlan:
+        """Score any bucket set (e.g. the engine's current one) the same way as the optimum."""
+        ss = _clean_sizes(sizes)
+        covered, total, padded, slots = _serve(ss, _clean_hist(hist))
+        return cls(
+            sizes=ss,
+            coverage=covered / total if total else 0.0,
+            padding_waste=padded / slots if slots else None,
+            padded_slots=padded,
+            graph_slots=slots,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict (copies the list so callers cannot mutate the plan)."""
+        return {
+            "sizes": list(self.sizes),
+            "coverage": self.coverage,
+            "padding_waste": self.padding_waste,
+            "padded_slots": self.padded_slots,
+            "graph_slots": self.graph_slots,
+        }
+
+
+def _canonical_values(xs: list[int], allowed: Callable[[int], bool] | None) -> list[int | None]:
+    """For each observed size, the smallest allowed bucket value >= it (None if none found).
+
+    ``allowed`` is called at most once per integer, scanning upwards from the smallest size.
+    """
+    if allowed is None:
+        return list(xs)
+    limit = 2 * xs[-1] + _ALLOWED_SEARCH_SLACK
+    out: list[int | None] = []
+    found: int | None = None
+    v = xs[0]
+    for b in xs:
+        if found is not None and found >= b:
+            out.append(found)
+            continue
+        v = max(v, b)
+        while v <= limit and not allowed(v):
+            v += 1
+        if v > limit:
+            out.extend([None] * (len(xs) - len(out)))
+            break
+        found = v
+        out.append(v)
+    return out
+
+
+def optimal_buckets(
+    hist: Mapping[int, int],
+    max_buckets: int,
+    min_coverage: float = 0.99,
+    always_include: Iterable[int] = (),
+    allowed: Callable[[int], bool] | None = None,
+) -> BucketPlan:
+    """Exact minimum-padding bucket set of at most ``max_buckets`` sizes covering >= ``min_coverage``.
+
+    Objective: minimise total padded slots ``sum((bucket(b) - b) * count)`` over covered batches,
+    subject to ``coverage >= min_coverage`` (same float comparison as ``coverage()``),
+    ``len(sizes) <= max_buckets``, every ``always_include`` size present (used as given, not
+    checked against ``allowed``) and every other size satisfying ``allowed``. Ties: fewer
+    buckets, then the lexicographically smallest sorted list. The plan has >= 1 bucket.
+
+    Why the search space can be restricted (so the DP is exact, not a heuristic):
+
+    * Candidates. Take a non-forced bucket ``s`` with predecessor ``p`` in the set. If no
+      observed size lies in ``(p, s]`` it serves nobody and can be dropped (same padding and
+      coverage, fewer buckets). Otherwise let ``m`` be the largest observed size in ``(p, s]``
+      and ``s'`` the smallest allowed value ``>= m``: ``p < s' <= s``, the same batches map to
+      it with no more padding and coverage is unchanged. So some optimum (and the tie-broken
+      one, which is elementwise no larger) uses only these canonical values plus the forced ones;
+      with ``allowed=None`` these are exactly the observed sizes.
+    * Ceiling. A larger ceiling never reduces padding: it only adds covered batches, each with
+      padding >= 0. Let ``C = max(max(always_include), smallest candidate with coverage >= Q)``
+      (the Q-quantile size, rounded up to an allowed value). Any feasible ``S`` has
+      ``max(S) >= C``; replacing ``S`` by ``(S ∩ [1, C)) ∪ {C}`` keeps the forced sizes and
+      feasibility, does not add buckets, maps every batch ``<= C`` to a bucket no larger than
+      before and uncovers the rest. So the ceiling is exactly ``C``.
+
+    DP over the sorted candidates ``c_1 < ... < c_m = C`` (state 0 = "no bucket yet"):
+    ``E[k][i]`` = least padding to finish with exactly ``k`` more buckets after ``c_i``;
+    ``cost(i, j) = c_j * (W(c_j) - W(c_i)) - (X(c_j) - X(c_i))`` from prefix sums of counts ``W``
+    and ``count * size`` ``X``; a transition may not skip a forced size. O(K * m^2) in numpy;
+    reconstructing forward taking the first (smallest) optimal successor gives the lexicographic
+    tie-break. Raises ``ValueError`` on empty input or an infeasible request.
+    """
+    items = _clean_hist(hist)
+    if not items:
+        raise ValueError("empty batch-size histogram")
+    if operator.index(max_buckets) < 1:
+        raise ValueError(f"max_buckets must be >= 1, got {max_buckets}")
+    if not 0.0 <= min_coverage <= 1.0 or math.isnan(min_coverage):
+        raise ValueError(f"min_coverage must be within [0, 1], got {min_coverage}")
+    forced = _clean_sizes(always_include)
+
+    xs = [b for b, _ in items]
+    xs_np = np.array(xs, dtype=np.int64)
+    ws_np = np.array([n for _, n in items], dtype=np.int64)
+    cum_w = np.concatenate(([0], np.cumsum(ws_np)))
+    cum_x = np.concatenate(([0], np.cumsum(ws_np * xs_np)))
+    total = int(cum_w[-1])
+
+    canon = {c for c in _canonical_values(xs, allowed) if c is not None}
+    cands = sorted(canon | set(forced))
+    c_np = np.array(cands, dtype=np.int64)
+    idx = np.searchsorted(xs_np, c_np, side="right")
+    cov_ok = [int(w) / total >= min_coverage for w in cum_w[idx]]
+    feasible = [c for c, ok in zip(cands, cov_ok, strict=True) if ok]
+    if not feasible:
+        raise ValueError(
+            f"no allowed bucket reaches coverage {min_coverage} "
+            f"(searched allowed sizes up to {2 * xs[-1] + _ALLOWED_SEARCH_SLACK})"
+        )
+    ceiling = max(feasible[0], forced[-1] if forced else 0)
+    required = set(forced) | {ceiling}
+    if len(required) > max_buckets:
+        raise ValueError(
+            f"{len(required)} sizes are required (always_include + ceiling {ceiling}) "
+            f"but max_buckets={max_buckets}"
+        )
+    if ceiling * total >= _MAX_COST:
+        raise ValueError("histogram too large for int64 padding arithmetic")
+
+    # States 0..m: 0 = no bucket yet, i >= 1 = candidate cands[i-1]; only values <= ceiling.
+    cands = [c for c in cands if c <= ceiling]
+    m = len(cands)
+    cv = np.concatenate(([0], np.array(cands, dtype=np.int64)))
+    pos = np.concatenate(([0], np.searchsorted(xs_np, cv[1:], side="right")))
+    wv, xv = cum_w[pos], cum_x[pos]
+
+    # lo[j]: the predecessor state of bucket j may not lie before the last forced state < j.
+    is_forced = np.zeros(m + 1, dtype=bool)
+    is_forced[1:] = [c in required for c in cands]
+    last_forced = np.maximum.accumulate(np.where(is_forced, np.arange(m + 1), 0))
+    lo = np.concatenate(([0], last_forced[:-1]))
+
+    cost = cv[None, :] * (wv[None, :] - wv[:, None]) - (xv[None, :] - xv[:, None])
+    rows = np.arange(m + 1)[:, None]
+    cols = np.arange(m + 1)[None, :]
+    cost[(cols <= rows) | (rows < lo[None, :])] = _INF
+
+    e_prev = np.full(m + 1, _INF, dtype=np.int64)
+    e_prev[m] = 0  # finishing is only possible at the ceiling
+    table = [e_prev]
+    buf = np.empty_like(cost)
+    for _ in range(min(max_buckets, m)):
+        np.add(cost, table[-1][None, :], out=buf)
+        e_k = buf.min(axis=1)
+        np.minimum(e_k, _INF, out=e_k)
+        table.append(e_k)
+
+    starts = [int(t[0]) for t in table[1:]]
+    best = min(starts)
+    if best >= _INF:  # unreachable given the checks above; kept as a guard
+        raise ValueError("no feasible bucket set")
+    k = starts.index(best) + 1
+
+    chosen: list[int] = []
+    state = 0
+    for r in range(k, 0, -1):
+        row = cost[state] + table[r - 1]
+        state = int(np.flatnonzero(row == table[r][state])[0])
+        chosen.append(int(cv[state]))
+    plan = BucketPlan.evaluate(chosen, dict(items))
+    assert plan.padded_slots == best, (plan.padded_slots, best)
+    return plan
+
+
+def _scale_by_slots(
+    current_sizes: Iterable[int],
+    current_value: float | None,
+    new_sizes: Iterable[int],
+    overhead_slots: float,
+) -> float | None:
+    """Shared linear model: ``value = alpha * sum(size + overhead_slots)`` fitted on ``current``."""
+    cur, new = _clean_sizes(current_sizes), _clean_sizes(new_sizes)
+    if current_value is None or not cur or not math.isfinite(current_value) or current_value < 0:
+        return None
+    if overhead_slots < 0:
+        raise ValueError("overhead_slots must be >= 0")
+    denom = sum(s + overhead_slots for s in cur)  # > 0: sizes are >= 1
+    return current_value * sum(s + overhead_slots for s in new) / denom
+
+
+def estimate_capture_memory(
+    current_sizes: Iterable[int],
+    current_mem_gib: float | None,
+    new_sizes: Iterable[int],
+    overhead_slots: float = 16.0,
+) -> float | None:
+    """ESTIMATE of graph-capture memory (GiB) for ``new_sizes`` from one measured point.
+
+    Model: each graph costs ``alpha * (size + overhead_slots)``, i.e. memory proportional to its
+    batch size plus a fixed per-graph overhead worth ``overhead_slots`` batch slots (an assumed
+    ratio, not measured); ``alpha`` is fitted so the model reproduces ``current_mem_gib`` for
+    ``current_sizes``. Real pools are shared across graphs (captured largest-first), so treat
+    the result as an order of magnitude for comparing bucket sets, not a budget.
+    Returns ``None`` when there is no usable current measurement.
+    """
+    return _scale_by_slots(current_sizes, current_mem_gib, new_sizes, overhead_slots)
+
+
+def estimate_capture_time(
+    current_sizes: Iterable[int],
+    current_time_s: float | None,
+    new_sizes: Iterable[int],
+    overhead_slots: float = 64.0,
+) -> float | None:
+    """ESTIMATE of capture time (s) for ``new_sizes`` from one measured point.
+
+    Same linear model as ``estimate_capture_memory`` with a larger default per-graph overhead,
+    because each capture pays warm-up runs and launch/instantiation work that barely depend on
+    batch size. Fitted to reproduce ``current_time_s``; an estimate, not a prediction.
+    Returns ``None`` when there is no usable current measurement.
+    """
+    return _scale_by_slots(current_sizes, current_time_s, new_sizes, overhead_slots)

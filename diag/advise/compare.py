@@ -1,0 +1,260 @@
+"""`graphdiag compare`: two diagnosed sides (e.g. eager vs graph, old vs new bucket set) side by side.
+
+Each side is one ``analyze`` report; its *main run* is the run with the most decode batches (ties:
+the later start-up, i.e. the restart after a failed one), and only main runs are compared. The
+warnings matter as much as the numbers: a side that ran with graphs disabled is the diagnostic
+state (DOMAIN.md step 7), and two sides fed different traffic move captured share and padding
+for reasons other than the buckets.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from diag import __version__
+from diag.report import Report, RunReport, clean_json
+from diag.rules.metrics import run_metrics
+
+__all__ = ["SCHEMA", "compare", "main_run", "render_html", "render_json", "render_text"]
+
+SCHEMA = "graphdiag.compare/1"
+
+# (key, label, unit, kind, better): kind "share" deltas are percentage points;
+# better "up"/"down" says which direction is an improvement, None when it depends.
+METRICS: list[tuple[str, str, str, str, str | None]] = [
+    ("graph_mode", "graph mode", "", "text", None),
+    ("cudagraph_mode", "graph kind", "", "text", None),
+    ("n_buckets", "captured sizes", "", "int", None),
+    ("ceiling", "window ceiling", "", "int", None),
+    ("decode_batches", "decode batches", "", "int", None),
+    ("batch_p50", "decode batch size p50", "", "int", None),
+    ("batch_p99", "decode batch size p99", "", "int", None),
+    ("captured_share", "captured share", "", "share", "up"),
+    ("padding_waste", "padding waste", "", "share", "down"),
+    ("throughput_in_window", "gen throughput in window", " tok/s", "num", "up"),
+    ("throughput_out_window", "gen throughput out of window", " tok/s", "num", "up"),
+    ("speed_in", "per-request speed in window", " tok/s", "num", "up"),
+    ("speed_out", "per-request speed out of window", " tok/s", "num", "up"),
+    ("ttft_s_p50", "TTFT p50", " s", "num", "down"),
+    ("ttft_s_p95", "TTFT p95", " s", "num", "down"),
+    ("itl_s_p95", "ITL p95", " s", "num", "down"),
+    ("capture_time_s", "capture time", " s", "num", "down"),
+    ("capture_mem_gib", "capture memory", " GiB", "num", "down"),
+    ("kv_tokens", "KV tokens", "", "int", "up"),
+    ("kv_cache_gib", "KV cache", " GiB", "num", "up"),
+    ("max_concurrency", "max concurrency", "x", "num", "up"),
+]
+
+
+def _decode_batches(run: RunReport) -> int:
+    b = run.record["batches"]
+    return int(b["graph"]) + int(b["eager"]) + int(b["unknown"])
+
+
+def main_run(report: Report) -> tuple[RunReport | None, str]:
+    """The run to compare and a sentence saying why it was picked."""
+    if not report.runs:
+        return None, "no run found"
+    _, run = max(enumerate(report.runs), key=lambda ir: (_decode_batches(ir[1]), ir[0]))
+    if len(report.runs) == 1:
+        return run, "the only run"
+    return run, f"{_decode_batches(run)} decode batches, the most of {len(report.runs)} runs"
+
+
+def _values(run: RunReport, snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+    rec = run.record
+    m = run_metrics(run.facts, snapshots)
+    shape = rec["decode_batch_shape"] or {}
+    perf = rec["perf"]
+    return {
+        "graph_mode": rec["graph_mode"], "cudagraph_mode": rec["cudagraph_mode"],
+        "n_buckets": m.get("n_buckets"), "ceiling": m.get("ceiling"),
+        "decode_batches": _decode_batches(run), "batch_p50": shape.get("p50"), "batch_p99": shape.get("p99"),
+        "captured_share": rec["captured_share"], "padding_waste": rec["padding_waste"],
+        "throughput_in_window": perf["throughput_in_window"], "throughput_out_window": perf["throughput_out_window"],
+        "speed_in": m.get("speed_in"), "speed_out": m.get("speed_out"),
+        "ttft_s_p50": perf["ttft_s_p50"], "ttft_s_p95": perf["ttft_s_p95"], "itl_s_p95": perf["itl_s_p95"],
+        "capture_time_s": rec["capture_time_s"], "capture_mem_gib": rec["capture_mem_gib"],
+        "kv_tokens": rec["kv_tokens"], "kv_cache_gib": rec["kv_cache_gib"], "max_concurrency": rec["max_concurrency"],
+    }
+
+
+def _delta(a: Any, b: Any, kind: str, better: str | None) -> tuple[float | None, str | None]:
+    if kind == "text" or not isinstance(a, int | float) or not isinstance(b, int | float):
+        return None, None
+    d = round(float(b) - float(a), 4)
+    if d == 0 or better is None:
+        return d, None
+    return d, "after" if (d > 0) == (better == "up") else "before"
+
+
+def _finding(f: Any) -> dict[str, str]:
+    return {"code": f.code, "name": f.name, "severity": f.severity, "message": f.message}
+
+
+def _side(report: Report, paths: Sequence[str], label: str) -> tuple[dict[str, Any], RunReport | None]:
+    run, why = main_run(report)
+    side: dict[str, Any] = {
+        "paths": list(paths), "main_run": run.id if run else None, "why": why,
+        "runs": [r.id for r in report.runs],
+        "inputs_skipped": [{"path": i.path, "reason": i.reason} for i in report.inputs if i.status == "skipped"],
+        "run": run.to_dict() if run else None,
+    }
+    return side, run
+
+
+def compare(before: Report, after: Report, before_paths: Sequence[str] = (),
+            after_paths: Sequence[str] = ()) -> dict[str, Any]:
+    """The ``graphdiag.compare/1`` document: both main runs (full run dicts, records included),
+    a metric table with deltas, findings that appeared / disappeared / persist, and warnings."""
+    sides: dict[str, dict[str, Any]] = {}
+    runs: dict[str, RunReport | None] = {}
+    values: dict[str, dict[str, Any]] = {}
+    for label, rep, paths in (("before", before, before_paths), ("after", after, after_paths)):
+        sides[label], runs[label] = _side(rep, paths, label)
+        run = runs[label]
+        values[label] = _values(run, rep.snapshots) if run else {}
+
+    metrics = []
+    for key, name, unit, kind, better in METRICS:
+        a, b = values["before"].get(key), values["after"].get(key)
+        if a is None and b is None:
+            continue
+        d, winner = _delta(a, b, kind, better)
+        metrics.append({"key": key, "label": name, "unit": unit, "kind": kind, "before": a, "after": b,
+                        "delta": d, "better": winner})
+
+    rb, ra = runs["before"], runs["after"]
+    codes_b = {f.code: f for f in (rb.findings if rb else [])}
+    codes_a = {f.code: f for f in (ra.findings if ra else [])}
+    findings = {
+        "appeared": [_finding(codes_a[c]) for c in sorted(set(codes_a) - set(codes_b))],
+        "disappeared": [_finding(codes_b[c]) for c in sorted(set(codes_b) - set(codes_a))],
+        "persisting": [_finding(codes_a[c]) for c in sorted(set(codes_a) & set(codes_b))],
+    }
+    doc = {"schema": SCHEMA, "tool_version": __version__, "before": sides["before"], "after": sides["after"],
+           "metrics": metrics, "findings": findings, "warnings": _warnings(runs, values)}
+    return clean_json(doc)  # type: ignore[no-any-return]
+
+
+def _warnings(runs: dict[str, RunReport | None], values: dict[str, dict[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for label, run in runs.items():
+        side = label.upper()
+        if run is None:
+            out.append(f"{side} has no run: nothing to compare on that side")
+            continue
+        rec = run.record
+        if rec["graph_mode"] == "disabled":
+            out.append(f"{side} ran with CUDA graphs disabled: that is the diagnostic state, its throughput and "
+                       "latency are the eager path's, not the graph path's real magnitude (re-measure with graphs on)")
+        if rec["capture_error"]:
+            out.append(f"{side}: capture failed ({rec['capture_error']['class']}), the server did not come up "
+                       "with graphs")
+        if not _decode_batches(run):
+            out.append(f"{side} has no decode batches: its share, padding and throughput are unknown")
+    rb, ra = runs["before"], runs["after"]
+    if rb is not None and ra is not None:
+        if rb.facts.backend != ra.facts.backend:
+            out.append(f"the sides come from different engines ({rb.facts.backend} vs {ra.facts.backend})")
+        pb, pa = values["before"].get("batch_p50"), values["after"].get("batch_p50")
+        if pb and pa and max(pb, pa) > 1.25 * min(pb, pa):
+            out.append(f"the sides saw different traffic (decode batch p50 {pb} vs {pa}): captured share and "
+                       "padding move with the traffic, not only with the buckets")
+    return out
+
+
+# ------------------------------------------------------------------ renderings
+def _fmt(v: Any, kind: str, unit: str = "") -> str:
+    if v is None:
+        return "n/a"
+    if kind == "share":
+        return f"{v:.1%}"
+    if kind == "int" and isinstance(v, int | float):
+        return f"{int(v):,}{unit}"
+    if isinstance(v, float):
+        return f"{v:,.4g}{unit}"
+    return f"{v}{unit}"
+
+
+def _fmt_delta(m: dict[str, Any]) -> str:
+    d = m["delta"]
+    if d is None:
+        return "" if m["before"] == m["after"] else "changed"
+    if d == 0:
+        return ""
+    if m["kind"] == "share":
+        s = f"{d * 100:+.1f} pp"
+    elif m["kind"] == "int":
+        s = f"{int(d):+,}{m['unit']}"
+    else:
+        s = f"{d:+,.4g}{m['unit']}"
+    return s + {"after": " (better)", "before": " (worse)"}.get(m["better"] or "", "")
+
+
+def _side_line(label: str, side: dict[str, Any]) -> str:
+    return f"{label}: {side['main_run'] or '-'} ({side['why']}) from {', '.join(side['paths']) or '-'}"
+
+
+def render_text(doc: dict[str, Any]) -> str:
+    """Terminal table: metric, before, after, delta; then findings moves and warnings."""
+    lines = [_side_line("before", doc["before"]), _side_line("after ", doc["after"]), ""]
+    rows = [(m["label"], _fmt(m["before"], m["kind"], m["unit"]), _fmt(m["after"], m["kind"], m["unit"]),
+             _fmt_delta(m)) for m in doc["metrics"]]
+    w = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(("metric", "before", "after", "delta"))]
+    lines.append(f"{'metric':<{w[0]}}  {'before':>{w[1]}}  {'after':>{w[2]}}  delta")
+    lines.extend(f"{r[0]:<{w[0]}}  {r[1]:>{w[1]}}  {r[2]:>{w[2]}}  {r[3]}".rstrip() for r in rows)
+    f = doc["findings"]
+    lines.append("")
+    for key, title in (("disappeared", "findings gone"), ("appeared", "findings new"),
+                       ("persisting", "findings still there")):
+        items = ", ".join(f"{x['code']} {x['name']}" for x in f[key]) or "none"
+        lines.append(f"{title}: {items}")
+    if doc["warnings"]:
+        lines.append("")
+        lines.extend(f"WARNING: {w_}" for w_ in doc["warnings"])
+    return "\n".join(lines) + "\n"
+
+
+def render_json(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+_CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:4px 10px;text-align:right}
+th:first-child,td:first-child{text-align:left}th{background:#f3f3f3}
+.better{color:#176b2c}.worse{color:#a3271b}.warn{background:#fff4d6;border-left:4px solid #e0a800;padding:6px 10px}
+code{background:#f3f3f3;padding:0 3px}"""
+
+
+def render_html(doc: dict[str, Any]) -> str:
+    """A self-contained page (inline CSS, no scripts, no network); every value is escaped."""
+    e = html.escape
+    parts = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
+             "<title>graphdiag compare</title>", f"<style>{_CSS}</style></head><body>",
+             "<h1>graphdiag compare</h1>", "<ul>"]
+    for label in ("before", "after"):
+        s = doc[label]
+        parts.append(f"<li><b>{label}</b>: <code>{e(str(s['main_run'] or '-'))}</code> ({e(s['why'])}) from "
+                     f"{e(', '.join(s['paths']) or '-')}</li>")
+    parts.append("</ul>")
+    for w in doc["warnings"]:
+        parts.append(f"<p class=\"warn\">{e(w)}</p>")
+    parts.append("<table><thead><tr><th>metric</th><th>before</th><th>after</th><th>delta</th></tr></thead><tbody>")
+    for m in doc["metrics"]:
+        cls = {"after": "better", "before": "worse"}.get(m["better"] or "", "")
+        parts.append(f"<tr><td>{e(m['label'])}</td><td>{e(_fmt(m['before'], m['kind'], m['unit']))}</td>"
+                     f"<td>{e(_fmt(m['after'], m['kind'], m['unit']))}</td>"
+                     f"<td class=\"{cls}\">{e(_fmt_delta(m))}</td></tr>")
+    parts.append("</tbody></table>")
+    parts.append("<table><thead><tr><th>finding</th><th>change</th><th>severity</th><th>message</th></tr></thead><tbody>")
+    for key in ("disappeared", "appeared", "persisting"):
+        for f in doc["findings"][key]:
+            parts.append(f"<tr><td>{e(f['code'])} {e(f['name'])}</td><td>{e(key)}</td><td>{e(f['severity'])}</td>"
+                         f"<td style=\"text-align:left\">{e(f['message'])}</td></tr>")
+    parts.append("</tbody></table>")
+    parts.append(f"<p><small>graphdiag {e(doc['tool_version'])}, {e(doc['schema'])}</small></p></body></html>")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,110 @@
+"""``graphdiag recommend`` and ``graphdiag compare``, registered on the main group.
+
+Imported at the bottom of :mod:`diag.cli` (after ``main`` exists), so this module can
+``from diag.cli import main`` without a cycle. Same conventions as ``analyze``: stdout
+carries only the chosen output, warnings go to stderr, exit 2 on usage errors or when
+nothing can be read or recommended.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from diag.cli import Progress, main
+
+
+def _warn(msg: str) -> None:
+    click.echo(f"graphdiag: {msg}", err=True)
+
+
+def _analyze(paths: list[str], quiet: bool, what: str = "") -> Any:
+    """Analyse one path set; exit 2 when no input of it could be read."""
+    from diag.api import analyze
+
+    progress = Progress(quiet)
+    report = analyze(paths, progress=progress)
+    progress.finish()
+    prefix = f"{what}: " if what else ""
+    for item in report.inputs:
+        if item.status != "ok":
+            _warn(f"{prefix}{item.status}: {item.path}: {item.reason}")
+    if not report.readable():
+        _warn(f"{prefix}no input could be read")
+        sys.exit(2)
+    return report
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--engine", type=click.Choice(["vllm", "sglang"]), default=None,
+              help="Engine to spell the flags for (default: the runs' engine).")
+@click.option("--max-buckets", "max_buckets", type=click.IntRange(min=1), default=None,
+              help="At most K capture sizes (default: as many as the run captured, else the engine default's count).")
+@click.option("--coverage", type=click.FloatRange(0.0, 1.0), default=0.99, show_default=True,
+              help="Least share of decode batches inside the window.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+def recommend(paths: tuple[str, ...], engine: str | None, max_buckets: int | None, coverage: float,
+              fmt: str, quiet: bool) -> None:
+    """A capture bucket set for the observed decode batches, with the flags to paste."""
+    from diag.advise.recommend import RecommendError, render_text
+    from diag.advise.recommend import recommend as make
+
+    report = _analyze(list(paths), quiet)
+    try:
+        rec = make(report.runs, report.snapshots, engine=engine, max_buckets=max_buckets, min_coverage=coverage)
+    except RecommendError as exc:
+        _warn(str(exc))
+        sys.exit(2)
+    if fmt == "json":
+        from diag.report import clean_json
+
+        click.echo(json.dumps(clean_json(rec), indent=2, ensure_ascii=False))
+    else:
+        click.echo(render_text(rec), nl=False)
+
+
+@main.command()
+@click.argument("paths", nargs=-1)
+@click.option("--before", "before", multiple=True, metavar="PATH", help="A BEFORE input (repeatable).")
+@click.option("--after", "after", multiple=True, metavar="PATH", help="An AFTER input (repeatable).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), default=None,
+              help="Write to FILE instead of stdout.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+def compare(paths: tuple[str, ...], before: tuple[str, ...], after: tuple[str, ...], fmt: str,
+            output: str | None, quiet: bool) -> None:
+    """Two runs side by side: BEFORE AFTER, or --before P... --after P... for path sets.
+
+    Each side's main run (most decode batches) is compared; a side with graphs disabled
+    gets a warning (eager numbers are not the graph path's).
+    """
+    from diag.advise.compare import compare as make
+    from diag.advise.compare import render_html, render_json, render_text
+    from diag.output import write_atomic
+
+    if paths and (before or after):
+        raise click.UsageError("give either two paths BEFORE AFTER or --before/--after, not both")
+    if paths:
+        if len(paths) != 2:
+            raise click.UsageError(f"expected two paths BEFORE AFTER, got {len(paths)}; "
+                                   "use --before/--after for path sets")
+        before, after = (paths[0],), (paths[1],)
+    if not before or not after:
+        raise click.UsageError("need a BEFORE and an AFTER side")
+    rb = _analyze(list(before), quiet, "before")
+    ra = _analyze(list(after), quiet, "after")
+    doc = make(rb, ra, before, after)
+    if fmt != "text" or output:  # the text table already ends with them
+        for w in doc["warnings"]:
+            _warn(w)
+    text = {"text": render_text, "json": render_json, "html": render_html}[fmt](doc)
+    if output:
+        write_atomic(Path(output), text)
+    else:
+        click.echo(text, nl=False)
