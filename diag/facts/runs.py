@@ -41,10 +41,11 @@ def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
     for src in sources:
         part = allf[(allf["source"] == src) & allf["ts"].notna()].sort_values("line")
         ts = part["ts"].drop_duplicates().to_numpy()
-        if len(ts) >= 3:
+        if len(ts) >= 2:
             d = np.diff(part["ts"].to_numpy())
             d = d[d != 0]
-            if len(d) >= 2 and (d < 0).mean() > 0.6:
+            # newest-first viewers: (almost) every step back in time; a stray late line is not enough
+            if len(d) >= 1 and (d < 0).mean() > 0.6:
                 out.add(src)
     return out
 

@@ -65,6 +65,7 @@ _PROC = re.compile(
     r"^\((?P<proc>[A-Za-z_][\w]*(?: rank=\d+)?|) ?pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s*"
 )
 _STAGE = re.compile(r"^\[Stage-(\d+)\]\s*")
+_UNRANKED_WORKER = re.compile(r"^(?:VllmWorkerProcess|RayWorker\w*|pid=\d+)$")
 
 # ---------------------------------------------------------------- engine headers
 _SGLANG = re.compile(
@@ -175,7 +176,9 @@ def _peel_engine(line: LogLine, rest: str) -> None:
         p = _PROC.match(rest)
         if p:
             line.proc = p.group("proc") or f"pid={p.group('pid')}"
-            line.rank = line.rank or proc_rank(p.group("proc") or "")
+            # V0 non-driver workers / ray actors name no rank: keep them apart from the driver (rank 0)
+            line.rank = line.rank or proc_rank(p.group("proc") or "") or (
+                f"pid{p.group('pid')}" if _UNRANKED_WORKER.match(line.proc) else None)
             rest = rest[p.end():]
     if not rest:
         line.msg = ""
