@@ -61,9 +61,10 @@ def _empty() -> pd.DataFrame:
 
 
 def classify_batches(tables: EventTables, window: Window) -> pd.DataFrame:
-    parts = [_sglang_decode(tables["decode_batch"], window),
-             _vllm_steps(tables["graph_step"], window),
-             _vllm_stats(tables["stats"], window)]
+    steps = _vllm_steps(tables["graph_step"], window)
+    # stats intervals only stand in for steps when the engine logged none per step
+    stats = _vllm_stats(tables["stats"], window) if steps.empty else _empty()
+    parts = [_sglang_decode(tables["decode_batch"], window), steps, stats]
     parts = [p for p in parts if not p.empty]
     if not parts:
         return _empty()
