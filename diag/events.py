@@ -7,7 +7,9 @@ turns the buffers into one pandas DataFrame per event kind.
 
 Every row carries the common columns ``source`` (input path), ``line`` (1-based line
 number in that input), ``ts`` (seconds since the epoch, NaN when the line has no
-timestamp) and ``rank`` ("TP0", "DP0-TP1", ... or "" when the line names none).
+timestamp), ``rank`` ("TP0", "DP0-TP1", ... or "" when the line names none) and
+``instance`` (the docker-compose service / k8s pod a collector's prefix names, or "":
+it keeps servers interleaved in one file apart).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import pandas as pd
 #: converted to nullable pandas dtypes; "json" holds lists/dicts as JSON text.
 FieldType = str  # "int" | "float" | "bool" | "str" | "json"
 
-COMMON_COLUMNS: tuple[str, ...] = ("source", "line", "ts", "rank")
+COMMON_COLUMNS: tuple[str, ...] = ("source", "line", "ts", "rank", "instance")
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,7 @@ class _Table:
     def __init__(self, kind: EventKind) -> None:
         self.kind = kind
         self.types: dict[str, FieldType] = {"source": "str", "line": "int", "ts": "float",
-                                            "rank": "str", **dict(kind.fields)}
+                                            "rank": "str", "instance": "str", **dict(kind.fields)}
         self.cols: dict[str, Any] = {
             name: (array("d") if t in ("int", "float", "bool") else [])
             for name, t in self.types.items()
@@ -157,11 +159,11 @@ class EventSink:
     tables: dict[str, _Table] = field(default_factory=dict)
 
     def emit(self, kind: str, source: str, line: int, ts: float | None, rank: str | None,
-             **fields: Any) -> None:
+             instance: str = "", **fields: Any) -> None:
         table = self.tables.get(kind)
         if table is None:
             table = self.tables[kind] = _Table(EVENT_KINDS[kind])
-        fields.update(source=source, line=line, ts=ts, rank=rank or "")
+        fields.update(source=source, line=line, ts=ts, rank=rank or "", instance=instance)
         table.append(fields)
 
     def merge(self, other: EventSink) -> None:

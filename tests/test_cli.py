@@ -114,4 +114,4 @@ def test_parse_jsonl_and_csv(tmp_path: Path) -> None:
     assert len(decode) == 80 and all("batch_size" in r and "line" in r for r in decode)
     csv_path = tmp_path / "e.csv"
     assert run("parse", str(INCIDENTS / "sglang-healthy"), "--format", "csv", "-o", str(csv_path))[0] == 0
-    assert csv_path.read_text().splitlines()[0] == "kind,source,line,ts,rank,data"
+    assert csv_path.read_text().splitlines()[0] == "kind,source,line,ts,rank,instance,data"

@@ -60,13 +60,31 @@ def order_keys(frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[s
     return idx * _FILE_STRIDE + line
 
 
-def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
-    runs: list[Run] = []
+def _by_instance(tables: EventTables, streams: list[Stream]) -> list[tuple[Stream, EventTables]]:
+    """A stream whose lines name several compose services / pods is several servers."""
+    out: list[tuple[Stream, EventTables]] = []
     for stream in streams:
-        file_index = {s: i for i, s in enumerate(stream.sources)}
         mine = {k: f[f["source"].isin(stream.sources)] for k, f in tables._frames.items()}
         mine = {k: f for k, f in mine.items() if not f.empty}
-        sub = EventTables(mine)
+        names = sorted({n for f in mine.values() for n in f["instance"].unique() if n})
+        if len(names) <= 1:
+            out.append((stream, EventTables(mine)))
+            continue
+        for name in ["", *names]:
+            part = {k: f[f["instance"] == name] for k, f in mine.items()}
+            part = {k: f for k, f in part.items() if not f.empty}
+            if part:
+                label = f"{stream.id}[{name}]" if name else stream.id
+                out.append((Stream(label, stream.backend, list(stream.sources)), EventTables(part)))
+    return out
+
+
+def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
+    runs: list[Run] = []
+    for stream, sub_tables in _by_instance(tables, streams):
+        file_index = {s: i for i, s in enumerate(stream.sources)}
+        mine = dict(sub_tables._frames)
+        sub = sub_tables
         if not mine:
             runs.append(Run(f"{stream.id}#1", stream.id, stream.backend, list(stream.sources), sub))
             continue

@@ -41,6 +41,7 @@ class LogLine:
     header: str | None = None  # "sglang" | "vllm" | "pylog" | "glog" | None
     wrapper: str | None = None
     repeat: int = 1  # ray "[repeated Nx across cluster]"
+    instance: str = ""  # compose service / k8s pod named by the collector's prefix
 
     @property
     def key(self) -> str:
@@ -55,7 +56,7 @@ _WRAPPERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("ci", re.compile(r"^\[(" + _ISO_TS + r")\]\s?")),
     ("docker", re.compile(r"^(" + _ISO_TS + r")\s+(?=\S)")),
     ("docker-desktop", re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\s+|$)(?=\[|\S|$)")),
-    ("kubectl", re.compile(r"^\[pod/[^\]\s]+\]\s")),
+    ("kubectl", re.compile(r"^\[pod/([^\]\s]+)\]\s")),
     ("compose", re.compile(r"^([A-Za-z0-9][\w.-]*(?:-\d+)?)\s+\|\s?")),
 )
 _RAY_REPEAT = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
@@ -126,6 +127,7 @@ def peel(source: str, lineno: int, text: str) -> LogLine:
     """Parse one logical line (escapes already removed) into a :class:`LogLine`."""
     wrapper: str | None = None
     wrapper_ts: float | None = None
+    instance = ""
     rest = text
     box = _BOX.match(rest)
     if box and ("│" in rest or "┃" in rest):
@@ -134,10 +136,12 @@ def peel(source: str, lineno: int, text: str) -> LogLine:
         m = rx.match(rest)
         if not m:
             continue
-        if name == "compose" and not _looks_like_log(rest[m.end():]):
-            continue
+        if name == "compose" and not (re.search(r"[-_]\d+$", m.group(1)) or _looks_like_log(rest[m.end():])):
+            continue  # "word | text" is a compose prefix only with compose's name-N shape or a log after it
         if name in ("ci", "docker"):
             wrapper_ts = _iso_epoch(m.group(1))
+        elif name in ("compose", "kubectl"):
+            instance = m.group(1)
         elif name == "docker-desktop":
             if _PYLOG.match(rest):
                 continue
@@ -157,7 +161,7 @@ def peel(source: str, lineno: int, text: str) -> LogLine:
         if rm:
             repeat = int(rm.group(1))
             rest = rest[: rm.start()]
-    line = LogLine(source, lineno, rest, rest, ts=wrapper_ts, wrapper=wrapper, repeat=repeat)
+    line = LogLine(source, lineno, rest, rest, ts=wrapper_ts, wrapper=wrapper, repeat=repeat, instance=instance)
     _peel_engine(line, rest)
     return line
 

@@ -26,7 +26,7 @@ class Context:
         self.state: dict[str, Any] = {}
 
     def emit(self, kind: str, line: LogLine, **fields: Any) -> None:
-        self.sink.emit(kind, line.source, line.lineno, line.ts, line.rank, **fields)
+        self.sink.emit(kind, line.source, line.lineno, line.ts, line.rank, line.instance, **fields)
 
 
 class Block(ABC):
