@@ -1,0 +1,426 @@
+"""Plotly figures for the HTML report, built from the facts' DataFrames (HTA style).
+
+Each ``*_figure`` function takes plain DataFrames / dicts and returns a figure, or
+``None`` when the input holds nothing to draw (the page then says "not in the logs"
+instead of showing an empty axis). Analysis stays in :mod:`diag.facts`; the helpers
+here only aggregate for drawing, so a 10-million-row batches frame still yields a few
+thousand points: the timeline is binned to at most :data:`MAX_TIMELINE_POINTS` and the
+histogram to at most :data:`MAX_HIST_BARS` bars per verdict.
+
+Strings that came from a log (rank names, file names) go into figures through
+:func:`plot_text`, because plotly renders a subset of HTML in labels and hover text.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+MAX_TIMELINE_POINTS = 5000
+MAX_HIST_BARS = 300
+VERDICTS = ("graph", "eager", "unknown")
+COLORS = {"graph": "#2f9e44", "eager": "#e8590c", "unknown": "#adb5bd"}
+LABELS = {"graph": "graph (captured)", "eager": "eager (fallback)", "unknown": "not decided"}
+MEMORY_COLORS = {
+    "weights": "#495057", "KV cache pool": "#1c7ed6", "CUDA graph capture": "#e8590c",
+    "CUDA graph capture (estimated)": "#ffa94d", "activation peak": "#9775fa",
+    "non-torch": "#ced4da", "free after capture": "#b2f2bb",
+    "reserve (1 - gpu_memory_utilization)": "#e9ecef",
+    "default pool": "#74c0fc", "graph pool": "#e8590c",
+}
+FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
+
+
+def plot_text(value: Any) -> str:
+    """A log-derived string made inert for plotly's HTML-ish label renderer."""
+    return html.escape(str(value), quote=True)
+
+
+def _layout(fig: go.Figure, title: str, height: int = 340, **extra: Any) -> go.Figure:
+    """A small, template-free layout (the default template alone is ~10 KB per figure)."""
+    fig.update_layout(
+        template="none", height=height, title={"text": title, "x": 0.01, "font": {"size": 15}},
+        font={"family": FONT, "size": 12, "color": "#212529"}, paper_bgcolor="white",
+        plot_bgcolor="white", margin={"l": 64, "r": 24, "t": 48, "b": 48},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1,
+                "traceorder": "normal"},
+        hoverlabel={"font": {"family": FONT}}, **extra)
+    fig.update_xaxes(showgrid=True, gridcolor="#f1f3f5", zeroline=False, linecolor="#ced4da",
+                     ticks="outside", automargin=True)
+    fig.update_yaxes(showgrid=True, gridcolor="#f1f3f5", zeroline=False, linecolor="#ced4da",
+                     automargin=True)
+    return fig
+
+
+def verdict_codes(verdict: pd.Series) -> np.ndarray:
+    """0 graph, 1 eager, 2 anything else, as int8: string columns (Arrow-backed in pandas 3)
+    are compared once instead of being converted to Python objects row by row."""
+    codes = np.full(len(verdict), 2, dtype=np.int8)
+    for code, name in enumerate(VERDICTS[:2]):
+        codes[(verdict == name).to_numpy(dtype=bool, na_value=False)] = code
+    return codes
+
+
+def _numeric(frame: pd.DataFrame, col: str, default: float) -> np.ndarray:
+    if col not in frame:
+        return np.full(len(frame), default)
+    return pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+
+
+ROW_COLUMNS = ["batch_size", "weight", "v", "ts", "gen_throughput"]
+
+
+def prepare_batches(batches: pd.DataFrame) -> pd.DataFrame:
+    """The classify frame reduced to what the plots read: rows with a positive batch size,
+    numeric columns only (``v`` = verdict code). Figure functions accept either frame;
+    passing this one lets several figures share one pass over a huge frame."""
+    return _decode_rows(batches)
+
+
+def _decode_rows(batches: pd.DataFrame) -> pd.DataFrame:
+    cols = ROW_COLUMNS
+    if batches is not None and list(batches.columns) == cols:
+        return batches  # already prepared
+    if batches is None or batches.empty or "batch_size" not in batches:
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
+    size = _numeric(batches, "batch_size", np.nan)
+    keep = np.isfinite(size) & (size > 0)
+    weight = _numeric(batches, "weight", 1.0)
+    weight = np.where(np.isfinite(weight), weight, 1.0)
+    v = verdict_codes(batches["verdict"]) if "verdict" in batches else np.full(len(batches), 2, np.int8)
+    return pd.DataFrame({"batch_size": size[keep], "weight": weight[keep], "v": v[keep],
+                         "ts": _numeric(batches, "ts", np.nan)[keep],
+                         "gen_throughput": _numeric(batches, "gen_throughput", np.nan)[keep]})
+
+
+# ------------------------------------------------------------------ batch-size distribution
+def histogram_table(batches: pd.DataFrame, max_bars: int = MAX_HIST_BARS) -> tuple[pd.DataFrame, int]:
+    """Weighted batch counts per (size bin, verdict) and the bin width used.
+
+    Sizes are integers; past ``max_bars`` distinct sizes they are grouped into equal bins.
+    """
+    rows = _decode_rows(batches)
+    if rows.empty:
+        return pd.DataFrame(columns=["lo", "hi", "verdict", "weight"]), 1
+    size = np.rint(rows["batch_size"].to_numpy()).astype(np.int64)
+    lo_all, hi_all = int(size.min()), int(size.max())
+    width = max(1, math.ceil((hi_all - lo_all + 1) / max_bars))
+    lo = lo_all + ((size - lo_all) // width) * width
+    key = ((lo - lo_all) // width) * 3 + rows["v"].to_numpy().astype(np.int64)
+    sums = np.bincount(key, weights=rows["weight"].to_numpy())
+    hit = np.flatnonzero(np.bincount(key))
+    agg = pd.DataFrame({"lo": lo_all + (hit // 3) * width, "verdict": np.asarray(VERDICTS, dtype=object)[hit % 3],
+                        "weight": sums[hit]})
+    agg["hi"] = agg["lo"] + width - 1
+    return agg[["lo", "hi", "verdict", "weight"]], width
+
+
+def batch_size_figure(batches: pd.DataFrame, sizes: Sequence[int] | None,
+                      sizes_inferred: bool = False) -> go.Figure | None:
+    """Observed decode batch sizes (stacked graph / eager), the capture window shaded behind."""
+    table, width = histogram_table(batches)
+    if table.empty:
+        return None
+    has_buckets = bool(sizes)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.9, 0.1],
+                        vertical_spacing=0.02) if has_buckets else go.Figure()
+    pos = {"row": 1, "col": 1} if has_buckets else {}
+    for verdict in VERDICTS:
+        part = table[table["verdict"] == verdict]
+        if part.empty:
+            continue
+        centers = (part["lo"] + part["hi"]) / 2.0
+        label = [f"{a}" if a == b else f"{a}–{b}" for a, b in zip(part["lo"], part["hi"], strict=True)]
+        fig.add_trace(go.Bar(
+            x=centers.to_numpy(), y=part["weight"].to_numpy(), width=width * 0.9,
+            name=LABELS[verdict], marker={"color": COLORS[verdict]}, customdata=label,
+            hovertemplate="batch size %{customdata}<br>%{y:,.0f} batches<extra>" + LABELS[verdict]
+            + "</extra>"), **pos)
+    title = "Decode batch sizes against the capture window"
+    if has_buckets:
+        assert sizes is not None
+        ceiling = max(sizes)
+        fig.add_vrect(x0=0.5, x1=ceiling + 0.5, fillcolor="#d3f9d8", opacity=0.45, line_width=0,
+                      layer="below", row=1, col=1)
+        fig.add_vline(x=ceiling + 0.5, line={"color": "#2f9e44", "dash": "dash", "width": 1.5},
+                      row=1, col=1)
+        fig.add_annotation(x=ceiling + 0.5, y=1, yref="y domain", xanchor="left", showarrow=False,
+                           text=f" ceiling {ceiling}", font={"color": "#2b8a3e"}, row=1, col=1)
+        fig.add_trace(go.Scatter(
+            x=list(sizes), y=[0] * len(sizes), mode="markers", name="capture buckets"
+            + (" (engine default)" if sizes_inferred else ""),
+            marker={"symbol": "line-ns-open", "size": 12, "color": "#2b8a3e", "line": {"width": 2}},
+            hovertemplate="bucket %{x}<extra></extra>"), row=2, col=1)
+        fig.update_yaxes(visible=False, row=2, col=1, range=[-1, 1], fixedrange=True)
+        fig.update_yaxes(title_text="batches", row=1, col=1)
+        fig.update_xaxes(title_text="batch size (running requests)", row=2, col=1)
+    else:
+        fig.update_yaxes(title_text="batches")
+        fig.update_xaxes(title_text="batch size (running requests)")
+        title += " (bucket list not in the logs)"
+    _layout(fig, title, barmode="stack", bargap=0.05, height=360)
+    return fig
+
+
+# ------------------------------------------------------------------ timeline
+def timeline_table(batches: pd.DataFrame, max_points: int = MAX_TIMELINE_POINTS) -> tuple[pd.DataFrame, str, bool]:
+    """Points for the batch-size timeline: ``x, verdict, max, mean, n`` plus the x kind.
+
+    x is a timestamp (``"time"``) when most rows have one, else the batch's position
+    (``"seq"``). Beyond ``max_points`` rows, x is cut into equal bins and each
+    (bin, verdict) keeps its largest batch (the one that decides graph vs eager), its
+    mean and its count.
+    """
+    rows = _decode_rows(batches)
+    if rows.empty:
+        return pd.DataFrame(columns=["x", "verdict", "max", "mean", "n"]), "seq", False
+    ts = rows["ts"].to_numpy()
+    if np.isfinite(ts).mean() >= 0.5:
+        keep = np.isfinite(ts)
+        x, kind = ts[keep], "time"
+        rows = rows[keep]
+    else:
+        x, kind = np.arange(1, len(rows) + 1, dtype="float64"), "seq"
+    size = rows["batch_size"].to_numpy()
+    v = rows["v"].to_numpy()
+    names = np.asarray(VERDICTS, dtype=object)
+    if len(rows) <= max_points:
+        out = pd.DataFrame({"x": x, "verdict": names[v], "max": size, "mean": size,
+                            "n": np.ones(len(rows))})
+        return out, kind, False
+    present = max(1, int((np.bincount(v, minlength=3) > 0).sum()))
+    bins = max(1, max_points // present)
+    lo, hi = float(np.min(x)), float(np.max(x))
+    step = (hi - lo) / bins or 1.0
+    idx = np.minimum(((x - lo) / step).astype(np.int64), bins - 1)
+    key = idx * 3 + v.astype(np.int64)
+    count = np.bincount(key, minlength=bins * 3)
+    total = np.bincount(key, weights=size, minlength=bins * 3)
+    largest = np.full(bins * 3, -np.inf)
+    np.maximum.at(largest, key, size)
+    hit = np.flatnonzero(count)
+    agg = pd.DataFrame({"x": lo + (hit // 3 + 0.5) * step, "verdict": names[hit % 3],
+                        "max": largest[hit], "mean": total[hit] / count[hit], "n": count[hit]})
+    agg = agg.rename(columns={"count": "n"})
+    return agg[["x", "verdict", "max", "mean", "n"]], kind, True
+
+
+def _epoch_to_iso(x: np.ndarray) -> list[str]:
+    stamps = pd.to_datetime(x, unit="s", utc=True)
+    return [s.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] for s in stamps]
+
+
+def timeline_figure(batches: pd.DataFrame, ceiling: int | None) -> go.Figure | None:
+    """Batch size over time, coloured graph / eager, with the ceiling as a line."""
+    table, kind, binned = timeline_table(batches)
+    if table.empty:
+        return None
+    fig = go.Figure()
+    for verdict in VERDICTS:
+        part = table[table["verdict"] == verdict]
+        if part.empty:
+            continue
+        xs = _epoch_to_iso(part["x"].to_numpy()) if kind == "time" else part["x"].to_numpy()
+        if binned:
+            custom = np.column_stack([part["mean"].to_numpy(), part["n"].to_numpy()])
+            hover = ("largest %{y:.0f}, mean %{customdata[0]:.1f}<br>%{customdata[1]:,.0f} batches in bin"
+                     "<extra>" + LABELS[verdict] + "</extra>")
+            fig.add_trace(go.Scatter(x=xs, y=part["max"].to_numpy(), mode="markers", name=LABELS[verdict],
+                                     marker={"color": COLORS[verdict], "size": 4}, customdata=custom,
+                                     hovertemplate=hover))
+        else:
+            fig.add_trace(go.Scatter(x=xs, y=part["max"].to_numpy(), mode="markers", name=LABELS[verdict],
+                                     marker={"color": COLORS[verdict], "size": 6, "opacity": 0.85},
+                                     hovertemplate="batch size %{y:.0f}<extra>" + LABELS[verdict]
+                                     + "</extra>"))
+    if ceiling:
+        fig.add_hline(y=ceiling, line={"color": "#2f9e44", "dash": "dash", "width": 1.5},
+                      annotation_text=f"ceiling {ceiling}", annotation_position="top left",
+                      annotation_font_color="#2b8a3e")
+    title = "Decode batch size over time"
+    if binned:
+        title += " (binned: each point is the largest batch of its bin)"
+    fig.update_xaxes(title_text="time (UTC)" if kind == "time" else "decode batch #",
+                     type="date" if kind == "time" else "linear")
+    fig.update_yaxes(title_text="batch size", rangemode="tozero")
+    return _layout(fig, title)
+
+
+# ------------------------------------------------------------------ throughput split
+def throughput_table(batches: pd.DataFrame) -> pd.DataFrame:
+    """Per verdict: count, quartiles of generation throughput and of throughput per request."""
+    rows = _decode_rows(batches)
+    rows = rows[(rows["gen_throughput"] > 0) & (rows["v"] < 2)]
+    if rows.empty:
+        return pd.DataFrame()
+    rows = rows.assign(per_req=rows["gen_throughput"] / rows["batch_size"])
+    out = []
+    for code, part in rows.groupby("v", sort=True):
+        entry: dict[str, Any] = {"verdict": VERDICTS[int(code)], "n": len(part)}  # type: ignore[call-overload]
+        for col in ("gen_throughput", "per_req"):
+            q = np.quantile(part[col].to_numpy(), [0.25, 0.5, 0.75])
+            entry.update({f"{col}_p25": q[0], f"{col}_p50": q[1], f"{col}_p75": q[2]})
+        out.append(entry)
+    return pd.DataFrame(out)
+
+
+def throughput_figure(batches: pd.DataFrame) -> go.Figure | None:
+    """Median throughput (bars, p25–p75 whiskers) for graph-served vs eager decode batches."""
+    table = throughput_table(batches)
+    if table.empty:
+        return None
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14, subplot_titles=(
+        "engine generation throughput (tok/s)", "per request (tok/s ÷ batch size)"))
+    for col_i, col in enumerate(("gen_throughput", "per_req"), start=1):
+        for _, row in table.iterrows():
+            v = row["verdict"]
+            mid = row[f"{col}_p50"]
+            name = "in window (graph)" if v == "graph" else "out of window (eager)"
+            fig.add_trace(go.Bar(
+                x=[name], y=[mid], name=name, showlegend=False, marker={"color": COLORS[v]},
+                error_y={"type": "data", "symmetric": False, "array": [row[f"{col}_p75"] - mid],
+                         "arrayminus": [mid - row[f"{col}_p25"]], "color": "#495057"},
+                text=[f"{mid:,.1f}"], textposition="inside", insidetextanchor="start",
+                customdata=[[row["n"], row[f"{col}_p25"], row[f"{col}_p75"]]],
+                hovertemplate="median %{y:,.1f}<br>p25–p75 %{customdata[1]:,.1f}–%{customdata[2]:,.1f}"
+                              "<br>%{customdata[0]:,} batches<extra></extra>"), row=1, col=col_i)
+    _layout(fig, "Throughput in vs out of the capture window (median, p25–p75)", height=320,
+            bargap=0.45)
+    fig.update_annotations(font={"size": 12})
+    return fig
+
+
+# ------------------------------------------------------------------ memory budget
+def memory_budget_rows(sizing: pd.DataFrame, record: Mapping[str, Any], capture_end: pd.DataFrame,
+                       snapshots: Iterable[Mapping[str, Any]] = ()) -> list[tuple[str, dict[str, float]]]:
+    """The GPU memory split as printed by the logs (rank 0), plus one row per snapshot.
+
+    Only figures the inputs show are used; nothing is derived by subtraction except the
+    vLLM reserve ``total x (1 - gpu_memory_utilization)``, which both numbers define.
+    """
+    def size(name: str) -> float | None:
+        if sizing is None or sizing.empty:
+            return None
+        part = sizing[sizing["name"] == name]
+        if "rank" in part and not part.empty:
+            r0 = part[part["rank"].map(_is_rank0)]
+            part = r0 if not r0.empty else part
+        vals = pd.to_numeric(part["value"], errors="coerce").dropna()
+        return float(vals.iloc[-1]) if not vals.empty else None
+
+    logs: dict[str, float] = {}
+    weights = size("weights_gib")
+    if weights is not None:
+        logs["weights"] = weights
+    kv = record.get("kv_cache_gib") if record.get("kv_cache_gib") is not None else size("kv_cache_gib")
+    if kv is not None:
+        logs["KV cache pool"] = float(kv)
+    graph = record.get("capture_mem_gib")
+    if graph is None:
+        graph = size("graph_pool_actual_gib") or size("graph_mem_actual_gib")
+    if graph is not None:
+        logs["CUDA graph capture"] = float(graph)
+    else:
+        est = size("graph_mem_est_gib")
+        if est is not None:
+            logs["CUDA graph capture (estimated)"] = est
+    for name, label in (("activation_peak_gib", "activation peak"), ("non_torch_gib", "non-torch")):
+        v = size(name)
+        if v is not None:
+            logs[label] = v
+    free = None
+    if capture_end is not None and not capture_end.empty and "avail_mem_gib" in capture_end:
+        part = capture_end[capture_end["rank"].map(_is_rank0)] if "rank" in capture_end else capture_end
+        vals = pd.to_numeric((part if not part.empty else capture_end)["avail_mem_gib"],
+                             errors="coerce").dropna()
+        free = float(vals.iloc[-1]) if not vals.empty else None
+    if free is None:
+        free = size("available_gpu_mem_gib")
+    if free is not None:
+        logs["free after capture"] = free
+    total, util = size("total_gpu_memory_gib"), size("gpu_memory_utilization")
+    if total is not None and util is not None and 0 < util < 1:
+        logs["reserve (1 - gpu_memory_utilization)"] = total * (1 - util)
+    out: list[tuple[str, dict[str, float]]] = []
+    if logs:
+        out.append(("logs (rank 0)", logs))
+    for snap in snapshots:
+        pools: dict[str, float] = {}
+        for pool in snap.get("pools") or []:
+            label = "graph pool" if pool.get("kind") == "graph" else "default pool"
+            pools[label] = pools.get(label, 0.0) + float(pool.get("reserved_bytes") or 0) / 2**30
+        if pools:
+            name = str(snap.get("path", "snapshot")).replace("\\", "/").rsplit("/", 1)[-1]
+            out.append((f"snapshot {name}", pools))
+    return out
+
+
+def _is_rank0(rank: Any) -> bool:
+    if not rank or not isinstance(rank, str):
+        return True
+    return all(int(n) == 0 for n in re.findall(r"\d+", rank))
+
+
+def memory_figure(rows: Sequence[tuple[str, Mapping[str, float]]]) -> go.Figure | None:
+    """Horizontal stacked bars, one per source (logs, each snapshot), in GiB."""
+    rows = [(label, parts) for label, parts in rows if parts]
+    if not rows:
+        return None
+    fig = go.Figure()
+    components: list[str] = []
+    for _, parts in rows:
+        components += [c for c in parts if c not in components]
+    ylabels = [plot_text(label if len(label) <= 48 else label[:45] + "…") for label, _ in rows]
+    for comp in components:
+        values = [parts.get(comp) for _, parts in rows]
+        fig.add_trace(go.Bar(
+            y=ylabels, x=[v if v is not None else 0 for v in values], orientation="h", name=comp,
+            marker={"color": MEMORY_COLORS.get(comp, "#868e96")},
+            text=[f"{v:.2f}" if v else "" for v in values], textposition="inside",
+            hovertemplate="%{x:.2f} GiB<extra>" + comp + "</extra>"))
+    fig.update_xaxes(title_text="GiB", rangemode="tozero")
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, "GPU memory budget", height=150 + 70 * len(rows), barmode="stack")
+
+
+# ------------------------------------------------------------------ capture per rank
+def capture_time_figure(capture_end: pd.DataFrame) -> go.Figure | None:
+    """Capture duration per rank and phase (memory taken in the hover)."""
+    if capture_end is None or capture_end.empty or "time_s" not in capture_end:
+        return None
+    f = capture_end.copy()
+    f["time_s"] = pd.to_numeric(f["time_s"], errors="coerce")
+    f = f[f["time_s"].notna()]
+    if f.empty:
+        return None
+    f["rank"] = f["rank"].astype("object").fillna("").map(lambda r: r or "(no rank)")
+    f["phase"] = f["phase"].astype("object").fillna("capture") if "phase" in f else "capture"
+    mem = pd.to_numeric(f["mem_gib"], errors="coerce") if "mem_gib" in f else pd.Series(np.nan, index=f.index)
+    f["mem_gib"] = mem
+    f = f.groupby(["rank", "phase"], sort=False).agg(time_s=("time_s", "last"),
+                                                     mem_gib=("mem_gib", "last")).reset_index()
+    ranks = sorted(f["rank"].unique(), key=_natural)
+    fig = go.Figure()
+    phase_colors = ["#1c7ed6", "#f08c00", "#7048e8", "#0ca678"]
+    for i, (phase, part) in enumerate(f.groupby("phase", sort=True)):
+        part = part.set_index("rank").reindex(ranks)
+        fig.add_trace(go.Bar(
+            x=[plot_text(r) for r in ranks], y=part["time_s"].to_numpy(), name=plot_text(phase),
+            marker={"color": phase_colors[i % len(phase_colors)]},
+            customdata=part["mem_gib"].to_numpy(),
+            hovertemplate="%{y:.2f} s, %{customdata:.2f} GiB<extra>" + plot_text(phase) + "</extra>"))
+    fig.update_yaxes(title_text="seconds", rangemode="tozero")
+    fig.update_xaxes(title_text="rank", type="category")
+    return _layout(fig, "Capture time per rank", height=300, barmode="group")
+
+
+def _natural(text: str) -> tuple[Any, ...]:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))

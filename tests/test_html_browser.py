@@ -1,0 +1,123 @@
+"""The HTML report in a real headless Chromium: plots draw under the CSP with no console
+error, findings are visible, nothing is fetched but the file, and log markup stays inert.
+
+Needs the Python package ``playwright`` and Debian's ``chromium`` (/usr/bin/chromium);
+``playwright install`` (which downloads a browser) is never used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from diag.cli import main
+from tests.test_html_report import XSS_FILE, sglang_failed_capture_log, sglang_serving_log
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--no-first-run", "--disable-sync"]
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.browser
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (pip) not installed")
+if not Path(CHROMIUM).exists():  # pragma: no cover - depends on the machine
+    pytest.skip(f"{CHROMIUM} missing (apt-get install chromium)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def _analyze(inputs: list[Path], out: Path) -> Path:
+    result = CliRunner().invoke(main, ["analyze", *map(str, inputs), "-o", str(out), "--fail-on", "never",
+                                       "-q"])
+    assert result.exit_code == 0, result.output
+    pages = list(out.glob("*.graphdiag.html"))
+    assert len(pages) == 1
+    return pages[0]
+
+
+class Watched:
+    """A page with its console errors, uncaught exceptions and requests recorded."""
+
+    def __init__(self, browser: Any, path: Path) -> None:
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda exc: self.errors.append(f"pageerror: {exc}"))
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.goto(path.as_uri())
+        self.page.wait_for_load_state("load")
+        self.page.wait_for_function("Array.from(document.querySelectorAll('div.plot'))"
+                                    ".every(d => d.querySelector('.main-svg'))", timeout=15_000)
+        self.page.wait_for_timeout(300)
+
+
+def test_report_renders_offline_in_chromium(browser: Any, tmp_path: Path) -> None:
+    log = tmp_path / "sglang-serving.log"
+    log.write_text(sglang_serving_log(), encoding="utf-8")
+    html_path = _analyze([log], tmp_path / "out")
+    w = Watched(browser, html_path)
+    page = w.page
+
+    assert w.errors == []
+    assert w.requests == [html_path.as_uri()]
+    plots = page.query_selector_all("div.plot")
+    assert len(plots) >= 4
+    for div in plots:
+        assert div.query_selector(".main-svg") is not None, div.get_attribute("id")
+        assert "needs JavaScript" not in div.inner_text()
+    findings = page.locator("#findings .finding")
+    assert findings.count() >= 2
+    assert findings.first.is_visible()
+    assert page.locator("#findings", has_text="GD110").is_visible()
+    assert page.locator("#verdict").is_visible()
+    assert page.locator("#record-yaml").is_visible()
+    assert page.locator("button.copy").is_visible()  # un-hidden by the script
+    assert page.locator(".eager-summary", has_text="ran eagerly").is_visible()
+
+    out = ROOT / "reports"
+    out.mkdir(exist_ok=True)
+    page.screenshot(path=str(out / "html-browser.png"), full_page=True)
+    page.close()
+
+
+def test_log_markup_is_inert_in_chromium(browser: Any, tmp_path: Path) -> None:
+    folder = tmp_path / "incident"
+    folder.mkdir()
+    (folder / XSS_FILE).write_text(sglang_failed_capture_log(), encoding="utf-8")
+    html_path = _analyze([folder], tmp_path / "out")
+    w = Watched(browser, html_path)
+    page = w.page
+
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.evaluate("document.querySelectorAll('img').length") == 0
+    assert w.errors == []
+    assert w.requests == [html_path.as_uri()]
+    assert page.locator("#findings", has_text="window.__pwned=1</script>").first.is_visible()
+    assert page.locator("#inputs", has_text=XSS_FILE).is_visible()
+
+    # and the CSP would have stopped an injected inline script had escaping failed
+    blocked = page.evaluate("""() => new Promise(resolve => {
+        document.addEventListener('securitypolicyviolation', ev => resolve(ev.violatedDirective));
+        const s = document.createElement('script');
+        s.textContent = 'window.__pwned = 4';
+        document.body.appendChild(s);
+        setTimeout(() => resolve(null), 1000);
+    })""")
+    assert blocked is not None and blocked.startswith("script-src")
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    page.close()
+
