@@ -67,12 +67,37 @@ def _attach_artifacts(facts: list[RunFacts], ing: Ingested) -> None:
     (nearest folder up the tree wins; ties go to the last run, the one that captured last)."""
     if not facts:
         return
-    for item in [*ing.snapshots, *ing.profiles]:
+    for item in ing.profiles:
         run = _nearest_run(Path(item["path"]), facts)
         if run is not None:
             item["run"] = run.run.id
-            if item in ing.snapshots:
-                run.notes.append(f"snapshot {item['path']}")
+    for snap in ing.snapshots:
+        run = _nearest_run(Path(snap["path"]), facts)
+        if run is None or not snap.get("pools"):
+            continue
+        snap["run"] = run.run.id
+        graph = sum(p.get("reserved_bytes", 0) for p in snap["pools"] if p.get("kind") == "graph")
+        run.memory_check = memory_check(run.record.get("capture_mem_gib"), graph / 2**30, snap["path"])
+        if run.memory_check.get("disagrees"):
+            run.notes.append(run.memory_check["summary"])
+
+
+def memory_check(log_gib: float | None, snapshot_gib: float, path: str) -> dict[str, Any]:
+    """The capture memory the log printed against the snapshot's CUDA-graph pools.
+
+    They measure different things (the log: free-memory drop over the whole capture, incl.
+    buffers; the snapshot: reserved bytes of the graph private pools at dump time), so only
+    a gap above 20 % and 0.1 GiB is called a disagreement."""
+    out: dict[str, Any] = {"log_capture_mem_gib": log_gib, "snapshot_graph_pool_gib": round(snapshot_gib, 3),
+                           "snapshot": path, "difference_gib": None, "disagrees": False}
+    if log_gib is not None:
+        diff = round(snapshot_gib - log_gib, 3)
+        out["difference_gib"] = diff
+        out["disagrees"] = abs(diff) > max(0.1, 0.2 * max(abs(log_gib), snapshot_gib))
+        if out["disagrees"]:
+            out["summary"] = (f"capture memory disagrees: the log printed {log_gib} GiB, the snapshot's graph "
+                              f"pools hold {snapshot_gib:.2f} GiB ({path})")
+    return out
 
 
 def _nearest_run(path: Path, facts: list[RunFacts]) -> RunFacts | None:

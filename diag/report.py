@@ -74,6 +74,8 @@ class RunReport:
             "classification": {"inference_agreement": clean_json(self.facts.agreement),
                                "window_sizes_inferred": self.facts.window.sizes_inferred},
             "requests": clean_json(request_summary(self.facts.requests)),
+            "memory_check": clean_json(self.facts.memory_check),
+            "notes": list(self.facts.notes),
         }
         if self.recommendation is not None:
             out["recommendation"] = clean_json(self.recommendation)

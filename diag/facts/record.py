@@ -56,6 +56,7 @@ class RunFacts:
     capture_error_at: tuple[str, int] | None = None
     agreement: dict[str, Any] | None = None
     requests: pd.DataFrame = field(default_factory=pd.DataFrame)
+    memory_check: dict[str, Any] | None = None  # log capture memory vs snapshot graph pools
     notes: list[str] = field(default_factory=list)
 
     @property

@@ -90,9 +90,9 @@ def render_text(report: Report) -> str:
     out.append("Runs:")
     for run in report.runs:
         out.extend(textwrap.wrap(verdict(run), WIDTH, subsequent_indent="     "))
-        for line in _record_lines(run):
+        for line in _record_lines(run) + [f"note: {n}" for n in run.facts.notes]:
             out.extend(textwrap.wrap(line, WIDTH, initial_indent="     ", subsequent_indent="       "))
-    skipped = [i for i in report.inputs if i.status != "ok"]
+    skipped = [i for i in report.inputs if i.status != "ok" and not (i.reason or "").startswith("not a log")]
     if skipped:
         out.append("")
         out.append("Inputs not fully read:")
