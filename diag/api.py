@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from diag.events import EventTables
 from diag.advise.recommend import attach_recommendations
+from diag.events import EventTables
 from diag.evidence import resolve_evidence
 from diag.facts.record import RunFacts, build_facts
 from diag.facts.runs import Run, split_runs
@@ -101,15 +101,19 @@ def memory_check(log_gib: float | None, snapshot_gib: float, path: str) -> dict[
 
 
 def _nearest_run(path: Path, facts: list[RunFacts]) -> RunFacts | None:
-    best: tuple[int, int] | None = None
+    """Deepest shared folder first; among runs in the same folder, one that profiled its
+    capture (--enable-profile-cuda-graph: tables or the "Memory Usage is saved" line) wins,
+    then the last run."""
+    best: tuple[int, int, int] | None = None
     chosen = None
     for i, f in enumerate(facts):
+        profiled = int(not f.tables["profile"].empty or bool(f.config.get("enable_profile_cuda_graph"))
+                       or (f.tables["advisory"]["topic"] == "snapshot_written").any())
         for src in f.run.sources:
             if src == "-":
                 continue
             common = os.path.commonpath([str(path.parent.resolve()), str(Path(src).parent.resolve())])
-            depth = len(Path(common).parts)
-            key = (depth, i)
+            key = (len(Path(common).parts), profiled, i)
             if best is None or key > best:
                 best, chosen = key, f
     return chosen

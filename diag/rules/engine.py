@@ -48,20 +48,22 @@ class Rule:
     evidence: str | None = None
     thresholds: dict[str, Any] = field(default_factory=dict)
     why: dict[str, str] = field(default_factory=dict)
-    remediation: Any = None  # list, or {engine: list}, or {engine: {class: list}}
+    remediation: Any = None  # list, or {engine: list}, or {engine: {cause: list}}
+    remedy_by: str | None = None  # the metric whose value picks the cause's list
 
     def remedies(self, metrics: Mapping[str, Any]) -> list[str]:
         rem = self.remediation
         if isinstance(rem, dict):
             rem = rem.get(metrics.get("backend") or "", rem.get("default"))
         if isinstance(rem, dict):
-            rem = rem.get(metrics.get("capture_error_class") or "other", rem.get("other"))
+            cause = metrics.get(self.remedy_by or "") or "other"
+            rem = rem.get(cause, rem.get("other"))
         return [_fmt(r, metrics) for r in (rem or [])]
 
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "name": self.name, "severity": self.severity, "doc": self.doc.strip(),
                 "when": self.when, "thresholds": self.thresholds, "threshold_reasons": self.why,
-                "remediation": self.remediation}
+                "remediation": self.remediation, "remediation_by": self.remedy_by}
 
 
 class _SafeFormatter(string.Formatter):
@@ -101,7 +103,8 @@ def load_pack(path: Path) -> list[Rule]:
         why = {k: v.get("why", "") for k, v in (entry.get("thresholds") or {}).items() if isinstance(v, dict)}
         rule = Rule(code=entry["code"], name=entry["name"], severity=entry["severity"], doc=entry.get("doc", ""),
                     when=entry["when"], message=entry["message"], evidence=entry.get("evidence"),
-                    thresholds=thresholds, why=why, remediation=entry.get("remediation"))
+                    thresholds=thresholds, why=why, remediation=entry.get("remediation"),
+                    remedy_by=entry.get("remedy_by"))
         _validate(rule)
         rules.append(rule)
     return rules

@@ -99,6 +99,17 @@ def run_metrics(facts: RunFacts, snapshots: list[dict[str, Any]] | None = None) 
         "eager_above_ceiling": eager_reason("above_ceiling"),
         "eager_unpadded": eager_reason("unpadded_gap"),
         "eager_engine_reported": eager_reason("engine_reported_eager", "logged_eager"),
+        "eager_cause": max(
+            (("above_ceiling", eager_reason("above_ceiling")), ("unpadded_gap", eager_reason("unpadded_gap")),
+             ("in_window", eager_reason("engine_reported_eager")), ("unknown_window", eager_reason("logged_eager"))),
+            key=lambda kv: kv[1])[0] if not eager.empty else None,
+        "eager_breakdown": ", ".join(
+            f"{n} {label}" for n, label in (
+                (eager_reason("above_ceiling"), "above the ceiling"),
+                (eager_reason("unpadded_gap"), "between captured sizes with padding off"),
+                (eager_reason("engine_reported_eager"), "flagged eager by the engine inside the window"),
+                (eager_reason("logged_eager"), "flagged eager by the engine, window not in the log"),
+            ) if n) or "no reason recorded",
         "eager_graphs_disabled": eager_reason("graphs_disabled"),
         "padding_waste": rec["padding_waste"],
         "observed_p50": shape.get("p50"),
@@ -130,6 +141,8 @@ def run_metrics(facts: RunFacts, snapshots: list[dict[str, Any]] | None = None) 
         "speed_samples_in": speed[2],
         "speed_samples_out": speed[3],
         "slowdown": (round(1 - speed[1] / speed[0], 4) if speed[0] and speed[1] is not None else None),
+        "window_note": ("; capture is not in this log, so graphs may also be off entirely "
+                        "(check --disable-cuda-graph / --enforce-eager)" if rec["graph_mode"] == "unknown" else ""),
         **_flags(facts, shape),
     }
 
@@ -151,13 +164,15 @@ def _flags(facts: RunFacts, shape: dict[str, Any]) -> dict[str, Any]:
     # 0.11.1 renamed max_capture_size -> max_cudagraph_capture_size
     vllm_ceiling_key = "max_cudagraph_capture_size" if ver is None or ver >= (0, 11, 1) else "max_capture_size"
     p99 = shape.get("p99") if shape else None
+    ceiling = facts.record["cuda_graph_max_bs"]
     peak = shape.get("max") if shape else None
     return {
         "max_bs_flag": "--cuda-graph-max-bs-decode" if new_sglang else "--cuda-graph-max-bs",
         "disable_flag": ("--cuda-graph-backend-decode=disabled" if new_sglang else "--disable-cuda-graph"),
         "vllm_ceiling_key": vllm_ceiling_key,
         "suggest_ceiling": _round_up(peak, 8),
-        "suggest_small_ceiling": _round_up(p99, 8),
+        # never suggest "lowering" the ceiling to a value above it
+        "suggest_small_ceiling": (min(_round_up(p99, 8) or 0, ceiling) if p99 and ceiling else _round_up(p99, 8)),
     }
 
 
