@@ -123,7 +123,8 @@ def _as_int(v: Any) -> int | None:
         return None
 
 
-def _as_bool(v: Any) -> bool | None:
+def as_bool(v: Any) -> bool | None:
+    """A config flag as printed (True/'true'/...) -> bool; anything else -> None."""
     if isinstance(v, bool):
         return v
     if isinstance(v, str) and v.lower() in ("true", "false"):
@@ -151,13 +152,13 @@ def graph_mode(tables: EventTables, config: dict[str, Any], backend: str) -> str
         return "disabled"
     if phases:
         return "enabled"
-    if backend == "sglang" and _as_bool(config.get("disable_cuda_graph")) is True:
+    if backend == "sglang" and as_bool(config.get("disable_cuda_graph")) is True:
         return "disabled"
-    if backend == "vllm" and _as_bool(config.get("enforce_eager")) is True:
+    if backend == "vllm" and as_bool(config.get("enforce_eager")) is True:
         return "disabled"
-    if backend == "sglang" and _as_bool(config.get("disable_cuda_graph")) is False:
+    if backend == "sglang" and as_bool(config.get("disable_cuda_graph")) is False:
         return "enabled"
-    if backend == "vllm" and _as_bool(config.get("enforce_eager")) is False:
+    if backend == "vllm" and as_bool(config.get("enforce_eager")) is False:
         return "enabled"
     return "unknown"
 
@@ -215,7 +216,7 @@ def window_of(tables: EventTables, config: dict[str, Any], backend: str, mode: s
     if sizes is None and mode == "enabled":
         if backend == "sglang":
             sizes = sglang_default_sizes(version, ceiling or _as_int(config.get("cuda_graph_max_bs")),
-                                         bool(_as_bool(config.get("disable_cuda_graph_padding"))),
+                                         bool(as_bool(config.get("disable_cuda_graph_padding"))),
                                          bool(config.get("speculative_algorithm")))
         elif backend == "vllm":
             sizes = vllm_default_sizes(version, _as_int(config.get("max_num_seqs")),
@@ -223,7 +224,7 @@ def window_of(tables: EventTables, config: dict[str, Any], backend: str, mode: s
             if ceiling:
                 sizes = [s for s in sizes if s <= ceiling] or sizes
         inferred = sizes is not None
-    padding = not bool(_as_bool(config.get("disable_cuda_graph_padding")))
+    padding = not bool(as_bool(config.get("disable_cuda_graph_padding")))
     return cls.Window(mode, tuple(sizes) if sizes else None, inferred, padding, True)
 
 

@@ -11,21 +11,13 @@ from typing import Any
 
 import pandas as pd
 
-from diag.facts.record import RunFacts, captured_size_count, sizing
+from diag.facts.record import RunFacts, as_bool, captured_size_count, sizing
 
 # graph_disabled reasons that mean "the model/backend cannot run graphs", not "user turned them off"
 MODEL_LIMIT_REASONS = {"torch_native_attention", "flex_attention", "deepep", "deepep_normal",
                        "double_sparsity", "bitsandbytes", "rocm_unsupported", "dispatch_keys_uninitialized",
                        "dp_attention"}
 USER_OFF_REASONS = {"enforce_eager", "mode_none", "skipping_capture", "tensor_dump"}
-
-
-def _bool(v: Any) -> bool | None:
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.lower() in ("true", "false"):
-        return v.lower() == "true"
-    return None
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -73,7 +65,7 @@ def run_metrics(facts: RunFacts, snapshots: list[dict[str, Any]] | None = None) 
             snap_gib = round(graph / 2**30, 3)
     speed = _per_request_speed(batches)
     ceiling = rec["cuda_graph_max_bs"] or (max(sizes) if sizes else None)
-    torch_compile = _bool(cfg.get("enable_torch_compile"))
+    torch_compile = as_bool(cfg.get("enable_torch_compile"))
     return {
         "backend": facts.backend,
         "engine_version": facts.engine_version,
