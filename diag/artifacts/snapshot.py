@@ -43,7 +43,21 @@ TOP_FRAMES = 5
 
 
 class SnapshotError(ValueError):
-    """The file cannot be read as a snapshot (too big, truncated, malformed)."""
+    """The file cannot be read as a snapshot (too big, truncated, malformed).
+
+    The message starts with the file's path (it stands alone in logs and tracebacks);
+    :attr:`reason` is the rest, for listings such as the report's ``inputs[]`` that show
+    the path already.
+    """
+
+    path: str | None = None
+
+    @property
+    def reason(self) -> str:
+        msg = str(self)
+        if self.path and msg.startswith(f"{self.path}: "):
+            return msg[len(self.path) + 2:]
+        return msg
 
 
 class UnsafePickleError(SnapshotError):
@@ -363,12 +377,20 @@ def load_snapshot(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYT
     """Read and summarise a snapshot pickle; the size limit is checked before reading."""
     spath = os.fspath(path)
     try:
+        return _load(spath, max_bytes)
+    except SnapshotError as exc:
+        exc.path = spath
+        raise
+
+
+def _load(spath: str, max_bytes: int) -> SnapshotSummary:
+    try:
         size = os.stat(spath).st_size
     except OSError as exc:
         raise SnapshotError(f"{spath}: cannot read snapshot: {exc.strerror or exc}") from None
     if size > max_bytes:
         raise SnapshotError(
-            f"{spath} is {_fmt_size(size)}, over the {_fmt_limit(max_bytes)} snapshot limit"
+            f"{spath}: file is {_fmt_size(size)}, over the {_fmt_limit(max_bytes)} snapshot limit"
         )
     try:
         with open(spath, "rb") as fh:
@@ -376,7 +398,7 @@ def load_snapshot(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYT
     except OSError as exc:
         raise SnapshotError(f"{spath}: cannot read snapshot: {exc.strerror or exc}") from None
     if len(data) > max_bytes:  # grew after stat
-        raise SnapshotError(f"{spath} is over the {_fmt_limit(max_bytes)} snapshot limit")
+        raise SnapshotError(f"{spath}: file is over the {_fmt_limit(max_bytes)} snapshot limit")
     obj = read_plain_pickle(data, spath)
     return summarize_snapshot(obj, spath)
 

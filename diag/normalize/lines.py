@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from diag.normalize.prefix import wrapper_prefix
+
 # Raw ANSI CSI sequences and their caret-notation copies ("^[[0;36m") as pasted from
 # terminals; plus stray caret control characters such as "^M" / "^O".
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\^\[\[[0-9;?]*[A-Za-z]")
@@ -33,7 +35,12 @@ def clean(text: str) -> str:
 
 
 def split_logical(physical: str) -> list[str]:
-    """Split one physical line into its logical lines (CR redraws, glued tqdm tails)."""
+    """Split one physical line into its logical lines (CR redraws, glued tqdm tails).
+
+    A collector prefix (docker timestamp, ``svc-1  | ``, ``[pod/x]``) stands once at the
+    start of the physical line; it is copied to the logical lines after the first so
+    they keep its timestamp and, in a compose log of several servers, their server.
+    """
     parts = physical.split("\r") if "\r" in physical else [physical]
     out: list[str] = []
     for part in parts:
@@ -42,7 +49,19 @@ def split_logical(physical: str) -> list[str]:
             out.extend(_split_tqdm(part))
         elif part.strip():
             out.append(part)
+    if len(out) > 1:
+        head = wrapper_prefix(out[0])
+        if head:
+            out[1:] = [_with_prefix(head, p) for p in out[1:]]
     return out
+
+
+def _with_prefix(head: str, part: str) -> str:
+    """``head + part`` when peel strips exactly ``head`` from it again, else ``part``."""
+    if part.startswith(head):
+        return part
+    joined = head + part
+    return joined if wrapper_prefix(joined) == head else part
 
 
 def _split_tqdm(text: str) -> list[str]:

@@ -125,6 +125,33 @@ def proc_rank(proc: str) -> str | None:
 
 def peel(source: str, lineno: int, text: str) -> LogLine:
     """Parse one logical line (escapes already removed) into a :class:`LogLine`."""
+    rest, wrapper, wrapper_ts, instance = _wrappers(text)
+    repeat = 1
+    if "repeated" in rest:
+        rm = _RAY_REPEAT.search(rest)
+        if rm:
+            repeat = int(rm.group(1))
+            rest = rest[: rm.start()]
+    line = LogLine(source, lineno, rest, rest, ts=wrapper_ts, wrapper=wrapper, repeat=repeat, instance=instance)
+    _peel_engine(line, rest)
+    return line
+
+
+def wrapper_prefix(text: str) -> str:
+    """The collector prefix at the start of ``text`` (docker/CI timestamp, compose service,
+    kubectl pod) exactly as :func:`peel` strips it; "" when there is none or it is a k9s box.
+
+    A collector prefixes physical lines, so the logical lines after a ``\\r`` inside one
+    need it copied to keep their timestamp and instance.
+    """
+    rest, wrapper, _, _ = _wrappers(text)
+    if wrapper is None or wrapper.startswith("k9s"):
+        return ""
+    return text[: len(text) - len(rest)]
+
+
+def _wrappers(text: str) -> tuple[str, str | None, float | None, str]:
+    """(text after the wrapper prefixes, wrapper names, wrapper timestamp, instance)."""
     wrapper: str | None = None
     wrapper_ts: float | None = None
     instance = ""
@@ -155,15 +182,7 @@ def peel(source: str, lineno: int, text: str) -> LogLine:
         rest = rest[m.end():]
         if name != "ci":
             break
-    repeat = 1
-    if "repeated" in rest:
-        rm = _RAY_REPEAT.search(rest)
-        if rm:
-            repeat = int(rm.group(1))
-            rest = rest[: rm.start()]
-    line = LogLine(source, lineno, rest, rest, ts=wrapper_ts, wrapper=wrapper, repeat=repeat, instance=instance)
-    _peel_engine(line, rest)
-    return line
+    return rest, wrapper, wrapper_ts, instance
 
 
 def _looks_like_log(text: str) -> bool:

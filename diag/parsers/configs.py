@@ -10,10 +10,12 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+import warnings
 from functools import lru_cache
 from typing import Any
 
 from lark import Lark, Transformer, UnexpectedInput, v_args
+from lark.exceptions import VisitError
 
 from diag.resources import grammar_text
 
@@ -33,9 +35,14 @@ class _ToPython(Transformer):  # type: ignore[type-arg]
         out = []
         for p in parts:
             s = str(p)
+            if "\\" not in s and len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"" and s[:3] not in ("'''", '"""'):
+                out.append(s[1:-1])  # the common case, no escapes: what literal_eval would give
+                continue
             try:
-                out.append(ast.literal_eval(s.lstrip("fF")))
-            except (ValueError, SyntaxError):
+                with warnings.catch_warnings():  # "\s" in a logged regex: invalid escape, still a string
+                    warnings.simplefilter("ignore")
+                    out.append(ast.literal_eval(s.lstrip("fF")))
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
                 out.append(s[1:-1])
         return "".join(str(x) for x in out)
 
@@ -88,13 +95,35 @@ class _ToPython(Transformer):  # type: ignore[type-arg]
         return out
 
 
+# Real configs nest a few levels; the tree transformer recurses once per level, so a
+# damaged or hostile line with thousands of brackets would otherwise hit RecursionError.
+MAX_NESTING = 64
+_BRACKETS = re.compile(r"[\[\](){}]")
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
+
+
+def _too_deep(text: str) -> bool:
+    depth = 0
+    for m in _BRACKETS.finditer(_QUOTED.sub("", text)):
+        depth += 1 if m.group() in "([{" else -1
+        if depth > MAX_NESTING:
+            return True
+    return False
+
+
 def parse_value(text: str) -> Any:
     """Parse a Python-repr/JSON value or ``k=v, ...`` list; raises ValueError if it cannot."""
+    if _too_deep(text):
+        raise ValueError(f"not a config repr: nested deeper than {MAX_NESTING} levels")
     try:
         tree = _parser().parse(text.strip())
+        return _ToPython().transform(tree)
     except UnexpectedInput as exc:
         raise ValueError(f"not a config repr: {exc.__class__.__name__}") from None
-    return _ToPython().transform(tree)
+    except VisitError as exc:  # a value the transformer cannot convert
+        raise ValueError(f"not a config repr: {exc.orig_exc.__class__.__name__}") from None
+    except RecursionError:  # brackets inside strings escape the depth check above
+        raise ValueError("not a config repr: nested too deeply") from None
 
 
 _KV = re.compile(
