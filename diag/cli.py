@@ -22,9 +22,27 @@ FORMATS = ("text", "json", "yaml", "markdown")
 FAIL_LEVELS = {"error": 0, "warning": 1, "info": 2, "never": -1}
 
 
+_received: list[int] = []
+
+
 def _terminate(signum: int, _frame: Any) -> None:
-    # turn SIGTERM into an exception so atomic writers remove their temporary files
+    """SIGINT/SIGTERM -> KeyboardInterrupt, so atomic writers remove their temporary files.
+
+    The signal is also remembered: an exception raised inside a fork or a finaliser can be
+    swallowed, so writers check :func:`_check_interrupted` before renaming anything."""
+    _received.append(signum)
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _check_interrupted() -> None:
+    if _received:
+        raise KeyboardInterrupt(f"signal {_received[0]}")
+
+
+def _exit_interrupted() -> None:
+    """Exit as shells expect after a signal: 128 + signal number (130 SIGINT, 143 SIGTERM)."""
+    _warn("interrupted; no report written")
+    sys.exit(128 + (_received[0] if _received else signal.SIGINT))
 
 
 class Progress:
@@ -84,7 +102,9 @@ def _stem(paths: tuple[str, ...]) -> str:
 @click.version_option(__version__, prog_name="graphdiag")
 def main() -> None:
     """Diagnose CUDA-graph capture in vLLM and SGLang logs."""
+    _received.clear()
     signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGINT, _terminate)
 
 
 @main.command()
@@ -109,23 +129,31 @@ def analyze(paths: tuple[str, ...], out_dir: str, fmt: str, no_html: bool, fail_
     progress = Progress(quiet)
     try:
         report = run_analysis(list(paths), rules_file=rules_file, progress=progress)
+        progress.finish()
+        _report_inputs(report.inputs)
+        if not report.readable():
+            _warn("no input could be read")
+            sys.exit(2)
+        stem = _stem(paths)
+        out = Path(out_dir)
+        json_text = to_json(report)
+        html_text = None
+        if not no_html:
+            from diag.render.html import render_html
+
+            html_text = render_html(report)
+        _check_interrupted()
+        write_atomic(out / f"{stem}.graphdiag.json", json_text)
+        if html_text is not None:
+            _check_interrupted()
+            write_atomic(out / f"{stem}.graphdiag.html", html_text)
     except RulesError as exc:
         progress.finish()
         _warn(str(exc))
         sys.exit(2)
-    progress.finish()
-    _report_inputs(report.inputs)
-    if not report.readable():
-        _warn("no input could be read")
-        sys.exit(2)
-    stem = _stem(paths)
-    out = Path(out_dir)
-    json_text = to_json(report)
-    write_atomic(out / f"{stem}.graphdiag.json", json_text)
-    if not no_html:
-        from diag.render.html import render_html
-
-        write_atomic(out / f"{stem}.graphdiag.html", render_html(report))
+    except KeyboardInterrupt:
+        progress.finish()
+        _exit_interrupted()
     rendered = {"text": render_text, "json": lambda r: json_text, "yaml": to_yaml,
                 "markdown": render_markdown}[fmt](report)
     click.echo(rendered, nl=False)

@@ -181,8 +181,15 @@ class EventSink:
         return EventTables({name: t.frame() for name, t in self.tables.items()})
 
 
+_EMPTY: dict[str, pd.DataFrame] = {}
+
+
 def empty_frame(kind: str) -> pd.DataFrame:
-    return _Table(EVENT_KINDS[kind]).frame()
+    """The typed empty frame of a kind (shared: callers never modify frames in place)."""
+    frame = _EMPTY.get(kind)
+    if frame is None:
+        frame = _EMPTY[kind] = _Table(EVENT_KINDS[kind]).frame()
+    return frame
 
 
 class EventTables(Mapping[str, pd.DataFrame]):

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
 _SOURCE_ROOT = Path(__file__).resolve().parent.parent
 
 
-@lru_cache(maxsize=None)
+@cache
 def grammar_text(name: str) -> str:
     """The text of ``grammars/<name>``: installed as ``diag.grammars``, or the source tree's."""
     try:

@@ -86,8 +86,7 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
         mine = dict(sub_tables._frames)
         sub = sub_tables
         if not mine:
-            runs.append(Run(f"{stream.id}#1", stream.id, stream.backend, list(stream.sources), sub))
-            continue
+            continue  # a file with nothing relevant makes no run (it is still listed in inputs)
         rev = _reversed_sources(sub, stream.sources)
         keyed = {k: f.assign(_order=order_keys(f, file_index, rev)) for k, f in mine.items()}
         bounds = _boundaries(keyed.get("startup"))

@@ -41,7 +41,10 @@ def names_in(tree: Tree) -> set[str]:  # type: ignore[type-arg]
 
 
 def evaluate(text: str, env: Mapping[str, Any]) -> bool:
-    return bool(_eval(compile_condition(text), env))
+    try:
+        return bool(_eval(compile_condition(text), env))
+    except (TypeError, RecursionError) as exc:  # e.g. a threshold given as a string
+        raise ConditionError(f"cannot evaluate {text!r}: {exc}") from None
 
 
 def _lookup(env: Mapping[str, Any], dotted: str) -> Any:

@@ -167,6 +167,8 @@ def apply_overrides(rules: list[Rule], path: Path) -> None:
             if key not in rule.thresholds:
                 raise RulesError(f"rules file {path}: {code} has no threshold {key!r} "
                                  f"(it has: {', '.join(sorted(rule.thresholds)) or 'none'})")
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise RulesError(f"rules file {path}: {code}.{key} must be a number, not {value!r}")
             rule.thresholds[key] = value
     for code, sev in (data.get("severity") or {}).items():
         if code not in by_code:
