@@ -21,9 +21,10 @@ from diag.ingest import Ingested, ProgressFn, ingest
 from diag.report import Report, RunReport
 
 
-def parse_events(paths: Sequence[str], progress: ProgressFn | None = None) -> EventTables:
+def parse_events(paths: Sequence[str], progress: ProgressFn | None = None,
+                 jobs: int | None = None) -> EventTables:
     """The event tables of the inputs, one DataFrame per event kind."""
-    return ingest(paths, progress).tables
+    return ingest(paths, progress, jobs=jobs).tables
 
 
 def runs_of(ingested: Ingested) -> list[Run]:
@@ -32,11 +33,11 @@ def runs_of(ingested: Ingested) -> list[Run]:
 
 def analyze(paths: Sequence[str], rules_file: str | os.PathLike[str] | None = None,
             progress: ProgressFn | None = None, ingested: Ingested | None = None,
-            generated_at: str | None = None) -> Report:
+            generated_at: str | None = None, jobs: int | None = None) -> Report:
     """Read the inputs, build facts per run, run the rules, return the :class:`Report`."""
     from diag.rules.engine import RuleEngine
 
-    ing = ingested if ingested is not None else ingest(paths, progress)
+    ing = ingested if ingested is not None else ingest(paths, progress, jobs=jobs)
     facts = [build_facts(run) for run in split_runs(ing.tables, ing.streams)]
     _attach_artifacts(facts, ing)
     engine = RuleEngine.load(rules_file)

@@ -116,9 +116,12 @@ def main() -> None:
 @click.option("--fail-on", type=click.Choice(list(FAIL_LEVELS)), default="error", show_default=True)
 @click.option("--rules", "rules_file", type=click.Path(dir_okay=False), default=None,
               help="YAML overriding thresholds, severities, or disabling rules.")
+@click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default="0 = auto",
+              help="Worker processes for reading logs: 0 = auto (one per core, up to 8, when inputs "
+                   "exceed 64 MiB), 1 = none.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
 def analyze(paths: tuple[str, ...], out_dir: str, fmt: str, no_html: bool, fail_on: str,
-            rules_file: str | None, quiet: bool) -> None:
+            rules_file: str | None, jobs: int, quiet: bool) -> None:
     """Analyse logs, profiler tables and snapshots; write the HTML and JSON reports."""
     from diag.api import analyze as run_analysis
     from diag.output import write_atomic
@@ -128,7 +131,7 @@ def analyze(paths: tuple[str, ...], out_dir: str, fmt: str, no_html: bool, fail_
 
     progress = Progress(quiet)
     try:
-        report = run_analysis(list(paths), rules_file=rules_file, progress=progress)
+        report = run_analysis(list(paths), rules_file=rules_file, progress=progress, jobs=jobs or None)
         progress.finish()
         _report_inputs(report.inputs)
         if not report.readable():
@@ -168,14 +171,17 @@ def analyze(paths: tuple[str, ...], out_dir: str, fmt: str, no_html: bool, fail_
               show_default=True)
 @click.option("-o", "--output", "output", default=None,
               help="File (jsonl/csv; default stdout) or folder (parquet).")
+@click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default="0 = auto",
+              help="Worker processes for reading logs: 0 = auto (one per core, up to 8, when inputs "
+                   "exceed 64 MiB), 1 = none.")
 @click.option("--quiet", "-q", is_flag=True)
-def parse(paths: tuple[str, ...], fmt: str, output: str | None, quiet: bool) -> None:
+def parse(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int, quiet: bool) -> None:
     """Export the event tables for your own pandas / DuckDB work."""
     from diag.export import export_events
     from diag.ingest import ingest
 
     progress = Progress(quiet)
-    ing = ingest(list(paths), progress)
+    ing = ingest(list(paths), progress, jobs=jobs or None)
     progress.finish()
     _report_inputs(ing.inputs)
     if not any(i.status != "skipped" for i in ing.inputs):

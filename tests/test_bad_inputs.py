@@ -188,10 +188,6 @@ def test_row_truncated_gz(tmp_path: Path) -> None:
     assert alone(tmp_path, make_truncated_gz)[0].code in (0, 1)
 
 
-@pytest.mark.xfail(strict=True, reason="readers.read_head reads the 256 KiB head in one gzip read, which "
-                                       "raises EOFError on a truncated stream and loses everything it "
-                                       "decompressed: a small cut .gz is 'skipped' instead of 'partial'. Fix: "
-                                       "read the head in GZIP_BLOCK_BYTES steps and keep what came before the error")
 def test_truncated_small_gz_keeps_what_was_decompressed(tmp_path: Path) -> None:
     def make(folder: Path) -> Path:
         path = folder / "previous-server.log.gz"

@@ -232,12 +232,7 @@ def _processes_with(marker: str) -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc to find worker processes")
-@pytest.mark.parametrize("how", ["SIGTERM", pytest.param("Ctrl-C", marks=pytest.mark.xfail(
-    strict=True,
-    reason="ingest.py: the workers take the group's SIGINT as KeyboardInterrupt and die printing "
-           "tracebacks; at times the ProcessPoolExecutor then hangs and graphdiag never exits. "
-           "Fix: _init_worker ignores SIGINT, and the parent on KeyboardInterrupt does "
-           "pool.shutdown(wait=False, cancel_futures=True) and terminates its workers"))])
+@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
 def test_interrupt_while_worker_processes_scan(tmp_path: Path, how: str) -> None:
     """Above the parallel threshold the scan runs in worker processes. SIGTERM to graphdiag,
     or Ctrl-C (SIGINT to the whole process group, workers included), still ends the run

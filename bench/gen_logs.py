@@ -1,0 +1,310 @@
+"""Synthetic serving logs for the throughput benchmark and the parallel-ingest tests.
+
+Realistic rather than exhaustive: a start-up with config echo and capture lines, then a steady
+state dominated by the lines a busy server writes (uvicorn access lines for traffic, health
+checks and metric scrapes; request logging; periodic batch/stats lines), with an occasional
+traceback, retraction or restart. Deterministic for a given seed, and fast enough (tens of
+MB/s) that the benchmark can rebuild its inputs.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+_WORDS = ("the quick brown fox jumps over a lazy dog while graphs replay decode steps "
+          "in small batches and long prompts fall back to eager prefill on busy nodes "
+          "summarise this ticket about latency spikes after enabling capture").split()
+
+SGLANG_CAPTURE_BS = [1, 2, 4, 8] + list(range(16, 161, 8))
+
+
+class _Clock:
+    """Monotonic fake time with cached second-resolution stamps (formatting is the slow part)."""
+
+    def __init__(self, start: float, step: float, sglang: bool) -> None:
+        self.t = start
+        self.step = step
+        self.sglang = sglang
+        self._sec = -1
+        self._stamp = ""
+
+    def tick(self, rng: random.Random) -> str:
+        self.t += rng.random() * 2 * self.step
+        sec = int(self.t)
+        if sec != self._sec:
+            self._sec = sec
+            dt = datetime.fromtimestamp(sec, tz=timezone.utc)
+            self._stamp = dt.strftime("%Y-%m-%d %H:%M:%S" if self.sglang else "%m-%d %H:%M:%S")
+        return self._stamp
+
+
+def _prompt(rng: random.Random, lo: int, hi: int) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(rng.randint(lo, hi)))
+
+
+# ----------------------------------------------------------------------------- SGLang
+def _sglang_startup(ts: str, max_bs: int, restart_no: int) -> list[str]:
+    bs = [b for b in SGLANG_CAPTURE_BS if b <= max_bs]
+    args = (f"ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tokenizer_path='meta-llama/Llama-3.1-8B-Instruct', "
+            f"host='0.0.0.0', port={30000 + restart_no}, mem_fraction_static=0.85, max_running_requests=256, "
+            f"chunked_prefill_size=8192, max_prefill_tokens=16384, schedule_policy='fcfs', tp_size=2, dp_size=1, "
+            f"stream_interval=1, random_seed=42, log_level='info', log_requests=True, log_requests_level=0, "
+            f"decode_log_interval=40, attention_backend='flashinfer', disable_cuda_graph=False, "
+            f"disable_cuda_graph_padding=False, enable_torch_compile=False, cuda_graph_max_bs={max_bs}, "
+            f"cuda_graph_bs=None, enable_profile_cuda_graph=False, disaggregation_mode='null', "
+            f"enable_dp_attention=False, speculative_algorithm=None)")
+    out = [f"[{ts}] server_args={args}"]
+    for r in ("TP0", "TP1"):
+        out += [
+            f"[{ts} {r}] Init torch distributed begin.",
+            f"[{ts} {r}] Init torch distributed ends. mem usage=0.10 GB",
+            f"[{ts} {r}] Load weight begin. avail mem=78.52 GB",
+            f"[{ts} {r}] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=70.93 GB, mem usage=7.59 GB.",
+            f"[{ts} {r}] KV Cache is allocated. #tokens: 981344, K size: 29.95 GB, V size: 29.95 GB",
+            f"[{ts} {r}] Memory pool end. avail mem=10.21 GB",
+            f"[{ts} {r}] Capture cuda graph begin. This can take up to several minutes. avail mem=9.85 GB",
+        ]
+    out.append(f"[{ts} TP0] Capture cuda graph bs {bs}")
+    n = len(bs)
+    bar = "".join(f"Capturing batches (bs={b} avail_mem={9.8 - 0.01 * i:.2f} GB): {100 * (i + 1) // n:3d}%|##| "
+                  f"{i + 1}/{n} [00:{i // 4:02d}<00:{(n - i) // 4:02d},  4.1it/s]\r"
+                  for i, b in enumerate(reversed(bs)))
+    out.append(bar.rstrip("\r"))
+    for r in ("TP0", "TP1"):
+        out.append(f"[{ts} {r}] Capture cuda graph end. Time elapsed: 6.84 s. mem usage=0.61 GB. avail mem=9.24 GB.")
+    out += [
+        f"[{ts} TP0] max_total_num_tokens=981344, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        f"max_running_requests=256, context_len=131072, available_gpu_mem=9.24 GB",
+        f"[{ts}] INFO:     Started server process [{4242 + restart_no}]",
+        f"[{ts}] INFO:     Waiting for application startup.",
+        f"[{ts}] INFO:     Application startup complete.",
+        f"[{ts}] INFO:     Uvicorn running on http://0.0.0.0:{30000 + restart_no} (Press CTRL+C to quit)",
+        f"[{ts}] INFO:     127.0.0.1:40000 - \"GET /get_model_info HTTP/1.1\" 200 OK",
+        f"[{ts}] The server is fired up and ready to roll!",
+    ]
+    return out
+
+
+_SGLANG_TRACEBACK = """[{ts}] Error in request handler
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/entrypoints/http_server.py", line 412, in generate_request
+    ret = await _global_state.tokenizer_manager.generate_request(obj, request).__anext__()
+  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/managers/tokenizer_manager.py", line 463, in generate_request
+    tokenized_obj = await self._tokenize_one_request(obj)
+ValueError: The input (131200 tokens) is longer than the model's context length (131072 tokens)."""
+
+
+def sglang_lines(target_bytes: int, seed: int = 0, restarts: int = 0,
+                 tracebacks: int = 1) -> Iterator[str]:
+    """Lines of an SGLang log of about ``target_bytes`` (newlines not included)."""
+    rng = random.Random(seed)
+    clock = _Clock(datetime(2025, 6, 10, 8, 0, tzinfo=timezone.utc).timestamp(), 0.004, sglang=True)
+    max_bs = 160
+    written = 0
+    restart_at = sorted(rng.uniform(0.2, 0.9) * target_bytes for _ in range(restarts))
+    tb_at = sorted(rng.uniform(0.05, 0.95) * target_bytes for _ in range(tracebacks))
+    for line in _sglang_startup(clock.tick(rng), max_bs, 0):
+        written += len(line) + 1
+        yield line
+    running, queue, forward = 40, 0, 0
+    rid_pool: list[str] = []
+    restart_no = 0
+    while written < target_bytes:
+        ts = clock.tick(rng)
+        if restart_at and written >= restart_at[0]:
+            restart_at.pop(0)
+            restart_no += 1
+            block = _sglang_startup(ts, max_bs, restart_no)
+        elif tb_at and written >= tb_at[0]:
+            tb_at.pop(0)
+            block = _SGLANG_TRACEBACK.format(ts=ts).split("\n")
+        else:
+            block = [_sglang_steady(rng, ts, rid_pool, running, queue)]
+            x = rng.random()
+            if x < 0.02:
+                running = max(1, min(256, running + rng.randint(-12, 12)))
+                queue = max(0, queue + rng.randint(-5, 5)) if running > 200 else 0
+            elif x < 0.0203 and running > 200:
+                block.append(f"[{ts} TP0] KV cache pool is full. Retract requests. #retracted_reqs: 3, #new_token_ratio: 0.4 -> 0.7")
+            forward += 1
+        for line in block:
+            written += len(line) + 1
+            yield line
+
+
+def _sglang_steady(rng: random.Random, ts: str, rids: list[str], running: int, queue: int) -> str:
+    x = rng.random()
+    if x < 0.55:  # uvicorn: traffic, health probes and metric scrapes
+        port = rng.randint(30000, 65000)
+        y = rng.random()
+        if y < 0.4:
+            return f"[{ts}] INFO:     10.0.{rng.randint(0, 9)}.{rng.randint(1, 250)}:{port} - \"POST /generate HTTP/1.1\" 200 OK"
+        if y < 0.8:
+            return f"[{ts}] INFO:     127.0.0.1:{port} - \"GET /health HTTP/1.1\" 200 OK"
+        return f"[{ts}] INFO:     10.1.0.7:{port} - \"GET /metrics HTTP/1.1\" 200 OK"
+    if x < 0.80:  # decode batch (every decode_log_interval steps)
+        bs = max(1, running + rng.randint(-3, 3))
+        tok = bs * rng.randint(300, 900)
+        return (f"[{ts} TP0] Decode batch, #running-req: {bs}, #token: {tok}, token usage: {tok / 981344:.2f}, "
+                f"cuda graph: {bs <= 160}, gen throughput (token/s): {bs * rng.uniform(20, 40):.2f}, "
+                f"#queue-req: {queue}, ")
+    if x < 0.88:  # prefill batch
+        new_seq = rng.randint(1, 4)
+        return (f"[{ts} TP0] Prefill batch, #new-seq: {new_seq}, #new-token: {new_seq * rng.randint(64, 2048)}, "
+                f"#cached-token: {rng.randint(0, 512)}, token usage: {rng.uniform(0, 0.9):.2f}, "
+                f"#running-req: {running}, #queue-req: {queue}, ")
+    if x < 0.94 or not rids:  # request received
+        rid = f"{rng.getrandbits(128):032x}"
+        rids.append(rid)
+        if len(rids) > 512:
+            del rids[: len(rids) - 512]
+        return (f"[{ts}] Receive: obj=GenerateReqInput(rid='{rid}', text='{_prompt(rng, 4, 10)}', "
+                f"sampling_params={{'max_new_tokens': 128, 'temperature': 0.7}}, stream=False)")
+    rid = rids.pop(rng.randrange(len(rids)))
+    pt, ct = rng.randint(16, 4096), rng.randint(1, 128)
+    return (f"[{ts}] Finish: obj=GenerateReqInput(rid='{rid}'), out={{'text': '{_prompt(rng, 2, 5)}', "
+            f"'meta_info': {{'id': '{rid}', 'finish_reason': {{'type': 'length', 'length': {ct}}}, "
+            f"'prompt_tokens': {pt}, 'completion_tokens': {ct}, 'cached_tokens': 0, 'e2e_latency': {rng.uniform(0.2, 9):.3f}}}}}")
+
+
+# ----------------------------------------------------------------------------- vLLM
+_VLLM_SIZES = [1, 2, 4] + list(range(8, 257, 8))
+
+
+def _vllm_startup(ts: str, restart_no: int) -> list[str]:
+    api, core = f"(APIServer pid={900 + restart_no})", f"(EngineCore_DP0 pid={1100 + restart_no})"
+    sizes = ",".join(str(s) for s in reversed(_VLLM_SIZES))
+    return [
+        f"{api} INFO {ts} [api_server.py:1885] vLLM API server version 0.11.0",
+        f"{api} INFO {ts} [utils.py:233] non-default args: {{'model_tag': 'Qwen/Qwen3-8B', 'host': '0.0.0.0', "
+        f"'port': {8000 + restart_no}, 'model': 'Qwen/Qwen3-8B', 'max_num_seqs': 256, 'gpu_memory_utilization': 0.9}}",
+        f"{core} INFO {ts} [core.py:77] Initializing a V1 LLM engine (v0.11.0) with config: model='Qwen/Qwen3-8B', "
+        f"speculative_config=None, tokenizer='Qwen/Qwen3-8B', dtype=torch.bfloat16, max_seq_len=40960, "
+        f"tensor_parallel_size=1, pipeline_parallel_size=1, data_parallel_size=1, enforce_eager=False, "
+        f"kv_cache_dtype=auto, enable_prefix_caching=True, chunked_prefill_enabled=True, "
+        f"compilation_config={{\"level\":3,\"cudagraph_mode\":[2,1],\"use_cudagraph\":true,"
+        f"\"cudagraph_num_of_warmups\":1,\"cudagraph_capture_sizes\":[{sizes}],\"max_capture_size\":256}}",
+        f"{core} INFO {ts} [gpu_model_runner.py:2602] Starting to load model Qwen/Qwen3-8B...",
+        f"{core} INFO {ts} [gpu_model_runner.py:2634] Model loading took 15.2683 GiB and 4.512 seconds",
+        f"{core} INFO {ts} [gpu_worker.py:298] Available KV cache memory: 51.42 GiB",
+        f"{core} INFO {ts} [kv_cache_utils.py:864] GPU KV cache size: 374,416 tokens",
+        f"{core} INFO {ts} [kv_cache_utils.py:868] Maximum concurrency for 40,960 tokens per request: 9.14x",
+        f"{core} Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|##########| 35/35 [00:04<00:00,  8.31it/s]",
+        f"{core} Capturing CUDA graphs (decode, FULL): 100%|##########| 35/35 [00:02<00:00, 13.02it/s]",
+        f"{core} INFO {ts} [gpu_model_runner.py:3480] Graph capturing finished in 7 secs, took 0.61 GiB",
+        f"{core} INFO {ts} [core.py:210] init engine (profile, create kv cache, warmup model) took 41.97 seconds",
+        f"{api} INFO {ts} [api_server.py:1947] Starting vLLM API server 0 on http://0.0.0.0:{8000 + restart_no}",
+        f"{api} INFO:     Started server process [{900 + restart_no}]",
+        f"{api} INFO:     Waiting for application startup.",
+        f"{api} INFO:     Application startup complete.",
+    ]
+
+
+_VLLM_TRACEBACK = """{core} ERROR {ts} [core.py:710] EngineCore encountered an issue. See stack trace (above) for the root cause.
+{api} ERROR {ts} [serving_completion.py:160] Error in preprocessing prompt inputs
+{api} ERROR {ts} [serving_completion.py:160] Traceback (most recent call last):
+{api} ERROR {ts} [serving_completion.py:160]   File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/serving_completion.py", line 152, in create_completion
+{api} ERROR {ts} [serving_completion.py:160]     engine_prompts = await self._preprocess_completion(
+{api} ERROR {ts} [serving_completion.py:160] ValueError: This model's maximum context length is 40960 tokens. However, you requested 41200 tokens."""
+
+
+def vllm_lines(target_bytes: int, seed: int = 0, restarts: int = 0,
+               tracebacks: int = 1) -> Iterator[str]:
+    """Lines of a vLLM (V1, DEBUG step lines on) log of about ``target_bytes``."""
+    rng = random.Random(seed)
+    clock = _Clock(datetime(2025, 10, 18, 9, 0, tzinfo=timezone.utc).timestamp(), 0.004, sglang=False)
+    written = 0
+    restart_at = sorted(rng.uniform(0.2, 0.9) * target_bytes for _ in range(restarts))
+    tb_at = sorted(rng.uniform(0.05, 0.95) * target_bytes for _ in range(tracebacks))
+    for line in _vllm_startup(clock.tick(rng), 0):
+        written += len(line) + 1
+        yield line
+    running, waiting, restart_no = 40, 0, 0
+    while written < target_bytes:
+        ts = clock.tick(rng)
+        api, core = f"(APIServer pid={900 + restart_no})", f"(EngineCore_DP0 pid={1100 + restart_no})"
+        if restart_at and written >= restart_at[0]:
+            restart_at.pop(0)
+            restart_no += 1
+            block = _vllm_startup(ts, restart_no)
+        elif tb_at and written >= tb_at[0]:
+            tb_at.pop(0)
+            block = _VLLM_TRACEBACK.format(ts=ts, api=api, core=core).split("\n")
+        else:
+            block = [_vllm_steady(rng, ts, api, core, running, waiting)]
+            if rng.random() < 0.02:
+                running = max(1, min(256, running + rng.randint(-12, 12)))
+                waiting = max(0, waiting + rng.randint(-5, 5)) if running > 200 else 0
+        for line in block:
+            written += len(line) + 1
+            yield line
+
+
+def _vllm_steady(rng: random.Random, ts: str, api: str, core: str, running: int, waiting: int) -> str:
+    x = rng.random()
+    if x < 0.40:
+        port = rng.randint(30000, 65000)
+        y = rng.random()
+        if y < 0.5:
+            return f"{api} INFO:     10.0.{rng.randint(0, 9)}.{rng.randint(1, 250)}:{port} - \"POST /v1/completions HTTP/1.1\" 200 OK"
+        if y < 0.85:
+            return f"{api} INFO:     127.0.0.1:{port} - \"GET /health HTTP/1.1\" 200 OK"
+        return f"{api} INFO:     10.1.0.7:{port} - \"GET /metrics HTTP/1.1\" 200 OK"
+    if x < 0.77:  # DEBUG step line, one per forward
+        n = max(1, running + rng.randint(-3, 3))
+        if n <= 256 and rng.random() < 0.9:
+            padded = next(s for s in _VLLM_SIZES if s >= n)
+            return (f"{core} DEBUG {ts} [v1/worker/gpu_model_runner.py:2931] Running batch with cudagraph_mode: FULL, "
+                    f"batch_descriptor: BatchDescriptor(num_tokens={padded}, num_reqs={padded}, uniform=True, "
+                    f"has_lora=False), should_ubatch: False, num_tokens_across_dp: None")
+        tokens = n + rng.randint(100, 4000)
+        return (f"{core} DEBUG {ts} [v1/worker/gpu_model_runner.py:2931] Running batch with cudagraph_mode: PIECEWISE, "
+                f"batch_descriptor: BatchDescriptor(num_tokens={tokens}, num_reqs=None, uniform=False, "
+                f"has_lora=False), should_ubatch: False, num_tokens_across_dp: None")
+    if x < 0.80:
+        return (f"{api} INFO {ts} [loggers.py:123] Engine 000: Avg prompt throughput: {rng.uniform(0, 9000):.1f} tokens/s, "
+                f"Avg generation throughput: {rng.uniform(100, 3000):.1f} tokens/s, Running: {running} reqs, "
+                f"Waiting: {waiting} reqs, GPU KV cache usage: {rng.uniform(0, 99):.1f}%, "
+                f"Prefix cache hit rate: {rng.uniform(0, 60):.1f}%")
+    rid = f"cmpl-{rng.getrandbits(128):032x}-0"
+    if x < 0.90:
+        return (f"{api} INFO {ts} [logger.py:49] Received request {rid}: params: SamplingParams(n=1, "
+                f"temperature=0.7, top_p=0.95, max_tokens={rng.choice((64, 128, 256))}), lora_request: None.")
+    return f"{api} INFO {ts} [async_llm.py:327] Added request {rid}."
+
+
+# ----------------------------------------------------------------------------- files
+def write_log(path: Path, lines: Iterable[str]) -> int:
+    """Write lines buffered; returns the number of lines."""
+    n = 0
+    buf: list[str] = []
+    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+        for line in lines:
+            buf.append(line)
+            n += 1
+            if len(buf) >= 20000:
+                fh.write("\n".join(buf) + "\n")
+                buf.clear()
+        if buf:
+            fh.write("\n".join(buf) + "\n")
+    return n
+
+
+GENERATORS: dict[str, Callable[..., Iterator[str]]] = {"sglang": sglang_lines, "vllm": vllm_lines}
+
+
+def main() -> None:  # pragma: no cover - manual use
+    import sys
+
+    kind, size, out = sys.argv[1], int(float(sys.argv[2])), Path(sys.argv[3])
+    t0 = time.perf_counter()
+    n = write_log(out, GENERATORS[kind](size))
+    print(f"{out}: {n} lines, {out.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t0:.1f}s")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
