@@ -27,7 +27,6 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
