@@ -152,10 +152,6 @@ def test_row_binary_file(tmp_path: Path) -> None:
     assert alone(tmp_path, make_binary)[0].code == 2
 
 
-@pytest.mark.xfail(strict=True, reason="readers.sniff: random / float-array bytes pass the 30% control-byte "
-                                       "test and are read as an 'ok' log (a run with no events, no warning); "
-                                       "also count undecodable UTF-8 (proposed: >10% U+FFFD or C0 controls "
-                                       "after dropping NULs = binary)")
 def test_binary_random_bytes_are_not_read_as_a_log(tmp_path: Path) -> None:
     def make(folder: Path) -> Path:
         path = folder / "weights.bin.part"
@@ -297,10 +293,6 @@ def test_row_nul_bytes(tmp_path: Path) -> None:
     assert own_batches(outcome, bad) == GOOD_BATCHES
 
 
-@pytest.mark.xfail(strict=True, reason="readers.sniff calls a log with >1% NUL bytes in its first 64 KiB "
-                                       "binary, so a small log with a NUL-filled block (crash padding, "
-                                       "copytruncate hole) is skipped whole. Fix: drop NUL runs before the "
-                                       "binary test (and sniff past a leading NUL hole)")
 def test_nul_padded_block_does_not_make_a_log_binary(tmp_path: Path) -> None:
     def make(folder: Path) -> Path:
         path = folder / "crashed.log"

@@ -104,14 +104,13 @@ def sniff(head: bytes, compressed: bool) -> Sniff:
         return Sniff("unknown", "unknown", compressed, "empty file")
     if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:
         return Sniff("memory_snapshot", "unknown", compressed)
-    sample = head[:65536]
-    if b"\x00" in sample:
-        nul = sample.count(b"\x00")
-        # a few NULs in a text log happen (crashed writers); mostly-binary is not a log
-        if nul > len(sample) // 100 or _binary_ratio(sample) > 0.3:
-            return Sniff("unknown", "unknown", compressed, "binary file, not a text log")
-    elif _binary_ratio(sample) > 0.3:
+    # NUL runs (crash padding, copytruncate holes) say nothing about the rest: judge the text without them
+    text = head.replace(b"\x00", b"") if b"\x00" in head else head
+    if not text.strip():
+        return Sniff("unknown", "unknown", compressed, "no text (only NUL bytes)")
+    if _binary_ratio(text[:65536]) > 0.10:
         return Sniff("unknown", "unknown", compressed, "binary file, not a text log")
+    head = text
     # a table file names operators ("sglang::...") but has no engine log header lines
     if _TABLE_HEAD.search(head) and b"Self CPU" in head and not _LOG_HEADER.search(head):
         return Sniff("profile_table", "unknown", compressed)
@@ -120,13 +119,15 @@ def sniff(head: bytes, compressed: bool) -> Sniff:
 
 
 def _binary_ratio(sample: bytes) -> float:
+    """Share of characters that no text log has: undecodable UTF-8 and C0 controls."""
     if not sample:
         return 0.0
-    text_chars = bytes(range(32, 127)) + b"\n\r\t\x0c\x1b\x08"
-    nontext = sample.translate(None, text_chars)
-    # UTF-8 multibyte text is fine: count only bytes that cannot start/continue UTF-8
-    bad = sum(1 for b in nontext if b < 0x20 or b in (0xC0, 0xC1) or b >= 0xF8)
-    return bad / len(sample)
+    decoded = sample.decode("utf-8", "replace")
+    bad = decoded.count("\ufffd") + len(_CONTROL.findall(decoded))
+    return bad / max(len(decoded), 1)
+
+
+_CONTROL = re.compile("[\x00-\x07\x0e-\x1a\x1c-\x1f\x7f]")
 
 
 def detect_backend(text: bytes) -> str:
