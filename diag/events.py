@@ -107,7 +107,7 @@ def encode_json(value: Any) -> str:
 class _Table:
     """Column buffers for one event kind."""
 
-    __slots__ = ("kind", "cols", "types", "n")
+    __slots__ = ("kind", "cols", "types", "n", "_numeric", "_json", "_plain")
 
     def __init__(self, kind: EventKind) -> None:
         self.kind = kind
@@ -118,17 +118,32 @@ class _Table:
             for name, t in self.types.items()
         }
         self.n = 0
+        self._plan()
+
+    def _plan(self) -> None:
+        # per-column bound append methods grouped by conversion: the hot loop does no lookups
+        self._numeric = [(n, self.cols[n].append) for n, t in self.types.items() if t in ("int", "float", "bool")]
+        self._json = [(n, self.cols[n].append) for n, t in self.types.items() if t == "json"]
+        self._plain = [(n, self.cols[n].append) for n, t in self.types.items() if t not in ("int", "float", "bool", "json")]
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (self.kind, self.cols, self.types, self.n)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self.kind, self.cols, self.types, self.n = state
+        self._plan()
 
     def append(self, values: Mapping[str, Any]) -> None:
-        for name, t in self.types.items():
-            v = values.get(name)
-            col = self.cols[name]
-            if t in ("int", "float", "bool"):
-                col.append(math.nan if v is None else float(v))
-            elif t == "json":
-                col.append(None if v is None else encode_json(v))
-            else:
-                col.append(v)
+        get = values.get
+        nan = math.nan
+        for name, add in self._numeric:
+            v = get(name)
+            add(nan if v is None else float(v))
+        for name, add in self._json:
+            v = get(name)
+            add(None if v is None else encode_json(v))
+        for name, add in self._plain:
+            add(get(name))
         self.n += 1
 
     def extend(self, other: _Table) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from diag.normalize.lines import clean
 from diag.sources.discover import InputFile
-from diag.sources.readers import iter_lines, open_binary, read_head
+from diag.sources.readers import lines_at, open_binary, read_head
 
 if TYPE_CHECKING:  # pragma: no cover
     from diag.report import RunReport
@@ -28,7 +28,6 @@ def read_lines(path: str, wanted: set[int]) -> dict[int, str]:
     if not wanted or path == "-":
         return out
     item = InputFile(path, Path(path), path, 0)
-    last = max(wanted)
     try:
         stream = open_binary(item)
     except OSError:
@@ -36,12 +35,9 @@ def read_lines(path: str, wanted: set[int]) -> dict[int, str]:
     try:
         head, _ = read_head(stream)
         errors: list[str] = []
-        for n, raw in enumerate(iter_lines(stream, head, errors), start=1):
-            if n in wanted:
-                text = clean(raw.decode("utf-8", "replace").rstrip("\r\n").replace("\r", " "))
-                out[n] = text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
-            if n >= last:
-                break
+        for n, raw in lines_at(stream, head, set(wanted), errors).items():
+            text = clean(raw.decode("utf-8", "replace").rstrip("\r\n").replace("\r", " "))
+            out[n] = text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
     finally:
         stream.close()
     return out

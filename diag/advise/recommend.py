@@ -24,10 +24,11 @@ of a disaggregated deployment gets "graphs off" instead of a bucket set (DOMAIN.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from diag.advise.buckets import (
     BucketPlan,
@@ -74,12 +75,14 @@ def decode_histogram(facts: Iterable[RunFacts]) -> dict[int, int]:
         b = f.batches
         if b.empty:
             continue
-        sizes = b["batch_size"].astype("float64")
-        weights = b["weight"].astype("float64").fillna(1.0)
-        for s, w in zip(sizes, weights, strict=True):
-            if math.isnan(s) or s < 1 or w <= 0:
-                continue
-            acc[int(round(s))] = acc.get(int(round(s)), 0.0) + float(w)
+        sizes = b["batch_size"].to_numpy(dtype="float64", na_value=np.nan)
+        weights = b["weight"].to_numpy(dtype="float64", na_value=1.0)
+        keep = ~np.isnan(sizes) & (sizes >= 1) & (weights > 0)
+        keys = np.rint(sizes[keep]).astype(np.int64)
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        sums = np.bincount(inverse, weights=weights[keep], minlength=len(uniq))
+        for s, w in zip(uniq.tolist(), sums.tolist(), strict=True):
+            acc[s] = acc.get(s, 0.0) + w
     return {s: int(round(w)) for s, w in sorted(acc.items()) if round(w) > 0}
 
 

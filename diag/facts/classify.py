@@ -72,58 +72,70 @@ def classify_batches(tables: EventTables, window: Window) -> pd.DataFrame:
     return out[COLUMNS]
 
 
+def infer_many(window: Window, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorised :meth:`Window.infer`: (verdicts, reasons, buckets) for float batch sizes."""
+    n = len(sizes)
+    verdict = np.full(n, "unknown", dtype=object)
+    reason = np.full(n, "window_unknown", dtype=object)
+    bucket = np.full(n, np.nan)
+    if window.graphs == "disabled" or not window.decode_graphs:
+        verdict[:] = "eager"
+        reason[:] = "graphs_disabled"
+        return verdict, reason, bucket
+    known = ~np.isnan(sizes)
+    if window.graphs == "unknown" or not window.sizes:
+        return verdict, reason, bucket
+    caps = np.asarray(window.sizes, dtype=float)
+    idx = np.searchsorted(caps, np.where(known, sizes, 0.0), side="left")
+    above = known & (idx >= len(caps))
+    inside = known & ~above & (sizes > 0)
+    nearest = caps[np.minimum(idx, len(caps) - 1)]
+    exact = nearest == sizes
+    graph = inside & (exact | window.padding)
+    gap = inside & ~graph
+    verdict[graph], reason[graph] = "graph", "in_window"
+    bucket[graph] = nearest[graph]
+    verdict[above], reason[above] = "eager", "above_ceiling"
+    verdict[gap], reason[gap] = "eager", "unpadded_gap"
+    idle = known & (sizes <= 0)
+    reason[idle] = "idle"
+    # the bucket a logged graph batch was padded to, whatever the inference says
+    bucket_any = np.where(known & ~above & (sizes > 0), nearest, np.nan)
+    return verdict, reason, np.where(graph, bucket, bucket_any)
+
+
 def _rows(frame: pd.DataFrame, sizes: pd.Series, weights: pd.Series, logged: pd.Series,
           window: Window, origin: str, gen: pd.Series | None) -> pd.DataFrame:
-    inferred = [window.infer(None if pd.isna(b) else int(b)) for b in sizes]
-    verdicts, reasons, buckets = [], [], []
-    for (iv, ir, ib), flag, bs in zip(inferred, logged, sizes, strict=True):
-        if flag is None or flag is pd.NA:
-            verdicts.append(iv)
-            reasons.append(ir)
-            buckets.append(ib)
-            continue
-        if bool(flag):
-            bucket = ib if iv == "graph" else _bucket(window, bs)
-            verdicts.append("graph")
-            reasons.append("logged_graph")
-            buckets.append(bucket)
-        else:
-            verdicts.append("eager")
-            reasons.append(_eager_reason(window, bs, iv, ir))
-            buckets.append(None)
-    df = pd.DataFrame({
+    bs = sizes.to_numpy(dtype=float, na_value=np.nan)
+    inferred, inferred_reason, bucket_any = infer_many(window, bs)
+    flags = np.array([np.nan if f is None or f is pd.NA else float(bool(f)) for f in logged], dtype=float) \
+        if len(logged) else np.zeros(0)
+    has_flag = ~np.isnan(flags)
+    said_graph = has_flag & (flags == 1.0)
+    said_eager = has_flag & (flags == 0.0)
+    verdict = inferred.copy()
+    reason = inferred_reason.copy()
+    bucket = np.where(inferred == "graph", bucket_any, np.nan)
+    verdict[said_graph], reason[said_graph] = "graph", "logged_graph"
+    bucket[said_graph] = bucket_any[said_graph]
+    verdict[said_eager] = "eager"
+    bucket[said_eager] = np.nan
+    # why the engine ran a batch eagerly: the window's reason if it says eager too
+    if window.graphs == "disabled":
+        eager_why = np.full(len(bs), "graphs_disabled", dtype=object)
+    else:
+        eager_why = np.where(inferred == "eager", inferred_reason,
+                             np.where(inferred == "graph", "engine_reported_eager", "logged_eager"))
+    reason[said_eager] = eager_why[said_eager]
+    padded = np.where(verdict == "graph", bucket - bs, np.nan)
+    return pd.DataFrame({
         "source": frame["source"].to_numpy(), "line": frame["line"].to_numpy(),
         "ts": frame["ts"].to_numpy(), "rank": frame["rank"].to_numpy(),
-        "batch_size": sizes.to_numpy(), "weight": weights.to_numpy(),
-        "verdict": verdicts, "logged": [not (f is None or f is pd.NA) for f in logged],
-        "origin": origin, "reason": reasons, "bucket": buckets,
-        "inferred": [v for v, _, _ in inferred],
-        "gen_throughput": gen.to_numpy() if gen is not None else np.nan,
+        "batch_size": bs, "weight": weights.to_numpy(dtype=float),
+        "verdict": verdict, "logged": has_flag, "origin": origin, "reason": reason,
+        "bucket": bucket, "padded": padded, "inferred": inferred,
+        "gen_throughput": gen.to_numpy(dtype=float, na_value=np.nan) if gen is not None else np.nan,
     })
-    df["padded"] = [
-        (b - s) if (b is not None and not pd.isna(s) and v == "graph") else None
-        for b, s, v in zip(df["bucket"], df["batch_size"], df["verdict"], strict=True)
-    ]
-    return df
-
-
-def _bucket(window: Window, bs: object) -> int | None:
-    if not window.sizes or bs is None or pd.isna(bs):  # type: ignore[call-overload]
-        return None
-    sizes = list(window.sizes)
-    i = bisect.bisect_left(sizes, int(bs))  # type: ignore[call-overload]
-    return sizes[i] if i < len(sizes) else None
-
-
-def _eager_reason(window: Window, bs: object, iv: str, ir: str) -> str:
-    if iv == "eager":
-        return ir
-    if window.graphs == "disabled":
-        return "graphs_disabled"
-    if iv == "graph":
-        # inside the window yet eager: a DP rank prefilling, penalties, TBO, hidden states ...
-        return "engine_reported_eager"
-    return "logged_eager"
 
 
 def _sglang_decode(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
@@ -205,21 +217,19 @@ def batch_shape(batches: pd.DataFrame) -> dict[str, object] | None:
     b = batches[batches["batch_size"].notna()]
     if b.empty:
         return None
-    sizes = b["batch_size"].astype(float).round().astype(int).to_numpy()
-    weights = b["weight"].astype(float).to_numpy()
-    order = np.argsort(sizes, kind="stable")
-    sizes, weights = sizes[order], weights[order]
-    cum = np.cumsum(weights)
-    total = cum[-1]
+    sizes = np.rint(b["batch_size"].to_numpy(dtype=float)).astype(np.int64)
+    weights = b["weight"].to_numpy(dtype=float)
+    uniq, inverse = np.unique(sizes, return_inverse=True)  # sorted sizes
+    per_size = np.bincount(inverse, weights=weights, minlength=len(uniq))
+    cum = np.cumsum(per_size)
+    total = float(cum[-1])
 
     def q(p: float) -> int:
-        return int(sizes[min(np.searchsorted(cum, p * total), len(sizes) - 1)])
+        return int(uniq[min(int(np.searchsorted(cum, p * total)), len(uniq) - 1)])
 
-    hist: dict[str, int] = {}
-    for s, w in zip(sizes, weights, strict=True):
-        hist[str(int(s))] = hist.get(str(int(s)), 0) + int(round(w))
-    return {"count": int(round(total)), "min": int(sizes[0]), "p50": q(0.5), "p90": q(0.9),
-            "p99": q(0.99), "max": int(sizes[-1]), "histogram": hist}
+    hist = {str(s): int(round(w)) for s, w in zip(uniq.tolist(), per_size.tolist(), strict=True)}
+    return {"count": int(round(total)), "min": int(uniq[0]), "p50": q(0.5), "p90": q(0.9),
+            "p99": q(0.99), "max": int(uniq[-1]), "histogram": hist}
 
 
 def inference_agreement(batches: pd.DataFrame) -> dict[str, object] | None:

@@ -397,10 +397,12 @@ def _ceiling(t: EventTables, config: dict[str, Any], backend: str, sizes: list[i
 def _ranks(run: Run, batches: pd.DataFrame) -> list[dict[str, Any]]:
     ranks: set[str] = set()
     for frame in run.tables._frames.values():
-        ranks.update(r for r in frame["rank"].dropna().unique() if r)
+        ranks.update(r for r in pd.unique(frame["rank"]) if isinstance(r, str) and r)
     out = []
+    # per-rank figures need only these tables: never copy the big batch tables per rank
+    small = {k: run.tables[k] for k in ("capture_end", "sizing")}
     for rank in sorted(ranks, key=_rank_sort_key):
-        sub = run.tables.filter(lambda f, r=rank: f["rank"] == r)
+        sub = EventTables({k: f[f["rank"] == rank] for k, f in small.items()})
         cap_time, cap_mem = _capture_totals(sub)
         rb = batches[batches["rank"] == rank] if not batches.empty else batches
         counts = cls.batch_counts(rb)
