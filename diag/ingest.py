@@ -27,6 +27,7 @@ from diag.sources.discover import InputFile, discover
 from diag.sources.readers import (
     BLOCK_BYTES,
     InputError,
+    Sniff,
     detect_backend,
     iter_blocks,
     iter_lines,
@@ -181,6 +182,44 @@ def _to_tables(sink: EventSink) -> EventTables:
     return EventTables(frames)
 
 
+# ---------------------------------------------------------------------- opening one input
+def _open_log(item: InputFile, status: InputStatus, snapshots: list[dict[str, Any]],
+              profiles: list[dict[str, Any]], snapshot_limit: int) -> tuple[Any, bytes, str | None, Sniff] | None:
+    """Open an input and sniff it. Snapshots and table files are loaded here, unreadable or
+    non-log inputs get their status; only a log comes back, opened, with its head bytes."""
+    try:
+        stream_obj = open_binary(item)
+    except OSError as exc:
+        status.status, status.reason = "skipped", _os_reason(exc)
+        return None
+    keep = False
+    try:
+        head, err = read_head(stream_obj)
+        if err is not None and not head:
+            status.status, status.reason = "skipped", err
+            return None
+        info = sniff(head, compressed=False)
+        status.kind, status.backend = info.kind, info.backend
+        if info.kind == "memory_snapshot":
+            _close(stream_obj)
+            snapshots.append(_load_snapshot(item, status, snapshot_limit))
+            return None
+        if info.kind == "profile_table":
+            profiles.extend(_load_tables(item, head, stream_obj, status))
+            return None
+        if info.kind != "log":
+            status.status, status.reason = "skipped", info.reason
+            return None
+        keep = True
+        return stream_obj, head, err, info
+    except InputError as exc:
+        status.status, status.reason = "skipped", str(exc)
+        return None
+    finally:
+        if not keep:
+            _close(stream_obj)
+
+
 # ---------------------------------------------------------------------- in this process
 def _scan_group(gid: str, members: list[InputFile], sink: EventSink, inputs: list[InputStatus],
                 streams: list[Stream], snapshots: list[dict[str, Any]], profiles: list[dict[str, Any]],
@@ -192,29 +231,12 @@ def _scan_group(gid: str, members: list[InputFile], sink: EventSink, inputs: lis
         status = InputStatus(item.path)
         inputs.append(status)
         base = meter.done
-        try:
-            stream_obj = open_binary(item)
-        except OSError as exc:
-            status.status, status.reason = "skipped", _os_reason(exc)
+        opened = _open_log(item, status, snapshots, profiles, snapshot_limit)
+        if opened is None:
             meter.set(base + _size(item), force=True)
             continue
+        stream_obj, head, err, info = opened
         try:
-            head, err = read_head(stream_obj)
-            if err is not None and not head:
-                status.status, status.reason = "skipped", err
-                continue
-            info = sniff(head, compressed=False)
-            status.kind, status.backend = info.kind, info.backend
-            if info.kind == "memory_snapshot":
-                _close(stream_obj)
-                snapshots.append(_load_snapshot(item, status, snapshot_limit))
-                continue
-            if info.kind == "profile_table":
-                profiles.extend(_load_tables(item, head, stream_obj, status))
-                continue
-            if info.kind != "log":
-                status.status, status.reason = "skipped", info.reason
-                continue
             if scanner is None:
                 stream = Stream(gid if len(members) > 1 else item.path, info.backend)
                 streams.append(stream)
@@ -507,30 +529,13 @@ def _ingest_parallel(groups: dict[str, list[InputFile]], inputs: list[InputStatu
         for item in members:
             status = InputStatus(item.path)
             inputs.append(status)
-            scanned = False
-            try:
-                stream_obj = open_binary(item)
-            except OSError as exc:
-                status.status, status.reason = "skipped", _os_reason(exc)
+            opened = _open_log(item, status, snapshots, profiles, snapshot_limit)
+            if opened is None:
                 other_done += _size(item)
+                meter.set(other_done, force=True)
                 continue
+            stream_obj, _head, _err, info = opened
             try:
-                head, err = read_head(stream_obj)
-                if err is not None and not head:
-                    status.status, status.reason = "skipped", err
-                    continue
-                info = sniff(head, compressed=False)
-                status.kind, status.backend = info.kind, info.backend
-                if info.kind == "memory_snapshot":
-                    _close(stream_obj)
-                    snapshots.append(_load_snapshot(item, status, snapshot_limit))
-                    continue
-                if info.kind == "profile_table":
-                    profiles.extend(_load_tables(item, head, stream_obj, status))
-                    continue
-                if info.kind != "log":
-                    status.status, status.reason = "skipped", info.reason
-                    continue
                 if plan is None:
                     stream = Stream(gid if len(members) > 1 else item.path, info.backend)
                     streams.append(stream)
@@ -538,14 +543,8 @@ def _ingest_parallel(groups: dict[str, list[InputFile]], inputs: list[InputStatu
                 plan.stream.sources.append(item.path)
                 status.stream = plan.stream.id
                 plan.files.append(_LogFile(item, status, isinstance(stream_obj, gzip.GzipFile), _size(item)))
-                scanned = True
-            except InputError as exc:
-                status.status, status.reason = "skipped", str(exc)
             finally:
                 _close(stream_obj)
-                if not scanned:
-                    other_done += _size(item)
-                    meter.set(other_done, force=True)
         if plan is not None:
             plans.append(plan)
 
