@@ -212,7 +212,8 @@ def test_dominant_operators_on_corpus() -> None:
 def test_corpus_to_dict_is_plain_json() -> None:
     table = _tables("torch-2.13.0+cpu/sglang_style_group_by_input_shape.txt")[0]
     d = json.loads(json.dumps(table.to_dict(), allow_nan=False))
-    assert set(d) == {"path", "line", "sort_by", "self_cpu_total_s", "self_cuda_total_s", "rows"}
+    assert set(d) == {"path", "line", "sort_by", "self_cpu_total_s", "self_cuda_total_s", "dominant", "rows"}
+    assert d["dominant"] and d["dominant"][0] == d["rows"][0]["name"]  # sorted by CPU time: the top row leads
     assert set(d["rows"][0]) == {"name", "input_shapes", "self_cpu_s", "cpu_total_s",
                                  "self_cuda_s", "cuda_total_s", "calls"}
     assert d["self_cuda_total_s"] is None and d["rows"][0]["self_cuda_s"] is None

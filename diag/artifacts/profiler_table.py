@@ -273,6 +273,7 @@ class ProfileTable:
             "sort_by": self.sort_by,
             "self_cpu_total_s": _plain_float(self.self_cpu_total_s),
             "self_cuda_total_s": _plain_float(self.self_cuda_total_s),
+            "dominant": dominant_operators(self),
             "rows": rows,
         }
 
