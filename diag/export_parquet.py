@@ -23,6 +23,7 @@ in DuckDB). Existing ``DIR/<kind>`` and ``DIR/runs`` folders are replaced.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -44,11 +45,18 @@ def sanitise(run_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", run_id).strip("_") or "run"
 
 
-def node_name(stream_id: str, instance: str = "") -> str:
-    """The server a stream stands for: its instance if named, else the file stem."""
+def node_name(stream_id: str, instance: str = "", common: str = "") -> str:
+    """The server a stream stands for: its instance if named, else its path below the folder
+    all streams share, without log suffixes (``node-a/server`` for ``logs/node-a/server.log``:
+    fleets name every node's file alike)."""
     if instance:
         return instance
     name = Path(stream_id).name or stream_id
+    if common:
+        try:
+            name = str(Path(stream_id).relative_to(common))
+        except ValueError:
+            pass
     changed = True
     while changed:
         changed = False
@@ -95,6 +103,8 @@ def write_parquet(ing: Ingested, out: Path) -> None:
         if old.is_dir():
             shutil.rmtree(old)
     runs = split_runs(ing.tables, ing.streams)
+    folders = [str(Path(r.stream.split("[", 1)[0]).parent) for r in runs if r.stream != "-"]
+    common = os.path.commonpath(folders) if folders else ""
     used: dict[str, int] = {}
     run_rows: list[dict[str, Any]] = []
     for run in runs:
@@ -104,7 +114,7 @@ def write_parquet(ing: Ingested, out: Path) -> None:
             part = f"{part}-{used[part]}"
         else:
             used[part] = 1
-        node = node_name(run.stream, _run_instance(run))
+        node = node_name(run.stream.split("[", 1)[0], _run_instance(run), common)
         run_rows.append({"run": part, "run_id": run.id, "node": node, "stream": run.stream,
                          "backend": run.backend, "sources": json.dumps(run.sources)})
         for kind, frame in run.tables._frames.items():

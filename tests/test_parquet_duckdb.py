@@ -112,3 +112,6 @@ def test_names() -> None:
     assert node_name("/var/log/decode-7.log") == "decode-7"
     assert node_name("/var/log/decode-7.log.gz") == "decode-7"
     assert node_name("/var/log/x.log", "prefill-0") == "prefill-0"
+    # fleets name every node's file alike: the folder below the shared one tells them apart
+    assert node_name("/logs/node-a/server.log", common="/logs") == "node-a/server"
+    assert node_name("/logs/node-a/server.log", common="/logs/node-a") == "server"
