@@ -29,7 +29,7 @@ _OOM = re.compile(
 _UNSUPPORTED = re.compile(
     r"Cannot call \S+ during CUDA graph capture|not supported (?:in|during|with) (?:CUDA )?graph|"
     r"is not supported for CUDA graph|does not support (?:CUDA ?graph|cudagraph)|"
-    r"NotImplementedError|Unsupported(?:Op|Operator)|operation not supported",
+    r"NotImplemented(?:Error)|Unsupported(?:Op|Operator)|operation not supported",
     re.I,
 )
 _STREAM = re.compile(
