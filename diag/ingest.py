@@ -220,6 +220,14 @@ def _open_log(item: InputFile, status: InputStatus, snapshots: list[dict[str, An
             _close(stream_obj)
 
 
+def _new_stream(gid: str, members: list[InputFile], item: InputFile, info: Sniff,
+                streams: list[Stream]) -> Stream:
+    """The stream a rotated set (or a single file) becomes, named by the set or the file."""
+    stream = Stream(gid if len(members) > 1 else item.path, info.backend)
+    streams.append(stream)
+    return stream
+
+
 # ---------------------------------------------------------------------- in this process
 def _scan_group(gid: str, members: list[InputFile], sink: EventSink, inputs: list[InputStatus],
                 streams: list[Stream], snapshots: list[dict[str, Any]], profiles: list[dict[str, Any]],
@@ -238,8 +246,7 @@ def _scan_group(gid: str, members: list[InputFile], sink: EventSink, inputs: lis
         stream_obj, head, err, info = opened
         try:
             if scanner is None:
-                stream = Stream(gid if len(members) > 1 else item.path, info.backend)
-                streams.append(stream)
+                stream = _new_stream(gid, members, item, info, streams)
                 scanner = StreamScanner(parsers_for(info.backend), sink, info.backend)
             assert stream is not None
             stream.sources.append(item.path)
@@ -537,9 +544,7 @@ def _ingest_parallel(groups: dict[str, list[InputFile]], inputs: list[InputStatu
             stream_obj, _head, _err, info = opened
             try:
                 if plan is None:
-                    stream = Stream(gid if len(members) > 1 else item.path, info.backend)
-                    streams.append(stream)
-                    plan = _Plan(stream, info.backend)
+                    plan = _Plan(_new_stream(gid, members, item, info, streams), info.backend)
                 plan.stream.sources.append(item.path)
                 status.stream = plan.stream.id
                 plan.files.append(_LogFile(item, status, isinstance(stream_obj, gzip.GzipFile), _size(item)))
