@@ -15,9 +15,11 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
-_WORDS = ("the quick brown fox jumps over a lazy dog while graphs replay decode steps "
-          "in small batches and long prompts fall back to eager prefill on busy nodes "
-          "summarise this ticket about latency spikes after enabling capture").split()
+_WORDS = (
+    "the quick brown fox jumps over a lazy dog while graphs replay decode steps "
+    "in small batches and long prompts fall back to eager prefill on busy nodes "
+    "summarise this ticket about latency spikes after enabling capture"
+).split()
 
 SGLANG_CAPTURE_BS = [1, 2, 4, 8] + list(range(16, 161, 8))
 
@@ -49,14 +51,16 @@ def _prompt(rng: random.Random, lo: int, hi: int) -> str:
 # ----------------------------------------------------------------------------- SGLang
 def _sglang_startup(ts: str, max_bs: int, restart_no: int) -> list[str]:
     bs = [b for b in SGLANG_CAPTURE_BS if b <= max_bs]
-    args = (f"ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tokenizer_path='meta-llama/Llama-3.1-8B-Instruct', "
-            f"host='0.0.0.0', port={30000 + restart_no}, mem_fraction_static=0.85, max_running_requests=256, "
-            f"chunked_prefill_size=8192, max_prefill_tokens=16384, schedule_policy='fcfs', tp_size=2, dp_size=1, "
-            f"stream_interval=1, random_seed=42, log_level='info', log_requests=True, log_requests_level=0, "
-            f"decode_log_interval=40, attention_backend='flashinfer', disable_cuda_graph=False, "
-            f"disable_cuda_graph_padding=False, enable_torch_compile=False, cuda_graph_max_bs={max_bs}, "
-            f"cuda_graph_bs=None, enable_profile_cuda_graph=False, disaggregation_mode='null', "
-            f"enable_dp_attention=False, speculative_algorithm=None)")
+    args = (
+        f"ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tokenizer_path='meta-llama/Llama-3.1-8B-Instruct', "
+        f"host='0.0.0.0', port={30000 + restart_no}, mem_fraction_static=0.85, max_running_requests=256, "
+        f"chunked_prefill_size=8192, max_prefill_tokens=16384, schedule_policy='fcfs', tp_size=2, dp_size=1, "
+        f"stream_interval=1, random_seed=42, log_level='info', log_requests=True, log_requests_level=0, "
+        f"decode_log_interval=40, attention_backend='flashinfer', disable_cuda_graph=False, "
+        f"disable_cuda_graph_padding=False, enable_torch_compile=False, cuda_graph_max_bs={max_bs}, "
+        f"cuda_graph_bs=None, enable_profile_cuda_graph=False, disaggregation_mode='null', "
+        f"enable_dp_attention=False, speculative_algorithm=None)"
+    )
     out = [f"[{ts}] server_args={args}"]
     for r in ("TP0", "TP1"):
         out += [
@@ -70,12 +74,16 @@ def _sglang_startup(ts: str, max_bs: int, restart_no: int) -> list[str]:
         ]
     out.append(f"[{ts} TP0] Capture cuda graph bs {bs}")
     n = len(bs)
-    bar = "".join(f"Capturing batches (bs={b} avail_mem={9.8 - 0.01 * i:.2f} GB): {100 * (i + 1) // n:3d}%|##| "
-                  f"{i + 1}/{n} [00:{i // 4:02d}<00:{(n - i) // 4:02d},  4.1it/s]\r"
-                  for i, b in enumerate(reversed(bs)))
+    bar = "".join(
+        f"Capturing batches (bs={b} avail_mem={9.8 - 0.01 * i:.2f} GB): {100 * (i + 1) // n:3d}%|##| "
+        f"{i + 1}/{n} [00:{i // 4:02d}<00:{(n - i) // 4:02d},  4.1it/s]\r"
+        for i, b in enumerate(reversed(bs))
+    )
     out.append(bar.rstrip("\r"))
     for r in ("TP0", "TP1"):
-        out.append(f"[{ts} {r}] Capture cuda graph end. Time elapsed: 6.84 s. mem usage=0.61 GB. avail mem=9.24 GB.")
+        out.append(
+            f"[{ts} {r}] Capture cuda graph end. Time elapsed: 6.84 s. mem usage=0.61 GB. avail mem=9.24 GB."
+        )
     out += [
         f"[{ts} TP0] max_total_num_tokens=981344, chunked_prefill_size=8192, max_prefill_tokens=16384, "
         f"max_running_requests=256, context_len=131072, available_gpu_mem=9.24 GB",
@@ -83,7 +91,7 @@ def _sglang_startup(ts: str, max_bs: int, restart_no: int) -> list[str]:
         f"[{ts}] INFO:     Waiting for application startup.",
         f"[{ts}] INFO:     Application startup complete.",
         f"[{ts}] INFO:     Uvicorn running on http://0.0.0.0:{30000 + restart_no} (Press CTRL+C to quit)",
-        f"[{ts}] INFO:     127.0.0.1:40000 - \"GET /get_model_info HTTP/1.1\" 200 OK",
+        f'[{ts}] INFO:     127.0.0.1:40000 - "GET /get_model_info HTTP/1.1" 200 OK',
         f"[{ts}] The server is fired up and ready to roll!",
     ]
     return out
@@ -98,8 +106,9 @@ Traceback (most recent call last):
 ValueError: The input (131200 tokens) is longer than the model's context length (131072 tokens)."""
 
 
-def sglang_lines(target_bytes: int, seed: int = 0, restarts: int = 0,
-                 tracebacks: int = 1) -> Iterator[str]:
+def sglang_lines(
+    target_bytes: int, seed: int = 0, restarts: int = 0, tracebacks: int = 1
+) -> Iterator[str]:
     """Lines of an SGLang log of about ``target_bytes`` (newlines not included)."""
     rng = random.Random(seed)
     clock = _Clock(datetime(2025, 6, 10, 8, 0, tzinfo=timezone.utc).timestamp(), 0.004, sglang=True)
@@ -129,7 +138,9 @@ def sglang_lines(target_bytes: int, seed: int = 0, restarts: int = 0,
                 running = max(1, min(256, running + rng.randint(-12, 12)))
                 queue = max(0, queue + rng.randint(-5, 5)) if running > 200 else 0
             elif x < 0.0203 and running > 200:
-                block.append(f"[{ts} TP0] KV cache pool is full. Retract requests. #retracted_reqs: 3, #new_token_ratio: 0.4 -> 0.7")
+                block.append(
+                    f"[{ts} TP0] KV cache pool is full. Retract requests. #retracted_reqs: 3, #new_token_ratio: 0.4 -> 0.7"
+                )
             forward += 1
         for line in block:
             written += len(line) + 1
@@ -142,33 +153,41 @@ def _sglang_steady(rng: random.Random, ts: str, rids: list[str], running: int, q
         port = rng.randint(30000, 65000)
         y = rng.random()
         if y < 0.4:
-            return f"[{ts}] INFO:     10.0.{rng.randint(0, 9)}.{rng.randint(1, 250)}:{port} - \"POST /generate HTTP/1.1\" 200 OK"
+            return f'[{ts}] INFO:     10.0.{rng.randint(0, 9)}.{rng.randint(1, 250)}:{port} - "POST /generate HTTP/1.1" 200 OK'
         if y < 0.8:
-            return f"[{ts}] INFO:     127.0.0.1:{port} - \"GET /health HTTP/1.1\" 200 OK"
-        return f"[{ts}] INFO:     10.1.0.7:{port} - \"GET /metrics HTTP/1.1\" 200 OK"
+            return f'[{ts}] INFO:     127.0.0.1:{port} - "GET /health HTTP/1.1" 200 OK'
+        return f'[{ts}] INFO:     10.1.0.7:{port} - "GET /metrics HTTP/1.1" 200 OK'
     if x < 0.80:  # decode batch (every decode_log_interval steps)
         bs = max(1, running + rng.randint(-3, 3))
         tok = bs * rng.randint(300, 900)
-        return (f"[{ts} TP0] Decode batch, #running-req: {bs}, #token: {tok}, token usage: {tok / 981344:.2f}, "
-                f"cuda graph: {bs <= 160}, gen throughput (token/s): {bs * rng.uniform(20, 40):.2f}, "
-                f"#queue-req: {queue}, ")
+        return (
+            f"[{ts} TP0] Decode batch, #running-req: {bs}, #token: {tok}, token usage: {tok / 981344:.2f}, "
+            f"cuda graph: {bs <= 160}, gen throughput (token/s): {bs * rng.uniform(20, 40):.2f}, "
+            f"#queue-req: {queue}, "
+        )
     if x < 0.88:  # prefill batch
         new_seq = rng.randint(1, 4)
-        return (f"[{ts} TP0] Prefill batch, #new-seq: {new_seq}, #new-token: {new_seq * rng.randint(64, 2048)}, "
-                f"#cached-token: {rng.randint(0, 512)}, token usage: {rng.uniform(0, 0.9):.2f}, "
-                f"#running-req: {running}, #queue-req: {queue}, ")
+        return (
+            f"[{ts} TP0] Prefill batch, #new-seq: {new_seq}, #new-token: {new_seq * rng.randint(64, 2048)}, "
+            f"#cached-token: {rng.randint(0, 512)}, token usage: {rng.uniform(0, 0.9):.2f}, "
+            f"#running-req: {running}, #queue-req: {queue}, "
+        )
     if x < 0.94 or not rids:  # request received
         rid = f"{rng.getrandbits(128):032x}"
         rids.append(rid)
         if len(rids) > 512:
             del rids[: len(rids) - 512]
-        return (f"[{ts}] Receive: obj=GenerateReqInput(rid='{rid}', text='{_prompt(rng, 4, 10)}', "
-                f"sampling_params={{'max_new_tokens': 128, 'temperature': 0.7}}, stream=False)")
+        return (
+            f"[{ts}] Receive: obj=GenerateReqInput(rid='{rid}', text='{_prompt(rng, 4, 10)}', "
+            f"sampling_params={{'max_new_tokens': 128, 'temperature': 0.7}}, stream=False)"
+        )
     rid = rids.pop(rng.randrange(len(rids)))
     pt, ct = rng.randint(16, 4096), rng.randint(1, 128)
-    return (f"[{ts}] Finish: obj=GenerateReqInput(rid='{rid}'), out={{'text': '{_prompt(rng, 2, 5)}', "
-            f"'meta_info': {{'id': '{rid}', 'finish_reason': {{'type': 'length', 'length': {ct}}}, "
-            f"'prompt_tokens': {pt}, 'completion_tokens': {ct}, 'cached_tokens': 0, 'e2e_latency': {rng.uniform(0.2, 9):.3f}}}}}")
+    return (
+        f"[{ts}] Finish: obj=GenerateReqInput(rid='{rid}'), out={{'text': '{_prompt(rng, 2, 5)}', "
+        f"'meta_info': {{'id': '{rid}', 'finish_reason': {{'type': 'length', 'length': {ct}}}, "
+        f"'prompt_tokens': {pt}, 'completion_tokens': {ct}, 'cached_tokens': 0, 'e2e_latency': {rng.uniform(0.2, 9):.3f}}}}}"
+    )
 
 
 # ----------------------------------------------------------------------------- vLLM
@@ -186,8 +205,8 @@ def _vllm_startup(ts: str, restart_no: int) -> list[str]:
         f"speculative_config=None, tokenizer='Qwen/Qwen3-8B', dtype=torch.bfloat16, max_seq_len=40960, "
         f"tensor_parallel_size=1, pipeline_parallel_size=1, data_parallel_size=1, enforce_eager=False, "
         f"kv_cache_dtype=auto, enable_prefix_caching=True, chunked_prefill_enabled=True, "
-        f"compilation_config={{\"level\":3,\"cudagraph_mode\":[2,1],\"use_cudagraph\":true,"
-        f"\"cudagraph_num_of_warmups\":1,\"cudagraph_capture_sizes\":[{sizes}],\"max_capture_size\":256}}",
+        f'compilation_config={{"level":3,"cudagraph_mode":[2,1],"use_cudagraph":true,'
+        f'"cudagraph_num_of_warmups":1,"cudagraph_capture_sizes":[{sizes}],"max_capture_size":256}}',
         f"{core} INFO {ts} [gpu_model_runner.py:2602] Starting to load model Qwen/Qwen3-8B...",
         f"{core} INFO {ts} [gpu_model_runner.py:2634] Model loading took 15.2683 GiB and 4.512 seconds",
         f"{core} INFO {ts} [gpu_worker.py:298] Available KV cache memory: 51.42 GiB",
@@ -212,11 +231,14 @@ _VLLM_TRACEBACK = """{core} ERROR {ts} [core.py:710] EngineCore encountered an i
 {api} ERROR {ts} [serving_completion.py:160] ValueError: This model's maximum context length is 40960 tokens. However, you requested 41200 tokens."""
 
 
-def vllm_lines(target_bytes: int, seed: int = 0, restarts: int = 0,
-               tracebacks: int = 1) -> Iterator[str]:
+def vllm_lines(
+    target_bytes: int, seed: int = 0, restarts: int = 0, tracebacks: int = 1
+) -> Iterator[str]:
     """Lines of a vLLM (V1, DEBUG step lines on) log of about ``target_bytes``."""
     rng = random.Random(seed)
-    clock = _Clock(datetime(2025, 10, 18, 9, 0, tzinfo=timezone.utc).timestamp(), 0.004, sglang=False)
+    clock = _Clock(
+        datetime(2025, 10, 18, 9, 0, tzinfo=timezone.utc).timestamp(), 0.004, sglang=False
+    )
     written = 0
     restart_at = sorted(rng.uniform(0.2, 0.9) * target_bytes for _ in range(restarts))
     tb_at = sorted(rng.uniform(0.05, 0.95) * target_bytes for _ in range(tracebacks))
@@ -226,7 +248,10 @@ def vllm_lines(target_bytes: int, seed: int = 0, restarts: int = 0,
     running, waiting, restart_no = 40, 0, 0
     while written < target_bytes:
         ts = clock.tick(rng)
-        api, core = f"(APIServer pid={900 + restart_no})", f"(EngineCore_DP0 pid={1100 + restart_no})"
+        api, core = (
+            f"(APIServer pid={900 + restart_no})",
+            f"(EngineCore_DP0 pid={1100 + restart_no})",
+        )
         if restart_at and written >= restart_at[0]:
             restart_at.pop(0)
             restart_no += 1
@@ -244,36 +269,46 @@ def vllm_lines(target_bytes: int, seed: int = 0, restarts: int = 0,
             yield line
 
 
-def _vllm_steady(rng: random.Random, ts: str, api: str, core: str, running: int, waiting: int) -> str:
+def _vllm_steady(
+    rng: random.Random, ts: str, api: str, core: str, running: int, waiting: int
+) -> str:
     x = rng.random()
     if x < 0.40:
         port = rng.randint(30000, 65000)
         y = rng.random()
         if y < 0.5:
-            return f"{api} INFO:     10.0.{rng.randint(0, 9)}.{rng.randint(1, 250)}:{port} - \"POST /v1/completions HTTP/1.1\" 200 OK"
+            return f'{api} INFO:     10.0.{rng.randint(0, 9)}.{rng.randint(1, 250)}:{port} - "POST /v1/completions HTTP/1.1" 200 OK'
         if y < 0.85:
-            return f"{api} INFO:     127.0.0.1:{port} - \"GET /health HTTP/1.1\" 200 OK"
-        return f"{api} INFO:     10.1.0.7:{port} - \"GET /metrics HTTP/1.1\" 200 OK"
+            return f'{api} INFO:     127.0.0.1:{port} - "GET /health HTTP/1.1" 200 OK'
+        return f'{api} INFO:     10.1.0.7:{port} - "GET /metrics HTTP/1.1" 200 OK'
     if x < 0.77:  # DEBUG step line, one per forward
         n = max(1, running + rng.randint(-3, 3))
         if n <= 256 and rng.random() < 0.9:
             padded = next(s for s in _VLLM_SIZES if s >= n)
-            return (f"{core} DEBUG {ts} [v1/worker/gpu_model_runner.py:2931] Running batch with cudagraph_mode: FULL, "
-                    f"batch_descriptor: BatchDescriptor(num_tokens={padded}, num_reqs={padded}, uniform=True, "
-                    f"has_lora=False), should_ubatch: False, num_tokens_across_dp: None")
+            return (
+                f"{core} DEBUG {ts} [v1/worker/gpu_model_runner.py:2931] Running batch with cudagraph_mode: FULL, "
+                f"batch_descriptor: BatchDescriptor(num_tokens={padded}, num_reqs={padded}, uniform=True, "
+                f"has_lora=False), should_ubatch: False, num_tokens_across_dp: None"
+            )
         tokens = n + rng.randint(100, 4000)
-        return (f"{core} DEBUG {ts} [v1/worker/gpu_model_runner.py:2931] Running batch with cudagraph_mode: PIECEWISE, "
-                f"batch_descriptor: BatchDescriptor(num_tokens={tokens}, num_reqs=None, uniform=False, "
-                f"has_lora=False), should_ubatch: False, num_tokens_across_dp: None")
+        return (
+            f"{core} DEBUG {ts} [v1/worker/gpu_model_runner.py:2931] Running batch with cudagraph_mode: PIECEWISE, "
+            f"batch_descriptor: BatchDescriptor(num_tokens={tokens}, num_reqs=None, uniform=False, "
+            f"has_lora=False), should_ubatch: False, num_tokens_across_dp: None"
+        )
     if x < 0.80:
-        return (f"{api} INFO {ts} [loggers.py:123] Engine 000: Avg prompt throughput: {rng.uniform(0, 9000):.1f} tokens/s, "
-                f"Avg generation throughput: {rng.uniform(100, 3000):.1f} tokens/s, Running: {running} reqs, "
-                f"Waiting: {waiting} reqs, GPU KV cache usage: {rng.uniform(0, 99):.1f}%, "
-                f"Prefix cache hit rate: {rng.uniform(0, 60):.1f}%")
+        return (
+            f"{api} INFO {ts} [loggers.py:123] Engine 000: Avg prompt throughput: {rng.uniform(0, 9000):.1f} tokens/s, "
+            f"Avg generation throughput: {rng.uniform(100, 3000):.1f} tokens/s, Running: {running} reqs, "
+            f"Waiting: {waiting} reqs, GPU KV cache usage: {rng.uniform(0, 99):.1f}%, "
+            f"Prefix cache hit rate: {rng.uniform(0, 60):.1f}%"
+        )
     rid = f"cmpl-{rng.getrandbits(128):032x}-0"
     if x < 0.90:
-        return (f"{api} INFO {ts} [logger.py:49] Received request {rid}: params: SamplingParams(n=1, "
-                f"temperature=0.7, top_p=0.95, max_tokens={rng.choice((64, 128, 256))}), lora_request: None.")
+        return (
+            f"{api} INFO {ts} [logger.py:49] Received request {rid}: params: SamplingParams(n=1, "
+            f"temperature=0.7, top_p=0.95, max_tokens={rng.choice((64, 128, 256))}), lora_request: None."
+        )
     return f"{api} INFO {ts} [async_llm.py:327] Added request {rid}."
 
 

@@ -87,8 +87,9 @@ def measure(name: str, cmd: list[str], env: dict[str, str] | None = None) -> Run
     if Path(TIME).exists():
         cmd = [TIME, "-o", str(timing), "-f", "%e %U %S %M", *cmd]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})}
+    )
     peak = [0]
     stop = threading.Event()
 
@@ -135,10 +136,15 @@ def ensure_log(engine: str, size: int) -> Path:
             return path
     t0 = time.perf_counter()
     print(f"generating {path.name} ...", flush=True)
-    lines = gen_logs.write_log(path, gen_logs.GENERATORS[engine](size, seed=0, restarts=1, tracebacks=2))
+    lines = gen_logs.write_log(
+        path, gen_logs.GENERATORS[engine](size, seed=0, restarts=1, tracebacks=2)
+    )
     meta["lines"] = lines
     meta_path.write_text(json.dumps(meta))
-    print(f"  {lines:,} lines, {path.stat().st_size / 1e6:,.0f} MB in {time.perf_counter() - t0:.0f} s", flush=True)
+    print(
+        f"  {lines:,} lines, {path.stat().st_size / 1e6:,.0f} MB in {time.perf_counter() - t0:.0f} s",
+        flush=True,
+    )
     return path
 
 
@@ -157,8 +163,19 @@ def bench_one(engine: str, size: int, jobs: int | None) -> dict[str, object]:
     anchors = anchors_file(engine)
     subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
     grep = measure("grep -F", ["grep", "-c", "-F", "-f", str(anchors), str(log)], {"LC_ALL": "C"})
-    cmd = [sys.executable, "-m", "diag", "analyze", str(log), "--format", "json", "--no-html", "-q",
-           "-o", str(OUT / "reports")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "diag",
+        "analyze",
+        str(log),
+        "--format",
+        "json",
+        "--no-html",
+        "-q",
+        "-o",
+        str(OUT / "reports"),
+    ]
     env = {"PYTHONPATH": str(ROOT)}
     if jobs is not None:
         cmd += ["--jobs", str(jobs)]
@@ -167,15 +184,27 @@ def bench_one(engine: str, size: int, jobs: int | None) -> dict[str, object]:
     events = sum(i.get("events") or 0 for i in report.get("inputs", []))
     rows = []
     for r in (grep, gd):
-        rows.append(f"  {r.name:10s} {r.wall:8.2f} s wall {r.cpu:8.2f} s CPU {lines / r.wall / 1e6:7.3f} M lines/s "
-                    f"{log.stat().st_size / r.wall / 1e6:8.1f} MB/s  peak RSS {r.max_rss_mb:7.0f} MB "
-                    f"(tree PSS {r.tree_pss_mb:6.0f} MB)  rc={r.rc}")
-    print(f"{log.name}: {engine}, {log.stat().st_size / 1e6:,.0f} MB, {lines:,} lines, "
-          f"grep matched {int(grep.stdout or 0):,} lines, graphdiag {events:,} events")
+        rows.append(
+            f"  {r.name:10s} {r.wall:8.2f} s wall {r.cpu:8.2f} s CPU {lines / r.wall / 1e6:7.3f} M lines/s "
+            f"{log.stat().st_size / r.wall / 1e6:8.1f} MB/s  peak RSS {r.max_rss_mb:7.0f} MB "
+            f"(tree PSS {r.tree_pss_mb:6.0f} MB)  rc={r.rc}"
+        )
+    print(
+        f"{log.name}: {engine}, {log.stat().st_size / 1e6:,.0f} MB, {lines:,} lines, "
+        f"grep matched {int(grep.stdout or 0):,} lines, graphdiag {events:,} events"
+    )
     print("\n".join(rows))
-    print(f"  ratio graphdiag/grep: {gd.wall / grep.wall:.1f}x wall, {gd.cpu / max(grep.cpu, 1e-9):.1f}x CPU")
-    return {"engine": engine, "bytes": log.stat().st_size, "lines": lines, "events": events,
-            "grep": grep.__dict__ | {"stdout": None}, "graphdiag": gd.__dict__ | {"stdout": None}}
+    print(
+        f"  ratio graphdiag/grep: {gd.wall / grep.wall:.1f}x wall, {gd.cpu / max(grep.cpu, 1e-9):.1f}x CPU"
+    )
+    return {
+        "engine": engine,
+        "bytes": log.stat().st_size,
+        "lines": lines,
+        "events": events,
+        "grep": grep.__dict__ | {"stdout": None},
+        "graphdiag": gd.__dict__ | {"stdout": None},
+    }
 
 
 def stage_breakdown(engine: str, size: int, jobs: int | None) -> None:
@@ -193,18 +222,25 @@ def stage_breakdown(engine: str, size: int, jobs: int | None) -> None:
     t2 = time.perf_counter()
     to_json(report)
     t3 = time.perf_counter()
-    print(f"  stages ({engine}, jobs={jobs or 'auto'}): ingest {t1 - t0:.2f} s, analyze {t2 - t1:.2f} s, "
-          f"json {t3 - t2:.2f} s")
+    print(
+        f"  stages ({engine}, jobs={jobs or 'auto'}): ingest {t1 - t0:.2f} s, analyze {t2 - t1:.2f} s, "
+        f"json {t3 - t2:.2f} s"
+    )
     sample = ensure_log(engine, min(size, 70_000_000))  # the single-core breakdown, on <= 70 MB
-    subprocess.run([sys.executable, str(ROOT / "bench" / "stages.py"), str(sample), "--repeat", "1"],
-                   check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "stages.py"), str(sample), "--repeat", "1"],
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", type=float, default=700e6, help="bytes per log (default 700e6)")
     ap.add_argument("--engines", default="sglang,vllm")
-    ap.add_argument("--jobs", type=int, default=None, help="graphdiag worker processes (default auto)")
+    ap.add_argument(
+        "--jobs", type=int, default=None, help="graphdiag worker processes (default auto)"
+    )
     ap.add_argument("--stages", action="store_true", help="also print the per-stage breakdown")
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = ap.parse_args()

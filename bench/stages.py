@@ -100,8 +100,12 @@ def main() -> None:
     size = Path(path).stat().st_size
     rows: list[tuple[str, float]] = []
     steps: list[tuple[str, Callable[[str, str], Any]]] = [
-        ("read", stage_read), ("prefilter", stage_prefilter), ("normalise", stage_normalise),
-        ("parse", stage_parse), ("emit", stage_emit)]
+        ("read", stage_read),
+        ("prefilter", stage_prefilter),
+        ("normalise", stage_normalise),
+        ("parse", stage_parse),
+        ("emit", stage_emit),
+    ]
     for name, fn in steps:
         t, out = best(functools.partial(fn, path, backend), args.repeat)
         rows.append((name, t))
@@ -119,15 +123,19 @@ def main() -> None:
     ing = ingest([path], jobs=1)
     t, _ = best(lambda: to_json(analyze([path], ingested=ing, generated_at="x")), 1)
     rows.append(("analyze", t))
-    print(f"{path}: {backend}, {size / 1e6:.0f} MB, {lines:,} lines, {candidates:,} candidate lines, "
-          f"{events:,} events")
+    print(
+        f"{path}: {backend}, {size / 1e6:.0f} MB, {lines:,} lines, {candidates:,} candidate lines, "
+        f"{events:,} events"
+    )
     prev = 0.0
     for name, t in rows:
         if name in ("frames", "analyze"):
             print(f"  {name:10s} {t:7.2f} s")
             continue
-        print(f"  {name:10s} {t:7.2f} s cumulative, +{t - prev:6.2f} s for this step"
-              f"  ({lines / t / 1e6 if t else 0:5.2f} M lines/s)")
+        print(
+            f"  {name:10s} {t:7.2f} s cumulative, +{t - prev:6.2f} s for this step"
+            f"  ({lines / t / 1e6 if t else 0:5.2f} M lines/s)"
+        )
         prev = t
 
 

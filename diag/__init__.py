@@ -1,8 +1,8 @@
 """graphdiag: diagnose CUDA-graph capture in vLLM and SGLang serving logs.
 
-    >>> from diag import analyze
-    >>> report = analyze(["logs/"])
-    >>> report.runs[0].record["captured_share"]
+>>> from diag import analyze
+>>> report = analyze(["logs/"])
+>>> report.runs[0].record["captured_share"]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The Python API the CLI itself uses.
 
-    report = diag.analyze(["incident/"])          # runs, records, findings, event tables
-    tables = diag.parse_events(["incident/"])     # just the event DataFrames
+report = diag.analyze(["incident/"])          # runs, records, findings, event tables
+tables = diag.parse_events(["incident/"])     # just the event DataFrames
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from diag.ingest import Ingested, ProgressFn, ingest
 from diag.report import Report, RunReport
 
 
-def parse_events(paths: Sequence[str], progress: ProgressFn | None = None,
-                 jobs: int | None = None) -> EventTables:
+def parse_events(
+    paths: Sequence[str], progress: ProgressFn | None = None, jobs: int | None = None
+) -> EventTables:
     """The event tables of the inputs, one DataFrame per event kind."""
     return ingest(paths, progress, jobs=jobs).tables
 
@@ -31,9 +32,14 @@ def runs_of(ingested: Ingested) -> list[Run]:
     return split_runs(ingested.tables, ingested.streams)
 
 
-def analyze(paths: Sequence[str], rules_file: str | os.PathLike[str] | None = None,
-            progress: ProgressFn | None = None, ingested: Ingested | None = None,
-            generated_at: str | None = None, jobs: int | None = None) -> Report:
+def analyze(
+    paths: Sequence[str],
+    rules_file: str | os.PathLike[str] | None = None,
+    progress: ProgressFn | None = None,
+    ingested: Ingested | None = None,
+    generated_at: str | None = None,
+    jobs: int | None = None,
+) -> Report:
     """Read the inputs, build facts per run, run the rules, return the :class:`Report`."""
     from diag.rules.engine import RuleEngine
 
@@ -44,8 +50,14 @@ def analyze(paths: Sequence[str], rules_file: str | os.PathLike[str] | None = No
     runs = [RunReport(f, engine.evaluate(f, ing.snapshots)) for f in facts]
     resolve_evidence(runs)
     attach_recommendations(runs, ing.snapshots)
-    return Report(ing.inputs, runs, _profiles(facts, ing), ing.snapshots, ing.tables,
-                  generated_at or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return Report(
+        ing.inputs,
+        runs,
+        _profiles(facts, ing),
+        ing.snapshots,
+        ing.tables,
+        generated_at or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
 
 
 def _profiles(facts: list[RunFacts], ing: Ingested) -> list[dict[str, Any]]:
@@ -78,7 +90,9 @@ def _attach_artifacts(facts: list[RunFacts], ing: Ingested) -> None:
             continue
         snap["run"] = run.run.id
         graph = sum(p.get("reserved_bytes", 0) for p in snap["pools"] if p.get("kind") == "graph")
-        run.memory_check = memory_check(run.record.get("capture_mem_gib"), graph / 2**30, snap["path"])
+        run.memory_check = memory_check(
+            run.record.get("capture_mem_gib"), graph / 2**30, snap["path"]
+        )
         if run.memory_check.get("disagrees"):
             run.notes.append(run.memory_check["summary"])
 
@@ -89,15 +103,22 @@ def memory_check(log_gib: float | None, snapshot_gib: float, path: str) -> dict[
     They measure different things (the log: free-memory drop over the whole capture, incl.
     buffers; the snapshot: reserved bytes of the graph private pools at dump time), so only
     a gap above 20 % and 0.1 GiB is called a disagreement."""
-    out: dict[str, Any] = {"log_capture_mem_gib": log_gib, "snapshot_graph_pool_gib": round(snapshot_gib, 3),
-                           "snapshot": path, "difference_gib": None, "disagrees": False}
+    out: dict[str, Any] = {
+        "log_capture_mem_gib": log_gib,
+        "snapshot_graph_pool_gib": round(snapshot_gib, 3),
+        "snapshot": path,
+        "difference_gib": None,
+        "disagrees": False,
+    }
     if log_gib is not None:
         diff = round(snapshot_gib - log_gib, 3)
         out["difference_gib"] = diff
         out["disagrees"] = abs(diff) > max(0.1, 0.2 * max(abs(log_gib), snapshot_gib))
         if out["disagrees"]:
-            out["summary"] = (f"capture memory disagrees: the log printed {log_gib} GiB, the snapshot's graph "
-                              f"pools hold {snapshot_gib:.2f} GiB ({path})")
+            out["summary"] = (
+                f"capture memory disagrees: the log printed {log_gib} GiB, the snapshot's graph "
+                f"pools hold {snapshot_gib:.2f} GiB ({path})"
+            )
     return out
 
 
@@ -108,12 +129,17 @@ def _nearest_run(path: Path, facts: list[RunFacts]) -> RunFacts | None:
     best: tuple[int, int, int] | None = None
     chosen = None
     for i, f in enumerate(facts):
-        profiled = int(not f.tables["profile"].empty or bool(f.config.get("enable_profile_cuda_graph"))
-                       or (f.tables["advisory"]["topic"] == "snapshot_written").any())
+        profiled = int(
+            not f.tables["profile"].empty
+            or bool(f.config.get("enable_profile_cuda_graph"))
+            or (f.tables["advisory"]["topic"] == "snapshot_written").any()
+        )
         for src in f.run.sources:
             if src == "-":
                 continue
-            common = os.path.commonpath([str(path.parent.resolve()), str(Path(src).parent.resolve())])
+            common = os.path.commonpath(
+                [str(path.parent.resolve()), str(Path(src).parent.resolve())]
+            )
             key = (len(Path(common).parts), profiled, i)
             if best is None or key > best:
                 best, chosen = key, f

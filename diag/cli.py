@@ -65,8 +65,10 @@ class Progress:
         rate = done / elapsed if elapsed else 0
         eta = (total - done) / rate if rate and total else 0
         pct = f"{100 * done / total:5.1f}%" if total else "     "
-        sys.stderr.write(f"\rgraphdiag: {pct} {done / 2**20:,.0f}/{total / 2**20:,.0f} MiB "
-                         f"{rate / 2**20:,.1f} MiB/s ETA {eta:,.0f}s ")
+        sys.stderr.write(
+            f"\rgraphdiag: {pct} {done / 2**20:,.0f}/{total / 2**20:,.0f} MiB "
+            f"{rate / 2**20:,.1f} MiB/s ETA {eta:,.0f}s "
+        )
         sys.stderr.flush()
         self.shown = True
 
@@ -109,19 +111,44 @@ def main() -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
-@click.option("-o", "--output-dir", "out_dir", default="reports", show_default=True,
-              help="Folder for <stem>.graphdiag.html / .json.")
+@click.option(
+    "-o",
+    "--output-dir",
+    "out_dir",
+    default="reports",
+    show_default=True,
+    help="Folder for <stem>.graphdiag.html / .json.",
+)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
 @click.option("--no-html", is_flag=True, help="Write only the JSON report file.")
 @click.option("--fail-on", type=click.Choice(list(FAIL_LEVELS)), default="error", show_default=True)
-@click.option("--rules", "rules_file", type=click.Path(dir_okay=False), default=None,
-              help="YAML overriding thresholds, severities, or disabling rules.")
-@click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default="0 = auto",
-              help="Worker processes for reading logs: 0 = auto (one per core, up to 8, when inputs "
-                   "exceed 64 MiB), 1 = none.")
+@click.option(
+    "--rules",
+    "rules_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="YAML overriding thresholds, severities, or disabling rules.",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default="0 = auto",
+    help="Worker processes for reading logs: 0 = auto (one per core, up to 8, when inputs "
+    "exceed 64 MiB), 1 = none.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
-def analyze(paths: tuple[str, ...], out_dir: str, fmt: str, no_html: bool, fail_on: str,
-            rules_file: str | None, jobs: int, quiet: bool) -> None:
+def analyze(
+    paths: tuple[str, ...],
+    out_dir: str,
+    fmt: str,
+    no_html: bool,
+    fail_on: str,
+    rules_file: str | None,
+    jobs: int,
+    quiet: bool,
+) -> None:
     """Analyse logs, profiler tables and snapshots; write the HTML and JSON reports."""
     from diag.api import analyze as run_analysis
     from diag.output import write_atomic
@@ -131,7 +158,9 @@ def analyze(paths: tuple[str, ...], out_dir: str, fmt: str, no_html: bool, fail_
 
     progress = Progress(quiet)
     try:
-        report = run_analysis(list(paths), rules_file=rules_file, progress=progress, jobs=jobs or None)
+        report = run_analysis(
+            list(paths), rules_file=rules_file, progress=progress, jobs=jobs or None
+        )
         progress.finish()
         _report_inputs(report.inputs)
         if not report.readable():
@@ -157,8 +186,12 @@ def analyze(paths: tuple[str, ...], out_dir: str, fmt: str, no_html: bool, fail_
     except KeyboardInterrupt:
         progress.finish()
         _exit_interrupted()
-    rendered = {"text": render_text, "json": lambda r: json_text, "yaml": to_yaml,
-                "markdown": render_markdown}[fmt](report)
+    rendered = {
+        "text": render_text,
+        "json": lambda r: json_text,
+        "yaml": to_yaml,
+        "markdown": render_markdown,
+    }[fmt](report)
     click.echo(rendered, nl=False)
     level = FAIL_LEVELS[fail_on]
     worst = [FAIL_LEVELS[f.severity] for f in report.findings]
@@ -167,13 +200,29 @@ def analyze(paths: tuple[str, ...], out_dir: str, fmt: str, no_html: bool, fail_
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "parquet"]), default="jsonl",
-              show_default=True)
-@click.option("-o", "--output", "output", default=None,
-              help="File (jsonl/csv; default stdout) or folder (parquet).")
-@click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default="0 = auto",
-              help="Worker processes for reading logs: 0 = auto (one per core, up to 8, when inputs "
-                   "exceed 64 MiB), 1 = none.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "csv", "parquet"]),
+    default="jsonl",
+    show_default=True,
+)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    default=None,
+    help="File (jsonl/csv; default stdout) or folder (parquet).",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default="0 = auto",
+    help="Worker processes for reading logs: 0 = auto (one per core, up to 8, when inputs "
+    "exceed 64 MiB), 1 = none.",
+)
 @click.option("--quiet", "-q", is_flag=True)
 def parse(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int, quiet: bool) -> None:
     """Export the event tables for your own pandas / DuckDB work."""
@@ -198,7 +247,9 @@ def parse(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int, quiet
 
 
 @main.command()
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
 def rules(fmt: str) -> None:
     """The rule catalogue: code, name, severity, trigger, thresholds, remediation."""
     from diag.rules.engine import RuleEngine

@@ -41,23 +41,51 @@ def _analyze(paths: list[str], quiet: bool, what: str = "") -> Any:
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--engine", type=click.Choice(["vllm", "sglang"]), default=None,
-              help="Engine to spell the flags for (default: the runs' engine).")
-@click.option("--max-buckets", "max_buckets", type=click.IntRange(min=1), default=None,
-              help="At most K capture sizes (default: as many as the run captured, else the engine default's count).")
-@click.option("--coverage", type=click.FloatRange(0.0, 1.0), default=0.99, show_default=True,
-              help="Least share of decode batches inside the window.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--engine",
+    type=click.Choice(["vllm", "sglang"]),
+    default=None,
+    help="Engine to spell the flags for (default: the runs' engine).",
+)
+@click.option(
+    "--max-buckets",
+    "max_buckets",
+    type=click.IntRange(min=1),
+    default=None,
+    help="At most K capture sizes (default: as many as the run captured, else the engine default's count).",
+)
+@click.option(
+    "--coverage",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.99,
+    show_default=True,
+    help="Least share of decode batches inside the window.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
-def recommend(paths: tuple[str, ...], engine: str | None, max_buckets: int | None, coverage: float,
-              fmt: str, quiet: bool) -> None:
+def recommend(
+    paths: tuple[str, ...],
+    engine: str | None,
+    max_buckets: int | None,
+    coverage: float,
+    fmt: str,
+    quiet: bool,
+) -> None:
     """A capture bucket set for the observed decode batches, with the flags to paste."""
     from diag.advise.recommend import RecommendError, render_text
     from diag.advise.recommend import recommend as make
 
     report = _analyze(list(paths), quiet)
     try:
-        rec = make(report.runs, report.snapshots, engine=engine, max_buckets=max_buckets, min_coverage=coverage)
+        rec = make(
+            report.runs,
+            report.snapshots,
+            engine=engine,
+            max_buckets=max_buckets,
+            min_coverage=coverage,
+        )
     except RecommendError as exc:
         _warn(str(exc))
         sys.exit(2)
@@ -71,14 +99,36 @@ def recommend(paths: tuple[str, ...], engine: str | None, max_buckets: int | Non
 
 @main.command()
 @click.argument("paths", nargs=-1)
-@click.option("--before", "before", multiple=True, metavar="PATH", help="A BEFORE input (repeatable).")
-@click.option("--after", "after", multiple=True, metavar="PATH", help="An AFTER input (repeatable).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
-@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), default=None,
-              help="Write to FILE instead of stdout.")
+@click.option(
+    "--before", "before", multiple=True, metavar="PATH", help="A BEFORE input (repeatable)."
+)
+@click.option(
+    "--after", "after", multiple=True, metavar="PATH", help="An AFTER input (repeatable)."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "html"]),
+    default="text",
+    show_default=True,
+)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write to FILE instead of stdout.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
-def compare(paths: tuple[str, ...], before: tuple[str, ...], after: tuple[str, ...], fmt: str,
-            output: str | None, quiet: bool) -> None:
+def compare(
+    paths: tuple[str, ...],
+    before: tuple[str, ...],
+    after: tuple[str, ...],
+    fmt: str,
+    output: str | None,
+    quiet: bool,
+) -> None:
     """Two runs side by side: BEFORE AFTER, or --before P... --after P... for path sets.
 
     Each side's main run (most decode batches) is compared; a side with graphs disabled
@@ -92,8 +142,10 @@ def compare(paths: tuple[str, ...], before: tuple[str, ...], after: tuple[str, .
         raise click.UsageError("give either two paths BEFORE AFTER or --before/--after, not both")
     if paths:
         if len(paths) != 2:
-            raise click.UsageError(f"expected two paths BEFORE AFTER, got {len(paths)}; "
-                                   "use --before/--after for path sets")
+            raise click.UsageError(
+                f"expected two paths BEFORE AFTER, got {len(paths)}; "
+                "use --before/--after for path sets"
+            )
         before, after = (paths[0],), (paths[1],)
     if not before or not after:
         raise click.UsageError("need a BEFORE and an AFTER side")

@@ -50,52 +50,180 @@ def _kind(kind_name: str, doc: str, **fields: FieldType) -> EventKind:
 EVENT_KINDS: dict[str, EventKind] = {
     k.name: k
     for k in (
-        _kind("startup", "A server start-up marker (config echo, launch banner); splits runs.",
-              engine="str", marker="str"),
+        _kind(
+            "startup",
+            "A server start-up marker (config echo, launch banner); splits runs.",
+            engine="str",
+            marker="str",
+        ),
         _kind("version", "The engine version as printed.", engine="str", version="str"),
-        _kind("config", "One effective configuration setting (server_args, engine config, CLI args).",
-              engine="str", origin="str", key="str", value="json"),
-        _kind("capture_begin", "A capture phase begins on a rank.",
-              engine="str", phase="str", avail_mem_gib="float", sizes="json"),
-        _kind("capture_end", "A capture phase ends on a rank.",
-              engine="str", phase="str", time_s="float", mem_gib="float", avail_mem_gib="float"),
-        _kind("capture_sizes", "A captured size list (batch sizes or token counts) or a count/largest summary.",
-              engine="str", phase="str", mode="str", sizes="json", count="int", largest="int"),
-        _kind("capture_progress", "A tqdm capture progress state.",
-              engine="str", phase="str", mode="str", done="int", total="int", size="int",
-              avail_mem_gib="float"),
-        _kind("graph_mode", "The graph mode requested or in effect (vLLM cudagraph_mode, SGLang graph kind).",
-              engine="str", mode="str", origin="str", downgraded="bool", text="str"),
-        _kind("graph_disabled", "The engine says capture is off (eager mode, disabled flag, unsupported model).",
-              engine="str", reason="str", text="str"),
-        _kind("error", "An exception or error line; capture errors are decided from phase and frames.",
-              engine="str", error_class="str", message="str", capture_related="bool",
-              explicit_capture="bool"),
-        _kind("sizing", "A KV / memory sizing figure as printed (name, value, unit).",
-              engine="str", name="str", value="float", unit="str"),
-        _kind("advisory", "An engine advisory about graph memory or KV capacity.",
-              engine="str", topic="str", value="float", text="str"),
-        _kind("decode_batch", "A periodic decode batch line (SGLang) with its graph flag when logged.",
-              engine="str", batch_size="int", tokens="int", token_usage="float", cuda_graph="bool",
-              gen_throughput="float", queue="int", accept_len="float"),
-        _kind("prefill_batch", "A prefill/extend batch line.",
-              engine="str", new_seq="int", new_tokens="int", cached_tokens="int", running="int",
-              queue="int", cuda_graph="bool", input_throughput="float"),
-        _kind("stats", "A periodic engine stats line (vLLM V0/V1 LoggingStatLogger).",
-              engine="str", prompt_throughput="float", gen_throughput="float", running="int",
-              waiting="int", swapped="int", kv_usage="float", preemptions="int", engine_index="int"),
-        _kind("graph_step", "Per-step or per-interval graph dispatch as logged (vLLM DEBUG step lines, cudagraph-metrics rows).",
-              engine="str", mode="str", num_tokens="int", padded_tokens="int", num_reqs="int",
-              uniform="bool", count="int", origin="str"),
-        _kind("request", "A request life-cycle line (received/added/finished/aborted).",
-              engine="str", request_id="str", action="str", prompt_tokens="int",
-              max_new_tokens="int"),
-        _kind("retract", "KV pool full: requests retracted (SGLang) or preempted (vLLM).",
-              engine="str", count="int", text="str"),
-        _kind("profile", "A profiler operator table logged during capture (--enable-profile-cuda-graph).",
-              engine="str", sort_by="str", rows="int", table="json"),
-        _kind("benchmark", "A benchmark summary figure (TTFT/ITL/throughput) found in the log.",
-              engine="str", name="str", value="float"),
+        _kind(
+            "config",
+            "One effective configuration setting (server_args, engine config, CLI args).",
+            engine="str",
+            origin="str",
+            key="str",
+            value="json",
+        ),
+        _kind(
+            "capture_begin",
+            "A capture phase begins on a rank.",
+            engine="str",
+            phase="str",
+            avail_mem_gib="float",
+            sizes="json",
+        ),
+        _kind(
+            "capture_end",
+            "A capture phase ends on a rank.",
+            engine="str",
+            phase="str",
+            time_s="float",
+            mem_gib="float",
+            avail_mem_gib="float",
+        ),
+        _kind(
+            "capture_sizes",
+            "A captured size list (batch sizes or token counts) or a count/largest summary.",
+            engine="str",
+            phase="str",
+            mode="str",
+            sizes="json",
+            count="int",
+            largest="int",
+        ),
+        _kind(
+            "capture_progress",
+            "A tqdm capture progress state.",
+            engine="str",
+            phase="str",
+            mode="str",
+            done="int",
+            total="int",
+            size="int",
+            avail_mem_gib="float",
+        ),
+        _kind(
+            "graph_mode",
+            "The graph mode requested or in effect (vLLM cudagraph_mode, SGLang graph kind).",
+            engine="str",
+            mode="str",
+            origin="str",
+            downgraded="bool",
+            text="str",
+        ),
+        _kind(
+            "graph_disabled",
+            "The engine says capture is off (eager mode, disabled flag, unsupported model).",
+            engine="str",
+            reason="str",
+            text="str",
+        ),
+        _kind(
+            "error",
+            "An exception or error line; capture errors are decided from phase and frames.",
+            engine="str",
+            error_class="str",
+            message="str",
+            capture_related="bool",
+            explicit_capture="bool",
+        ),
+        _kind(
+            "sizing",
+            "A KV / memory sizing figure as printed (name, value, unit).",
+            engine="str",
+            name="str",
+            value="float",
+            unit="str",
+        ),
+        _kind(
+            "advisory",
+            "An engine advisory about graph memory or KV capacity.",
+            engine="str",
+            topic="str",
+            value="float",
+            text="str",
+        ),
+        _kind(
+            "decode_batch",
+            "A periodic decode batch line (SGLang) with its graph flag when logged.",
+            engine="str",
+            batch_size="int",
+            tokens="int",
+            token_usage="float",
+            cuda_graph="bool",
+            gen_throughput="float",
+            queue="int",
+            accept_len="float",
+        ),
+        _kind(
+            "prefill_batch",
+            "A prefill/extend batch line.",
+            engine="str",
+            new_seq="int",
+            new_tokens="int",
+            cached_tokens="int",
+            running="int",
+            queue="int",
+            cuda_graph="bool",
+            input_throughput="float",
+        ),
+        _kind(
+            "stats",
+            "A periodic engine stats line (vLLM V0/V1 LoggingStatLogger).",
+            engine="str",
+            prompt_throughput="float",
+            gen_throughput="float",
+            running="int",
+            waiting="int",
+            swapped="int",
+            kv_usage="float",
+            preemptions="int",
+            engine_index="int",
+        ),
+        _kind(
+            "graph_step",
+            "Per-step or per-interval graph dispatch as logged (vLLM DEBUG step lines, cudagraph-metrics rows).",
+            engine="str",
+            mode="str",
+            num_tokens="int",
+            padded_tokens="int",
+            num_reqs="int",
+            uniform="bool",
+            count="int",
+            origin="str",
+        ),
+        _kind(
+            "request",
+            "A request life-cycle line (received/added/finished/aborted).",
+            engine="str",
+            request_id="str",
+            action="str",
+            prompt_tokens="int",
+            max_new_tokens="int",
+        ),
+        _kind(
+            "retract",
+            "KV pool full: requests retracted (SGLang) or preempted (vLLM).",
+            engine="str",
+            count="int",
+            text="str",
+        ),
+        _kind(
+            "profile",
+            "A profiler operator table logged during capture (--enable-profile-cuda-graph).",
+            engine="str",
+            sort_by="str",
+            rows="int",
+            table="json",
+        ),
+        _kind(
+            "benchmark",
+            "A benchmark summary figure (TTFT/ITL/throughput) found in the log.",
+            engine="str",
+            name="str",
+            value="float",
+        ),
     )
 }
 
@@ -111,8 +239,14 @@ class _Table:
 
     def __init__(self, kind: EventKind) -> None:
         self.kind = kind
-        self.types: dict[str, FieldType] = {"source": "str", "line": "int", "ts": "float",
-                                            "rank": "str", "instance": "str", **dict(kind.fields)}
+        self.types: dict[str, FieldType] = {
+            "source": "str",
+            "line": "int",
+            "ts": "float",
+            "rank": "str",
+            "instance": "str",
+            **dict(kind.fields),
+        }
         self.cols: dict[str, Any] = {
             name: (array("d") if t in ("int", "float", "bool") else [])
             for name, t in self.types.items()
@@ -122,9 +256,15 @@ class _Table:
 
     def _plan(self) -> None:
         # per-column bound append methods grouped by conversion: the hot loop does no lookups
-        self._numeric = [(n, self.cols[n].append) for n, t in self.types.items() if t in ("int", "float", "bool")]
+        self._numeric = [
+            (n, self.cols[n].append) for n, t in self.types.items() if t in ("int", "float", "bool")
+        ]
         self._json = [(n, self.cols[n].append) for n, t in self.types.items() if t == "json"]
-        self._plain = [(n, self.cols[n].append) for n, t in self.types.items() if t not in ("int", "float", "bool", "json")]
+        self._plain = [
+            (n, self.cols[n].append)
+            for n, t in self.types.items()
+            if t not in ("int", "float", "bool", "json")
+        ]
 
     def __getstate__(self) -> tuple[Any, ...]:
         return (self.kind, self.cols, self.types, self.n)
@@ -173,8 +313,16 @@ class EventSink:
 
     tables: dict[str, _Table] = field(default_factory=dict)
 
-    def emit(self, kind: str, source: str, line: int, ts: float | None, rank: str | None,
-             instance: str = "", **fields: Any) -> None:
+    def emit(
+        self,
+        kind: str,
+        source: str,
+        line: int,
+        ts: float | None,
+        rank: str | None,
+        instance: str = "",
+        **fields: Any,
+    ) -> None:
         table = self.tables.get(kind)
         if table is None:
             table = self.tables[kind] = _Table(EVENT_KINDS[kind])
@@ -228,7 +376,9 @@ class EventTables(Mapping[str, pd.DataFrame]):
 
     def filter(self, mask_fn: Any) -> EventTables:
         """A new EventTables with each frame filtered by ``mask_fn(frame) -> bool Series``."""
-        return EventTables({k: f[mask_fn(f)].reset_index(drop=True) for k, f in self._frames.items()})
+        return EventTables(
+            {k: f[mask_fn(f)].reset_index(drop=True) for k, f in self._frames.items()}
+        )
 
     def total(self) -> int:
         return sum(len(f) for f in self._frames.values())
@@ -244,7 +394,9 @@ class EventTables(Mapping[str, pd.DataFrame]):
             part = frame[list(COMMON_COLUMNS)].copy()
             part.insert(0, "kind", kind)
             part["data"] = [
-                encode_json({c: _plain(v) for c, v in zip(data_cols, row, strict=True) if not _missing(v)})
+                encode_json(
+                    {c: _plain(v) for c, v in zip(data_cols, row, strict=True) if not _missing(v)}
+                )
                 for row in frame[data_cols].itertuples(index=False, name=None)
             ]
             rows.append(part)

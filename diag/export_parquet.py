@@ -115,8 +115,16 @@ def write_parquet(ing: Ingested, out: Path) -> None:
         else:
             used[part] = 1
         node = node_name(run.stream.split("[", 1)[0], _run_instance(run), common)
-        run_rows.append({"run": part, "run_id": run.id, "node": node, "stream": run.stream,
-                         "backend": run.backend, "sources": json.dumps(run.sources)})
+        run_rows.append(
+            {
+                "run": part,
+                "run_id": run.id,
+                "node": node,
+                "stream": run.stream,
+                "backend": run.backend,
+                "sources": json.dumps(run.sources),
+            }
+        )
         for kind, frame in run.tables._frames.items():
             if frame.empty or kind not in EVENT_KINDS:
                 continue
@@ -133,7 +141,9 @@ def write_parquet(ing: Ingested, out: Path) -> None:
             pq.write_table(table, target / "part-0.parquet")
     runs_dir = out / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
-    frame = pd.DataFrame(run_rows, columns=["run", "run_id", "node", "stream", "backend", "sources"])
+    frame = pd.DataFrame(
+        run_rows, columns=["run", "run_id", "node", "stream", "backend", "sources"]
+    )
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), runs_dir / "part-0.parquet")
 
 

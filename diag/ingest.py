@@ -107,9 +107,13 @@ PROGRESS_SECONDS = 0.5
 PROGRESS_BYTES = 64 * 1024 * 1024
 
 
-def ingest(paths: Sequence[str], progress: ProgressFn | None = None,
-           snapshot_limit: int = SNAPSHOT_LIMIT_BYTES, jobs: int | None = None,
-           chunk_bytes: int | None = None) -> Ingested:
+def ingest(
+    paths: Sequence[str],
+    progress: ProgressFn | None = None,
+    snapshot_limit: int = SNAPSHOT_LIMIT_BYTES,
+    jobs: int | None = None,
+    chunk_bytes: int | None = None,
+) -> Ingested:
     """Read every input into event tables.
 
     ``jobs``: worker processes. None or 0 = auto: one per core (at most AUTO_JOBS_MAX) when
@@ -119,7 +123,9 @@ def ingest(paths: Sequence[str], progress: ProgressFn | None = None,
     MiB); tests set it small to force splits. stdin is always read in this process.
     """
     files, problems = discover(paths)
-    inputs: list[InputStatus] = [InputStatus(p.path, status="skipped", reason=p.reason) for p in problems]
+    inputs: list[InputStatus] = [
+        InputStatus(p.path, status="skipped", reason=p.reason) for p in problems
+    ]
     groups: dict[str, list[InputFile]] = {}
     for f in files:
         groups.setdefault(f.group, []).append(f)
@@ -183,8 +189,13 @@ def _to_tables(sink: EventSink) -> EventTables:
 
 
 # ---------------------------------------------------------------------- opening one input
-def _open_log(item: InputFile, status: InputStatus, snapshots: list[dict[str, Any]],
-              profiles: list[dict[str, Any]], snapshot_limit: int) -> tuple[Any, bytes, str | None, Sniff] | None:
+def _open_log(
+    item: InputFile,
+    status: InputStatus,
+    snapshots: list[dict[str, Any]],
+    profiles: list[dict[str, Any]],
+    snapshot_limit: int,
+) -> tuple[Any, bytes, str | None, Sniff] | None:
     """Open an input and sniff it. Snapshots and table files are loaded here, unreadable or
     non-log inputs get their status; only a log comes back, opened, with its head bytes."""
     try:
@@ -220,8 +231,9 @@ def _open_log(item: InputFile, status: InputStatus, snapshots: list[dict[str, An
             _close(stream_obj)
 
 
-def _new_stream(gid: str, members: list[InputFile], item: InputFile, info: Sniff,
-                streams: list[Stream]) -> Stream:
+def _new_stream(
+    gid: str, members: list[InputFile], item: InputFile, info: Sniff, streams: list[Stream]
+) -> Stream:
     """The stream a rotated set (or a single file) becomes, named by the set or the file."""
     stream = Stream(gid if len(members) > 1 else item.path, info.backend)
     streams.append(stream)
@@ -229,9 +241,17 @@ def _new_stream(gid: str, members: list[InputFile], item: InputFile, info: Sniff
 
 
 # ---------------------------------------------------------------------- in this process
-def _scan_group(gid: str, members: list[InputFile], sink: EventSink, inputs: list[InputStatus],
-                streams: list[Stream], snapshots: list[dict[str, Any]], profiles: list[dict[str, Any]],
-                meter: _Meter, snapshot_limit: int) -> None:
+def _scan_group(
+    gid: str,
+    members: list[InputFile],
+    sink: EventSink,
+    inputs: list[InputStatus],
+    streams: list[Stream],
+    snapshots: list[dict[str, Any]],
+    profiles: list[dict[str, Any]],
+    meter: _Meter,
+    snapshot_limit: int,
+) -> None:
     """One rotated set, read as one stream by one scanner."""
     stream: Stream | None = None
     scanner: StreamScanner | None = None
@@ -267,8 +287,15 @@ def _scan_group(gid: str, members: list[InputFile], sink: EventSink, inputs: lis
             last.events = (last.events or 0) + sink.count() - before
 
 
-def _scan_log(scanner: StreamScanner, item: InputFile, stream_obj: Any, head: bytes,
-              status: InputStatus, meter: _Meter, base: int) -> None:
+def _scan_log(
+    scanner: StreamScanner,
+    item: InputFile,
+    stream_obj: Any,
+    head: bytes,
+    status: InputStatus,
+    meter: _Meter,
+    base: int,
+) -> None:
     """Scan one opened log file into the scanner's sink; fills lines, events, partial."""
     sink = scanner.sink
     before = sink.count()
@@ -282,7 +309,9 @@ def _scan_log(scanner: StreamScanner, item: InputFile, stream_obj: Any, head: by
         pos = raw_position(stream_obj)
         meter.set(base + min(size, read if pos is None else pos) if size else base)
 
-    status.lines = scanner.scan_blocks(item.path, iter_blocks(stream_obj, head, errors), on_block=tick)
+    status.lines = scanner.scan_blocks(
+        item.path, iter_blocks(stream_obj, head, errors), on_block=tick
+    )
     status.events = sink.count() - before
     if errors:
         status.status, status.reason = "partial", errors[0]
@@ -367,19 +396,26 @@ def _scan_segment(task: _Task) -> _Result:
 
         try:
             head, err = read_head(stream)
-            lines = scanner.scan_blocks(task.source, iter_blocks(stream, head, errors), on_block=tick_gz)
+            lines = scanner.scan_blocks(
+                task.source, iter_blocks(stream, head, errors), on_block=tick_gz
+            )
             if err is not None:
                 errors.append(err)
         finally:
             stream.close()
     else:
+
         def tick(n: int) -> None:
             if counter is not None:
                 with counter.get_lock():
                     counter.value += n
 
-        lines = scanner.scan_blocks(task.source, iter_range(task.fs_path, task.start, task.end),
-                                    task.first_lineno, on_block=tick)
+        lines = scanner.scan_blocks(
+            task.source,
+            iter_range(task.fs_path, task.start, task.end),
+            task.first_lineno,
+            on_block=tick,
+        )
     return _Result(sink, lines, errors, scanner.snapshot())
 
 
@@ -449,7 +485,8 @@ class _Plan:
             task, res = self.buffered.pop(self.verified)
             expected = self.verified_snap
             if not (task.snap is None and expected is None) and (
-                    task.snap is None or expected is None or not same_state(task.snap, expected)):
+                task.snap is None or expected is None or not same_state(task.snap, expected)
+            ):
                 self.rerun.append(replace(task, snap=expected))
                 self.rescans += 1
                 self.ready = False
@@ -470,7 +507,9 @@ def _segments(plan: _Plan, chunk: int, head_chunk: int) -> Iterator[_Task]:
             k += 1
 
 
-def _split_plain(path: str, size: int, chunk: int, first: int) -> Iterator[tuple[int, int | None, int]]:
+def _split_plain(
+    path: str, size: int, chunk: int, first: int
+) -> Iterator[tuple[int, int | None, int]]:
     """(start, end, first line number) of a plain file's segments, counted as we go."""
     if size < first + chunk // 2:
         yield 0, None, 1
@@ -524,8 +563,14 @@ def _mp_context() -> Any:
     return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
-def _ingest_parallel(groups: dict[str, list[InputFile]], inputs: list[InputStatus], meter: _Meter,
-                     snapshot_limit: int, jobs: int, chunk_bytes: int | None) -> Ingested:
+def _ingest_parallel(
+    groups: dict[str, list[InputFile]],
+    inputs: list[InputStatus],
+    meter: _Meter,
+    snapshot_limit: int,
+    jobs: int,
+    chunk_bytes: int | None,
+) -> Ingested:
     streams: list[Stream] = []
     snapshots: list[dict[str, Any]] = []
     profiles: list[dict[str, Any]] = []
@@ -547,7 +592,9 @@ def _ingest_parallel(groups: dict[str, list[InputFile]], inputs: list[InputStatu
                     plan = _Plan(_new_stream(gid, members, item, info, streams), info.backend)
                 plan.stream.sources.append(item.path)
                 status.stream = plan.stream.id
-                plan.files.append(_LogFile(item, status, isinstance(stream_obj, gzip.GzipFile), _size(item)))
+                plan.files.append(
+                    _LogFile(item, status, isinstance(stream_obj, gzip.GzipFile), _size(item))
+                )
             finally:
                 _close(stream_obj)
         if plan is not None:
@@ -581,8 +628,9 @@ def _run_pool(plans: list[_Plan], jobs: int, meter: _Meter, other_done: int) -> 
     counter = ctx.Value("q", 0)
     limit = jobs + 1  # one queued task per worker keeps them busy while results are merged
     inflight: dict[Future[_Result], tuple[_Plan, _Task]] = {}
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
-                               initargs=(counter,))
+    pool = ProcessPoolExecutor(
+        max_workers=jobs, mp_context=ctx, initializer=_init_worker, initargs=(counter,)
+    )
     try:
         with _signals_held():  # the first submissions fork the workers
             _fill(pool, plans, inflight, limit)
@@ -606,8 +654,12 @@ def _run_pool(plans: list[_Plan], jobs: int, meter: _Meter, other_done: int) -> 
     pool.shutdown(wait=True)
 
 
-def _fill(pool: ProcessPoolExecutor, plans: list[_Plan], inflight: dict[Future[_Result], tuple[_Plan, _Task]],
-          limit: int) -> None:
+def _fill(
+    pool: ProcessPoolExecutor,
+    plans: list[_Plan],
+    inflight: dict[Future[_Result], tuple[_Plan, _Task]],
+    limit: int,
+) -> None:
     while len(inflight) < limit:
         picked = _pick(plans)
         if picked is None:
@@ -620,7 +672,10 @@ def _fill(pool: ProcessPoolExecutor, plans: list[_Plan], inflight: dict[Future[_
 def _signals_held() -> Iterator[None]:
     """Hold SIGINT/SIGTERM while workers are forked: a child must not run the parent's
     handlers before its initializer ignores them; the parent gets them right after."""
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+    if (
+        not hasattr(signal, "pthread_sigmask")
+        or threading.current_thread() is not threading.main_thread()
+    ):
         yield
         return
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
@@ -703,8 +758,11 @@ def _size(item: InputFile) -> int:
 
 def _close(stream: Any) -> None:
     try:
-        if stream is not None and getattr(stream, "name", None) != "<stdin>" and stream is not getattr(
-                __import__("sys").stdin, "buffer", None):
+        if (
+            stream is not None
+            and getattr(stream, "name", None) != "<stdin>"
+            and stream is not getattr(__import__("sys").stdin, "buffer", None)
+        ):
             stream.close()
     except OSError:
         pass
@@ -731,11 +789,15 @@ def _load_snapshot(item: InputFile, status: InputStatus, limit: int) -> dict[str
     return out
 
 
-def _load_tables(item: InputFile, head: bytes, stream: Any, status: InputStatus) -> list[dict[str, Any]]:
+def _load_tables(
+    item: InputFile, head: bytes, stream: Any, status: InputStatus
+) -> list[dict[str, Any]]:
     from diag.artifacts.profiler_table import find_tables
 
     errors: list[str] = []
-    text_lines = [b.decode("utf-8", "replace").rstrip("\r\n") for b in iter_lines(stream, head, errors)]
+    text_lines = [
+        b.decode("utf-8", "replace").rstrip("\r\n") for b in iter_lines(stream, head, errors)
+    ]
     status.lines = len(text_lines)
     tables = find_tables(text_lines, item.path)
     status.events = len(tables)

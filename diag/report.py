@@ -40,9 +40,14 @@ class Finding:
     remediation: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "name": self.name, "severity": self.severity,
-                "message": self.message, "evidence": [e.to_dict() for e in self.evidence],
-                "remediation": list(self.remediation)}
+        return {
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity,
+            "message": self.message,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "remediation": list(self.remediation),
+        }
 
 
 @dataclass
@@ -67,12 +72,17 @@ class RunReport:
     def to_dict(self) -> dict[str, Any]:
         run = self.facts.run
         out: dict[str, Any] = {
-            "id": run.id, "backend": run.backend, "engine_version": self.facts.engine_version,
-            "sources": list(run.sources), "record": clean_json(self.facts.record),
+            "id": run.id,
+            "backend": run.backend,
+            "engine_version": self.facts.engine_version,
+            "sources": list(run.sources),
+            "record": clean_json(self.facts.record),
             "ranks": clean_json(self.facts.ranks),
             "findings": [f.to_dict() for f in self.findings],
-            "classification": {"inference_agreement": clean_json(self.facts.agreement),
-                               "window_sizes_inferred": self.facts.window.sizes_inferred},
+            "classification": {
+                "inference_agreement": clean_json(self.facts.agreement),
+                "window_sizes_inferred": self.facts.window.sizes_inferred,
+            },
             "requests": clean_json(request_summary(self.facts.requests)),
             "memory_check": clean_json(self.facts.memory_check),
             "notes": list(self.facts.notes),

@@ -33,8 +33,11 @@ def test_snapshot_joins_the_nearest_run(tmp_path: Path) -> None:
     a, b = tmp_path / "node-a", tmp_path / "node-b"
     shutil.copytree(ROOT / "fixtures" / "incidents" / "sglang-healthy", a)
     shutil.copytree(ROOT / "fixtures" / "incidents" / "sglang-kv-squeeze", b)
-    snap.write_snapshot(b / "cuda_graph_runner_memory_usage.pickle", default_pool_bytes=2**30,
-                        graph_pools=[int(2.4 * 2**30)])
+    snap.write_snapshot(
+        b / "cuda_graph_runner_memory_usage.pickle",
+        default_pool_bytes=2**30,
+        graph_pools=[int(2.4 * 2**30)],
+    )
     report = analyze([str(tmp_path)], generated_at="fixed")
     (s,) = report.snapshots
     owner = next(r for r in report.runs if r.id == s["run"])

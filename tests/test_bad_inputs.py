@@ -54,7 +54,9 @@ class Outcome:
     def entry(self, path: Path) -> dict[str, Any]:
         assert self.doc is not None
         found = [i for i in self.doc["inputs"] if i["path"] == str(path)]
-        assert len(found) == 1, f"{path} listed {len(found)} times in inputs[]: {self.doc['inputs']}"
+        assert len(found) == 1, (
+            f"{path} listed {len(found)} times in inputs[]: {self.doc['inputs']}"
+        )
         return found[0]
 
     def runs_from(self, path: Path) -> list[dict[str, Any]]:
@@ -67,8 +69,11 @@ class Outcome:
 
 def cli(*paths: Path, out: Path) -> Outcome:
     """``graphdiag analyze`` in this process; an uncaught exception fails the test."""
-    res = CliRunner().invoke(main, ["analyze", *map(str, paths), "-o", str(out), "--no-html",
-                                    "--format", "json", "-q"], catch_exceptions=False)
+    res = CliRunner().invoke(
+        main,
+        ["analyze", *map(str, paths), "-o", str(out), "--no-html", "--format", "json", "-q"],
+        catch_exceptions=False,
+    )
     doc = json.loads(res.stdout) if res.exit_code != 2 else None
     return Outcome(res.exit_code, doc, res.stderr)
 
@@ -98,7 +103,9 @@ def assert_good_log_analysed(outcome: Outcome, folder: Path) -> None:
     assert outcome.entry(folder / "server.log")["status"] == "ok"
 
 
-def assert_row(outcome: Outcome, bad: Path, folder: Path, status: str, reason: str | None) -> dict[str, Any]:
+def assert_row(
+    outcome: Outcome, bad: Path, folder: Path, status: str, reason: str | None
+) -> dict[str, Any]:
     """The contract every row shares; returns the bad input's ``inputs[]`` entry."""
     assert outcome.code in (0, 1), outcome.stderr
     entry = outcome.entry(bad)
@@ -122,7 +129,10 @@ def good_lines() -> list[bytes]:
 
 def own_batches(outcome: Outcome, path: Path) -> tuple[int, int]:
     runs = outcome.runs_from(path)
-    return (sum(r["record"]["batches"]["graph"] for r in runs), sum(r["record"]["batches"]["eager"] for r in runs))
+    return (
+        sum(r["record"]["batches"]["graph"] for r in runs),
+        sum(r["record"]["batches"]["eager"] for r in runs),
+    )
 
 
 # --------------------------------------------------------------------------- rows
@@ -178,7 +188,9 @@ def make_truncated_gz(folder: Path) -> Path:
 
 def test_row_truncated_gz(tmp_path: Path) -> None:
     outcome, bad, folder = with_good(tmp_path, make_truncated_gz)
-    entry = assert_row(outcome, bad, folder, "partial", "truncated gzip (compressed stream ends early)")
+    entry = assert_row(
+        outcome, bad, folder, "partial", "truncated gzip (compressed stream ends early)"
+    )
     assert entry["lines"] and entry["events"]  # what was decompressed before the cut is analysed
     assert own_batches(outcome, bad)[0] > GOOD_BATCHES[0]
     assert alone(tmp_path, make_truncated_gz)[0].code in (0, 1)
@@ -210,8 +222,14 @@ def test_row_gzip_of_garbage(tmp_path: Path) -> None:
 
 def make_invalid_utf8(folder: Path) -> Path:
     path = folder / "latin1.log"
-    path.write_bytes(b"".join(ln.replace(b"Qwen", b"Qw\xe9n").replace(b"#token", b"\xff\xfe#token")
-                              .replace(b"Capture", b"\xc3(Capture") for ln in good_lines()))
+    path.write_bytes(
+        b"".join(
+            ln.replace(b"Qwen", b"Qw\xe9n")
+            .replace(b"#token", b"\xff\xfe#token")
+            .replace(b"Capture", b"\xc3(Capture")
+            for ln in good_lines()
+        )
+    )
     return path
 
 
@@ -248,9 +266,24 @@ def test_row_50mb_single_line(tmp_path: Path) -> None:
         fh.writelines(lines[60:])
     start = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, "-c", RSS_WRAPPER, "analyze", str(folder), "-o", str(tmp_path / "r"),
-                               "--no-html", "--format", "json", "-q"], capture_output=True, timeout=300,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                RSS_WRAPPER,
+                "analyze",
+                str(folder),
+                "-o",
+                str(tmp_path / "r"),
+                "--no-html",
+                "--format",
+                "json",
+                "-q",
+            ],
+            capture_output=True,
+            timeout=300,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
     finally:
         elapsed = time.monotonic() - start
         bad.write_bytes(b"")  # pytest keeps recent tmp folders: do not leave 50 MB behind
@@ -282,8 +315,12 @@ def test_row_crlf_line_ends(tmp_path: Path) -> None:
 def make_nul_bytes(folder: Path) -> Path:
     """NUL bytes inside lines, as a crashed or racing writer leaves them."""
     path = folder / "nul.log"
-    path.write_bytes(b"".join(ln[:1] + b"\x00" + ln[1:-1] + b"\x00\n" if i % 3 == 0 else ln
-                              for i, ln in enumerate(good_lines())))
+    path.write_bytes(
+        b"".join(
+            ln[:1] + b"\x00" + ln[1:-1] + b"\x00\n" if i % 3 == 0 else ln
+            for i, ln in enumerate(good_lines())
+        )
+    )
     return path
 
 
@@ -332,7 +369,9 @@ def test_row_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert alone(tmp_path, make_unreadable)[0].code == 2
 
 
-def test_row_unreadable_file_open_fails_after_listing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_row_unreadable_file_open_fails_after_listing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Listed as readable, then open() fails (permissions changed, NFS, SELinux): same outcome."""
     from diag.sources import readers
 
@@ -426,7 +465,9 @@ def test_folder_of_10000_small_files_analyses_in_reasonable_time(tmp_path: Path)
     start = time.monotonic()
     assert cli(probe, out=tmp_path / "r0").code in (0, 1)
     projected = (time.monotonic() - start) * 100
-    assert projected < budget, f"projected {projected:.0f} s for 10,000 files (budget {budget:.0f} s)"
+    assert projected < budget, (
+        f"projected {projected:.0f} s for 10,000 files (budget {budget:.0f} s)"
+    )
     folder = tmp_path / "incident"
     folder.mkdir()
     shutil.copy(GOOD, folder / "server.log")
@@ -456,7 +497,11 @@ def test_row_log_ends_mid_traceback(tmp_path: Path) -> None:
     assert_row(outcome, bad, folder, "ok", None)
     (run,) = outcome.runs_from(bad)
     error = run["record"]["capture_error"]
-    assert error is not None and error["class"] == "other" and "exception line is not in the log" in error["message"]
+    assert (
+        error is not None
+        and error["class"] == "other"
+        and "exception line is not in the log" in error["message"]
+    )
     assert error["path"] == str(bad)
     assert "GD100" in [f["code"] for f in run["findings"]]
     assert outcome.code == 1
@@ -464,7 +509,9 @@ def test_row_log_ends_mid_traceback(tmp_path: Path) -> None:
 
 def test_log_ends_mid_exception_line(tmp_path: Path) -> None:
     """Cut inside the exception message: the part that is there still classifies it."""
-    outcome, bad, folder = with_good(tmp_path, lambda f: _cut_oom_log(f, b"Exception: Capture cuda graph", 60))
+    outcome, bad, folder = with_good(
+        tmp_path, lambda f: _cut_oom_log(f, b"Exception: Capture cuda graph", 60)
+    )
     assert_row(outcome, bad, folder, "ok", None)
     (run,) = outcome.runs_from(bad)
     assert run["record"]["capture_error"]["class"] == "oom"
@@ -487,7 +534,9 @@ def test_row_lines_out_of_order(tmp_path: Path) -> None:
 
     def swapped(f: Path) -> Path:
         lines = good_lines()
-        for i in range(20, len(lines) - 1, 5):  # neighbours swapped, as two processes racing to write
+        for i in range(
+            20, len(lines) - 1, 5
+        ):  # neighbours swapped, as two processes racing to write
             lines[i], lines[i + 1] = lines[i + 1], lines[i]
         path = f / "racing.log"
         path.write_bytes(b"".join(lines))
@@ -514,6 +563,7 @@ def _interleave(prefix_a: bytes = b"", prefix_b: bytes = b"") -> Callable[[Path]
         path = folder / "two-servers.log"
         path.write_bytes(b"".join(out))
         return path
+
     return make
 
 
@@ -539,8 +589,10 @@ def test_two_compose_services_interleaved_are_separate_runs(tmp_path: Path) -> N
     assert sorted(runs) == ["sglang-a-1", "sglang-b-1"]
     a, b = runs["sglang-a-1"]["record"], runs["sglang-b-1"]["record"]
     assert (a["batches"]["graph"], a["batches"]["eager"]) == GOOD_BATCHES
-    assert (b["batches"]["graph"], b["batches"]["eager"]) == (OTHER_TRUTH["batches"]["graph"],
-                                                              OTHER_TRUTH["batches"]["eager"])
+    assert (b["batches"]["graph"], b["batches"]["eager"]) == (
+        OTHER_TRUTH["batches"]["graph"],
+        OTHER_TRUTH["batches"]["eager"],
+    )
     assert a["cuda_graph_max_bs"] != b["cuda_graph_max_bs"]
 
 
@@ -598,9 +650,17 @@ def test_row_pickle_over_the_size_limit(tmp_path: Path, monkeypatch: pytest.Monk
 def make_cut_table(folder: Path) -> Path:
     from gen.profiler_tables import format_table
 
-    rows = [{"name": f"aten::op{i}", "self_cpu_us": 100.0 * (i + 1), "cpu_total_us": 300.0 * (i + 1),
-             "self_cuda_us": 50.0 * (i + 1), "cuda_total_us": 80.0 * (i + 1), "calls": 3 * (i + 1)}
-            for i in range(6)]
+    rows = [
+        {
+            "name": f"aten::op{i}",
+            "self_cpu_us": 100.0 * (i + 1),
+            "cpu_total_us": 300.0 * (i + 1),
+            "self_cuda_us": 50.0 * (i + 1),
+            "cuda_total_us": 80.0 * (i + 1),
+            "calls": 3 * (i + 1),
+        }
+        for i in range(6)
+    ]
     lines = format_table(rows, layout="cuda", sort_by="cuda_time_total").split("\n")
     path = folder / "profile.txt"
     path.write_text("\n".join(lines[:6]) + "\n" + lines[6][: len(lines[6]) // 2], encoding="utf-8")
@@ -621,10 +681,22 @@ def test_nothing_readable_among_many_bad_inputs_exits_2(tmp_path: Path) -> None:
     """All the unreadable rows in one folder: exit 2, one stderr line each, no traceback."""
     folder = tmp_path / "junk"
     folder.mkdir()
-    bad = [make(folder) for make in (make_empty, make_binary, make_gzip_of_garbage, make_broken_symlink,
-                                     make_not_a_snapshot, make_fifo)]
-    res = CliRunner().invoke(main, ["analyze", str(folder), "-o", str(tmp_path / "r"), "--no-html"],
-                             catch_exceptions=False)
+    bad = [
+        make(folder)
+        for make in (
+            make_empty,
+            make_binary,
+            make_gzip_of_garbage,
+            make_broken_symlink,
+            make_not_a_snapshot,
+            make_fifo,
+        )
+    ]
+    res = CliRunner().invoke(
+        main,
+        ["analyze", str(folder), "-o", str(tmp_path / "r"), "--no-html"],
+        catch_exceptions=False,
+    )
     assert res.exit_code == 2 and res.stdout == ""
     for path in bad:
         assert len([ln for ln in res.stderr.splitlines() if str(path) in ln]) == 1, res.stderr
@@ -639,6 +711,6 @@ def test_rows_are_documented() -> None:
     named = sorted(re.findall(r"`(test_row_\w+)`", ln)[0] for ln in rows)
     assert named == sorted(name for name in globals() if name.startswith("test_row_"))
     for name in re.findall(r"`(test_\w+)`", doc):  # every test the page cites exists
-        assert name in globals() or name in (ROOT / "tests" / "test_properties.py").read_text(), name
-
-
+        assert name in globals() or name in (ROOT / "tests" / "test_properties.py").read_text(), (
+            name
+        )

@@ -26,8 +26,15 @@ def test_version() -> None:
 
 
 def test_exit_1_on_error_finding_and_json_on_stdout(tmp_path: Path) -> None:
-    code, out, err = run("analyze", str(INCIDENTS / "sglang-capture-oom"), "-o", str(tmp_path), "--no-html",
-                         "--format", "json")
+    code, out, err = run(
+        "analyze",
+        str(INCIDENTS / "sglang-capture-oom"),
+        "-o",
+        str(tmp_path),
+        "--no-html",
+        "--format",
+        "json",
+    )
     assert code == 1
     doc = json.loads(out)
     assert doc["schema"] == "graphdiag.report/1"
@@ -39,12 +46,24 @@ def test_fail_on_levels(tmp_path: Path) -> None:
     target = str(INCIDENTS / "sglang-out-of-window")  # warnings only
     assert run("analyze", target, "-o", str(tmp_path), "--no-html")[0] == 0
     assert run("analyze", target, "-o", str(tmp_path), "--no-html", "--fail-on", "warning")[0] == 1
-    assert run("analyze", str(INCIDENTS / "sglang-capture-oom"), "-o", str(tmp_path), "--no-html",
-               "--fail-on", "never")[0] == 0
+    assert (
+        run(
+            "analyze",
+            str(INCIDENTS / "sglang-capture-oom"),
+            "-o",
+            str(tmp_path),
+            "--no-html",
+            "--fail-on",
+            "never",
+        )[0]
+        == 0
+    )
 
 
 def test_text_summary_leads_with_findings_worst_first(tmp_path: Path) -> None:
-    code, out, _ = run("analyze", str(INCIDENTS / "sglang-out-of-window"), "-o", str(tmp_path), "--no-html")
+    code, out, _ = run(
+        "analyze", str(INCIDENTS / "sglang-out-of-window"), "-o", str(tmp_path), "--no-html"
+    )
     lines = out.splitlines()
     assert lines[0].startswith("Findings")
     assert "GD110" in lines[1]
@@ -53,20 +72,42 @@ def test_text_summary_leads_with_findings_worst_first(tmp_path: Path) -> None:
 
 
 def test_yaml_and_markdown_formats(tmp_path: Path) -> None:
-    _, out, _ = run("analyze", str(INCIDENTS / "sglang-out-of-window"), "-o", str(tmp_path), "--no-html",
-                    "--format", "yaml")
+    _, out, _ = run(
+        "analyze",
+        str(INCIDENTS / "sglang-out-of-window"),
+        "-o",
+        str(tmp_path),
+        "--no-html",
+        "--format",
+        "yaml",
+    )
     doc = yaml.safe_load(out)
     rec = doc["runs"][0]
     assert rec["graph_mode"] == "enabled" and rec["cuda_graph_max_bs"] == 32
-    _, md, _ = run("analyze", str(INCIDENTS / "sglang-out-of-window"), "-o", str(tmp_path), "--no-html",
-                   "--format", "markdown")
+    _, md, _ = run(
+        "analyze",
+        str(INCIDENTS / "sglang-out-of-window"),
+        "-o",
+        str(tmp_path),
+        "--no-html",
+        "--format",
+        "markdown",
+    )
     assert md.startswith("## graphdiag report") and "| warning | GD110 out-of-window |" in md
 
 
 def test_unreadable_input_among_others_is_listed(tmp_path: Path) -> None:
     missing = tmp_path / "nope.log"
-    code, out, err = run("analyze", str(INCIDENTS / "sglang-healthy"), str(missing), "-o", str(tmp_path),
-                         "--no-html", "--format", "json")
+    code, out, err = run(
+        "analyze",
+        str(INCIDENTS / "sglang-healthy"),
+        str(missing),
+        "-o",
+        str(tmp_path),
+        "--no-html",
+        "--format",
+        "json",
+    )
     assert code == 0
     inputs = {i["path"]: i for i in json.loads(out)["inputs"]}
     assert inputs[str(missing)]["status"] == "skipped"
@@ -82,8 +123,17 @@ def test_nothing_readable_exits_2(tmp_path: Path) -> None:
 def test_rules_override_file(tmp_path: Path) -> None:
     rules = tmp_path / "rules.yaml"
     rules.write_text("thresholds: {GD110: {min_eager_share: 0.9}}\ndisable: [GD170]\n")
-    _, out, _ = run("analyze", str(INCIDENTS / "sglang-out-of-window"), "-o", str(tmp_path), "--no-html",
-                    "--format", "json", "--rules", str(rules))
+    _, out, _ = run(
+        "analyze",
+        str(INCIDENTS / "sglang-out-of-window"),
+        "-o",
+        str(tmp_path),
+        "--no-html",
+        "--format",
+        "json",
+        "--rules",
+        str(rules),
+    )
     codes = {f["code"] for r in json.loads(out)["runs"] for f in r["findings"]}
     assert "GD110" not in codes and "GD170" not in codes
 
@@ -91,15 +141,29 @@ def test_rules_override_file(tmp_path: Path) -> None:
 def test_bad_rules_file_is_a_usage_error(tmp_path: Path) -> None:
     rules = tmp_path / "rules.yaml"
     rules.write_text("thresholds: {GD110: {no_such_threshold: 1}}\n")
-    code, out, err = run("analyze", str(INCIDENTS / "sglang-healthy"), "-o", str(tmp_path), "--rules", str(rules))
+    code, out, err = run(
+        "analyze", str(INCIDENTS / "sglang-healthy"), "-o", str(tmp_path), "--rules", str(rules)
+    )
     assert code == 2 and "no_such_threshold" in err
 
 
 def test_rules_catalogue() -> None:
     code, out, _ = run("rules", "--format", "json")
     cat = json.loads(out)
-    assert [r["code"] for r in cat] == ["GD100", "GD101", "GD110", "GD111", "GD112", "GD120", "GD130", "GD131",
-                                        "GD140", "GD150", "GD160", "GD170"]
+    assert [r["code"] for r in cat] == [
+        "GD100",
+        "GD101",
+        "GD110",
+        "GD111",
+        "GD112",
+        "GD120",
+        "GD130",
+        "GD131",
+        "GD140",
+        "GD150",
+        "GD160",
+        "GD170",
+    ]
     assert all(r["doc"] and r["remediation"] for r in cat)
     code, text, _ = run("rules")
     assert "GD110 out-of-window [warning]" in text
@@ -113,5 +177,8 @@ def test_parse_jsonl_and_csv(tmp_path: Path) -> None:
     decode = [r for r in rows if r["kind"] == "decode_batch"]
     assert len(decode) == 80 and all("batch_size" in r and "line" in r for r in decode)
     csv_path = tmp_path / "e.csv"
-    assert run("parse", str(INCIDENTS / "sglang-healthy"), "--format", "csv", "-o", str(csv_path))[0] == 0
+    assert (
+        run("parse", str(INCIDENTS / "sglang-healthy"), "--format", "csv", "-o", str(csv_path))[0]
+        == 0
+    )
     assert csv_path.read_text().splitlines()[0] == "kind,source,line,ts,rank,instance,data"

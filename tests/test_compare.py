@@ -25,8 +25,14 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     before = inc.BUILDERS["sglang-out-of-window"]().write(root / "before")
     rep = analyze([str(before / "server.log")])
     sizes = recommend(rep.runs, rep.snapshots)["recommended"]["sizes"]
-    after = write_sglang(root / "after" / "server.log", OUT_OF_WINDOW, sizes, explicit=True,
-                         capture_mem=0.9, capture_s=7.0)
+    after = write_sglang(
+        root / "after" / "server.log",
+        OUT_OF_WINDOW,
+        sizes,
+        explicit=True,
+        capture_mem=0.9,
+        capture_s=7.0,
+    )
     return before / "server.log", after
 
 
@@ -42,7 +48,9 @@ def test_recommended_set_fixes_the_window(pair: tuple[Path, Path]) -> None:
     assert rows["capture_mem_gib"]["better"] == "before"
     gone = {f["code"] for f in doc["findings"]["disappeared"]}
     assert "GD110" in gone
-    assert "GD110" not in {f["code"] for f in doc["findings"]["appeared"] + doc["findings"]["persisting"]}
+    assert "GD110" not in {
+        f["code"] for f in doc["findings"]["appeared"] + doc["findings"]["persisting"]
+    }
     # both records travel in the JSON
     assert doc["before"]["run"]["record"]["graph_capture_sizes"] == [1, 2, 4, 8, 12, 16, 24, 32]
     assert doc["after"]["run"]["record"]["captured_share"] == 1.0
@@ -71,7 +79,9 @@ def test_main_run_is_the_one_with_most_decode_batches(tmp_path: Path) -> None:
 def test_html_is_self_contained_and_escaped(tmp_path: Path, pair: tuple[Path, Path]) -> None:
     odd = tmp_path / "a<b&c"
     log = write_sglang(odd / "server.log", OUT_OF_WINDOW, [1, 8, 32])
-    page = render_html(compare(analyze([str(log)]), analyze([str(pair[1])]), [str(log)], [str(pair[1])]))
+    page = render_html(
+        compare(analyze([str(log)]), analyze([str(pair[1])]), [str(log)], [str(pair[1])])
+    )
     assert "a&lt;b&amp;c" in page and "a<b" not in page
     assert "<table>" in page and "http" not in page and "<script" not in page
 
@@ -86,12 +96,27 @@ def test_cli_two_paths_json(pair: tuple[Path, Path]) -> None:
     assert doc["before"]["paths"] == [str(pair[0])]
 
 
-def test_cli_path_sets_html_file_and_stderr_warning(tmp_path: Path, pair: tuple[Path, Path]) -> None:
+def test_cli_path_sets_html_file_and_stderr_warning(
+    tmp_path: Path, pair: tuple[Path, Path]
+) -> None:
     disabled = inc.BUILDERS["sglang-graph-disabled"]().write(tmp_path)
     out = tmp_path / "cmp.html"
-    res = CliRunner().invoke(main, ["compare", "--before", str(disabled / "server.log"),
-                                    "--after", str(pair[0]), "--after", str(pair[1]),
-                                    "--format", "html", "-o", str(out)])
+    res = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--before",
+            str(disabled / "server.log"),
+            "--after",
+            str(pair[0]),
+            "--after",
+            str(pair[1]),
+            "--format",
+            "html",
+            "-o",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.stderr
     assert res.stdout == ""
     assert "graphs disabled" in res.stderr
@@ -100,11 +125,14 @@ def test_cli_path_sets_html_file_and_stderr_warning(tmp_path: Path, pair: tuple[
     assert "the most of 2 runs" in page
 
 
-@pytest.mark.parametrize("args", [
-    ["compare", "only-one.log"],
-    ["compare", "a.log", "b.log", "--before", "c.log"],
-    ["compare", "--before", "a.log"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["compare", "only-one.log"],
+        ["compare", "a.log", "b.log", "--before", "c.log"],
+        ["compare", "--before", "a.log"],
+    ],
+)
 def test_cli_usage_errors(args: list[str]) -> None:
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 2

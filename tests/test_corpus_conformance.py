@@ -72,8 +72,9 @@ def compare(label: dict[str, Any], got: dict[str, Any]) -> list[tuple[str, Any, 
             want_class = None if want is None else re.split(r"[\s:(]", str(want), maxsplit=1)[0]
             ok = want_class == have
         elif key == "capture_sizes":
-            ok = (want is None and have is None) or (want is not None and have is not None and
-                                                     sorted(want) == sorted(have))
+            ok = (want is None and have is None) or (
+                want is not None and have is not None and sorted(want) == sorted(have)
+            )
         elif key == "graph_enabled":
             ok = want == have
         elif key in ("max_concurrency",):
@@ -111,7 +112,9 @@ def test_real_corpus_matches_labels() -> None:
     assert score >= TARGET, f"conformance {score:.1%} < {TARGET:.0%}"
 
 
-@pytest.mark.parametrize("name", ["sglang-kr-study-retract-decode.log", "sglang-jdgenie197-tp0-decode-cg-true.log"])
+@pytest.mark.parametrize(
+    "name", ["sglang-kr-study-retract-decode.log", "sglang-jdgenie197-tp0-decode-cg-true.log"]
+)
 def test_decode_flags_are_logged_truth(name: str) -> None:
     corpus = need_corpus("real")
     report = analyze([str(corpus / name)], generated_at="fixed")

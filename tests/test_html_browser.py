@@ -18,8 +18,14 @@ from diag.cli import main
 from tests.test_html_report import XSS_FILE, sglang_failed_capture_log, sglang_serving_log
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--no-first-run", "--disable-sync"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.browser
@@ -40,8 +46,9 @@ def browser() -> Iterator[Any]:
 
 
 def _analyze(inputs: list[Path], out: Path) -> Path:
-    result = CliRunner().invoke(main, ["analyze", *map(str, inputs), "-o", str(out), "--fail-on", "never",
-                                       "-q"])
+    result = CliRunner().invoke(
+        main, ["analyze", *map(str, inputs), "-o", str(out), "--fail-on", "never", "-q"]
+    )
     assert result.exit_code == 0, result.output
     pages = list(out.glob("*.graphdiag.html"))
     assert len(pages) == 1
@@ -60,8 +67,11 @@ class Watched:
         self.page.on("request", lambda r: self.requests.append(r.url))
         self.page.goto(path.as_uri())
         self.page.wait_for_load_state("load")
-        self.page.wait_for_function("Array.from(document.querySelectorAll('div.plot'))"
-                                    ".every(d => d.querySelector('.main-svg'))", timeout=15_000)
+        self.page.wait_for_function(
+            "Array.from(document.querySelectorAll('div.plot'))"
+            ".every(d => d.querySelector('.main-svg'))",
+            timeout=15_000,
+        )
         self.page.wait_for_timeout(300)
 
 
@@ -120,4 +130,3 @@ def test_log_markup_is_inert_in_chromium(browser: Any, tmp_path: Path) -> None:
     assert blocked is not None and blocked.startswith("script-src")
     assert page.evaluate("typeof window.__pwned") == "undefined"
     page.close()
-

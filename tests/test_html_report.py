@@ -69,17 +69,23 @@ def sglang_serving_log(n_decode: int = 60, ceiling: int = 32, seed: int = 7) -> 
     running = 4
     for i in range(n_decode):
         if i % 10 == 0:
-            lines.append(f"{ts()} Prefill batch. #new-seq: 8, #new-token: 4096, #cached-token: 0, "
-                         f"token usage: 0.40, #running-req: {running}, #queue-req: 3,")
+            lines.append(
+                f"{ts()} Prefill batch. #new-seq: 8, #new-token: 4096, #cached-token: 0, "
+                f"token usage: 0.40, #running-req: {running}, #queue-req: 3,"
+            )
         running = max(1, min(90, running + rnd.randint(-6, 12)))
         graph = running <= ceiling
         tput = running * (42.0 if graph else 27.0) * rnd.uniform(0.9, 1.1)
-        lines.append(f"{ts()} Decode batch. #running-req: {running}, #token: {running * 900}, "
-                     f"token usage: {min(0.99, running / 95):.2f}, cuda graph: {graph}, "
-                     f"gen throughput (token/s): {tput:.2f}, #queue-req: {max(0, running - 60)},")
+        lines.append(
+            f"{ts()} Decode batch. #running-req: {running}, #token: {running * 900}, "
+            f"token usage: {min(0.99, running / 95):.2f}, cuda graph: {graph}, "
+            f"gen throughput (token/s): {tput:.2f}, #queue-req: {max(0, running - 60)},"
+        )
         if running > 80:
-            lines.append(f"{ts()} KV cache pool is full. Retract requests. #retracted_reqs: 2, "
-                         "#new_tokens_gained: 1400, #new_token_ratio: 0.3000 -> 0.4000")
+            lines.append(
+                f"{ts()} KV cache pool is full. Retract requests. #retracted_reqs: 2, "
+                "#new_tokens_gained: 1400, #new_token_ratio: 0.3000 -> 0.4000"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -90,28 +96,33 @@ XSS_FILE = 'sglang-"><img src=x onerror=window.__pwned=3><script>x.log'
 
 def sglang_failed_capture_log() -> str:
     """A start-up whose capture fails with an exception message carrying markup."""
-    return "\n".join([
-        "[2025-09-11 10:24:01] server_args=ServerArgs(model_path='<script>alert(3)</script>', tp_size=1, "
-        "mem_fraction_static=0.88, cuda_graph_max_bs=32, disable_cuda_graph=False)",
-        "[2025-09-11 10:24:03 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, "
-        "avail mem=63.72 GB, mem usage=14.99 GB.",
-        "[2025-09-11 10:24:04 TP0] KV Cache is allocated. #tokens: 413696, K size: 25.25 GB, V size: 25.25 GB",
-        "[2025-09-11 10:24:05 TP0] Capture cuda graph begin. This can take up to several minutes. "
-        "avail mem=12.70 GB",
-        "[2025-09-11 10:24:06 TP0] Scheduler hit an exception: Traceback (most recent call last):",
-        '  File "/sgl/python/sglang/srt/model_executor/cuda_graph_runner.py", line 239, in __init__',
-        "    raise Exception(",
-        f"Exception: Capture cuda graph failed: {XSS_SCRIPT} {XSS_IMG} CUDA out of memory. "
-        "Tried to allocate 2.00 GiB",
-        "Possible solutions:",
-        "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
-        "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)",
-        "3. disable torch compile by not using --enable-torch-compile",
-        "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)",
-        # a decode line still tagged with markup in the rank-free prefix area
-        f"[2025-09-11 10:24:07] Decode batch. #running-req: 3, #token: 90, token usage: 0.01, "
-        f"cuda graph: False, gen throughput (token/s): 55.00, #queue-req: 0, {XSS_SCRIPT}",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                "[2025-09-11 10:24:01] server_args=ServerArgs(model_path='<script>alert(3)</script>', tp_size=1, "
+                "mem_fraction_static=0.88, cuda_graph_max_bs=32, disable_cuda_graph=False)",
+                "[2025-09-11 10:24:03 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, "
+                "avail mem=63.72 GB, mem usage=14.99 GB.",
+                "[2025-09-11 10:24:04 TP0] KV Cache is allocated. #tokens: 413696, K size: 25.25 GB, V size: 25.25 GB",
+                "[2025-09-11 10:24:05 TP0] Capture cuda graph begin. This can take up to several minutes. "
+                "avail mem=12.70 GB",
+                "[2025-09-11 10:24:06 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+                '  File "/sgl/python/sglang/srt/model_executor/cuda_graph_runner.py", line 239, in __init__',
+                "    raise Exception(",
+                f"Exception: Capture cuda graph failed: {XSS_SCRIPT} {XSS_IMG} CUDA out of memory. "
+                "Tried to allocate 2.00 GiB",
+                "Possible solutions:",
+                "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
+                "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)",
+                "3. disable torch compile by not using --enable-torch-compile",
+                "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)",
+                # a decode line still tagged with markup in the rank-free prefix area
+                f"[2025-09-11 10:24:07] Decode batch. #running-req: 3, #token: 90, token usage: 0.01, "
+                f"cuda graph: False, gen throughput (token/s): 55.00, #queue-req: 0, {XSS_SCRIPT}",
+            ]
+        )
+        + "\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -173,9 +184,13 @@ def test_sections_in_order(serving_html: str) -> None:
     order = ['id="verdict"', 'id="findings"', 'id="record"', 'id="run-1"', 'id="inputs"']
     positions = [serving_html.index(marker) for marker in order]
     assert positions == sorted(positions)
-    run = serving_html[serving_html.index('id="run-1"'):serving_html.index('id="inputs"')]
-    figures = ["Decode batch sizes against the capture window", "Decode batch size over time",
-               "Throughput in vs out of the capture window", "GPU memory budget"]
+    run = serving_html[serving_html.index('id="run-1"') : serving_html.index('id="inputs"')]
+    figures = [
+        "Decode batch sizes against the capture window",
+        "Decode batch size over time",
+        "Throughput in vs out of the capture window",
+        "GPU memory budget",
+    ]
     at = [run.index(f'aria-label="{name}"') for name in figures]
     assert at == sorted(at)
     assert "Capture time: <strong>41.37 s</strong>" in run  # one rank: a sentence, not a bar
@@ -222,9 +237,14 @@ def test_every_plot_has_its_data(serving_html: str) -> None:
 
 def test_missing_data_is_a_note_not_an_empty_plot(tmp_path: Path) -> None:
     log = tmp_path / "decode-only.log"
-    log.write_text("\n".join(
-        f"[2026-09-13 16:06:{i:02d}] Decode batch, #running-req: {60 + i % 7}, #token: 81316, token usage: 0.93, "
-        f"cuda graph: False, gen throughput (token/s): 2663.43, #queue-req: 9" for i in range(20)) + "\n")
+    log.write_text(
+        "\n".join(
+            f"[2026-09-13 16:06:{i:02d}] Decode batch, #running-req: {60 + i % 7}, #token: 81316, token usage: 0.93, "
+            f"cuda graph: False, gen throughput (token/s): 2663.43, #queue-req: 9"
+            for i in range(20)
+        )
+        + "\n"
+    )
     html_text = render_html(analyze([str(log)]))
     text = visible_text(html_text)
     assert "Memory budget and capture time: not in the logs" in text
@@ -238,12 +258,24 @@ def test_offline_single_plotly_and_csp(serving_html: str) -> None:
     assert serving_html.count(get_plotlyjs()[:2000]) == 1
     p = parse(serving_html)
     names = {t for t, _ in p.tags}
-    assert not names & {"link", "img", "iframe", "object", "embed", "base", "form", "audio", "video"}
+    assert not names & {
+        "link",
+        "img",
+        "iframe",
+        "object",
+        "embed",
+        "base",
+        "form",
+        "audio",
+        "video",
+    }
     for tag, attrs in p.tags:
         for key in ("src", "href", "action", "srcset", "poster"):
             value = attrs.get(key)
             assert value is None or value.startswith("#"), (tag, key, value)
-    metas = [a for t, a in p.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
+    metas = [
+        a for t, a in p.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"
+    ]
     assert len(metas) == 1
     csp = {d.split()[0]: d.split()[1:] for d in (metas[0]["content"] or "").split("; ")}
     assert csp["default-src"] == ["'none'"] and csp["connect-src"] == ["'none'"]
@@ -280,7 +312,10 @@ def test_log_markup_comes_out_inert(tmp_path: Path) -> None:
     # ... yet the text is there for the reader, escaped
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in html_text
     assert "&quot;&gt;&lt;img src=x onerror=&quot;window.__pwned=2&quot;&gt;" in html_text
-    assert "sglang-&quot;&gt;&lt;img src=x onerror=window.__pwned=3&gt;&lt;script&gt;x.log" in html_text
+    assert (
+        "sglang-&quot;&gt;&lt;img src=x onerror=window.__pwned=3&gt;&lt;script&gt;x.log"
+        in html_text
+    )
     text = visible_text(html_text)
     assert XSS_SCRIPT in text and XSS_FILE in text
 
@@ -293,14 +328,28 @@ def test_json_for_script_cannot_close_the_block() -> None:
 
 
 def test_plot_labels_from_logs_are_escaped() -> None:
-    capture_end = pd.DataFrame({"rank": ["<b>TP0</b>", "TP1"], "phase": ["decode", "decode"],
-                                "time_s": [10.0, 11.0], "mem_gib": [1.0, 1.1]})
+    capture_end = pd.DataFrame(
+        {
+            "rank": ["<b>TP0</b>", "TP1"],
+            "phase": ["decode", "decode"],
+            "time_s": [10.0, 11.0],
+            "mem_gib": [1.0, 1.1],
+        }
+    )
     fig = plots.capture_time_figure(capture_end)
     assert fig is not None
     assert "&lt;b&gt;TP0&lt;/b&gt;" in list(fig.data[0].x)
-    rows = plots.memory_budget_rows(pd.DataFrame(), {}, pd.DataFrame(), [
-        {"path": "/x/<img src=x onerror=alert(1)>.pickle",
-         "pools": [{"kind": "graph", "reserved_bytes": 2**30}]}])
+    rows = plots.memory_budget_rows(
+        pd.DataFrame(),
+        {},
+        pd.DataFrame(),
+        [
+            {
+                "path": "/x/<img src=x onerror=alert(1)>.pickle",
+                "pools": [{"kind": "graph", "reserved_bytes": 2**30}],
+            }
+        ],
+    )
     mem = plots.memory_figure(rows)
     assert mem is not None and "<img" not in json.dumps(list(mem.data[0].y))
 
@@ -311,18 +360,27 @@ def synthetic_batches(n: int, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     size = rng.integers(1, 512, n).astype("float64")
     graph = size <= 32
-    return pd.DataFrame({
-        "source": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), ["/logs/serve.log"]),
-        "line": np.arange(1, n + 1), "ts": 1.7e9 + np.arange(n) * 0.05,
-        "rank": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), ["TP0"]),
-        "batch_size": size, "weight": 1.0,
-        "verdict": pd.Categorical.from_codes(np.where(graph, 0, 1).astype(np.int8), ["graph", "eager"]),
-        "origin": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), ["decode_line"]),
-        "reason": pd.Categorical.from_codes(np.where(graph, 0, 1).astype(np.int8),
-                                            ["logged_graph", "above_ceiling"]),
-        "bucket": np.where(graph, 32.0, np.nan), "padded": np.nan, "inferred": "graph",
-        "gen_throughput": size * rng.uniform(20, 40, n),
-    })
+    return pd.DataFrame(
+        {
+            "source": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), ["/logs/serve.log"]),
+            "line": np.arange(1, n + 1),
+            "ts": 1.7e9 + np.arange(n) * 0.05,
+            "rank": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), ["TP0"]),
+            "batch_size": size,
+            "weight": 1.0,
+            "verdict": pd.Categorical.from_codes(
+                np.where(graph, 0, 1).astype(np.int8), ["graph", "eager"]
+            ),
+            "origin": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), ["decode_line"]),
+            "reason": pd.Categorical.from_codes(
+                np.where(graph, 0, 1).astype(np.int8), ["logged_graph", "above_ceiling"]
+            ),
+            "bucket": np.where(graph, 32.0, np.nan),
+            "padded": np.nan,
+            "inferred": "graph",
+            "gen_throughput": size * rng.uniform(20, 40, n),
+        }
+    )
 
 
 def test_huge_batches_frame_gives_a_small_report(serving_report: Report) -> None:
@@ -362,17 +420,24 @@ def test_timeline_and_histogram_are_bounded() -> None:
 
 
 def test_empty_inputs_give_no_figure() -> None:
-    empty = pd.DataFrame(columns=["batch_size", "weight", "verdict", "ts", "gen_throughput", "reason"])
+    empty = pd.DataFrame(
+        columns=["batch_size", "weight", "verdict", "ts", "gen_throughput", "reason"]
+    )
     assert plots.batch_size_figure(empty, [1, 2]) is None
     assert plots.timeline_figure(empty, 2) is None
     assert plots.throughput_figure(empty) is None
     assert plots.memory_figure([]) is None
-    assert plots.capture_time_figure(pd.DataFrame(columns=["rank", "phase", "time_s", "mem_gib"])) is None
+    assert (
+        plots.capture_time_figure(pd.DataFrame(columns=["rank", "phase", "time_s", "mem_gib"]))
+        is None
+    )
 
 
 def test_memory_budget_uses_logged_figures(serving_report: Report) -> None:
     facts = serving_report.runs[0].facts
-    rows = plots.memory_budget_rows(facts.tables["sizing"], facts.record, facts.tables["capture_end"])
+    rows = plots.memory_budget_rows(
+        facts.tables["sizing"], facts.record, facts.tables["capture_end"]
+    )
     assert rows[0][0] == "logs (rank 0)"
     got: dict[str, Any] = rows[0][1]
     assert got["weights"] == pytest.approx(14.99)

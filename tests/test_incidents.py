@@ -22,8 +22,12 @@ def test_committed_fixtures_match_the_generator(tmp_path: Path) -> None:
     for folder in sorted(tmp_path.iterdir()):
         for path in sorted(folder.iterdir()):
             committed = INCIDENTS / folder.name / path.name
-            assert committed.exists(), f"{committed} missing: run python fixtures/gen/incidents.py fixtures/incidents"
-            assert committed.read_bytes() == path.read_bytes(), f"{committed} differs from the generator"
+            assert committed.exists(), (
+                f"{committed} missing: run python fixtures/gen/incidents.py fixtures/incidents"
+            )
+            assert committed.read_bytes() == path.read_bytes(), (
+                f"{committed} differs from the generator"
+            )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -40,4 +44,6 @@ def test_incident_truth(name: str) -> None:
             assert rec[key] == want, key
     fired = {f.code for f in report.findings}
     assert set(truth["must_fire"]) <= fired, f"missing {set(truth['must_fire']) - fired}"
-    assert not (set(truth["must_not_fire"]) & fired), f"unexpected {set(truth['must_not_fire']) & fired}"
+    assert not (set(truth["must_not_fire"]) & fired), (
+        f"unexpected {set(truth['must_not_fire']) & fired}"
+    )

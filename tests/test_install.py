@@ -25,16 +25,34 @@ def _installed() -> str:
 def test_installed_package_runs_from_another_folder(tmp_path: Path) -> None:
     script = _installed()
     env = {"PATH": str(Path(script).parent), "HOME": str(tmp_path)}
-    where = subprocess.run([sys.executable, "-c", "import diag, diag.resources as r; "
-                            "print(diag.__file__); print(r.grammar_text('traceback.lark')[:2])"],
-                           cwd=tmp_path, capture_output=True, text=True, env=env)
+    where = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import diag, diag.resources as r; "
+            "print(diag.__file__); print(r.grammar_text('traceback.lark')[:2])",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert where.returncode == 0, where.stderr
-    assert not where.stdout.splitlines()[0].startswith(str(ROOT)), "imported the source tree, not the install"
-    rules = subprocess.run([script, "rules", "--format", "json"], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert not where.stdout.splitlines()[0].startswith(str(ROOT)), (
+        "imported the source tree, not the install"
+    )
+    rules = subprocess.run(
+        [script, "rules", "--format", "json"], cwd=tmp_path, capture_output=True, text=True, env=env
+    )
     assert rules.returncode == 0 and len(json.loads(rules.stdout)) == 12
     incident = ROOT / "fixtures" / "incidents" / "sglang-out-of-window"
-    run = subprocess.run([script, "analyze", str(incident), "-o", "out", "-q"], cwd=tmp_path, capture_output=True,
-                         text=True, env=env)
+    run = subprocess.run(
+        [script, "analyze", str(incident), "-o", "out", "-q"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert run.returncode == 0, run.stderr
     assert "GD110" in run.stdout
     html = (tmp_path / "out" / "sglang-out-of-window.graphdiag.html").read_text()

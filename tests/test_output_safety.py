@@ -82,15 +82,21 @@ def _old_report(out: Path) -> Path:
 
 
 def _analyze(out: Path, *extra: str) -> Any:
-    return CliRunner().invoke(main, ["analyze", str(INCIDENTS / "sglang-healthy"), "-o", str(out), "-q", *extra])
+    return CliRunner().invoke(
+        main, ["analyze", str(INCIDENTS / "sglang-healthy"), "-o", str(out), "-q", *extra]
+    )
 
 
-def test_interrupted_half_way_through_the_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupted_half_way_through_the_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "reports"
     old = _old_report(out)
     before = old.read_bytes()
     real_fdopen = os.fdopen
-    monkeypatch.setattr(diag.output.os, "fdopen", lambda fd, mode: _HalfWriter(real_fdopen(fd, mode)))
+    monkeypatch.setattr(
+        diag.output.os, "fdopen", lambda fd, mode: _HalfWriter(real_fdopen(fd, mode))
+    )
     res = _analyze(out, "--no-html")
     assert res.exit_code != 0 and res.stdout == ""
     assert old.read_bytes() == before  # the previous report is not half-overwritten
@@ -110,8 +116,9 @@ def test_interrupted_before_the_rename(tmp_path: Path, monkeypatch: pytest.Monke
     assert list(out.iterdir()) == []
 
 
-def test_interrupted_in_the_html_renderer_writes_nothing(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupted_in_the_html_renderer_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Both reports are rendered before either is written: an interrupt while the HTML
     renders leaves no report at all, never a half one."""
     import diag.render.html
@@ -126,8 +133,9 @@ def test_interrupted_in_the_html_renderer_writes_nothing(tmp_path: Path,
     assert not out.exists() or not any(out.iterdir())
 
 
-def test_write_atomic_failure_leaves_target_and_folder_as_they_were(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_write_atomic_failure_leaves_target_and_folder_as_they_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "r.json"
     target.write_text("old")
 
@@ -202,14 +210,24 @@ def _default_sigint() -> None:
 
 
 def _popen(args: list[str], cwd: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=cwd,
-                            preexec_fn=_default_sigint)
+    return subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        cwd=cwd,
+        preexec_fn=_default_sigint,
+    )
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_signal_while_analysing_leaves_no_report(tmp_path: Path, big_incident: Path, sig: int) -> None:
+def test_signal_while_analysing_leaves_no_report(
+    tmp_path: Path, big_incident: Path, sig: int
+) -> None:
     out = tmp_path / "reports"
-    proc = _popen([sys.executable, "-m", "diag", "analyze", str(big_incident), "-o", str(out), "-q"], tmp_path)
+    proc = _popen(
+        [sys.executable, "-m", "diag", "analyze", str(big_incident), "-o", str(out), "-q"], tmp_path
+    )
     _wait_until_reading(proc, big_incident / "server.log")
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
@@ -231,7 +249,9 @@ def _processes_with(marker: str) -> list[int]:
     return pids
 
 
-@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc to find worker processes")
+@pytest.mark.skipif(
+    not Path("/proc/self/cmdline").exists(), reason="needs /proc to find worker processes"
+)
 @pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
 def test_interrupt_while_worker_processes_scan(tmp_path: Path, how: str) -> None:
     """Above the parallel threshold the scan runs in worker processes. SIGTERM to graphdiag,
@@ -243,15 +263,23 @@ def test_interrupt_while_worker_processes_scan(tmp_path: Path, how: str) -> None
     folder.mkdir()
     _big_log(folder / "server.log", PARALLEL_MIN_BYTES // 2**20 + 16)
     out = tmp_path / f"reports-{how}"
-    proc = subprocess.Popen([sys.executable, "-m", "diag", "analyze", str(folder), "-o", str(out), "-q"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=tmp_path,
-                            preexec_fn=_default_sigint, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "diag", "analyze", str(folder), "-o", str(out), "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        cwd=tmp_path,
+        preexec_fn=_default_sigint,
+        start_new_session=True,
+    )
     # SIGTERM once every worker is busy (a signal landing inside fork() is lost: see the
     # report); Ctrl-C as soon as the first worker exists, when workers wait for tasks
     want = 1 + (resolve_jobs(None, PARALLEL_MIN_BYTES + 1) if how == "SIGTERM" else 1)
     deadline = time.monotonic() + 60
     while len(_processes_with(str(out))) < want:
-        assert proc.poll() is None and time.monotonic() < deadline, "the worker processes did not start"
+        assert proc.poll() is None and time.monotonic() < deadline, (
+            "the worker processes did not start"
+        )
         time.sleep(0.02)
     if how == "SIGTERM":
         time.sleep(0.3)
@@ -314,8 +342,19 @@ def test_signal_during_the_write_leaves_no_partial_report(tmp_path: Path, sig: i
     out = tmp_path / "reports"
     old = _old_report(out)
     before = old.read_bytes()
-    proc = _popen([sys.executable, "-c", SLOW_WRITER, "analyze", str(INCIDENTS / "sglang-healthy"),
-                   "-o", str(out), "-q"], tmp_path)
+    proc = _popen(
+        [
+            sys.executable,
+            "-c",
+            SLOW_WRITER,
+            "analyze",
+            str(INCIDENTS / "sglang-healthy"),
+            "-o",
+            str(out),
+            "-q",
+        ],
+        tmp_path,
+    )
     assert proc.stderr is not None
     line = proc.stderr.readline()
     assert line == b"WRITING\n", line + proc.stderr.read()
@@ -339,11 +378,25 @@ def _mixed_inputs(folder: Path) -> Path:
 
     shutil.copytree(INCIDENTS / "sglang-rotated-docker", folder / "sglang")
     shutil.copytree(INCIDENTS / "vllm-out-of-window-metrics", folder / "vllm")
-    write_snapshot(folder / "sglang" / "cuda_graph_runner_memory_usage.pickle", default_pool_bytes=8 << 20,
-                   graph_pools=[2 << 20], torch_format="2.5")
-    rows = [{"name": "aten::mm", "self_cpu_us": 250.0, "cpu_total_us": 300.0, "self_cuda_us": 10.0,
-             "cuda_total_us": 12.5, "calls": 3}]
-    (folder / "sglang" / "profile.txt").write_text(format_table(rows, layout="cuda", sort_by="cuda_time_total"))
+    write_snapshot(
+        folder / "sglang" / "cuda_graph_runner_memory_usage.pickle",
+        default_pool_bytes=8 << 20,
+        graph_pools=[2 << 20],
+        torch_format="2.5",
+    )
+    rows = [
+        {
+            "name": "aten::mm",
+            "self_cpu_us": 250.0,
+            "cpu_total_us": 300.0,
+            "self_cuda_us": 10.0,
+            "cuda_total_us": 12.5,
+            "calls": 3,
+        }
+    ]
+    (folder / "sglang" / "profile.txt").write_text(
+        format_table(rows, layout="cuda", sort_by="cuda_time_total")
+    )
     (folder / "empty.log").write_bytes(b"")
     (folder / "old.log.gz").write_bytes(gzip.compress(b"x" * 10000)[:40])
     (folder / "gone.log").symlink_to(folder / "nowhere")
@@ -359,15 +412,27 @@ def test_nothing_is_written_into_input_folders(tmp_path: Path) -> None:
             path.chmod(path.stat().st_mode & ~0o222)
     try:
         before = listing(inputs)
-        for args in (["-o", str(tmp_path / "out")], []):  # explicit -o, and the default reports/ in cwd
-            proc = subprocess.run([sys.executable, "-m", "diag", "analyze", str(inputs), "-q", *args],
-                                  capture_output=True, env=ENV, cwd=work, timeout=300)
+        for args in (
+            ["-o", str(tmp_path / "out")],
+            [],
+        ):  # explicit -o, and the default reports/ in cwd
+            proc = subprocess.run(
+                [sys.executable, "-m", "diag", "analyze", str(inputs), "-q", *args],
+                capture_output=True,
+                env=ENV,
+                cwd=work,
+                timeout=300,
+            )
             assert proc.returncode in (0, 1), proc.stderr.decode()
             assert listing(inputs) == before
-        assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["incident.graphdiag.html",
-                                                                         "incident.graphdiag.json"]
-        assert sorted(p.name for p in (work / "reports").iterdir()) == ["incident.graphdiag.html",
-                                                                          "incident.graphdiag.json"]
+        assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+            "incident.graphdiag.html",
+            "incident.graphdiag.json",
+        ]
+        assert sorted(p.name for p in (work / "reports").iterdir()) == [
+            "incident.graphdiag.html",
+            "incident.graphdiag.json",
+        ]
     finally:
         for path in [inputs, *inputs.rglob("*")]:
             if not path.is_symlink():
@@ -381,10 +446,25 @@ def test_json_report_is_deterministic(tmp_path: Path) -> None:
     outputs = []
     for seed in ("1", "2"):
         out = tmp_path / f"out{seed}"
-        proc = subprocess.run([sys.executable, "-m", "diag", "analyze", str(inputs),
-                               str(INCIDENTS / "sglang-capture-oom"), "-o", str(out), "--no-html", "-q",
-                               "--format", "json"],
-                              capture_output=True, env={**ENV, "PYTHONHASHSEED": seed}, timeout=300)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "diag",
+                "analyze",
+                str(inputs),
+                str(INCIDENTS / "sglang-capture-oom"),
+                "-o",
+                str(out),
+                "--no-html",
+                "-q",
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            env={**ENV, "PYTHONHASHSEED": seed},
+            timeout=300,
+        )
         assert proc.returncode in (0, 1), proc.stderr.decode()
         written = (out / "incident.graphdiag.json").read_bytes()
         assert written == proc.stdout

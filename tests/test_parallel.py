@@ -52,9 +52,12 @@ def assert_same(a: Ingested, b: Ingested) -> None:
     assert list(fa) == list(fb)
     for kind in fa:
         pd.testing.assert_frame_equal(fa[kind], fb[kind], check_exact=True, obj=kind)
-    assert [s.to_dict() | {"stream": s.stream} for s in a.inputs] == \
-        [s.to_dict() | {"stream": s.stream} for s in b.inputs]
-    assert [(s.id, s.backend, s.sources) for s in a.streams] == [(s.id, s.backend, s.sources) for s in b.streams]
+    assert [s.to_dict() | {"stream": s.stream} for s in a.inputs] == [
+        s.to_dict() | {"stream": s.stream} for s in b.inputs
+    ]
+    assert [(s.id, s.backend, s.sources) for s in a.streams] == [
+        (s.id, s.backend, s.sources) for s in b.streams
+    ]
     assert a.snapshots == b.snapshots and a.profiles == b.profiles
 
 
@@ -77,14 +80,16 @@ def incident(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder: a big SGLang log with a restart and tracebacks, a vLLM log, and a rotated
     SGLang set (oldest part gzipped) whose start-up is in the oldest file."""
     d = tmp_path_factory.mktemp("incident")
-    _write(d / "sglang-node1.log", gen_logs.sglang_lines(1_500_000, seed=1, restarts=1, tracebacks=3))
+    _write(
+        d / "sglang-node1.log", gen_logs.sglang_lines(1_500_000, seed=1, restarts=1, tracebacks=3)
+    )
     _write(d / "vllm-node2.log", gen_logs.vllm_lines(900_000, seed=2, restarts=1, tracebacks=2))
     rotated = list(gen_logs.sglang_lines(700_000, seed=3, restarts=0, tracebacks=1))
     third = len(rotated) // 3
     with gzip.open(d / "decode.log.2.gz", "wt", encoding="utf-8") as fh:
         fh.write("\n".join(rotated[:third]) + "\n")
-    _write(d / "decode.log.1", rotated[third: 2 * third])
-    _write(d / "decode.log", rotated[2 * third:])
+    _write(d / "decode.log.1", rotated[third : 2 * third])
+    _write(d / "decode.log", rotated[2 * third :])
     return d
 
 
@@ -105,7 +110,7 @@ def test_single_file_is_split_and_line_numbers_exact(incident: Path) -> None:
     assert len(plans) > 10
     data = path.read_bytes()
     for start, _end, first in plans:
-        assert start == 0 or data[start - 1: start] == b"\n"
+        assert start == 0 or data[start - 1 : start] == b"\n"
         assert data.count(b"\n", 0, start) + 1 == first
     one, _ = both_ways([str(path)])
     decode = one.tables["decode_batch"]
@@ -122,15 +127,25 @@ def test_speculation_failure_is_repaired(tmp_path: Path, monkeypatch: pytest.Mon
     for i in range(12000):
         ts = f"2025-06-10 08:{i // 600 % 60:02d}:{i // 10 % 60:02d}"
         if i % 2500 == 1200:
-            lines.append(f"[{ts} TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=9.85 GB")
+            lines.append(
+                f"[{ts} TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=9.85 GB"
+            )
         if i % 997 == 500:
-            lines += [f"[{ts}] Error in request", "Traceback (most recent call last):",
-                      '  File "/x/scheduler.py", line 1, in run', "    boom()",
-                      "RuntimeError: CUDA error: out of memory"]
+            lines += [
+                f"[{ts}] Error in request",
+                "Traceback (most recent call last):",
+                '  File "/x/scheduler.py", line 1, in run',
+                "    boom()",
+                "RuntimeError: CUDA error: out of memory",
+            ]
         if i % 3 == 0:
-            lines.append("  4%|##        | 1/23 [00:01<00:30,  1.2it/s]")  # bare tqdm: depends on state
-        lines.append(f"[{ts} TP0] Decode batch, #running-req: {rng.randint(1, 200)}, #token: 100, "
-                     f"token usage: 0.01, cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0, ")
+            lines.append(
+                "  4%|##        | 1/23 [00:01<00:30,  1.2it/s]"
+            )  # bare tqdm: depends on state
+        lines.append(
+            f"[{ts} TP0] Decode batch, #running-req: {rng.randint(1, 200)}, #token: 100, "
+            f"token usage: 0.01, cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0, "
+        )
     path = _write(tmp_path / "state.log", lines)
     rescans: list[int] = []
     real_advance = ingest_mod._Plan.advance
@@ -155,7 +170,9 @@ def test_no_safe_boundary_and_long_lines(tmp_path: Path) -> None:
         lines += [f'  File "/x/mod{j}.py", line {j}, in f{j}' for j in range(20)]
         lines += [f"ValueError: bad value {i} " + "x" * (5000 if i % 50 == 0 else 10)]
     path = tmp_path / "tb.log"
-    path.write_text("[2025-06-10 08:00:00] sglang server_args=ServerArgs(tp_size=1)\n" + "\n".join(lines))
+    path.write_text(
+        "[2025-06-10 08:00:00] sglang server_args=ServerArgs(tp_size=1)\n" + "\n".join(lines)
+    )
     both_ways([str(path)], chunk=8 * 1024)
 
 
@@ -203,7 +220,9 @@ def _failing_segment(task: ingest_mod._Task) -> ingest_mod._Result:
     return _REAL_SCAN_SEGMENT(task)
 
 
-def test_worker_failure_falls_back_to_this_process(incident: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_worker_failure_falls_back_to_this_process(
+    incident: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(ingest_mod, "_scan_segment", _failing_segment)
     one, two = both_ways([str(incident)])
     assert one.tables.total() > 10_000
@@ -238,18 +257,21 @@ def _scan_lines(lines: list[bytes], fast: bool, blocks: int | None) -> tuple[Eve
         n = sc.scan("x.log", lines)
     else:
         data = b"".join(lines)
-        n = sc.scan_blocks("x.log", (data[i: i + blocks] for i in range(0, len(data), blocks)))
+        n = sc.scan_blocks("x.log", (data[i : i + blocks] for i in range(0, len(data), blocks)))
     sc.close()
     return sink, n
 
 
 def _corpus_lines() -> list[bytes]:
-    files = sorted((CORPUS / "real").glob("*.log")) + sorted((ROOT / "tests" / "data").glob("*.log"))
+    files = sorted((CORPUS / "real").glob("*.log")) + sorted(
+        (ROOT / "tests" / "data").glob("*.log")
+    )
     out: list[bytes] = []
     for f in files:
         out += f.read_bytes().splitlines(keepends=True)
-    gen = list(gen_logs.sglang_lines(200_000, seed=11, restarts=1, tracebacks=2)) + \
-        list(gen_logs.vllm_lines(200_000, seed=12, restarts=1, tracebacks=2))
+    gen = list(gen_logs.sglang_lines(200_000, seed=11, restarts=1, tracebacks=2)) + list(
+        gen_logs.vllm_lines(200_000, seed=12, restarts=1, tracebacks=2)
+    )
     return out + [(g + "\n").encode() for g in gen]
 
 
@@ -268,7 +290,7 @@ EDGE_LINES = [
     "(EngineCore_DP0 pid=1) (Worker pid=2) INFO 06-10 08:00:00 [x.py:1] cudagraph",
     "INFO 06-10 08:00:00 model_runner.py:1] Capturing the model for CUDA graphs.",
     "DEBUG 06-10 08:00:00.123 [gpu_model_runner.py:1] Running batch with cudagraph_mode: FULL, batch_descriptor: BatchDescriptor(num_tokens=8, num_reqs=8, uniform=True, has_lora=False)",
-    "INFO:     127.0.0.1:1 - \"POST /v1/completions HTTP/1.1\" 200 OK request",
+    'INFO:     127.0.0.1:1 - "POST /v1/completions HTTP/1.1" 200 OK request',
     "I0911 10:24:17.065000 224 x.py:1] CUDA graph",
     "ERROR 06-10 08:00:00 [x.py:1] Traceback (most recent call last):",
     "svc-1  | [2025-06-10 08:00:00 TP0] Decode batch, #running-req: 1, #token: 2, token usage: 0.00, gen throughput (token/s): 1.00, #queue-req: 0",
@@ -305,9 +327,13 @@ def test_fastpeel_equals_peel() -> None:
 @pytest.mark.parametrize("blocks", [None, 1, 7, 4096, 1 << 20])
 def test_block_scan_equals_line_scan(blocks: int | None) -> None:
     raws = _corpus_lines() + [(x + "\n").encode() for x in EDGE_LINES]
-    raws += [b"\r\n", b"\n", b"[2025-06-10 08:00:00 TP0] Capture cuda graph begin. avail mem=1.00 GB\r\n",
-             b"[2025-06-10 08:00:00 TP0] Decode batch, #running-req: 4, #token: 2, token usage: 0.00, "
-             b"gen throughput (token/s): 1.00, #queue-req: 0"]  # last line without newline
+    raws += [
+        b"\r\n",
+        b"\n",
+        b"[2025-06-10 08:00:00 TP0] Capture cuda graph begin. avail mem=1.00 GB\r\n",
+        b"[2025-06-10 08:00:00 TP0] Decode batch, #running-req: 4, #token: 2, token usage: 0.00, "
+        b"gen throughput (token/s): 1.00, #queue-req: 0",
+    ]  # last line without newline
     ref, n_ref = _scan_lines(raws, fast=False, blocks=None)
     got, n_got = _scan_lines(raws, fast=True, blocks=blocks)
     assert n_ref == n_got == len(raws)
@@ -354,7 +380,11 @@ BATCH_LINES = [
 def test_fast_batch_regexes_equal_field_searches(monkeypatch: pytest.MonkeyPatch) -> None:
     prefixes = ["[2025-06-10 08:00:00 TP0] ", "[2025-06-10 08:00:00] ", "[gpu=0] ", "junk prefix "]
     raws = [(p + x + "\n").encode() for x in BATCH_LINES for p in prefixes]
-    fast_hits = sum(1 for x in BATCH_LINES if sglang_mod._FAST_DECODE.match(x) or sglang_mod._FAST_PREFILL.match(x))
+    fast_hits = sum(
+        1
+        for x in BATCH_LINES
+        if sglang_mod._FAST_DECODE.match(x) or sglang_mod._FAST_PREFILL.match(x)
+    )
     assert fast_hits >= 12
     got, _ = _scan_lines(raws, fast=True, blocks=None)
     never = re.compile(r"(?!)")
@@ -376,7 +406,13 @@ def test_lines_at_equals_iter_lines(size: int | None) -> None:
     data = b"".join(_corpus_lines()[:3000]) + b"\r\n\n\nlast line without newline"
     ref = dict(enumerate(iter_lines(io.BytesIO(data), b"", []), start=1))
     rng = random.Random(size)
-    for wanted in ({1}, {len(ref)}, {len(ref) + 1}, set(rng.sample(range(1, len(ref) + 5), 40)), set()):
+    for wanted in (
+        {1},
+        {len(ref)},
+        {len(ref) + 1},
+        set(rng.sample(range(1, len(ref) + 5), 40)),
+        set(),
+    ):
         got = lines_at(io.BytesIO(data[10:]), data[:10], wanted, [], size)
         assert got == {n: ref[n] for n in wanted if n in ref}
 

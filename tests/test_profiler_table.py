@@ -32,77 +32,244 @@ LONG = "sglang::cuda_graph_runner::capture_one_batch_size::f..."
 Expect = tuple[int, tuple[str, float, float, int], str, float, "str | None", int]
 EXPECTED: dict[str, list[Expect]] = {
     "torch-2.7.0/cpu_time_total_basic.txt": [
-        (10, ("aten::_native_multi_head_attention", 1.964 * MS, 44.860 * MS, 18), "aten::addmm",
-         135.834 * MS, "cpu_time_total", 1)],
+        (
+            10,
+            ("aten::_native_multi_head_attention", 1.964 * MS, 44.860 * MS, 18),
+            "aten::addmm",
+            135.834 * MS,
+            "cpu_time_total",
+            1,
+        )
+    ],
     "torch-2.7.0/cpu_time_total_with_header.txt": [
-        (5, ("aten::_native_multi_head_attention", 1.964 * MS, 44.860 * MS, 18),
-         "aten::native_layer_norm", 135.834 * MS, "cpu_time_total", 1)],
+        (
+            5,
+            ("aten::_native_multi_head_attention", 1.964 * MS, 44.860 * MS, 18),
+            "aten::native_layer_norm",
+            135.834 * MS,
+            "cpu_time_total",
+            1,
+        )
+    ],
     "torch-2.7.0/cuda_time_total_on_cpu_only_profile.txt": [
-        (10, ("aten::embedding", 134.181 * US, 657.859 * US, 9), "aten::_native_multi_head_attention",
-         135.834 * MS, None, 1)],
+        (
+            10,
+            ("aten::embedding", 134.181 * US, 657.859 * US, 9),
+            "aten::_native_multi_head_attention",
+            135.834 * MS,
+            None,
+            1,
+        )
+    ],
     "torch-2.7.0/group_by_input_shape_cpu_time_total.txt": [
-        (10, ("aten::layer_norm", 49.210 * US, 8.404 * MS, 12), "aten::mm", 63.033 * MS,
-         "cpu_time_total", 1)],
+        (
+            10,
+            ("aten::layer_norm", 49.210 * US, 8.404 * MS, 12),
+            "aten::mm",
+            63.033 * MS,
+            "cpu_time_total",
+            1,
+        )
+    ],
     "torch-2.7.0/long_names_cpu_time_total.txt": [
-        (10, (LONG, 2.304 * MS, 16.156 * MS, 3), "aten::softmax", 32.366 * MS, "cpu_time_total", 1)],
+        (10, (LONG, 2.304 * MS, 16.156 * MS, 3), "aten::softmax", 32.366 * MS, "cpu_time_total", 1)
+    ],
     "torch-2.7.0/long_names_group_by_input_shape.txt": [
-        (10, (LONG, 2.304 * MS, 16.156 * MS, 3), "aten::_native_multi_head_attention", 32.366 * MS,
-         "cpu_time_total", 1)],
+        (
+            10,
+            (LONG, 2.304 * MS, 16.156 * MS, 3),
+            "aten::_native_multi_head_attention",
+            32.366 * MS,
+            "cpu_time_total",
+            1,
+        )
+    ],
     "torch-2.7.0/profile_memory_cpu_time_total.txt": [
-        (10, ("aten::_native_multi_head_attention", 19.227 * MS, 147.115 * MS, 18),
-         "aten::mkldnn_convolution", 299.521 * MS, "cpu_time_total", 1)],
+        (
+            10,
+            ("aten::_native_multi_head_attention", 19.227 * MS, 147.115 * MS, 18),
+            "aten::mkldnn_convolution",
+            299.521 * MS,
+            "cpu_time_total",
+            1,
+        )
+    ],
     "torch-2.7.0/profile_memory_sort_self_cpu_memory_usage.txt": [
-        (10, ("aten::mm", 71.991 * MS, 72.010 * MS, 27), "aten::embedding", 299.521 * MS,
-         "self_cpu_memory_usage", 1)],
+        (
+            10,
+            ("aten::mm", 71.991 * MS, 72.010 * MS, 27),
+            "aten::embedding",
+            299.521 * MS,
+            "self_cpu_memory_usage",
+            1,
+        )
+    ],
     "torch-2.7.0/sglang_style_group_by_input_shape.txt": [
-        (10, ("aten::embedding", 61.985 * US, 185.456 * US, 3), "aten::view", 63.033 * MS,
-         "cuda_time_total", 1),
-        (10, ("aten::layer_norm", 49.210 * US, 8.404 * MS, 12), "aten::mm", 63.033 * MS,
-         "cpu_time_total", 19)],
+        (
+            10,
+            ("aten::embedding", 61.985 * US, 185.456 * US, 3),
+            "aten::view",
+            63.033 * MS,
+            "cuda_time_total",
+            1,
+        ),
+        (
+            10,
+            ("aten::layer_norm", 49.210 * US, 8.404 * MS, 12),
+            "aten::mm",
+            63.033 * MS,
+            "cpu_time_total",
+            19,
+        ),
+    ],
     "torch-2.7.0/with_flops_cpu_time_total.txt": [
-        (10, ("aten::linear", 617.456 * US, 8.822 * MS, 45), "aten::_convolution", 23.314 * MS,
-         "cpu_time_total", 1)],
+        (
+            10,
+            ("aten::linear", 617.456 * US, 8.822 * MS, 45),
+            "aten::_convolution",
+            23.314 * MS,
+            "cpu_time_total",
+            1,
+        )
+    ],
     "torch-2.7.0/with_stack_group_by_stack_n5.txt": [
-        (4, ("aten::mm", 802.999 * US, 805.403 * US, 9), "aten::gelu", 4.547 * MS,
-         "self_cpu_time_total", 1)],
+        (
+            4,
+            ("aten::mm", 802.999 * US, 805.403 * US, 9),
+            "aten::gelu",
+            4.547 * MS,
+            "self_cpu_time_total",
+            1,
+        )
+    ],
     "torch-2.13.0+cpu/cpu_time_total_basic.txt": [
-        (10, ("aten::_native_multi_head_attention", 1.628 * MS, 814.424 * MS, 18), "aten::conv1d",
-         2.140, "cpu_time_total", 1)],
+        (
+            10,
+            ("aten::_native_multi_head_attention", 1.628 * MS, 814.424 * MS, 18),
+            "aten::conv1d",
+            2.140,
+            "cpu_time_total",
+            1,
+        )
+    ],
     "torch-2.13.0+cpu/cpu_time_total_with_header.txt": [
-        (5, ("aten::_native_multi_head_attention", 1.628 * MS, 814.424 * MS, 18), "aten::layer_norm",
-         2.140, "cpu_time_total", 1)],
+        (
+            5,
+            ("aten::_native_multi_head_attention", 1.628 * MS, 814.424 * MS, 18),
+            "aten::layer_norm",
+            2.140,
+            "cpu_time_total",
+            1,
+        )
+    ],
     "torch-2.13.0+cpu/cuda_time_total_on_cpu_only_profile.txt": [
-        (10, ("aten::embedding", 541.982 * US, 1.198 * MS, 9), "aten::_native_multi_head_attention",
-         2.140, None, 1)],
+        (
+            10,
+            ("aten::embedding", 541.982 * US, 1.198 * MS, 9),
+            "aten::_native_multi_head_attention",
+            2.140,
+            None,
+            1,
+        )
+    ],
     "torch-2.13.0+cpu/group_by_input_shape_cpu_time_total.txt": [
-        (10, ("aten::_native_multi_head_attention", 588.068 * US, 172.081 * MS, 6),
-         "aten::mkldnn_convolution", 838.068 * MS, "cpu_time_total", 1)],
+        (
+            10,
+            ("aten::_native_multi_head_attention", 588.068 * US, 172.081 * MS, 6),
+            "aten::mkldnn_convolution",
+            838.068 * MS,
+            "cpu_time_total",
+            1,
+        )
+    ],
     "torch-2.13.0+cpu/long_names_cpu_time_total.txt": [
-        (10, (LONG, 62.304 * MS, 382.824 * MS, 3), "aten::mkldnn_convolution", 638.929 * MS,
-         "cpu_time_total", 1)],
+        (
+            10,
+            (LONG, 62.304 * MS, 382.824 * MS, 3),
+            "aten::mkldnn_convolution",
+            638.929 * MS,
+            "cpu_time_total",
+            1,
+        )
+    ],
     "torch-2.13.0+cpu/long_names_group_by_input_shape.txt": [
-        (10, (LONG, 62.304 * MS, 382.824 * MS, 3), "aten::_native_multi_head_attention",
-         638.929 * MS, "cpu_time_total", 1)],
+        (
+            10,
+            (LONG, 62.304 * MS, 382.824 * MS, 3),
+            "aten::_native_multi_head_attention",
+            638.929 * MS,
+            "cpu_time_total",
+            1,
+        )
+    ],
     "torch-2.13.0+cpu/profile_memory_cpu_time_total.txt": [
-        (10, ("aten::_native_multi_head_attention", 4.489 * MS, 2.020, 18), "aten::_convolution",
-         4.512, "cpu_time_total", 1)],
+        (
+            10,
+            ("aten::_native_multi_head_attention", 4.489 * MS, 2.020, 18),
+            "aten::_convolution",
+            4.512,
+            "cpu_time_total",
+            1,
+        )
+    ],
     "torch-2.13.0+cpu/profile_memory_sort_self_cpu_memory_usage.txt": [
-        (10, ("aten::mm", 917.498 * MS, 917.535 * MS, 27), "aten::embedding", 4.512,
-         "self_cpu_memory_usage", 1)],
+        (
+            10,
+            ("aten::mm", 917.498 * MS, 917.535 * MS, 27),
+            "aten::embedding",
+            4.512,
+            "self_cpu_memory_usage",
+            1,
+        )
+    ],
     "torch-2.13.0+cpu/self_cpu_time_total_time_unit_ms.txt": [
-        (10, ("aten::addmm", 484.791 * MS, 542.817 * MS, 54), "aten::_slow_conv2d_forward",
-         2139.660 * MS, "self_cpu_time_total", 1)],
+        (
+            10,
+            ("aten::addmm", 484.791 * MS, 542.817 * MS, 54),
+            "aten::_slow_conv2d_forward",
+            2139.660 * MS,
+            "self_cpu_time_total",
+            1,
+        )
+    ],
     "torch-2.13.0+cpu/sglang_style_group_by_input_shape.txt": [
-        (10, ("aten::embedding", 4.818 * MS, 5.026 * MS, 3), "aten::view", 838.068 * MS,
-         "cuda_time_total", 1),
-        (10, ("aten::_native_multi_head_attention", 588.068 * US, 172.081 * MS, 6),
-         "aten::mkldnn_convolution", 838.068 * MS, "cpu_time_total", 19)],
+        (
+            10,
+            ("aten::embedding", 4.818 * MS, 5.026 * MS, 3),
+            "aten::view",
+            838.068 * MS,
+            "cuda_time_total",
+            1,
+        ),
+        (
+            10,
+            ("aten::_native_multi_head_attention", 588.068 * US, 172.081 * MS, 6),
+            "aten::mkldnn_convolution",
+            838.068 * MS,
+            "cpu_time_total",
+            19,
+        ),
+    ],
     "torch-2.13.0+cpu/with_flops_cpu_time_total.txt": [
-        (10, ("aten::_native_multi_head_attention", 2.951 * MS, 733.425 * MS, 18), "aten::gelu",
-         1.550, "cpu_time_total", 1)],
+        (
+            10,
+            ("aten::_native_multi_head_attention", 2.951 * MS, 733.425 * MS, 18),
+            "aten::gelu",
+            1.550,
+            "cpu_time_total",
+            1,
+        )
+    ],
     "torch-2.13.0+cpu/with_stack_group_by_stack_n5.txt": [
-        (4, ("aten::addmm", 277.448 * MS, 309.046 * MS, 18), "aten::bmm", 1.428,
-         "self_cpu_time_total", 1)],
+        (
+            4,
+            ("aten::addmm", 277.448 * MS, 309.046 * MS, 18),
+            "aten::bmm",
+            1.428,
+            "self_cpu_time_total",
+            1,
+        )
+    ],
 }
 
 
@@ -116,6 +283,7 @@ def _tables(rel: str) -> list[ProfileTable]:
 
 
 # --------------------------------------------------------------------------- real tables
+
 
 @needs_corpus
 def test_every_corpus_table_is_covered() -> None:
@@ -138,7 +306,11 @@ def test_corpus_table_values(rel: str) -> None:
         name, self_cpu, cpu_total_s, calls = first
         row = frame.iloc[0]
         assert (row["name"], row["self_cpu_s"], row["cpu_total_s"], row["calls"]) == (
-            name, _approx(self_cpu), _approx(cpu_total_s), calls)
+            name,
+            _approx(self_cpu),
+            _approx(cpu_total_s),
+            calls,
+        )
         assert frame["name"].iloc[-1] == last_name
         assert table.self_cpu_total_s == _approx(cpu_total)
         assert table.sort_by == sort_by
@@ -155,13 +327,16 @@ def test_corpus_columns_are_aligned(rel: str) -> None:
         f = table.frame
         total = table.self_cpu_total_s
         assert total
+
         def rounding(v: float) -> float:
             """Relative error of a time printed with 3 decimals in its unit (us/ms/s)."""
             return 0.0005 * (1.0 if v >= 1 else MS if v >= MS else US) / v if v else 0.0
 
         for _, r in f.iterrows():
             # "CPU time avg" = CPU total / calls, each printed with 3 decimals in its unit
-            assert r["cpu_avg_s"] == pytest.approx(r["cpu_total_s"] / r["calls"], rel=2e-3, abs=2e-6)
+            assert r["cpu_avg_s"] == pytest.approx(
+                r["cpu_total_s"] / r["calls"], rel=2e-3, abs=2e-6
+            )
             # percentages ("{:.2f}%") are of the footer's sum of self CPU time
             for pct, value in (("self_cpu_pct", "self_cpu_s"), ("cpu_total_pct", "cpu_total_s")):
                 expected = 100 * r[value] / total
@@ -185,7 +360,10 @@ def test_corpus_special_cells() -> None:
     shapes = _tables("torch-2.7.0/group_by_input_shape_cpu_time_total.txt")[0].frame["input_shapes"]
     assert shapes.iloc[0] == "[[1, 16, 64], [], [64], [64], [], []]"
     # cut to the 80-char column without an ellipsis
-    assert shapes.iloc[2] == "[[1, 16, 64], [1, 16, 64], [1, 16, 64], [], [], [192, 64], [192], [64, 64], [64]"
+    assert (
+        shapes.iloc[2]
+        == "[[1, 16, 64], [1, 16, 64], [1, 16, 64], [], [], [192, 64], [192], [64, 64], [64]"
+    )
     long = _tables("torch-2.13.0+cpu/long_names_group_by_input_shape.txt")[0].frame
     assert long["truncated"].iloc[0] and not long["truncated"].iloc[2]
     assert long["input_shapes"].iloc[0] == "[]"
@@ -198,24 +376,48 @@ def test_corpus_special_cells() -> None:
 @needs_corpus
 def test_dominant_operators_on_corpus() -> None:
     basic = _tables("torch-2.7.0/cpu_time_total_basic.txt")[0]
-    assert dominant_operators(basic) == ["aten::_native_multi_head_attention", "aten::mm", "aten::gelu"]
+    assert dominant_operators(basic) == [
+        "aten::_native_multi_head_attention",
+        "aten::mm",
+        "aten::gelu",
+    ]
     mem = _tables("torch-2.7.0/profile_memory_sort_self_cpu_memory_usage.txt")[0]
     assert dominant_operators(mem, 2) == ["aten::mm", "aten::_softmax"]
     # grouped by shape: names repeat, the helper returns distinct names
     grouped = _tables("torch-2.7.0/sglang_style_group_by_input_shape.txt")[1]
     assert dominant_operators(grouped, 4) == [
-        "aten::layer_norm", "aten::native_layer_norm", "aten::_native_multi_head_attention",
-        "aten::linear"]
+        "aten::layer_norm",
+        "aten::native_layer_norm",
+        "aten::_native_multi_head_attention",
+        "aten::linear",
+    ]
 
 
 @needs_corpus
 def test_corpus_to_dict_is_plain_json() -> None:
     table = _tables("torch-2.13.0+cpu/sglang_style_group_by_input_shape.txt")[0]
     d = json.loads(json.dumps(table.to_dict(), allow_nan=False))
-    assert set(d) == {"path", "line", "sort_by", "self_cpu_total_s", "self_cuda_total_s", "dominant", "rows"}
-    assert d["dominant"] and d["dominant"][0] == d["rows"][0]["name"]  # sorted by CPU time: the top row leads
-    assert set(d["rows"][0]) == {"name", "input_shapes", "self_cpu_s", "cpu_total_s",
-                                 "self_cuda_s", "cuda_total_s", "calls"}
+    assert set(d) == {
+        "path",
+        "line",
+        "sort_by",
+        "self_cpu_total_s",
+        "self_cuda_total_s",
+        "dominant",
+        "rows",
+    }
+    assert (
+        d["dominant"] and d["dominant"][0] == d["rows"][0]["name"]
+    )  # sorted by CPU time: the top row leads
+    assert set(d["rows"][0]) == {
+        "name",
+        "input_shapes",
+        "self_cpu_s",
+        "cpu_total_s",
+        "self_cuda_s",
+        "cuda_total_s",
+        "calls",
+    }
     assert d["self_cuda_total_s"] is None and d["rows"][0]["self_cuda_s"] is None
     assert d["rows"][0]["calls"] == 3 and isinstance(d["rows"][0]["calls"], int)
     assert d["rows"][0]["input_shapes"] == "[[1000, 64], [1, 16], [], [], []]"
@@ -224,30 +426,71 @@ def test_corpus_to_dict_is_plain_json() -> None:
 @needs_corpus
 def test_corpus_sglang_file_inside_a_log() -> None:
     """The real SGLang-style message, with its log prefix and surrounding log lines."""
-    body = (CORPUS / "torch-2.13.0+cpu/sglang_style_group_by_input_shape.txt").read_text().splitlines()
-    log = ["[2025-10-16 09:06:29 TP0] Capture cuda graph begin. This can take up to several minutes.",
-           "[2025-10-16 09:06:30 TP0] " + body[0], *body[1:],
-           "[2025-10-16 09:06:31 TP0] Capture cuda graph end. Time elapsed: 5.21 s."]
+    body = (
+        (CORPUS / "torch-2.13.0+cpu/sglang_style_group_by_input_shape.txt").read_text().splitlines()
+    )
+    log = [
+        "[2025-10-16 09:06:29 TP0] Capture cuda graph begin. This can take up to several minutes.",
+        "[2025-10-16 09:06:30 TP0] " + body[0],
+        *body[1:],
+        "[2025-10-16 09:06:31 TP0] Capture cuda graph end. Time elapsed: 5.21 s.",
+    ]
     tables = find_tables(log, "server.log")
     assert [(t.line, t.sort_by, len(t.frame), t.complete) for t in tables] == [
-        (2, "cuda_time_total", 10, True), (20, "cpu_time_total", 10, True)]
+        (2, "cuda_time_total", 10, True),
+        (20, "cpu_time_total", 10, True),
+    ]
     assert tables[1].frame["line"].iloc[0] == 24  # 20 + sep, header, sep
 
 
 # --------------------------------------------------------------------------- generated tables
 
 ROWS = [
-    {"name": "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
-     "self_cpu_us": 0.0, "cpu_total_us": 0.0, "self_cuda_us": 1500.5, "cuda_total_us": 1500.5,
-     "calls": 300, "input_shapes": "[]"},
-    {"name": "aten::linear", "self_cpu_us": 120.0, "cpu_total_us": 3500.0, "self_cuda_us": 0.0,
-     "cuda_total_us": 12400.0, "calls": 30, "input_shapes": "[[8, 4096], [12288, 4096], []]"},
-    {"name": "aten::mm", "self_cpu_us": 2500.25, "cpu_total_us": 3000.0, "self_cuda_us": 0.0,
-     "cuda_total_us": 12345.678, "calls": 30, "input_shapes": "[[8, 4096], [4096, 12288]]"},
-    {"name": "Memcpy DtoD (Device -> Device)", "self_cpu_us": 0.0, "cpu_total_us": 0.0,
-     "self_cuda_us": 812.0, "cuda_total_us": 812.0, "calls": 96, "input_shapes": "[]"},
-    {"name": "cudaGraphInstantiate", "self_cpu_us": 1234567.0, "cpu_total_us": 1234567.0,
-     "self_cuda_us": 0.0, "cuda_total_us": 0.0, "calls": 3, "input_shapes": "[]"},
+    {
+        "name": "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
+        "self_cpu_us": 0.0,
+        "cpu_total_us": 0.0,
+        "self_cuda_us": 1500.5,
+        "cuda_total_us": 1500.5,
+        "calls": 300,
+        "input_shapes": "[]",
+    },
+    {
+        "name": "aten::linear",
+        "self_cpu_us": 120.0,
+        "cpu_total_us": 3500.0,
+        "self_cuda_us": 0.0,
+        "cuda_total_us": 12400.0,
+        "calls": 30,
+        "input_shapes": "[[8, 4096], [12288, 4096], []]",
+    },
+    {
+        "name": "aten::mm",
+        "self_cpu_us": 2500.25,
+        "cpu_total_us": 3000.0,
+        "self_cuda_us": 0.0,
+        "cuda_total_us": 12345.678,
+        "calls": 30,
+        "input_shapes": "[[8, 4096], [4096, 12288]]",
+    },
+    {
+        "name": "Memcpy DtoD (Device -> Device)",
+        "self_cpu_us": 0.0,
+        "cpu_total_us": 0.0,
+        "self_cuda_us": 812.0,
+        "cuda_total_us": 812.0,
+        "calls": 96,
+        "input_shapes": "[]",
+    },
+    {
+        "name": "cudaGraphInstantiate",
+        "self_cpu_us": 1234567.0,
+        "cpu_total_us": 1234567.0,
+        "self_cuda_us": 0.0,
+        "cuda_total_us": 0.0,
+        "calls": 3,
+        "input_shapes": "[]",
+    },
 ]
 PREFIX = "[2025-10-16 09:06:30 TP0] "
 _PREFIX_RE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)*\] ")
@@ -264,8 +507,12 @@ def _check_rows(table: ProfileTable, rows: list[dict[str, Any]], cuda: bool = Tr
         assert g["cpu_total_s"] == pytest.approx(float(r["cpu_total_us"]) * US, rel=5e-4, abs=6e-10)
         assert g["calls"] == r["calls"]
         if cuda:
-            assert g["self_cuda_s"] == pytest.approx(float(r["self_cuda_us"]) * US, rel=5e-4, abs=6e-10)
-            assert g["cuda_total_s"] == pytest.approx(float(r["cuda_total_us"]) * US, rel=5e-4, abs=6e-10)
+            assert g["self_cuda_s"] == pytest.approx(
+                float(r["self_cuda_us"]) * US, rel=5e-4, abs=6e-10
+            )
+            assert g["cuda_total_s"] == pytest.approx(
+                float(r["cuda_total_us"]) * US, rel=5e-4, abs=6e-10
+            )
         else:
             assert math.isnan(g["self_cuda_s"])
 
@@ -280,7 +527,10 @@ def test_generated_cuda_table_round_trips(tmp_path: Path) -> None:
     assert table.complete and table.device == "CUDA"
     assert table.sort_by == "cuda_time_total"  # inferred: the CUDA total column descends
     assert table.frame["name"].tolist()[:3] == [
-        "aten::linear", "aten::mm", "void at::native::vectorized_elementwise_kernel<4, at..."]
+        "aten::linear",
+        "aten::mm",
+        "void at::native::vectorized_elementwise_kernel<4, at...",
+    ]
     assert table.self_cpu_total_s == _approx(1.237)  # "1.237s"
     assert table.self_cuda_total_s == _approx(2.312 * MS)  # 2312.5us printed as "2.312ms"
     assert table.frame.set_index("name")["input_shapes"]["aten::mm"] == "[[8, 4096], [4096, 12288]]"
@@ -299,10 +549,22 @@ def test_generated_cpu_table_round_trips(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("style", ["2.7", "2.8"])
 def test_generated_memory_columns_and_forced_unit(style: str) -> None:
-    rows = [dict(ROWS[2], cpu_mem_bytes=5 * 1024**2, self_cpu_mem_bytes=-4520000,
-                 cuda_mem_bytes=3 * 1024**3, self_cuda_mem_bytes=-512),
-            dict(ROWS[4], cpu_mem_bytes=0, self_cpu_mem_bytes=0, cuda_mem_bytes=1536,
-                 self_cuda_mem_bytes=1024**3)]
+    rows = [
+        dict(
+            ROWS[2],
+            cpu_mem_bytes=5 * 1024**2,
+            self_cpu_mem_bytes=-4520000,
+            cuda_mem_bytes=3 * 1024**3,
+            self_cuda_mem_bytes=-512,
+        ),
+        dict(
+            ROWS[4],
+            cpu_mem_bytes=0,
+            self_cpu_mem_bytes=0,
+            cuda_mem_bytes=1536,
+            self_cuda_mem_bytes=1024**3,
+        ),
+    ]
     # time_unit="us" prints 13-char cells ("1234567.000us") that overflow their column
     text = format_table(rows, layout="cuda", memory=style, time_unit="us")
     (table,) = find_tables(text.splitlines(), "m.txt")
@@ -316,9 +578,15 @@ def test_generated_memory_columns_and_forced_unit(style: str) -> None:
     assert f.loc["cudaGraphInstantiate", "self_cuda_mem_bytes"] == 1024**3
 
 
-_NAME = st.text(
-    alphabet=st.characters(codec="ascii", categories=["L", "N", "P", "S"]), min_size=1, max_size=70
-).map(lambda s: s.replace("  ", " ")).filter(lambda s: s.strip() == s and not s.startswith("Self "))
+_NAME = (
+    st.text(
+        alphabet=st.characters(codec="ascii", categories=["L", "N", "P", "S"]),
+        min_size=1,
+        max_size=70,
+    )
+    .map(lambda s: s.replace("  ", " "))
+    .filter(lambda s: s.strip() == s and not s.startswith("Self "))
+)
 _TIME = st.one_of(st.just(0.0), st.floats(min_value=0.001, max_value=5e7, allow_nan=False))
 _SHAPES = st.lists(st.lists(st.integers(0, 70000), max_size=4), max_size=8).map(str)
 
@@ -330,9 +598,17 @@ def _rows(draw: st.DrawFn) -> list[dict[str, Any]]:
     for name in names:
         self_cpu = draw(_TIME)
         self_cuda = draw(_TIME)
-        rows.append({"name": name, "self_cpu_us": self_cpu, "cpu_total_us": self_cpu + draw(_TIME),
-                     "self_cuda_us": self_cuda, "cuda_total_us": self_cuda + draw(_TIME),
-                     "calls": draw(st.integers(1, 10**6)), "input_shapes": draw(_SHAPES)})
+        rows.append(
+            {
+                "name": name,
+                "self_cpu_us": self_cpu,
+                "cpu_total_us": self_cpu + draw(_TIME),
+                "self_cuda_us": self_cuda,
+                "cuda_total_us": self_cuda + draw(_TIME),
+                "calls": draw(st.integers(1, 10**6)),
+                "input_shapes": draw(_SHAPES),
+            }
+        )
     return rows
 
 
@@ -353,12 +629,18 @@ def test_generated_tables_round_trip_property(rows: list[dict[str, Any]], layout
 
 # --------------------------------------------------------------------------- SGLang log blocks
 
+
 def test_sglang_log_block_via_parse_table_block() -> None:
     lines = sglang_message(ROWS, prefix=PREFIX).splitlines()
     assert lines[0].startswith(PREFIX + "Sorted by CUDA Time:")
     first = [_PREFIX_RE.sub("", lines[0]), *lines[1:]]  # the caller strips the one prefix
     cuda = parse_table_block(first, "server.log", 120)
-    assert (cuda.line, cuda.sort_by, cuda.complete, cuda.device) == (120, "cuda_time_total", True, "CUDA")
+    assert (cuda.line, cuda.sort_by, cuda.complete, cuda.device) == (
+        120,
+        "cuda_time_total",
+        True,
+        "CUDA",
+    )
     _check_rows(cuda, ROWS)
     assert cuda.frame["name"].iloc[0] == "aten::linear"  # largest CUDA total first
     assert cuda.frame["line"].iloc[0] == 124
@@ -371,16 +653,24 @@ def test_sglang_log_block_via_parse_table_block() -> None:
     again = parse_table_block(lines, "server.log", 120)
     assert again.sort_by == "cuda_time_total" and len(again.frame) == len(ROWS)
     # an explicit sort_by wins over the header
-    assert parse_table_block(first, "s", 1, sort_by="self_cuda_time_total").sort_by == "self_cuda_time_total"
+    assert (
+        parse_table_block(first, "s", 1, sort_by="self_cuda_time_total").sort_by
+        == "self_cuda_time_total"
+    )
 
 
 def test_sglang_log_file_with_two_tables(tmp_path: Path) -> None:
     text = write_table(tmp_path / "server.log", ROWS, sglang_prefix=PREFIX)
-    log = ["[2025-10-16 09:06:29 TP0] Capture cuda graph begin.", *text.splitlines(),
-           "[2025-10-16 09:06:31 TP0] Capture cuda graph end. Time elapsed: 5.21 s."]
+    log = [
+        "[2025-10-16 09:06:29 TP0] Capture cuda graph begin.",
+        *text.splitlines(),
+        "[2025-10-16 09:06:31 TP0] Capture cuda graph end. Time elapsed: 5.21 s.",
+    ]
     tables = find_tables(log, "server.log")
     assert [(t.sort_by, t.complete, len(t.frame)) for t in tables] == [
-        ("cuda_time_total", True, 5), ("cpu_time_total", True, 5)]
+        ("cuda_time_total", True, 5),
+        ("cpu_time_total", True, 5),
+    ]
     # the "Sorted by ..." lines: 1 + sep/header/sep + 5 rows + sep + 2 footers, 2 blank lines
     assert [t.line for t in tables] == [2, 2 + 12 + 2]
 
@@ -392,6 +682,7 @@ def test_table_followed_directly_by_log_lines() -> None:
 
 
 # --------------------------------------------------------------------------- cut / garbage
+
 
 def _complete_rows_before(text: str, cut: int, first_row: int, n_rows: int) -> int:
     lines = text.split("\n")
@@ -447,8 +738,13 @@ def test_cut_row_followed_by_foreign_line() -> None:
 
 @pytest.mark.parametrize(
     "lines",
-    [[], ["hello", "world"], ["-------  -----"], ["Sorted by CUDA Time:", ""],
-     ["=====", "just a banner", "no table"]],
+    [
+        [],
+        ["hello", "world"],
+        ["-------  -----"],
+        ["Sorted by CUDA Time:", ""],
+        ["=====", "just a banner", "no table"],
+    ],
 )
 def test_nothing_table_like_raises(lines: list[str]) -> None:
     with pytest.raises(ProfileTableError):
@@ -457,7 +753,11 @@ def test_nothing_table_like_raises(lines: list[str]) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(noise=st.lists(st.text(alphabet=" -=Sortedby:CUDA%.0123456789usm[],\t", max_size=40), max_size=12))
+@given(
+    noise=st.lists(
+        st.text(alphabet=" -=Sortedby:CUDA%.0123456789usm[],\t", max_size=40), max_size=12
+    )
+)
 def test_garbage_never_raises_other_errors(noise: list[str]) -> None:
     lines = format_table(ROWS).splitlines()
     for block in (noise, lines[:3] + noise, lines[:6] + noise + lines[6:]):
@@ -470,6 +770,7 @@ def test_garbage_never_raises_other_errors(noise: list[str]) -> None:
 
 def _torch_lines(widths: list[int], rows: list[list[str]], left_last: bool = False) -> list[str]:
     """Lines formatted like ``_build_table`` ("{: >W}  ", the last column "<" if asked)."""
+
     def fmt(values: list[str]) -> str:
         cells = [f"{v:>{w}}  " for v, w in zip(values[:-1], widths[:-1], strict=True)]
         last = f"{values[-1]:<{widths[-1]}}  " if left_last else f"{values[-1]:>{widths[-1]}}  "
@@ -482,14 +783,55 @@ def _torch_lines(widths: list[int], rows: list[list[str]], left_last: bool = Fal
 def test_stack_node_id_and_other_device_layouts() -> None:
     """Source Location (left-aligned, multi-line), Node ID, Overload Name and an XPU block."""
     widths = [12, 13, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 30]
-    header = ["Name", "Overload Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total",
-              "CPU time avg", "Self XPU", "Self XPU %", "XPU total", "XPU time avg", "# of Calls",
-              "Node ID", "Source Location"]
-    row = ["aten::mm", "default", "60.00%", "3.000ms", "60.00%", "3.000ms", "1.000ms", "2.000ms",
-           "100.00%", "2.000ms", "666.667us", "3", "1", "model.py(12): forward"]
+    header = [
+        "Name",
+        "Overload Name",
+        "Self CPU %",
+        "Self CPU",
+        "CPU total %",
+        "CPU total",
+        "CPU time avg",
+        "Self XPU",
+        "Self XPU %",
+        "XPU total",
+        "XPU time avg",
+        "# of Calls",
+        "Node ID",
+        "Source Location",
+    ]
+    row = [
+        "aten::mm",
+        "default",
+        "60.00%",
+        "3.000ms",
+        "60.00%",
+        "3.000ms",
+        "1.000ms",
+        "2.000ms",
+        "100.00%",
+        "2.000ms",
+        "666.667us",
+        "3",
+        "1",
+        "model.py(12): forward",
+    ]
     cont = [""] * 13 + ["torch/nn/modules/module.py(1"]
-    row2 = ["aten::add", "Tensor", "40.00%", "2.000ms", "40.00%", "2.000ms", "2.000ms", "0.000us",
-            "0.00%", "0.000us", "0.000us", "1", "-1", ""]
+    row2 = [
+        "aten::add",
+        "Tensor",
+        "40.00%",
+        "2.000ms",
+        "40.00%",
+        "2.000ms",
+        "2.000ms",
+        "0.000us",
+        "0.00%",
+        "0.000us",
+        "0.000us",
+        "1",
+        "-1",
+        "",
+    ]
     lines = _torch_lines(widths, [header, row, cont, [""] * 14, row2, [""] * 14], left_last=True)
     lines += ["Self CPU time total: 5.000ms", "Self XPU time total: 2.000ms"]
     table = parse_table_block(lines, "stack.txt", 1)

@@ -60,9 +60,13 @@ def fuzz(examples: int) -> Any:
 
     Under CI (``CI`` set) the examples are derandomised, so a green CI run stays green;
     locally every run explores new examples."""
-    return settings(max_examples=n(examples), deadline=None, database=None,
-                    derandomize=bool(os.environ.get("CI")),
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    return settings(
+        max_examples=n(examples),
+        deadline=None,
+        database=None,
+        derandomize=bool(os.environ.get("CI")),
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
 
 
 # --------------------------------------------------------------------------- real-format material
@@ -111,7 +115,7 @@ def config_texts() -> tuple[str, ...]:
         for marker in ("ServerArgs(", "non-default args: ", "engine config: ", "args: ", "config="):
             i = line.find(marker)
             if i >= 0:
-                out.append(line[i + (0 if marker.endswith("(") else len(marker)):])
+                out.append(line[i + (0 if marker.endswith("(") else len(marker)) :])
     return tuple(dict.fromkeys(out))
 
 
@@ -128,8 +132,8 @@ def tracebacks() -> tuple[tuple[str, ...], ...]:
             m = _TB_START.search(line)
             if m is None:
                 continue
-            block = [line[m.start():]]
-            for nxt in lines[i + 1: i + 60]:
+            block = [line[m.start() :]]
+            for nxt in lines[i + 1 : i + 60]:
                 msg = peel("x", 0, clean(nxt)).msg
                 block.append(msg)
                 if not nxt.startswith((" ", "\t")) and not _TB_START.search(nxt) and len(block) > 3:
@@ -145,20 +149,44 @@ def table_texts() -> tuple[str, ...]:
     from gen.profiler_tables import format_table
 
     rows = [
-        {"name": "aten::mm", "self_cpu_us": 2500.25, "cpu_total_us": 3000.0, "self_cuda_us": 0.0,
-         "cuda_total_us": 12345.678, "calls": 30, "input_shapes": "[[8, 4096], [4096, 12288]]"},
-        {"name": "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
-         "self_cpu_us": 0.0, "cpu_total_us": 0.0, "self_cuda_us": 1500.5, "cuda_total_us": 1500.5,
-         "calls": 300},
-        {"name": "cudaGraphLaunch", "self_cpu_us": 20.0, "cpu_total_us": 20.0, "self_cuda_us": 0.0,
-         "cuda_total_us": 0.0, "calls": 3, "input_shapes": "[]"},
+        {
+            "name": "aten::mm",
+            "self_cpu_us": 2500.25,
+            "cpu_total_us": 3000.0,
+            "self_cuda_us": 0.0,
+            "cuda_total_us": 12345.678,
+            "calls": 30,
+            "input_shapes": "[[8, 4096], [4096, 12288]]",
+        },
+        {
+            "name": "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
+            "self_cpu_us": 0.0,
+            "cpu_total_us": 0.0,
+            "self_cuda_us": 1500.5,
+            "cuda_total_us": 1500.5,
+            "calls": 300,
+        },
+        {
+            "name": "cudaGraphLaunch",
+            "self_cpu_us": 20.0,
+            "cpu_total_us": 20.0,
+            "self_cuda_us": 0.0,
+            "cuda_total_us": 0.0,
+            "calls": 3,
+            "input_shapes": "[]",
+        },
     ]
-    texts = [format_table(rows, layout=layout, sort_by=sort, memory=memory)
-             for layout in ("cuda", "cpu") for sort in (None, "cpu_time_total")
-             for memory in (None, "2.7", "2.8")]
+    texts = [
+        format_table(rows, layout=layout, sort_by=sort, memory=memory)
+        for layout in ("cuda", "cpu")
+        for sort in (None, "cpu_time_total")
+        for memory in (None, "2.7", "2.8")
+    ]
     corpus = CORPUS / "profiler-tables"
     if corpus.is_dir():
-        texts += [p.read_text(encoding="utf-8", errors="replace") for p in sorted(corpus.rglob("*.txt"))]
+        texts += [
+            p.read_text(encoding="utf-8", errors="replace") for p in sorted(corpus.rglob("*.txt"))
+        ]
     return tuple(texts)
 
 
@@ -169,11 +197,23 @@ def snapshot_blobs() -> tuple[bytes, ...]:
 
     blobs = []
     with tempfile.TemporaryDirectory() as tmp:
-        for i, (fmt, proto, pools) in enumerate([("2.0", 2, []), ("2.5", 4, [2 << 20]), ("2.9", 5, [1 << 20, 3 << 20]),
-                                                 ("2.3", 3, [4096])]):
+        for i, (fmt, proto, pools) in enumerate(
+            [
+                ("2.0", 2, []),
+                ("2.5", 4, [2 << 20]),
+                ("2.9", 5, [1 << 20, 3 << 20]),
+                ("2.3", 3, [4096]),
+            ]
+        ):
             path = Path(tmp) / f"s{i}.pickle"
-            write_snapshot(path, default_pool_bytes=8 << 20, graph_pools=pools, torch_format=fmt, protocol=proto,
-                           oom=i == 1)
+            write_snapshot(
+                path,
+                default_pool_bytes=8 << 20,
+                graph_pools=pools,
+                torch_format=fmt,
+                protocol=proto,
+                oom=i == 1,
+            )
             blobs.append(path.read_bytes())
     return tuple(blobs)
 
@@ -191,15 +231,67 @@ def rule_conditions() -> tuple[tuple[str, ...], dict[str, Any]]:
     thresholds = {k: v for r in rules for k, v in r.thresholds.items()}
     ing = ingest([str(INCIDENTS / "sglang-out-of-window")])
     facts = build_facts(split_runs(ing.tables, ing.streams)[0])
-    return tuple(" ".join(r.when.split()) for r in rules), {**run_metrics(facts), "threshold": thresholds}
+    return tuple(" ".join(r.when.split()) for r in rules), {
+        **run_metrics(facts),
+        "threshold": thresholds,
+    }
 
 
 # --------------------------------------------------------------------------- mutations
-SPECIAL = ["\r", "\n", "\x1b[0;36m", "\x1b", "\x00", "\x7f", "^[[0m", "^M", "[", "]", "(", ")", "{", "}", "<",
-           ">", "=", ",", ":", "|", " | ", "'", '"', "\\", "\t", " ", "│", "é", "\ufffd", "…", "█", "\u2028",
-           "0", "9", "-", ".", "e", "nan", "inf", "None", "True", "[repeated 3x across cluster]",
-           "Traceback (most recent call last):", "Error: ", 'File "', "TP0", "pid=1", "0.", "1e999",
-           "[2025-11-03 09:00:00] ", "INFO 09-09 15:33:36 [x.py:1] ", "2025-11-03T09:00:00Z "]
+SPECIAL = [
+    "\r",
+    "\n",
+    "\x1b[0;36m",
+    "\x1b",
+    "\x00",
+    "\x7f",
+    "^[[0m",
+    "^M",
+    "[",
+    "]",
+    "(",
+    ")",
+    "{",
+    "}",
+    "<",
+    ">",
+    "=",
+    ",",
+    ":",
+    "|",
+    " | ",
+    "'",
+    '"',
+    "\\",
+    "\t",
+    " ",
+    "│",
+    "é",
+    "\ufffd",
+    "…",
+    "█",
+    "\u2028",
+    "0",
+    "9",
+    "-",
+    ".",
+    "e",
+    "nan",
+    "inf",
+    "None",
+    "True",
+    "[repeated 3x across cluster]",
+    "Traceback (most recent call last):",
+    "Error: ",
+    'File "',
+    "TP0",
+    "pid=1",
+    "0.",
+    "1e999",
+    "[2025-11-03 09:00:00] ",
+    "INFO 09-09 15:33:36 [x.py:1] ",
+    "2025-11-03T09:00:00Z ",
+]
 
 
 @st.composite
@@ -213,14 +305,14 @@ def mutate(draw: st.DrawFn, text: str) -> str:
             text = text[:at] + piece + text[at:]
         elif op == "delete":
             at = draw(st.integers(0, len(text) - 1))
-            text = text[:at] + text[at + draw(st.integers(1, 40)):]
+            text = text[:at] + text[at + draw(st.integers(1, 40)) :]
         elif op == "truncate":
-            text = text[:draw(st.integers(0, len(text)))]
+            text = text[: draw(st.integers(0, len(text)))]
         elif op == "digit":
             digits = [i for i, c in enumerate(text) if c.isdigit()]
             if digits:
                 at = draw(st.sampled_from(digits))
-                text = text[:at] + draw(st.sampled_from("0123456789-.,e x")) + text[at + 1:]
+                text = text[:at] + draw(st.sampled_from("0123456789-.,e x")) + text[at + 1 :]
         else:
             a = draw(st.integers(0, len(text)))
             b = draw(st.integers(a, min(len(text), a + 200)))
@@ -241,16 +333,24 @@ def mutate_bytes(draw: st.DrawFn, data: bytes) -> bytes:
             op = "insert"
         if op == "flip":
             at = draw(st.integers(0, len(data) - 1))
-            data = data[:at] + bytes([draw(st.integers(0, 255))]) + data[at + 1:]
+            data = data[:at] + bytes([draw(st.integers(0, 255))]) + data[at + 1 :]
         elif op == "insert":
             at = draw(st.integers(0, len(data)))
-            data = data[:at] + draw(st.binary(min_size=1, max_size=8) | st.sampled_from(
-                [b"\xff", b"\xc3(", b"\x00", b"\r", b"\x80\x04", b"c", b"\x93", b"R", b"."])) + data[at:]
+            data = (
+                data[:at]
+                + draw(
+                    st.binary(min_size=1, max_size=8)
+                    | st.sampled_from(
+                        [b"\xff", b"\xc3(", b"\x00", b"\r", b"\x80\x04", b"c", b"\x93", b"R", b"."]
+                    )
+                )
+                + data[at:]
+            )
         elif op == "delete":
             at = draw(st.integers(0, len(data) - 1))
-            data = data[:at] + data[at + draw(st.integers(1, 16)):]
+            data = data[:at] + data[at + draw(st.integers(1, 16)) :]
         elif op == "truncate":
-            data = data[:draw(st.integers(0, len(data)))]
+            data = data[: draw(st.integers(0, len(data)))]
         else:
             a = draw(st.integers(0, len(data)))
             b = draw(st.integers(a, min(len(data), a + 64)))
@@ -334,7 +434,7 @@ def mutated_windows(draw: st.DrawFn) -> list[bytes]:
     files = log_files()
     data = draw(st.sampled_from(files)).split(b"\n")
     start = draw(st.integers(0, max(0, len(data) - 1)))
-    window = data[start: start + draw(st.integers(1, 40))]
+    window = data[start : start + draw(st.integers(1, 40))]
     out = []
     for raw in window:
         if draw(st.integers(0, 3)) == 0:
@@ -353,15 +453,22 @@ def test_line_parsers_never_raise_on_mutated_logs(backend: str, lines: list[byte
 
 
 @fuzz(300)
-@given(st.sampled_from(sorted(PARSERS)),
-       st.lists(st.binary(max_size=120) | mutated(text_lines).map(lambda s: s.encode("utf-8", "surrogatepass")),
-                max_size=12))
+@given(
+    st.sampled_from(sorted(PARSERS)),
+    st.lists(
+        st.binary(max_size=120)
+        | mutated(text_lines).map(lambda s: s.encode("utf-8", "surrogatepass")),
+        max_size=12,
+    ),
+)
 def test_line_parsers_never_raise_on_arbitrary_bytes(backend: str, raws: list[bytes]) -> None:
     _scan(backend, [r.replace(b"\n", b" ") + b"\n" for r in raws])
 
 
 @fuzz(100)
-@given(st.sampled_from(sorted(PARSERS)), mutated_windows(), st.lists(st.integers(1, 4000), max_size=6))
+@given(
+    st.sampled_from(sorted(PARSERS)), mutated_windows(), st.lists(st.integers(1, 4000), max_size=6)
+)
 def test_block_cuts_do_not_change_events(backend: str, lines: list[bytes], cuts: list[int]) -> None:
     """The scanner reads byte blocks cut anywhere; where they are cut must not matter."""
     data = b"".join(lines)
@@ -413,7 +520,7 @@ def test_parse_traceback_arbitrary_lines(lines: list[str]) -> None:
 def mutated_traceback(draw: st.DrawFn) -> list[str]:
     block = list(draw(st.sampled_from(tracebacks())))
     if draw(st.booleans()):
-        block = block[:draw(st.integers(1, len(block)))]  # cut off mid-traceback
+        block = block[: draw(st.integers(1, len(block)))]  # cut off mid-traceback
     return [draw(mutate(ln)) if draw(st.integers(0, 2)) == 0 else ln for ln in block]
 
 
@@ -518,8 +625,12 @@ def test_snapshot_loader_arbitrary_bytes(data: bytes) -> None:
 
 
 # --------------------------------------------------------------------------- whole / gz / rotated
-ROTATION_INCIDENTS = ("sglang-out-of-window", "sglang-capture-oom", "vllm-out-of-window-metrics",
-                      "vllm-capture-oom")
+ROTATION_INCIDENTS = (
+    "sglang-out-of-window",
+    "sglang-capture-oom",
+    "vllm-out-of-window-metrics",
+    "vllm-capture-oom",
+)
 
 
 @cache
@@ -538,7 +649,11 @@ def _normalised(folder: Path, parts: list[tuple[str, int]]) -> dict[str, Any]:
 
     def walk(value: Any) -> Any:
         if isinstance(value, dict):
-            if isinstance(value.get("path"), str) and value["path"] in offset and isinstance(value.get("line"), int):
+            if (
+                isinstance(value.get("path"), str)
+                and value["path"] in offset
+                and isinstance(value.get("line"), int)
+            ):
                 value = {**value, "line": offset[value["path"]] + value["line"], "path": "<log>"}
             return {k: walk(v) for k, v in value.items()}
         if isinstance(value, list):

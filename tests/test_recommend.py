@@ -32,14 +32,35 @@ from gen import vllm_logs as vl
 OUT_OF_WINDOW = sg.traffic(120, low=8, high=30, seed=2, burst_every=6, burst_to=96)
 
 
-def write_sglang(path: Path, traffic: list[int], sizes: list[int], *, era: str = "0.5.5",
-                 explicit: bool = False, capture_mem: float = 0.6, capture_s: float = 6.2) -> Path:
+def write_sglang(
+    path: Path,
+    traffic: list[int],
+    sizes: list[int],
+    *,
+    era: str = "0.5.5",
+    explicit: bool = False,
+    capture_mem: float = 0.6,
+    capture_s: float = 6.2,
+) -> Path:
     """One SGLang start-up plus the traffic; ``explicit`` passes the list as --cuda-graph-bs."""
     clock = sg.Clock()
-    lines = [sg.server_args(clock.now, cuda_graph_max_bs=max(sizes), cuda_graph_bs=sizes if explicit else None,
-                            era=era)]
-    lines += sg.startup(clock, era=era, sizes=sizes, capture_mem_gib=capture_mem, capture_s=capture_s,
-                        kv_gib_each=20.0, kv_tokens=400000)
+    lines = [
+        sg.server_args(
+            clock.now,
+            cuda_graph_max_bs=max(sizes),
+            cuda_graph_bs=sizes if explicit else None,
+            era=era,
+        )
+    ]
+    lines += sg.startup(
+        clock,
+        era=era,
+        sizes=sizes,
+        capture_mem_gib=capture_mem,
+        capture_s=capture_s,
+        kv_gib_each=20.0,
+        kv_tokens=400000,
+    )
     served, _ = sg.serve(clock, traffic, sizes=sizes, era=era, seed=3)
     lines += served
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -56,15 +77,33 @@ def sizes_from_flags(flags: str) -> list[int]:
     return sizes
 
 
-@pytest.mark.parametrize(("era", "k", "q"), [
-    ("0.5.5", None, 0.99),   # engine logs the per-batch flag; default budget (8, what it captured)
-    ("0.5.5", 4, 0.9),       # tight budget, bursts given up: some batches stay out of the window
-    ("0.4.3", None, 0.99),   # no flag, no size line: verdicts inferred from the pasted --cuda-graph-bs
-    ("2026.03", 3, 0.5),
-])
-def test_promise_equals_measurement_on_replayed_traffic(tmp_path: Path, era: str, k: int | None, q: float) -> None:
-    before = write_sglang(tmp_path / "before" / "server.log", OUT_OF_WINDOW, sg.default_sizes(32), era=era,
-                          explicit=era == "0.4.3")
+@pytest.mark.parametrize(
+    ("era", "k", "q"),
+    [
+        (
+            "0.5.5",
+            None,
+            0.99,
+        ),  # engine logs the per-batch flag; default budget (8, what it captured)
+        ("0.5.5", 4, 0.9),  # tight budget, bursts given up: some batches stay out of the window
+        (
+            "0.4.3",
+            None,
+            0.99,
+        ),  # no flag, no size line: verdicts inferred from the pasted --cuda-graph-bs
+        ("2026.03", 3, 0.5),
+    ],
+)
+def test_promise_equals_measurement_on_replayed_traffic(
+    tmp_path: Path, era: str, k: int | None, q: float
+) -> None:
+    before = write_sglang(
+        tmp_path / "before" / "server.log",
+        OUT_OF_WINDOW,
+        sg.default_sizes(32),
+        era=era,
+        explicit=era == "0.4.3",
+    )
     rep = analyze([str(before)])
     rec = recommend(rep.runs, rep.snapshots, max_buckets=k, min_coverage=q)
     run0 = rep.runs[0].record
@@ -77,7 +116,9 @@ def test_promise_equals_measurement_on_replayed_traffic(tmp_path: Path, era: str
 
     new = sizes_from_flags(rec["flags"])
     assert new == rec["recommended"]["sizes"]
-    after = write_sglang(tmp_path / "after" / "server.log", OUT_OF_WINDOW, new, era=era, explicit=True)
+    after = write_sglang(
+        tmp_path / "after" / "server.log", OUT_OF_WINDOW, new, era=era, explicit=True
+    )
     measured = analyze([str(after)]).runs[0].record
     assert measured["graph_capture_sizes"] == new
     assert measured["captured_share"] == rec["recommended"]["coverage"]
@@ -93,9 +134,18 @@ def test_interface_shape_and_estimates(tmp_path: Path) -> None:
     rec = recommend(rep.runs, rep.snapshots, max_buckets=4, min_coverage=0.5)
     assert {"engine", "version", "current", "recommended", "flags", "notes"} <= set(rec)
     assert {"sizes", "coverage", "padding_waste"} <= set(rec["current"])
-    assert {"sizes", "coverage", "padding_waste", "capture_mem_gib_est", "kv_tokens_regained_est"} \
-        <= set(rec["recommended"])
-    assert rec["engine"] == "sglang" and isinstance(rec["flags"], str) and isinstance(rec["notes"], list)
+    assert {
+        "sizes",
+        "coverage",
+        "padding_waste",
+        "capture_mem_gib_est",
+        "kv_tokens_regained_est",
+    } <= set(rec["recommended"])
+    assert (
+        rec["engine"] == "sglang"
+        and isinstance(rec["flags"], str)
+        and isinstance(rec["notes"], list)
+    )
     new = rec["recommended"]
     # 4 smaller graphs than the 8 captured: less memory, KV tokens back at the run's own bytes/token
     assert new["sizes"][-1] <= 32
@@ -110,8 +160,15 @@ def test_interface_shape_and_estimates(tmp_path: Path) -> None:
 def test_snapshot_graph_pools_take_precedence(tmp_path: Path) -> None:
     log = write_sglang(tmp_path / "s" / "server.log", OUT_OF_WINDOW, sg.default_sizes(32))
     rep = analyze([str(log)])
-    snap = [{"run": rep.runs[0].id, "pools": [{"kind": "graph", "reserved_bytes": 2 * 2**30},
-                                               {"kind": "default", "reserved_bytes": 50 * 2**30}]}]
+    snap = [
+        {
+            "run": rep.runs[0].id,
+            "pools": [
+                {"kind": "graph", "reserved_bytes": 2 * 2**30},
+                {"kind": "default", "reserved_bytes": 50 * 2**30},
+            ],
+        }
+    ]
     rec = recommend(rep.runs, snap, max_buckets=8, min_coverage=0.5)
     assert rec["current"]["capture_mem_gib"] == 2.0
     assert any("snapshot graph pools" in n for n in rec["notes"])
@@ -163,33 +220,56 @@ def test_vllm_metrics_table_run(tmp_path: Path) -> None:
     version = "0.13.0"
     lines, truth = vl.server_log(version, max_num_batched_tokens=8192)
     rows = [(3, 4, "FULL", 50), (5, 8, "FULL", 30), (9, 16, "FULL", 10), (100, 104, "FULL", 3)]
-    lines += vl.metrics_table(version, mode="FULL_AND_PIECEWISE", capture_sizes=truth.capture_sizes, rows=rows)
+    lines += vl.metrics_table(
+        version, mode="FULL_AND_PIECEWISE", capture_sizes=truth.capture_sizes, rows=rows
+    )
     path = tmp_path / "v.log"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     rep = analyze([str(path)])
     rec = recommend(rep.runs, rep.snapshots, max_buckets=4, min_coverage=0.95)
     assert rec["engine"] == "vllm" and rec["version"] == version
     assert rec["recommended"]["sizes"] == [1, 3, 5, 9]
-    assert rec["flags"] == ("--compilation-config '{\"cudagraph_capture_sizes\": [1, 3, 5, 9], "
-                            "\"max_cudagraph_capture_size\": 9}'")
+    assert rec["flags"] == (
+        '--compilation-config \'{"cudagraph_capture_sizes": [1, 3, 5, 9], '
+        '"max_cudagraph_capture_size": 9}\''
+    )
     # the window drops from 51 graphs to 4: memory and KV tokens come back
     assert rec["recommended"]["kv_tokens_regained_est"] > 0
 
 
-@pytest.mark.parametrize(("engine", "version", "config", "want"), [
-    ("vllm", "0.10.1", {}, "--compilation-config '{\"cudagraph_capture_sizes\": [1, 8, 24]}'"),
-    ("vllm", "0.11.1", {}, "--compilation-config '{\"cudagraph_capture_sizes\": [1, 8, 24], "
-                           "\"max_cudagraph_capture_size\": 24}'"),
-    ("vllm", None, {}, "--compilation-config '{\"cudagraph_capture_sizes\": [1, 8, 24], "
-                       "\"max_cudagraph_capture_size\": 24}'"),
-    ("vllm", "0.6.3", {}, ""),
-    ("sglang", "0.5.5", {}, "--cuda-graph-bs 1 8 24 --cuda-graph-max-bs 24"),
-    ("sglang", None, {"cuda_graph_config.decode.max_bs": 24},
-     "--cuda-graph-bs-decode 1 8 24 --cuda-graph-max-bs-decode 24"),
-    ("sglang", "0.4.1.post4", {}, "--cuda-graph-max-bs 24"),
-    ("sglang", "0.3.0", {}, ""),
-])
-def test_flag_spelling_per_version(engine: str, version: str | None, config: dict[str, Any], want: str) -> None:
+@pytest.mark.parametrize(
+    ("engine", "version", "config", "want"),
+    [
+        ("vllm", "0.10.1", {}, "--compilation-config '{\"cudagraph_capture_sizes\": [1, 8, 24]}'"),
+        (
+            "vllm",
+            "0.11.1",
+            {},
+            '--compilation-config \'{"cudagraph_capture_sizes": [1, 8, 24], '
+            '"max_cudagraph_capture_size": 24}\'',
+        ),
+        (
+            "vllm",
+            None,
+            {},
+            '--compilation-config \'{"cudagraph_capture_sizes": [1, 8, 24], '
+            '"max_cudagraph_capture_size": 24}\'',
+        ),
+        ("vllm", "0.6.3", {}, ""),
+        ("sglang", "0.5.5", {}, "--cuda-graph-bs 1 8 24 --cuda-graph-max-bs 24"),
+        (
+            "sglang",
+            None,
+            {"cuda_graph_config.decode.max_bs": 24},
+            "--cuda-graph-bs-decode 1 8 24 --cuda-graph-max-bs-decode 24",
+        ),
+        ("sglang", "0.4.1.post4", {}, "--cuda-graph-max-bs 24"),
+        ("sglang", "0.3.0", {}, ""),
+    ],
+)
+def test_flag_spelling_per_version(
+    engine: str, version: str | None, config: dict[str, Any], want: str
+) -> None:
     notes: list[str] = []
     assert bucket_flags(engine, version, config, [24, 1, 8], notes) == want
     exact = "capture_sizes" in want or re.search(r"--cuda-graph-bs(-decode)? ", want) is not None

@@ -58,4 +58,6 @@ def test_rule_case(rule: str, case: dict[str, Any], tmp_path: Path) -> None:
         if "class" in case:
             assert report.runs[0].record["capture_error"]["class"] == case["class"]
     else:
-        assert rule not in fired, f"{rule} fired on a near miss: {[f.message for f in report.findings]}"
+        assert rule not in fired, (
+            f"{rule} fired on a near miss: {[f.message for f in report.findings]}"
+        )

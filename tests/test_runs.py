@@ -7,17 +7,27 @@ from pathlib import Path
 from diag.api import analyze
 
 DATA = Path(__file__).parent / "data"
-ARGS = ("[2025-11-03 {t}] server_args=ServerArgs(model_path='m', tp_size=1, cuda_graph_max_bs={bs}, "
-        "disable_cuda_graph=False)\n")
+ARGS = (
+    "[2025-11-03 {t}] server_args=ServerArgs(model_path='m', tp_size=1, cuda_graph_max_bs={bs}, "
+    "disable_cuda_graph=False)\n"
+)
 END = "[2025-11-03 {t}] Capture cuda graph end. Time elapsed: {s:.2f} s. mem usage=0.30 GB. avail mem=19.70 GB.\n"
-DECODE = ("[2025-11-03 {t}] Decode batch, #running-req: {n}, #token: 9000, token usage: 0.10, cuda graph: True, "
-          "gen throughput (token/s): 600.00, #queue-req: 0\n")
+DECODE = (
+    "[2025-11-03 {t}] Decode batch, #running-req: {n}, #token: 9000, token usage: 0.10, cuda graph: True, "
+    "gen throughput (token/s): 600.00, #queue-req: 0\n"
+)
 
 
 def test_restart_inside_one_file_starts_a_new_run(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
-    log.write_text(ARGS.format(t="09:00:00", bs=32) + END.format(t="09:00:05", s=5) + DECODE.format(t="09:01:00", n=8)
-                   + ARGS.format(t="10:00:00", bs=64) + END.format(t="10:00:07", s=7) + DECODE.format(t="10:01:00", n=9))
+    log.write_text(
+        ARGS.format(t="09:00:00", bs=32)
+        + END.format(t="09:00:05", s=5)
+        + DECODE.format(t="09:01:00", n=8)
+        + ARGS.format(t="10:00:00", bs=64)
+        + END.format(t="10:00:07", s=7)
+        + DECODE.format(t="10:01:00", n=9)
+    )
     report = analyze([str(log)], generated_at="fixed")
     assert [r.record["cuda_graph_max_bs"] for r in report.runs] == [32, 64]
     assert [r.record["capture_time_s"] for r in report.runs] == [5.0, 7.0]
@@ -26,9 +36,11 @@ def test_restart_inside_one_file_starts_a_new_run(tmp_path: Path) -> None:
 
 def test_multi_rank_init_lines_are_one_start_up(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
-    log.write_text(ARGS.format(t="09:00:00", bs=32)
-                   + "".join(f"[2025-11-03 09:00:01 TP{r}] Init torch distributed begin.\n" for r in range(4))
-                   + "".join(END.format(t="09:00:05", s=5).replace("05]", f"05 TP{r}]") for r in range(4)))
+    log.write_text(
+        ARGS.format(t="09:00:00", bs=32)
+        + "".join(f"[2025-11-03 09:00:01 TP{r}] Init torch distributed begin.\n" for r in range(4))
+        + "".join(END.format(t="09:00:05", s=5).replace("05]", f"05 TP{r}]") for r in range(4))
+    )
     report = analyze([str(log)], generated_at="fixed")
     assert len(report.runs) == 1
     assert [r["rank"] for r in report.runs[0].facts.ranks] == ["TP0", "TP1", "TP2", "TP3"]

@@ -42,8 +42,18 @@ CORPUS_ERAS = {
     "albi2_thesis-text-to-SQL__dbc4621__dump_snapshot.pickle": "2.5-2.8",
     "silmont2000_assignment2-systems__133f064__mem_snapshot.pickle": "2.5-2.7",
 }
-TO_DICT_KEYS = {"path", "status", "torch_format", "total_reserved_bytes", "total_allocated_bytes",
-                "total_active_bytes", "peak_bytes", "oom_events", "pools", "top_allocations"}
+TO_DICT_KEYS = {
+    "path",
+    "status",
+    "torch_format",
+    "total_reserved_bytes",
+    "total_allocated_bytes",
+    "total_active_bytes",
+    "peak_bytes",
+    "oom_events",
+    "pools",
+    "top_allocations",
+}
 
 
 def viz_bytes(num: float) -> str:
@@ -67,6 +77,7 @@ def parse_stats(path: Path) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------- real files
+
 
 @needs_corpus
 def test_every_corpus_pickle_has_an_expectation() -> None:
@@ -93,8 +104,13 @@ def test_corpus_pickle_matches_pytorch_stats(name: str) -> None:
     assert int(stats["segments"]) == summary.segments
     assert viz_bytes(summary.total_reserved_bytes) == stats["total_reserved"]
     assert viz_bytes(summary.total_allocated_bytes) == stats["total_allocated"]
-    assert viz_bytes(summary.total_reserved_bytes - summary.total_allocated_bytes) == stats["total_free"]
-    assert summary.total_allocated_bytes <= summary.total_active_bytes <= summary.total_reserved_bytes
+    assert (
+        viz_bytes(summary.total_reserved_bytes - summary.total_allocated_bytes)
+        == stats["total_free"]
+    )
+    assert (
+        summary.total_allocated_bytes <= summary.total_active_bytes <= summary.total_reserved_bytes
+    )
 
 
 @needs_corpus
@@ -138,8 +154,18 @@ def test_corpus_pickle_truncated_is_snapshot_error(name: str) -> None:
 
 # --------------------------------------------------------------------------- generated files
 
-ERA_LABEL = {"2.0": "2.0", "2.1": "2.1", "2.2": "2.2", "2.3": "2.3-2.4", "2.5": "2.5-2.7",
-             "2.8": "2.8", "2.9": "2.9", "2.10": "2.10-2.11", "2.12": "2.12+", "2.14": "2.14+"}
+ERA_LABEL = {
+    "2.0": "2.0",
+    "2.1": "2.1",
+    "2.2": "2.2",
+    "2.3": "2.3-2.4",
+    "2.5": "2.5-2.7",
+    "2.8": "2.8",
+    "2.9": "2.9",
+    "2.10": "2.10-2.11",
+    "2.12": "2.12+",
+    "2.14": "2.14+",
+}
 
 
 def _assert_matches(summary: snapshot_mod.SnapshotSummary, exp: dict[str, Any]) -> None:
@@ -150,9 +176,15 @@ def _assert_matches(summary: snapshot_mod.SnapshotSummary, exp: dict[str, Any]) 
     assert summary.oom_events == exp["oom_events"]
     assert summary.segments == exp["segments"]
     assert summary.graph_pool_bytes == exp["graph_pool_bytes"]
-    got = {p.pool_id: {"kind": p.kind, "reserved_bytes": p.reserved_bytes,
-                       "allocated_bytes": p.allocated_bytes, "segments": p.segments}
-           for p in summary.pools}
+    got = {
+        p.pool_id: {
+            "kind": p.kind,
+            "reserved_bytes": p.reserved_bytes,
+            "allocated_bytes": p.allocated_bytes,
+            "segments": p.segments,
+        }
+        for p in summary.pools
+    }
     assert got == exp["pools"]
     if exp["largest_active_bytes"] is not None:
         assert summary.top_allocations[0].bytes == exp["largest_active_bytes"]
@@ -162,13 +194,21 @@ def _assert_matches(summary: snapshot_mod.SnapshotSummary, exp: dict[str, Any]) 
 def test_generated_snapshot_every_era(tmp_path: Path, fmt: str) -> None:
     path = tmp_path / "cuda_graph_runner_memory_usage.pickle"
     graph = [] if fmt == "2.0" else [48 * MIB, 5 * MIB + 1000]
-    exp = write_snapshot(path, default_pool_bytes=100 * MIB, graph_pools=graph, torch_format=fmt, oom=True)
+    exp = write_snapshot(
+        path, default_pool_bytes=100 * MIB, graph_pools=graph, torch_format=fmt, oom=True
+    )
     summary = load_snapshot(path)
     _assert_matches(summary, exp)
     assert summary.torch_format == ERA_LABEL[fmt]
     d = json.loads(json.dumps(summary.to_dict(), allow_nan=False))
     assert set(d) == TO_DICT_KEYS
-    assert set(d["pools"][0]) == {"pool_id", "kind", "reserved_bytes", "allocated_bytes", "segments"}
+    assert set(d["pools"][0]) == {
+        "pool_id",
+        "kind",
+        "reserved_bytes",
+        "allocated_bytes",
+        "segments",
+    }
     assert set(d["top_allocations"][0]) == {"bytes", "frames"}
     assert d["oom_events"] == 1
 
@@ -180,7 +220,10 @@ def test_generated_graph_pools(tmp_path: Path) -> None:
     _assert_matches(summary, exp)
     pools = summary.to_dict()["pools"]
     assert [(p["pool_id"], p["kind"]) for p in pools] == [
-        ([0, 0], "default"), ([0, 1], "graph"), ([0, 2], "graph")]
+        ([0, 0], "default"),
+        ([0, 1], "graph"),
+        ([0, 2], "graph"),
+    ]
     assert [p["reserved_bytes"] for p in pools] == [10 * MIB, 200 * MIB, 64 * MIB]
     assert summary.graph_pool_bytes == 264 * MIB
     # the largest live block is the graph's static output; frames skip C++/interpreter noise
@@ -196,18 +239,31 @@ def test_generated_graph_pools(tmp_path: Path) -> None:
 def test_generated_capture_own_pool_ids(tmp_path: Path) -> None:
     """``capture_begin()`` without a pool gives (m, 0) ids; still graph pools (A10)."""
     path = tmp_path / "s.pickle"
-    exp = write_snapshot(path, default_pool_bytes=MIB, graph_pools=[3 * MIB, 2 * MIB],
-                         graph_pool_ids=[(1, 0), (2, 0)], torch_format="2.8")
+    exp = write_snapshot(
+        path,
+        default_pool_bytes=MIB,
+        graph_pools=[3 * MIB, 2 * MIB],
+        graph_pool_ids=[(1, 0), (2, 0)],
+        torch_format="2.8",
+    )
     summary = load_snapshot(path)
     _assert_matches(summary, exp)
     assert [(p.pool_id, p.kind) for p in summary.pools] == [
-        ((0, 0), "default"), ((1, 0), "graph"), ((2, 0), "graph")]
+        ((0, 0), "default"),
+        ((1, 0), "graph"),
+        ((2, 0), "graph"),
+    ]
 
 
 def test_generated_without_history(tmp_path: Path) -> None:
     path = tmp_path / "s.pickle"
-    exp = write_snapshot(path, default_pool_bytes=40 * MIB, graph_pools=[8 * MIB],
-                         torch_format="2.8", with_history=False)
+    exp = write_snapshot(
+        path,
+        default_pool_bytes=40 * MIB,
+        graph_pools=[8 * MIB],
+        torch_format="2.8",
+        with_history=False,
+    )
     summary = load_snapshot(path)
     _assert_matches(summary, exp)
     assert summary.peak_bytes is None and exp["peak_bytes"] is None
@@ -224,19 +280,31 @@ def test_generated_without_history(tmp_path: Path) -> None:
     oom=st.booleans(),
 )
 def test_generated_snapshots_property(
-    tmp_path_factory: pytest.TempPathFactory, default: int, graphs: list[int], fmt: str,
-    history: bool, oom: bool,
+    tmp_path_factory: pytest.TempPathFactory,
+    default: int,
+    graphs: list[int],
+    fmt: str,
+    history: bool,
+    oom: bool,
 ) -> None:
     path = tmp_path_factory.mktemp("snap") / "s.pickle"
-    exp = write_snapshot(path, default_pool_bytes=default, graph_pools=graphs, torch_format=fmt,
-                         with_history=history, oom=oom)
+    exp = write_snapshot(
+        path,
+        default_pool_bytes=default,
+        graph_pools=graphs,
+        torch_format=fmt,
+        with_history=history,
+        oom=oom,
+    )
     _assert_matches(load_snapshot(path), exp)
 
 
 def test_segment_list_pickle_is_accepted(tmp_path: Path) -> None:
     """``torch.cuda.memory_snapshot()`` returns only the segment list (A1)."""
     full = tmp_path / "full.pickle"
-    exp = write_snapshot(full, default_pool_bytes=20 * MIB, graph_pools=[4 * MIB], with_history=False)
+    exp = write_snapshot(
+        full, default_pool_bytes=20 * MIB, graph_pools=[4 * MIB], with_history=False
+    )
     segments = read_plain_pickle(full.read_bytes())["segments"]
     listed = tmp_path / "list.pickle"
     with open(listed, "wb") as fh:
@@ -249,10 +317,25 @@ def test_segment_list_pickle_is_accepted(tmp_path: Path) -> None:
 def test_reader_equals_pickle_for_plain_data() -> None:
     """Our interpreter rebuilds what pickle wrote, for every protocol torch could use."""
     shared = [{"name": "f", "filename": "a.py", "line": 1}]
-    value = {"segments": [], "s": "ünï\ud800code" * 3, "b": b"\x00\xff", "big": 2**100, "neg": -(2**70),
-             "i": [-1, 0, 255, 65535, 2**31 - 1, -(2**31)], "f": 0.5, "t": (0, 0), "t1": (1,),
-             "t3": (1, 2, 3), "t4": (1, 2, 3, 4), "e": (), "n": None, "bools": [True, False],
-             "shared": [shared, shared], "nested": {"1": {"2": [[], {}]}}, "long": "x" * 300}
+    value = {
+        "segments": [],
+        "s": "ünï\ud800code" * 3,
+        "b": b"\x00\xff",
+        "big": 2**100,
+        "neg": -(2**70),
+        "i": [-1, 0, 255, 65535, 2**31 - 1, -(2**31)],
+        "f": 0.5,
+        "t": (0, 0),
+        "t1": (1,),
+        "t3": (1, 2, 3),
+        "t4": (1, 2, 3, 4),
+        "e": (),
+        "n": None,
+        "bools": [True, False],
+        "shared": [shared, shared],
+        "nested": {"1": {"2": [[], {}]}},
+        "long": "x" * 300,
+    }
     for protocol in (3, 4, 5):
         data = pickle.dumps(value, protocol=protocol)
         assert read_plain_pickle(data) == value
@@ -264,6 +347,7 @@ def test_reader_equals_pickle_for_plain_data() -> None:
 
 
 # --------------------------------------------------------------------------- hostile files
+
 
 @pytest.mark.parametrize("opcode", ["STACK_GLOBAL", "GLOBAL"])
 def test_malicious_pickle_is_refused_and_never_runs(tmp_path: Path, opcode: str) -> None:
@@ -321,10 +405,18 @@ def test_unknown_opcode_byte() -> None:
 
 @pytest.mark.parametrize(
     "obj",
-    [[1, 2, 3], [], {"foo": 1}, 42, "segments", {"segments": "nope"},
-     {"segments": [{"total_size": 1, "blocks": [{"size": "big", "state": "inactive"}]}]},
-     {"segments": [{"blocks": []}]}, {"segments": [{"total_size": 512, "blocks": [{"size": 512}]}]},
-     {"segments": [{"total_size": 512, "segment_pool_id": "graph", "blocks": []}]}],
+    [
+        [1, 2, 3],
+        [],
+        {"foo": 1},
+        42,
+        "segments",
+        {"segments": "nope"},
+        {"segments": [{"total_size": 1, "blocks": [{"size": "big", "state": "inactive"}]}]},
+        {"segments": [{"blocks": []}]},
+        {"segments": [{"total_size": 512, "blocks": [{"size": 512}]}]},
+        {"segments": [{"total_size": 512, "segment_pool_id": "graph", "blocks": []}]},
+    ],
 )
 def test_not_a_snapshot(tmp_path: Path, obj: Any) -> None:
     path = tmp_path / "other.pickle"
@@ -362,7 +454,9 @@ def test_size_limit_message_for_large_file(tmp_path: Path) -> None:
 
 def test_truncated_generated_pickle_every_byte(tmp_path: Path) -> None:
     path = tmp_path / "s.pickle"
-    write_snapshot(path, default_pool_bytes=3 * MIB, graph_pools=[MIB], torch_format="2.12", oom=True)
+    write_snapshot(
+        path, default_pool_bytes=3 * MIB, graph_pools=[MIB], torch_format="2.12", oom=True
+    )
     data = path.read_bytes()
     for cut in range(len(data)):
         (tmp_path / "cut.pickle").write_bytes(data[:cut])

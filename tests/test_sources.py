@@ -40,10 +40,24 @@ def test_gzip_recognised_by_magic_not_name(tmp_path: Path) -> None:
 
 
 def test_stdin_dash(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "diag", "analyze", "-", "--no-html", "-o", str(tmp_path),
-                          "--format", "json"], input=LINE.format(s=1, n=5).encode(), capture_output=True,
-                         cwd=tmp_path, env={**__import__("os").environ,
-                                            "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "diag",
+            "analyze",
+            "-",
+            "--no-html",
+            "-o",
+            str(tmp_path),
+            "--format",
+            "json",
+        ],
+        input=LINE.format(s=1, n=5).encode(),
+        capture_output=True,
+        cwd=tmp_path,
+        env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
     assert out.returncode == 0, out.stderr.decode()
     assert b'"path": "-"' in out.stdout
     assert (tmp_path / "stdin.graphdiag.json").exists()

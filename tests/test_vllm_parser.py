@@ -66,7 +66,9 @@ def config(t: EventTables, key: str, origin: str | None = None) -> Any:
         f = f[f["origin"] == origin]
     assert not f.empty, f"config {key!r} ({origin}) missing"
     value = f["value"].iloc[-1]
-    return None if value is None else json.loads(value)  # a None setting is stored as a missing value
+    return (
+        None if value is None else json.loads(value)
+    )  # a None setting is stored as a missing value
 
 
 def close(a: float | None, b: float | None, tol: float = 1e-6) -> bool:
@@ -118,7 +120,9 @@ def test_corpus_labels(name: str) -> None:
     if label.get("available_kv_cache_gib") is not None:
         assert close(first_sizing(t, "kv_cache_gib"), float(label["available_kv_cache_gib"]))
     if label.get("estimated_cudagraph_mem_gib") is not None:
-        assert close(first_sizing(t, "graph_mem_est_gib"), float(label["estimated_cudagraph_mem_gib"]))
+        assert close(
+            first_sizing(t, "graph_mem_est_gib"), float(label["estimated_cudagraph_mem_gib"])
+        )
 
     # capture result
     ends = rank0(t["capture_end"])
@@ -161,7 +165,9 @@ def test_corpus_specifics() -> None:
     t = scan_file(real / "vllm-pr39559-profiling-cg-mem-piecewise-full.log")
     cs = t["capture_sizes"]
     assert sorted(zip(cs["mode"], cs["phase"], cs["count"], cs["largest"], strict=True)) == [
-        ("FULL", "decode", 35, 256), ("PIECEWISE", "mixed", 51, 512)]
+        ("FULL", "decode", 35, 256),
+        ("PIECEWISE", "mixed", 51, 512),
+    ]
     assert cs["sizes"].isna().all()
     assert sizing(t, "num_gpu_blocks_override") == [512.0] and sizing(t, "gpu_blocks") == []
     # pool actual vs estimate, init engine with compilation time, FULL decode from tqdm
@@ -178,7 +184,9 @@ def test_corpus_specifics() -> None:
     t = scan_file(real / "vllm-pr33756-mojibake-ansi-caret-tqdm.log")
     prog = t["capture_progress"]
     assert set(zip(prog["phase"], prog["mode"], prog["total"], strict=True)) == {
-        ("mixed", "PIECEWISE", 83), ("decode", "FULL", 83)}
+        ("mixed", "PIECEWISE", 83),
+        ("decode", "FULL", 83),
+    }
     assert int(prog[prog["mode"] == "FULL"]["done"].max()) == 14
     assert len(t["capture_begin"]) == 1
     # DEBUG per-shape lines glued after bars
@@ -193,7 +201,9 @@ def test_corpus_specifics() -> None:
     # V0 three-line memory profile
     t = scan_file(real / "vllm-11251-v064-gpu-blocks-capture.log")
     assert sizing(t, "kv_cache_gib") == [3.76] and sizing(t, "total_gpu_memory_gib") == [15.77]
-    assert sizing(t, "activation_peak_gib") == [2.53] and sizing(t, "gpu_memory_utilization") == [0.9]
+    assert sizing(t, "activation_peak_gib") == [2.53] and sizing(t, "gpu_memory_utilization") == [
+        0.9
+    ]
     assert list(t["capture_begin"]["phase"]) == ["decode"]
 
 
@@ -214,7 +224,9 @@ def test_startup_round_trip(era: str, tp: int) -> None:
     assert config(t, "tensor_parallel_size", "engine_config") == tp
     assert config(t, "enforce_eager", "engine_config") is False
     assert config(t, "max_seq_len", "engine_config") == truth.kv.max_model_len
-    assert config(t, "pooler_config", "engine_config") is None  # last field, before <=0.6.4's closing ")"
+    assert (
+        config(t, "pooler_config", "engine_config") is None
+    )  # last field, before <=0.6.4's closing ")"
     assert config(t, "served_model_name", "engine_config") == "meta-llama/Llama-3.1-8B-Instruct"
     assert config(t, "max_num_seqs", "args" if v < (0, 9, 0) else "non_default_args") == 128
     if truth.engine == "v1" or v >= (0, 6, 0):
@@ -223,17 +235,27 @@ def test_startup_round_trip(era: str, tp: int) -> None:
     # what the config echo says about graphs
     echo_sizes = truth.engine == "v1" or v >= (0, 6, 5)
     if echo_sizes:
-        assert config(t, "compilation_config.cudagraph_capture_sizes", "engine_config") == truth.capture_sizes
+        assert (
+            config(t, "compilation_config.cudagraph_capture_sizes", "engine_config")
+            == truth.capture_sizes
+        )
         cs = t["capture_sizes"]
         row = cs[cs["sizes"].notna()].iloc[0]
         assert json.loads(row["sizes"]) == truth.capture_sizes
-        assert (row["count"], row["largest"]) == (len(truth.capture_sizes), max(truth.capture_sizes))
-        first_set = truth.sets[0] if truth.engine == "v0" else ("mixed", "PIECEWISE", truth.capture_sizes)
+        assert (row["count"], row["largest"]) == (
+            len(truth.capture_sizes),
+            max(truth.capture_sizes),
+        )
+        first_set = (
+            truth.sets[0] if truth.engine == "v0" else ("mixed", "PIECEWISE", truth.capture_sizes)
+        )
         assert (row["phase"], row["mode"]) == first_set[:2]
     modes = t["graph_mode"]
     config_modes = list(modes[modes["origin"] == "config"]["mode"])
     if truth.cudagraph_mode is not None:
-        assert config(t, "compilation_config.cudagraph_mode", "engine_config") == truth.cudagraph_mode
+        assert (
+            config(t, "compilation_config.cudagraph_mode", "engine_config") == truth.cudagraph_mode
+        )
         assert config_modes == [truth.cudagraph_mode]
     elif truth.engine == "v1":
         assert config_modes == ["PIECEWISE"]  # derived from level 3 + use_cudagraph
@@ -273,9 +295,13 @@ def test_startup_round_trip(era: str, tp: int) -> None:
         assert set(begins["phase"]) <= {"all"} and set(ends["phase"]) == {"all"}
         assert len(begins) == (tp if v >= (0, 27, 0) else 1 if v >= (0, 9, 2) else 0)
     prog = t["capture_progress"]
-    prints_bars = (truth.engine == "v0" and v >= (0, 6, 6)) or (truth.engine == "v1" and v >= (0, 9, 2))
+    prints_bars = (truth.engine == "v0" and v >= (0, 6, 6)) or (
+        truth.engine == "v1" and v >= (0, 9, 2)
+    )
     if prints_bars:
-        got = {(p, m): int(n) for (p, m), n in prog.groupby(["phase", "mode"])["total"].max().items()}
+        got = {
+            (p, m): int(n) for (p, m), n in prog.groupby(["phase", "mode"])["total"].max().items()
+        }
         assert got == {(p, m): len(s) for p, m, s in truth.sets}
         assert (prog["done"] <= prog["total"]).all()
     else:
@@ -289,7 +315,10 @@ def test_startup_round_trip(era: str, tp: int) -> None:
         assert set(sizing(t, "graph_pool_actual_gib")) == {truth.pool_actual_gib}
         adv = t["advisory"]
         assert set(adv["topic"]) == {"graph_memory_profiling"}
-        assert close(float(adv["value"].iloc[0]), round(kv.utilization + (kv.graph_est_gib or 0) / kv.total_gib, 4))
+        assert close(
+            float(adv["value"].iloc[0]),
+            round(kv.utilization + (kv.graph_est_gib or 0) / kv.total_gib, 4),
+        )
     assert t["error"].empty
 
 
@@ -316,17 +345,32 @@ def test_glued_bar(version: str) -> None:
 
 @pytest.mark.parametrize("version", ["0.13.0", "0.20.0", "0.33.0"])
 def test_metrics_table_round_trip(version: str) -> None:
-    rows = [(37, 40, "FULL", 512), (2048, 2048, "NONE", 12), (300, 304, "PIECEWISE", 7), (1, 1, "FULL", 3)]
+    rows = [
+        (37, 40, "FULL", 512),
+        (2048, 2048, "NONE", 12),
+        (300, 304, "PIECEWISE", 7),
+        (1, 1, "FULL", 3),
+    ]
     sizes = g.default_capture_sizes(version)
     clock = g.Clock()
-    lines = [g.stats_line(version, gen_tput=1242.7, running=20, waiting=3, kv_usage=57.9, clock=clock)]
-    lines += g.metrics_table(version, mode="FULL_AND_PIECEWISE", capture_sizes=sizes, rows=rows, clock=clock)
-    lines.append(g.stats_line(version, gen_tput=800.0, running=5, waiting=0, kv_usage=12.0, clock=clock))
-    lines += g.metrics_table(version, mode="FULL_AND_PIECEWISE", capture_sizes=sizes, rows=rows[:2], clock=clock)
+    lines = [
+        g.stats_line(version, gen_tput=1242.7, running=20, waiting=3, kv_usage=57.9, clock=clock)
+    ]
+    lines += g.metrics_table(
+        version, mode="FULL_AND_PIECEWISE", capture_sizes=sizes, rows=rows, clock=clock
+    )
+    lines.append(
+        g.stats_line(version, gen_tput=800.0, running=5, waiting=0, kv_usage=12.0, clock=clock)
+    )
+    lines += g.metrics_table(
+        version, mode="FULL_AND_PIECEWISE", capture_sizes=sizes, rows=rows[:2], clock=clock
+    )
     t = scan(lines)
     steps = t["graph_step"]
     assert set(steps["origin"]) == {"metrics_table"}
-    got = Counter(zip(steps["num_tokens"], steps["padded_tokens"], steps["mode"], steps["count"], strict=True))
+    got = Counter(
+        zip(steps["num_tokens"], steps["padded_tokens"], steps["mode"], steps["count"], strict=True)
+    )
     assert got == Counter(rows + rows[:2])
     cs = t["capture_sizes"]
     assert list(cs["phase"]) == ["metrics"] and json.loads(cs["sizes"].iloc[0]) == sizes
@@ -336,32 +380,68 @@ def test_metrics_table_round_trip(version: str) -> None:
 
 def test_metrics_table_interleaved_and_orphan() -> None:
     version = "0.13.0"
-    table = g.metrics_table(version, mode="PIECEWISE", capture_sizes=[1, 2, 4], rows=[(3, 4, "PIECEWISE", 9)])
-    other = g.log(version, "INFO", "gpu_worker.py", 1, "Available KV cache memory: 1.00 GiB",
-                  process="Worker_TP1 pid=7")
-    t = scan(table[:3] + [other] + table[3:])  # another process between "- Mode:" and "- Capture sizes:"
+    table = g.metrics_table(
+        version, mode="PIECEWISE", capture_sizes=[1, 2, 4], rows=[(3, 4, "PIECEWISE", 9)]
+    )
+    other = g.log(
+        version,
+        "INFO",
+        "gpu_worker.py",
+        1,
+        "Available KV cache memory: 1.00 GiB",
+        process="Worker_TP1 pid=7",
+    )
+    t = scan(
+        table[:3] + [other] + table[3:]
+    )  # another process between "- Mode:" and "- Capture sizes:"
     assert list(t["graph_step"]["count"]) == [9] and sizing(t, "kv_cache_gib") == [1.0]
-    assert list(zip(t["capture_sizes"]["mode"], t["capture_sizes"]["count"], strict=True)) == [("PIECEWISE", 3)]
-    orphan = g.log(version, "INFO", "cuda_graph.py", 108, "| 17              | 24            | 7            | FULL         | 5     |")
+    assert list(zip(t["capture_sizes"]["mode"], t["capture_sizes"]["count"], strict=True)) == [
+        ("PIECEWISE", 3)
+    ]
+    orphan = g.log(
+        version,
+        "INFO",
+        "cuda_graph.py",
+        108,
+        "| 17              | 24            | 7            | FULL         | 5     |",
+    )
     t = scan([orphan])
-    assert list(zip(t["graph_step"]["num_tokens"], t["graph_step"]["padded_tokens"], strict=True)) == [(17, 24)]
+    assert list(
+        zip(t["graph_step"]["num_tokens"], t["graph_step"]["padded_tokens"], strict=True)
+    ) == [(17, 24)]
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 8192), st.integers(0, 64), st.sampled_from(["FULL", "PIECEWISE", "NONE"]),
-                          st.integers(1, 10 ** 6)), min_size=1, max_size=12))
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 8192),
+            st.integers(0, 64),
+            st.sampled_from(["FULL", "PIECEWISE", "NONE"]),
+            st.integers(1, 10**6),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
 def test_metrics_rows_property(raw: list[tuple[int, int, str, int]]) -> None:
     rows = [(u, u + pad, m, c) for u, pad, m, c in raw]
     t = scan(g.metrics_table("0.33.0", mode="FULL", capture_sizes=[1, 8], rows=rows))
     steps = t["graph_step"]
-    assert Counter(zip(steps["num_tokens"], steps["padded_tokens"], steps["mode"], steps["count"], strict=True)) == Counter(rows)
+    assert Counter(
+        zip(steps["num_tokens"], steps["padded_tokens"], steps["mode"], steps["count"], strict=True)
+    ) == Counter(rows)
 
 
 @pytest.mark.parametrize("version", ["0.12.0", "0.13.0", "0.33.0"])
 def test_debug_steps(version: str) -> None:
     steps = [("NONE", 2048, None, False), ("FULL", 40, 40, True), ("PIECEWISE", 304, None, False)]
-    t = scan([g.debug_step(version, mode=m, num_tokens=n, num_reqs=r, uniform=u, tp=2, rank=1)
-              for m, n, r, u in steps])
+    t = scan(
+        [
+            g.debug_step(version, mode=m, num_tokens=n, num_reqs=r, uniform=u, tp=2, rank=1)
+            for m, n, r, u in steps
+        ]
+    )
     f = t["graph_step"]
     assert list(f["mode"]) == ["NONE", "FULL", "PIECEWISE"]
     assert list(f["padded_tokens"]) == [2048, 40, 304]
@@ -374,8 +454,22 @@ def test_debug_steps(version: str) -> None:
 @pytest.mark.parametrize("era", ERA_IDS)
 def test_stats_round_trip(era: str) -> None:
     version = g.ERAS[era]
-    t = scan([g.stats_line(version, prompt_tput=1254.4, gen_tput=29.2, running=10, waiting=4, swapped=1,
-                           kv_usage=57.9, prefix_hit=40.5, preemptions=3, engine_index=2)])
+    t = scan(
+        [
+            g.stats_line(
+                version,
+                prompt_tput=1254.4,
+                gen_tput=29.2,
+                running=10,
+                waiting=4,
+                swapped=1,
+                kv_usage=57.9,
+                prefix_hit=40.5,
+                preemptions=3,
+                engine_index=2,
+            )
+        ]
+    )
     row = t["stats"].iloc[0]
     v0 = g.engine_of(version) == "v0"
     assert (row["prompt_throughput"], row["gen_throughput"]) == (1254.4, 29.2)
@@ -396,7 +490,11 @@ def test_requests(version: str) -> None:
     assert set(f["request_id"]) == {"chatcmpl-7f3a"}
     rec = f.iloc[0]
     assert rec["max_new_tokens"] == 256
-    assert (rec["prompt_tokens"] == 17) if g.ver(version) < (0, 12, 0) else pd.isna(rec["prompt_tokens"])
+    assert (
+        (rec["prompt_tokens"] == 17)
+        if g.ver(version) < (0, 12, 0)
+        else pd.isna(rec["prompt_tokens"])
+    )
 
 
 @pytest.mark.parametrize("version", ["0.6.6", "0.11.0", "0.33.0"])
@@ -414,7 +512,11 @@ def test_downgrade_and_disabled_lines() -> None:
     version = "0.11.0"
     t = scan([g.downgrade(version, to="PIECEWISE", tp=2, rank=1), g.downgrade(version, to="NONE")])
     f = t["graph_mode"]
-    assert list(f["mode"]) == ["PIECEWISE", "NONE"] and f["downgraded"].all() and set(f["origin"]) == {"downgrade"}
+    assert (
+        list(f["mode"]) == ["PIECEWISE", "NONE"]
+        and f["downgraded"].all()
+        and set(f["origin"]) == {"downgrade"}
+    )
     msgs = {
         "Skipping CUDA graph capture. To turn on CUDA graph capture, ensure `cudagraph_mode` was not manually set to `NONE`": "skipping_capture",
         "CUDA graph is not supported on BitsAndBytes 8bit yet, fallback to the eager mode.": "bitsandbytes",
@@ -441,18 +543,31 @@ def test_downgrade_and_disabled_lines() -> None:
     assert list(t["graph_mode"]["mode"]) == ["PIECEWISE", "FULL_DECODE_ONLY", "NONE"]
     adv = t["advisory"]
     assert list(zip(adv["topic"], adv["value"], strict=True)) == [
-        ("capping_capture_sizes", 128.0), ("truncating_capture_size", 496.0), ("sizes_overridden", 2048.0),
-        ("graph_memory_profiling", 0.7021)]
+        ("capping_capture_sizes", 128.0),
+        ("truncating_capture_size", 496.0),
+        ("sizes_overridden", 2048.0),
+        ("graph_memory_profiling", 0.7021),
+    ]
 
 
 def test_vllm_only_errors_not_duplicated() -> None:
     v = "0.11.0"
-    warm = ("CUDA out of memory occurred when warming up sampler with 1024 dummy requests. Please try lowering "
-            "`max_num_seqs` or `gpu_memory_utilization` when initializing the engine.")
+    warm = (
+        "CUDA out of memory occurred when warming up sampler with 1024 dummy requests. Please try lowering "
+        "`max_num_seqs` or `gpu_memory_utilization` when initializing the engine."
+    )
     nokv = "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
-    t = scan([g.log(v, "WARNING", "gpu_model_runner.py", 1, warm), g.log(v, "WARNING", "kv_cache_utils.py", 1, nokv)])
+    t = scan(
+        [
+            g.log(v, "WARNING", "gpu_model_runner.py", 1, warm),
+            g.log(v, "WARNING", "kv_cache_utils.py", 1, nokv),
+        ]
+    )
     f = t["error"]
-    assert list(zip(f["error_class"], f["capture_related"], strict=True)) == [("oom", True), ("oom", False)]
+    assert list(zip(f["error_class"], f["capture_related"], strict=True)) == [
+        ("oom", True),
+        ("oom", False),
+    ]
     # ERROR-level OOM text is ErrorParser's: exactly one event, not two
     t = scan([g.log(v, "ERROR", "core.py", 1, warm), g.log(v, "ERROR", "core.py", 2, nokv)])
     assert len(t["error"]) == 2
@@ -474,72 +589,142 @@ def test_benign_look_alikes() -> None:
 def test_headerless_messages_parse() -> None:
     """A paste of message bodies (prefixes stripped) gives the same KV and capture figures."""
     lines, truth = g.server_log("0.20.0", seed=3)
-    header = re.compile(r"^(?:\([^)]*\) )?(?:INFO|DEBUG|WARNING) \d\d-\d\d \d\d:\d\d:\d\d \[[^\]]*\] ")
+    header = re.compile(
+        r"^(?:\([^)]*\) )?(?:INFO|DEBUG|WARNING) \d\d-\d\d \d\d:\d\d:\d\d \[[^\]]*\] "
+    )
     t = scan([header.sub("", line) for line in lines])
     assert sizing(t, "kv_tokens") == [truth.kv.kv_tokens]
     assert sizing(t, "graph_mem_est_gib")[0] == truth.kv.graph_est_gib
     assert list(t["capture_end"]["time_s"]) == [float(truth.time_s or 0)]
-    assert config(t, "compilation_config.cudagraph_capture_sizes", "engine_config") == truth.capture_sizes
+    assert (
+        config(t, "compilation_config.cudagraph_capture_sizes", "engine_config")
+        == truth.capture_sizes
+    )
 
 
 def test_misc_lines() -> None:
     def at(version: str, msg: str, level: str = "INFO") -> str:
         return g.log(version, level, "x.py", 1, msg)
 
-    t = scan([
-        at("0.6.3", "Sequence group 123 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV "
-                    "cache space. total_num_cumulative_preemption=1", "WARNING"),
-        at("0.10.2", "Free memory on device (78.5/79.19 GiB) on startup. Desired GPU memory utilization is (0.9, 71.27 "
-                     "GiB). Actual usage is 14.99 GiB for weight, 4.36 GiB for peak activation, 0.19 GiB for non-torch "
-                     "memory, and 0.53 GiB for CUDAGraph memory. Replace gpu_memory_utilization config with "
-                     "`--kv-cache-memory=52428800000` to fit into requested memory."),
-        at("0.11.0", "Initial free memory 78.50 GiB, reserved 20.00 GiB memory for KV Cache as specified by "
-                     "kv_cache_memory_bytes config and skipped memory profiling."),
-        at("0.13.0", "2 Engines Aggregated: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 1242.7 "
-                     "tokens/s, Running: 20 reqs, Waiting: 23 reqs, Preemptions: 4, GPU KV cache usage: 98.4%, Prefix "
-                     "cache hit rate: 0.0%"),
-        at("0.13.0", "Aborted request(s) cmpl-1,cmpl-2."),
-        at("0.13.0", "Generated response chatcmpl-9 (streaming complete): output: 'hi', output_token_ids: [1], "
-                     "finish_reason: stop"),
-        at("0.11.0", "Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN']"),
-        at("0.13.0", "Setting max_num_seqs to 1024 for OPENAI_API_SERVER usage context.", "DEBUG"),
-        at("0.13.0", "Capturing a cudagraph on (FULL,BatchDescriptor(num_tokens=32, num_reqs=32, uniform=True, "
-                     "has_lora=False))", "DEBUG"),
-        at("0.20.0", "CG Capture: mode=PIECEWISE, batch_desc=BatchDescriptor(num_tokens=512, num_reqs=None, "
-                     "uniform=False, has_lora=False)", "DEBUG"),
-        at("0.33.0", "Capturing CUDA graphs (FULL): 100%|██████████| 35/35 [00:02<00:00, 14.2it/s]"),
-        at("0.15.0", " ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.15.0rc3"),
-    ])
+    t = scan(
+        [
+            at(
+                "0.6.3",
+                "Sequence group 123 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV "
+                "cache space. total_num_cumulative_preemption=1",
+                "WARNING",
+            ),
+            at(
+                "0.10.2",
+                "Free memory on device (78.5/79.19 GiB) on startup. Desired GPU memory utilization is (0.9, 71.27 "
+                "GiB). Actual usage is 14.99 GiB for weight, 4.36 GiB for peak activation, 0.19 GiB for non-torch "
+                "memory, and 0.53 GiB for CUDAGraph memory. Replace gpu_memory_utilization config with "
+                "`--kv-cache-memory=52428800000` to fit into requested memory.",
+            ),
+            at(
+                "0.11.0",
+                "Initial free memory 78.50 GiB, reserved 20.00 GiB memory for KV Cache as specified by "
+                "kv_cache_memory_bytes config and skipped memory profiling.",
+            ),
+            at(
+                "0.13.0",
+                "2 Engines Aggregated: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 1242.7 "
+                "tokens/s, Running: 20 reqs, Waiting: 23 reqs, Preemptions: 4, GPU KV cache usage: 98.4%, Prefix "
+                "cache hit rate: 0.0%",
+            ),
+            at("0.13.0", "Aborted request(s) cmpl-1,cmpl-2."),
+            at(
+                "0.13.0",
+                "Generated response chatcmpl-9 (streaming complete): output: 'hi', output_token_ids: [1], "
+                "finish_reason: stop",
+            ),
+            at(
+                "0.11.0",
+                "Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN']",
+            ),
+            at(
+                "0.13.0",
+                "Setting max_num_seqs to 1024 for OPENAI_API_SERVER usage context.",
+                "DEBUG",
+            ),
+            at(
+                "0.13.0",
+                "Capturing a cudagraph on (FULL,BatchDescriptor(num_tokens=32, num_reqs=32, uniform=True, "
+                "has_lora=False))",
+                "DEBUG",
+            ),
+            at(
+                "0.20.0",
+                "CG Capture: mode=PIECEWISE, batch_desc=BatchDescriptor(num_tokens=512, num_reqs=None, "
+                "uniform=False, has_lora=False)",
+                "DEBUG",
+            ),
+            at(
+                "0.33.0",
+                "Capturing CUDA graphs (FULL): 100%|██████████| 35/35 [00:02<00:00, 14.2it/s]",
+            ),
+            at("0.15.0", " ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.15.0rc3"),
+        ]
+    )
     assert list(t["retract"]["count"]) == [1]
-    assert sizing(t, "graph_mem_actual_gib") == [0.53] and sizing(t, "total_gpu_memory_gib") == [79.19]
+    assert sizing(t, "graph_mem_actual_gib") == [0.53] and sizing(t, "total_gpu_memory_gib") == [
+        79.19
+    ]
     assert sizing(t, "weights_gib") == [14.99] and sizing(t, "kv_cache_gib") == [20.0]
     st_ = t["stats"].iloc[0]
-    assert (st_["running"], st_["waiting"], st_["preemptions"], st_["kv_usage"]) == (20, 23, 4, 98.4)
+    assert (st_["running"], st_["waiting"], st_["preemptions"], st_["kv_usage"]) == (
+        20,
+        23,
+        4,
+        98.4,
+    )
     assert pd.isna(st_["engine_index"])
     req = t["request"]
     assert list(zip(req["request_id"], req["action"], strict=True)) == [
-        ("cmpl-1", "aborted"), ("cmpl-2", "aborted"), ("chatcmpl-9", "response")]
-    assert config(t, "attention_backend", "log") == "FLASH_ATTN" and config(t, "max_num_seqs", "log") == 1024
+        ("cmpl-1", "aborted"),
+        ("cmpl-2", "aborted"),
+        ("chatcmpl-9", "response"),
+    ]
+    assert (
+        config(t, "attention_backend", "log") == "FLASH_ATTN"
+        and config(t, "max_num_seqs", "log") == 1024
+    )
     prog = t["capture_progress"]
     assert list(zip(prog["phase"], prog["mode"], prog["size"].fillna(-1), strict=True)) == [
-        ("decode", "FULL", 32), ("mixed", "PIECEWISE", 512), ("decode", "FULL", -1)]
+        ("decode", "FULL", 32),
+        ("mixed", "PIECEWISE", 512),
+        ("decode", "FULL", -1),
+    ]
     assert list(t["version"]["version"]) == ["0.15.0rc3"]
 
 
 # ---------------------------------------------------------------- units
-@pytest.mark.parametrize("value,name", [
-    (0, "NONE"), (1, "PIECEWISE"), (2, "FULL"), ([2, 0], "FULL_DECODE_ONLY"), ([2, 1], "FULL_AND_PIECEWISE"),
-    ((2, 1), "FULL_AND_PIECEWISE"), ("FULL_DECODE_ONLY", "FULL_DECODE_ONLY"), ("CUDAGraphMode.FULL", "FULL"),
-    ("<CUDAGraphMode.PIECEWISE: 1>", "PIECEWISE"), ("full_and_piecewise", "FULL_AND_PIECEWISE"), (True, None),
-    ("bogus", None),
-])
+@pytest.mark.parametrize(
+    "value,name",
+    [
+        (0, "NONE"),
+        (1, "PIECEWISE"),
+        (2, "FULL"),
+        ([2, 0], "FULL_DECODE_ONLY"),
+        ([2, 1], "FULL_AND_PIECEWISE"),
+        ((2, 1), "FULL_AND_PIECEWISE"),
+        ("FULL_DECODE_ONLY", "FULL_DECODE_ONLY"),
+        ("CUDAGraphMode.FULL", "FULL"),
+        ("<CUDAGraphMode.PIECEWISE: 1>", "PIECEWISE"),
+        ("full_and_piecewise", "FULL_AND_PIECEWISE"),
+        (True, None),
+        ("bogus", None),
+    ],
+)
 def test_mode_name(value: Any, name: str | None) -> None:
     assert mode_name(value) == name
 
 
 def test_config_echo_cut_and_unquoted() -> None:
-    text = ("model='m', served_model_name=Qwen/Qwen3-0.6B, enforce_eager=False, compilation_config={'mode': 3, "
-            "'cudagraph_mode': <CUDAGraphMode.FULL_DECODE_ONLY: (2, 0)>, 'cudagraph_capture_sizes': [1, 2, 4, 8, 16")
+    text = (
+        "model='m', served_model_name=Qwen/Qwen3-0.6B, enforce_eager=False, compilation_config={'mode': 3, "
+        "'cudagraph_mode': <CUDAGraphMode.FULL_DECODE_ONLY: (2, 0)>, 'cudagraph_capture_sizes': [1, 2, 4, 8, 16"
+    )
     cfg = parse_config_echo(text)
     assert cfg["served_model_name"] == "Qwen/Qwen3-0.6B" and cfg["enforce_eager"] is False
     cc = cfg["compilation_config"]
@@ -548,7 +733,9 @@ def test_config_echo_cut_and_unquoted() -> None:
 
 
 def test_metrics_grammar_rejects_garbage_line_only() -> None:
-    items = parse_metrics_table(["- Mode: FULL", "| 3 | 4 | 1 | FULL | 2 |", "garbage ((", "| 5 | 8 | 3 | NONE | 1 |"])
+    items = parse_metrics_table(
+        ["- Mode: FULL", "| 3 | 4 | 1 | FULL | 2 |", "garbage ((", "| 5 | 8 | 3 | NONE | 1 |"]
+    )
     rows = [i.values for i in items if i.kind == "row"]
     assert rows == [[3, 4, 1, "FULL", 2], [5, 8, 3, "NONE", 1]]
 

@@ -70,15 +70,27 @@ def _values(run: RunReport, snapshots: list[dict[str, Any]]) -> dict[str, Any]:
     shape = rec["decode_batch_shape"] or {}
     perf = rec["perf"]
     return {
-        "graph_mode": rec["graph_mode"], "cudagraph_mode": rec["cudagraph_mode"],
-        "n_buckets": m.get("n_buckets"), "ceiling": m.get("ceiling"),
-        "decode_batches": _decode_batches(run), "batch_p50": shape.get("p50"), "batch_p99": shape.get("p99"),
-        "captured_share": rec["captured_share"], "padding_waste": rec["padding_waste"],
-        "throughput_in_window": perf["throughput_in_window"], "throughput_out_window": perf["throughput_out_window"],
-        "speed_in": m.get("speed_in"), "speed_out": m.get("speed_out"),
-        "ttft_s_p50": perf["ttft_s_p50"], "ttft_s_p95": perf["ttft_s_p95"], "itl_s_p95": perf["itl_s_p95"],
-        "capture_time_s": rec["capture_time_s"], "capture_mem_gib": rec["capture_mem_gib"],
-        "kv_tokens": rec["kv_tokens"], "kv_cache_gib": rec["kv_cache_gib"], "max_concurrency": rec["max_concurrency"],
+        "graph_mode": rec["graph_mode"],
+        "cudagraph_mode": rec["cudagraph_mode"],
+        "n_buckets": m.get("n_buckets"),
+        "ceiling": m.get("ceiling"),
+        "decode_batches": _decode_batches(run),
+        "batch_p50": shape.get("p50"),
+        "batch_p99": shape.get("p99"),
+        "captured_share": rec["captured_share"],
+        "padding_waste": rec["padding_waste"],
+        "throughput_in_window": perf["throughput_in_window"],
+        "throughput_out_window": perf["throughput_out_window"],
+        "speed_in": m.get("speed_in"),
+        "speed_out": m.get("speed_out"),
+        "ttft_s_p50": perf["ttft_s_p50"],
+        "ttft_s_p95": perf["ttft_s_p95"],
+        "itl_s_p95": perf["itl_s_p95"],
+        "capture_time_s": rec["capture_time_s"],
+        "capture_mem_gib": rec["capture_mem_gib"],
+        "kv_tokens": rec["kv_tokens"],
+        "kv_cache_gib": rec["kv_cache_gib"],
+        "max_concurrency": rec["max_concurrency"],
     }
 
 
@@ -95,19 +107,26 @@ def _finding(f: Any) -> dict[str, str]:
     return {"code": f.code, "name": f.name, "severity": f.severity, "message": f.message}
 
 
-def _side(report: Report, paths: Sequence[str], label: str) -> tuple[dict[str, Any], RunReport | None]:
+def _side(
+    report: Report, paths: Sequence[str], label: str
+) -> tuple[dict[str, Any], RunReport | None]:
     run, why = main_run(report)
     side: dict[str, Any] = {
-        "paths": list(paths), "main_run": run.id if run else None, "why": why,
+        "paths": list(paths),
+        "main_run": run.id if run else None,
+        "why": why,
         "runs": [r.id for r in report.runs],
-        "inputs_skipped": [{"path": i.path, "reason": i.reason} for i in report.inputs if i.status == "skipped"],
+        "inputs_skipped": [
+            {"path": i.path, "reason": i.reason} for i in report.inputs if i.status == "skipped"
+        ],
         "run": run.to_dict() if run else None,
     }
     return side, run
 
 
-def compare(before: Report, after: Report, before_paths: Sequence[str] = (),
-            after_paths: Sequence[str] = ()) -> dict[str, Any]:
+def compare(
+    before: Report, after: Report, before_paths: Sequence[str] = (), after_paths: Sequence[str] = ()
+) -> dict[str, Any]:
     """The ``graphdiag.compare/1`` document: both main runs (full run dicts, records included),
     a metric table with deltas, findings that appeared / disappeared / persist, and warnings."""
     sides: dict[str, dict[str, Any]] = {}
@@ -124,8 +143,18 @@ def compare(before: Report, after: Report, before_paths: Sequence[str] = (),
         if a is None and b is None:
             continue
         d, winner = _delta(a, b, kind, better)
-        metrics.append({"key": key, "label": name, "unit": unit, "kind": kind, "before": a, "after": b,
-                        "delta": d, "better": winner})
+        metrics.append(
+            {
+                "key": key,
+                "label": name,
+                "unit": unit,
+                "kind": kind,
+                "before": a,
+                "after": b,
+                "delta": d,
+                "better": winner,
+            }
+        )
 
     rb, ra = runs["before"], runs["after"]
     codes_b = {f.code: f for f in (rb.findings if rb else [])}
@@ -135,8 +164,15 @@ def compare(before: Report, after: Report, before_paths: Sequence[str] = (),
         "disappeared": [_finding(codes_b[c]) for c in sorted(set(codes_b) - set(codes_a))],
         "persisting": [_finding(codes_a[c]) for c in sorted(set(codes_a) & set(codes_b))],
     }
-    doc = {"schema": SCHEMA, "tool_version": __version__, "before": sides["before"], "after": sides["after"],
-           "metrics": metrics, "findings": findings, "warnings": _warnings(runs, values)}
+    doc = {
+        "schema": SCHEMA,
+        "tool_version": __version__,
+        "before": sides["before"],
+        "after": sides["after"],
+        "metrics": metrics,
+        "findings": findings,
+        "warnings": _warnings(runs, values),
+    }
     return clean_json(doc)  # type: ignore[no-any-return]
 
 
@@ -149,21 +185,31 @@ def _warnings(runs: dict[str, RunReport | None], values: dict[str, dict[str, Any
             continue
         rec = run.record
         if rec["graph_mode"] == "disabled":
-            out.append(f"{side} ran with CUDA graphs disabled: that is the diagnostic state, its throughput and "
-                       "latency are the eager path's, not the graph path's real magnitude (re-measure with graphs on)")
+            out.append(
+                f"{side} ran with CUDA graphs disabled: that is the diagnostic state, its throughput and "
+                "latency are the eager path's, not the graph path's real magnitude (re-measure with graphs on)"
+            )
         if rec["capture_error"]:
-            out.append(f"{side}: capture failed ({rec['capture_error']['class']}), the server did not come up "
-                       "with graphs")
+            out.append(
+                f"{side}: capture failed ({rec['capture_error']['class']}), the server did not come up "
+                "with graphs"
+            )
         if not _decode_batches(run):
-            out.append(f"{side} has no decode batches: its share, padding and throughput are unknown")
+            out.append(
+                f"{side} has no decode batches: its share, padding and throughput are unknown"
+            )
     rb, ra = runs["before"], runs["after"]
     if rb is not None and ra is not None:
         if rb.facts.backend != ra.facts.backend:
-            out.append(f"the sides come from different engines ({rb.facts.backend} vs {ra.facts.backend})")
+            out.append(
+                f"the sides come from different engines ({rb.facts.backend} vs {ra.facts.backend})"
+            )
         pb, pa = values["before"].get("batch_p50"), values["after"].get("batch_p50")
         if pb and pa and max(pb, pa) > 1.25 * min(pb, pa):
-            out.append(f"the sides saw different traffic (decode batch p50 {pb} vs {pa}): captured share and "
-                       "padding move with the traffic, not only with the buckets")
+            out.append(
+                f"the sides saw different traffic (decode batch p50 {pb} vs {pa}): captured share and "
+                "padding move with the traffic, not only with the buckets"
+            )
     return out
 
 
@@ -196,21 +242,36 @@ def _fmt_delta(m: dict[str, Any]) -> str:
 
 
 def _side_line(label: str, side: dict[str, Any]) -> str:
-    return f"{label}: {side['main_run'] or '-'} ({side['why']}) from {', '.join(side['paths']) or '-'}"
+    return (
+        f"{label}: {side['main_run'] or '-'} ({side['why']}) from {', '.join(side['paths']) or '-'}"
+    )
 
 
 def render_text(doc: dict[str, Any]) -> str:
     """Terminal table: metric, before, after, delta; then findings moves and warnings."""
     lines = [_side_line("before", doc["before"]), _side_line("after ", doc["after"]), ""]
-    rows = [(m["label"], _fmt(m["before"], m["kind"], m["unit"]), _fmt(m["after"], m["kind"], m["unit"]),
-             _fmt_delta(m)) for m in doc["metrics"]]
-    w = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(("metric", "before", "after", "delta"))]
+    rows = [
+        (
+            m["label"],
+            _fmt(m["before"], m["kind"], m["unit"]),
+            _fmt(m["after"], m["kind"], m["unit"]),
+            _fmt_delta(m),
+        )
+        for m in doc["metrics"]
+    ]
+    w = [
+        max([len(h), *(len(r[i]) for r in rows)])
+        for i, h in enumerate(("metric", "before", "after", "delta"))
+    ]
     lines.append(f"{'metric':<{w[0]}}  {'before':>{w[1]}}  {'after':>{w[2]}}  delta")
     lines.extend(f"{r[0]:<{w[0]}}  {r[1]:>{w[1]}}  {r[2]:>{w[2]}}  {r[3]}".rstrip() for r in rows)
     f = doc["findings"]
     lines.append("")
-    for key, title in (("disappeared", "findings gone"), ("appeared", "findings new"),
-                       ("persisting", "findings still there")):
+    for key, title in (
+        ("disappeared", "findings gone"),
+        ("appeared", "findings new"),
+        ("persisting", "findings still there"),
+    ):
         items = ", ".join(f"{x['code']} {x['name']}" for x in f[key]) or "none"
         lines.append(f"{title}: {items}")
     if doc["warnings"]:
@@ -233,28 +294,45 @@ code{background:#f3f3f3;padding:0 3px}"""
 def render_html(doc: dict[str, Any]) -> str:
     """A self-contained page (inline CSS, no scripts, no network); every value is escaped."""
     e = html.escape
-    parts = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
-             "<title>graphdiag compare</title>", f"<style>{_CSS}</style></head><body>",
-             "<h1>graphdiag compare</h1>", "<ul>"]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        "<title>graphdiag compare</title>",
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>graphdiag compare</h1>",
+        "<ul>",
+    ]
     for label in ("before", "after"):
         s = doc[label]
-        parts.append(f"<li><b>{label}</b>: <code>{e(str(s['main_run'] or '-'))}</code> ({e(s['why'])}) from "
-                     f"{e(', '.join(s['paths']) or '-')}</li>")
+        parts.append(
+            f"<li><b>{label}</b>: <code>{e(str(s['main_run'] or '-'))}</code> ({e(s['why'])}) from "
+            f"{e(', '.join(s['paths']) or '-')}</li>"
+        )
     parts.append("</ul>")
     for w in doc["warnings"]:
-        parts.append(f"<p class=\"warn\">{e(w)}</p>")
-    parts.append("<table><thead><tr><th>metric</th><th>before</th><th>after</th><th>delta</th></tr></thead><tbody>")
+        parts.append(f'<p class="warn">{e(w)}</p>')
+    parts.append(
+        "<table><thead><tr><th>metric</th><th>before</th><th>after</th><th>delta</th></tr></thead><tbody>"
+    )
     for m in doc["metrics"]:
         cls = {"after": "better", "before": "worse"}.get(m["better"] or "", "")
-        parts.append(f"<tr><td>{e(m['label'])}</td><td>{e(_fmt(m['before'], m['kind'], m['unit']))}</td>"
-                     f"<td>{e(_fmt(m['after'], m['kind'], m['unit']))}</td>"
-                     f"<td class=\"{cls}\">{e(_fmt_delta(m))}</td></tr>")
+        parts.append(
+            f"<tr><td>{e(m['label'])}</td><td>{e(_fmt(m['before'], m['kind'], m['unit']))}</td>"
+            f"<td>{e(_fmt(m['after'], m['kind'], m['unit']))}</td>"
+            f'<td class="{cls}">{e(_fmt_delta(m))}</td></tr>'
+        )
     parts.append("</tbody></table>")
-    parts.append("<table><thead><tr><th>finding</th><th>change</th><th>severity</th><th>message</th></tr></thead><tbody>")
+    parts.append(
+        "<table><thead><tr><th>finding</th><th>change</th><th>severity</th><th>message</th></tr></thead><tbody>"
+    )
     for key in ("disappeared", "appeared", "persisting"):
         for f in doc["findings"][key]:
-            parts.append(f"<tr><td>{e(f['code'])} {e(f['name'])}</td><td>{e(key)}</td><td>{e(f['severity'])}</td>"
-                         f"<td style=\"text-align:left\">{e(f['message'])}</td></tr>")
+            parts.append(
+                f"<tr><td>{e(f['code'])} {e(f['name'])}</td><td>{e(key)}</td><td>{e(f['severity'])}</td>"
+                f'<td style="text-align:left">{e(f["message"])}</td></tr>'
+            )
     parts.append("</tbody></table>")
-    parts.append(f"<p><small>graphdiag {e(doc['tool_version'])}, {e(doc['schema'])}</small></p></body></html>")
+    parts.append(
+        f"<p><small>graphdiag {e(doc['tool_version'])}, {e(doc['schema'])}</small></p></body></html>"
+    )
     return "\n".join(parts) + "\n"

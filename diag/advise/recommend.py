@@ -107,17 +107,30 @@ def _truthy(v: Any) -> bool:
 
 def _sglang_split(config: dict[str, Any]) -> bool:
     """2026-06+ SGLang (#23906): per-phase flags; detected from the config echo's new keys."""
-    return any(k.startswith(("cuda_graph_config", "cuda_graph_max_bs_decode", "cuda_graph_bs_decode",
-                             "cuda_graph_backend")) for k in config)
+    return any(
+        k.startswith(
+            (
+                "cuda_graph_config",
+                "cuda_graph_max_bs_decode",
+                "cuda_graph_bs_decode",
+                "cuda_graph_backend",
+            )
+        )
+        for k in config
+    )
 
 
 def _default_sizes(engine: str, version: str | None, config: dict[str, Any]) -> list[int]:
     if engine == "sglang":
-        return sglang_default_sizes(version, _as_int(config.get("cuda_graph_max_bs")),
-                                    _truthy(config.get("disable_cuda_graph_padding")),
-                                    bool(config.get("speculative_algorithm")))
-    return vllm_default_sizes(version, _as_int(config.get("max_num_seqs")),
-                              _as_int(config.get("max_num_batched_tokens")))
+        return sglang_default_sizes(
+            version,
+            _as_int(config.get("cuda_graph_max_bs")),
+            _truthy(config.get("disable_cuda_graph_padding")),
+            bool(config.get("speculative_algorithm")),
+        )
+    return vllm_default_sizes(
+        version, _as_int(config.get("max_num_seqs")), _as_int(config.get("max_num_batched_tokens"))
+    )
 
 
 def current_sizes(f: RunFacts, engine: str) -> tuple[list[int], str]:
@@ -191,12 +204,17 @@ def engine_constraints(engine: str, version: str | None, config: dict[str, Any])
             step = attn_tp
             why = f"DP attention captures only multiples of attn_tp={attn_tp}"
         if step > 1:
-            return Constraints((step,), _multiple_of(step), (why + f"; {step} is forced instead of 1",))
+            return Constraints(
+                (step,), _multiple_of(step), (why + f"; {step} is forced instead of 1",)
+            )
         return Constraints((1,))
     budget = _as_int(config.get("max_num_batched_tokens"))
     if budget:
-        return Constraints((1,), _at_most(budget),
-                           (f"vLLM drops capture sizes above max_num_batched_tokens={budget}",))
+        return Constraints(
+            (1,),
+            _at_most(budget),
+            (f"vLLM drops capture sizes above max_num_batched_tokens={budget}",),
+        )
     return Constraints((1,))
 
 
@@ -205,8 +223,13 @@ def _vllm_version(version: str | None) -> tuple[int, ...]:
     return parse_version(version) or (0, 11, 1)
 
 
-def bucket_flags(engine: str, version: str | None, config: dict[str, Any], sizes: Sequence[int],
-                 notes: list[str] | None = None) -> str:
+def bucket_flags(
+    engine: str,
+    version: str | None,
+    config: dict[str, Any],
+    sizes: Sequence[int],
+    notes: list[str] | None = None,
+) -> str:
     """The command-line fragment that captures exactly ``sizes`` on this engine and version.
 
     SGLang: ``--cuda-graph-bs`` (0.4.2.post1+; ignored by 0.4.1.post4's bug) with
@@ -224,20 +247,28 @@ def bucket_flags(engine: str, version: str | None, config: dict[str, Any], sizes
     if engine == "sglang":
         ver = parse_version(version)
         if ver is not None and ver < (0, 3, 4, 2):
-            notes.append(f"SGLang {version} has neither --cuda-graph-bs nor --cuda-graph-max-bs: "
-                         "upgrade to set buckets")
+            notes.append(
+                f"SGLang {version} has neither --cuda-graph-bs nor --cuda-graph-max-bs: "
+                "upgrade to set buckets"
+            )
             return ""
         if ver is not None and ver < (0, 4, 2, 1):
-            notes.append(f"SGLang {version} ignores --cuda-graph-bs (added 0.4.1.post4, fixed in 0.4.2.post1): "
-                         "only the ceiling can be set; upgrade for the exact list")
+            notes.append(
+                f"SGLang {version} ignores --cuda-graph-bs (added 0.4.1.post4, fixed in 0.4.2.post1): "
+                "only the ceiling can be set; upgrade for the exact list"
+            )
             return f"--cuda-graph-max-bs {top}"
         if _sglang_split(config):
-            return f"--cuda-graph-bs-decode {' '.join(map(str, ss))} --cuda-graph-max-bs-decode {top}"
+            return (
+                f"--cuda-graph-bs-decode {' '.join(map(str, ss))} --cuda-graph-max-bs-decode {top}"
+            )
         return f"--cuda-graph-bs {' '.join(map(str, ss))} --cuda-graph-max-bs {top}"
     ver = _vllm_version(version)
     if ver < (0, 6, 5):
-        notes.append(f"vLLM {version} has no cudagraph_capture_sizes (V0 list is fixed, §11): "
-                     "upgrade to >= 0.6.5 to set buckets")
+        notes.append(
+            f"vLLM {version} has no cudagraph_capture_sizes (V0 list is fixed, §11): "
+            "upgrade to >= 0.6.5 to set buckets"
+        )
         return ""
     cc: dict[str, Any] = {"cudagraph_capture_sizes": ss}
     if ver >= (0, 11, 1):
@@ -248,10 +279,14 @@ def bucket_flags(engine: str, version: str | None, config: dict[str, Any], sizes
 def graphs_off_flags(engine: str, version: str | None, config: dict[str, Any]) -> str:
     """Graphs off on a prefill node, keeping what else the engine compiles."""
     if engine == "sglang":
-        return "--cuda-graph-backend-decode=disabled" if _sglang_split(config) else "--disable-cuda-graph"
+        return (
+            "--cuda-graph-backend-decode=disabled"
+            if _sglang_split(config)
+            else "--disable-cuda-graph"
+        )
     # cudagraph_mode exists from 0.10.2; --enforce-eager would also drop torch.compile (-O0 from 0.12)
     if _vllm_version(version) >= (0, 10, 2):
-        return "--compilation-config '{\"cudagraph_mode\": \"NONE\"}'"
+        return '--compilation-config \'{"cudagraph_mode": "NONE"}\''
     return "--enforce-eager"
 
 
@@ -259,19 +294,27 @@ def _kv_note(engine: str, version: str | None, saved_gib: float) -> str:
     """Where capture memory saved (or added) lands: KV tokens only where the engine sizes KV after it."""
     if engine == "sglang":
         if saved_gib < 0:
-            return ("SGLang sizes the KV pool before capture: the extra capture memory comes out of the reserve "
-                    "outside --mem-fraction-static; check the capture-end avail mem headroom, lower "
-                    "--mem-fraction-static by it if short (that is where the KV tokens above are lost)")
-        return ("SGLang sizes the KV pool before capture: saved capture memory becomes KV tokens only if "
-                "--mem-fraction-static is raised by it (0.5.3+ default reserves 2 MiB x cuda_graph_max_bs, "
-                "so a lower ceiling also raises the default fraction)")
+            return (
+                "SGLang sizes the KV pool before capture: the extra capture memory comes out of the reserve "
+                "outside --mem-fraction-static; check the capture-end avail mem headroom, lower "
+                "--mem-fraction-static by it if short (that is where the KV tokens above are lost)"
+            )
+        return (
+            "SGLang sizes the KV pool before capture: saved capture memory becomes KV tokens only if "
+            "--mem-fraction-static is raised by it (0.5.3+ default reserves 2 MiB x cuda_graph_max_bs, "
+            "so a lower ceiling also raises the default fraction)"
+        )
     if _vllm_version(version) >= (0, 20, 0):
         return "vLLM >= 0.20 subtracts the graph estimate from the KV budget: the KV pool changes by the amount above"
     if saved_gib < 0:
-        return ("this vLLM allocates KV before capture: the extra capture memory comes out of the "
-                "(1 - gpu_memory_utilization) headroom (OOM risk), lower --gpu-memory-utilization if short")
-    return ("this vLLM allocates KV before capture: saved capture memory is headroom; raise "
-            "--gpu-memory-utilization by it to turn it into KV tokens")
+        return (
+            "this vLLM allocates KV before capture: the extra capture memory comes out of the "
+            "(1 - gpu_memory_utilization) headroom (OOM risk), lower --gpu-memory-utilization if short"
+        )
+    return (
+        "this vLLM allocates KV before capture: saved capture memory is headroom; raise "
+        "--gpu-memory-utilization by it to turn it into KV tokens"
+    )
 
 
 # ------------------------------------------------------------------ the recommendation
@@ -280,32 +323,48 @@ def _r(v: float | None, nd: int) -> float | None:
 
 
 def _plan_dict(plan: BucketPlan) -> dict[str, Any]:
-    return {"sizes": list(plan.sizes), "coverage": _r(plan.coverage, 4),
-            "padding_waste": _r(plan.padding_waste, 4)}
+    return {
+        "sizes": list(plan.sizes),
+        "coverage": _r(plan.coverage, 4),
+        "padding_waste": _r(plan.padding_waste, 4),
+    }
 
 
-def _pick_engine(facts: Sequence[RunFacts], engine: str | None) -> tuple[str, list[RunFacts], list[str]]:
+def _pick_engine(
+    facts: Sequence[RunFacts], engine: str | None
+) -> tuple[str, list[RunFacts], list[str]]:
     notes: list[str] = []
     known = [f for f in facts if f.backend in ENGINES]
     if engine is None:
         if not known:
-            raise RecommendError("cannot tell the engine from the inputs; pass --engine vllm|sglang")
+            raise RecommendError(
+                "cannot tell the engine from the inputs; pass --engine vllm|sglang"
+            )
         engine = max(known, key=_n_batches).backend
     chosen = [f for f in facts if f.backend == engine]
     others = sorted({f.backend for f in facts if f.backend != engine})
     if chosen and others:
         notes.append(f"runs of {', '.join(others)} left out: flags are for {engine}")
-    if not chosen:  # the logs come from another engine: keep their traffic, speak the target's flags
+    if (
+        not chosen
+    ):  # the logs come from another engine: keep their traffic, speak the target's flags
         chosen = list(facts)
         if facts:
-            notes.append(f"no {engine} run in the inputs: sizes from the other engine's traffic, "
-                         f"{engine} version unknown (newest spelling)")
+            notes.append(
+                f"no {engine} run in the inputs: sizes from the other engine's traffic, "
+                f"{engine} version unknown (newest spelling)"
+            )
     return engine, chosen, notes
 
 
-def recommend(runs: Sequence[RunReport], snapshots: Sequence[dict[str, Any]] | None = None, *,
-              engine: str | None = None, max_buckets: int | None = None,
-              min_coverage: float = DEFAULT_COVERAGE) -> dict[str, Any]:
+def recommend(
+    runs: Sequence[RunReport],
+    snapshots: Sequence[dict[str, Any]] | None = None,
+    *,
+    engine: str | None = None,
+    max_buckets: int | None = None,
+    min_coverage: float = DEFAULT_COVERAGE,
+) -> dict[str, Any]:
     """The INTERFACE ``recommend`` document for the pooled decode batches of ``runs``.
 
     The main run (most decode batches) supplies the current set, version, config, capture
@@ -323,7 +382,9 @@ def recommend(runs: Sequence[RunReport], snapshots: Sequence[dict[str, Any]] | N
     if not hist:
         if prefill:
             return _prefill_advice(prefill[0], engine, snapshots)
-        raise NoDecodeBatches("no decode batches with a known batch size in the inputs: nothing to size buckets for")
+        raise NoDecodeBatches(
+            "no decode batches with a known batch size in the inputs: nothing to size buckets for"
+        )
     main = max(decode, key=_n_batches)  # ties: the first (earliest) run
     same = main.backend == engine
     version = main.engine_version if same else None
@@ -336,7 +397,9 @@ def recommend(runs: Sequence[RunReport], snapshots: Sequence[dict[str, Any]] | N
     notes.extend(cons.notes)
     forced: tuple[int, ...] = cons.always_include
     if k < 2 and forced:
-        notes.append(f"a budget of {k} bucket leaves no room for size {forced[0]} besides the ceiling: not forced")
+        notes.append(
+            f"a budget of {k} bucket leaves no room for size {forced[0]} besides the ceiling: not forced"
+        )
         forced = ()
     try:
         plan = optimal_buckets(hist, k, min_coverage, always_include=forced, allowed=cons.allowed)
@@ -350,8 +413,10 @@ def recommend(runs: Sequence[RunReport], snapshots: Sequence[dict[str, Any]] | N
     cur_time = main.record.get("capture_time_s")
     if cur_source == "default":
         cur_mem = cur_time = None  # nothing was captured: no cost to scale from
-        notes.append("graphs were off in the main run: 'current' is the engine's default list for this version, "
-                     "and capture memory/time cannot be estimated without a measured capture")
+        notes.append(
+            "graphs were off in the main run: 'current' is the engine's default list for this version, "
+            "and capture memory/time cannot be estimated without a measured capture"
+        )
     new_mem = estimate_capture_memory(cur_sizes, cur_mem, plan.sizes)
     new_time = estimate_capture_time(cur_sizes, cur_time, plan.sizes)
     saved = None if new_mem is None or cur_mem is None else cur_mem - new_mem
@@ -364,26 +429,38 @@ def recommend(runs: Sequence[RunReport], snapshots: Sequence[dict[str, Any]] | N
     if plan.sizes == current.sizes:
         notes.append("the current set is already the optimum for this budget and coverage")
     if engine == "sglang" and _truthy(config.get("disable_cuda_graph_padding")):
-        notes.append("--disable-cuda-graph-padding is on: only exact sizes replay, so in-between batches run eager; "
-                     "the figures above assume padding, drop that flag with this set")
+        notes.append(
+            "--disable-cuda-graph-padding is on: only exact sizes replay, so in-between batches run eager; "
+            "the figures above assume padding, drop that flag with this set"
+        )
     measured = main.record.get("captured_share")
     if measured is not None and cur_source != "default" and measured + 0.01 < current.coverage:
-        notes.append(f"the engine ran {current.coverage - measured:.1%} of in-window batches eagerly for other "
-                     "reasons (DP prefill, penalties, hidden states...): buckets cannot recover those")
+        notes.append(
+            f"the engine ran {current.coverage - measured:.1%} of in-window batches eagerly for other "
+            "reasons (DP prefill, penalties, hidden states...): buckets cannot recover those"
+        )
     if len(decode) > 1:
-        notes.append(f"{len(decode)} runs pooled ({sum(hist.values())} batches); current set, capture cost "
-                     f"and KV figures from the main run {main.run.id} (most decode batches)")
+        notes.append(
+            f"{len(decode)} runs pooled ({sum(hist.values())} batches); current set, capture cost "
+            f"and KV figures from the main run {main.run.id} (most decode batches)"
+        )
     for p in prefill:
-        notes.append(f"{p.run.id} is a prefill node: turn graphs off there ({graphs_off_flags(engine, version, config)})"
-                     ", size buckets on decode nodes only")
+        notes.append(
+            f"{p.run.id} is a prefill node: turn graphs off there ({graphs_off_flags(engine, version, config)})"
+            ", size buckets on decode nodes only"
+        )
     if new_mem is not None:
-        notes.append(f"capture memory/time: linear per-graph model fitted on the main run's {mem_source} "
-                     f"and capture time; an order of magnitude, not a budget")
+        notes.append(
+            f"capture memory/time: linear per-graph model fitted on the main run's {mem_source} "
+            f"and capture time; an order of magnitude, not a budget"
+        )
     if regained is not None and saved is not None:
         notes.append(_kv_note(engine, version, saved))
     if any(k_.startswith("speculative") and main.config.get(k_) for k_ in main.config):
-        notes.append("speculative decoding is on: vLLM capture sizes count tokens (requests x (1+k)); "
-                     "scale the list if the batches above are request counts")
+        notes.append(
+            "speculative decoding is on: vLLM capture sizes count tokens (requests x (1+k)); "
+            "scale the list if the batches above are request counts"
+        )
 
     return {
         "engine": engine,
@@ -391,20 +468,36 @@ def recommend(runs: Sequence[RunReport], snapshots: Sequence[dict[str, Any]] | N
         "main_run": main.run.id,
         "runs": [f.run.id for f in decode],
         "decode_batches": sum(hist.values()),
-        "current": {**_plan_dict(current), "source": cur_source, "capture_mem_gib": cur_mem,
-                    "capture_time_s": cur_time, "measured_captured_share": measured},
-        "recommended": {**_plan_dict(plan), "capture_mem_gib_est": _r(new_mem, 3),
-                        "kv_tokens_regained_est": regained, "capture_mem_saved_gib_est": _r(saved, 3),
-                        "capture_time_s_est": _r(new_time, 2),
-                        "capture_time_saved_s_est": (None if new_time is None or cur_time is None
-                                                     else round(cur_time - new_time, 2))},
-        "constraints": {"max_buckets": k, "min_coverage": min_coverage, "always_include": list(forced)},
+        "current": {
+            **_plan_dict(current),
+            "source": cur_source,
+            "capture_mem_gib": cur_mem,
+            "capture_time_s": cur_time,
+            "measured_captured_share": measured,
+        },
+        "recommended": {
+            **_plan_dict(plan),
+            "capture_mem_gib_est": _r(new_mem, 3),
+            "kv_tokens_regained_est": regained,
+            "capture_mem_saved_gib_est": _r(saved, 3),
+            "capture_time_s_est": _r(new_time, 2),
+            "capture_time_saved_s_est": (
+                None if new_time is None or cur_time is None else round(cur_time - new_time, 2)
+            ),
+        },
+        "constraints": {
+            "max_buckets": k,
+            "min_coverage": min_coverage,
+            "always_include": list(forced),
+        },
         "flags": flags,
         "notes": notes,
     }
 
 
-def _prefill_advice(f: RunFacts, engine: str, snapshots: Sequence[dict[str, Any]] | None) -> dict[str, Any]:
+def _prefill_advice(
+    f: RunFacts, engine: str, snapshots: Sequence[dict[str, Any]] | None
+) -> dict[str, Any]:
     """Prefill node: no buckets, graphs off; all capture memory can go back to KV."""
     same = f.backend == engine
     version = f.engine_version if same else None
@@ -413,30 +506,49 @@ def _prefill_advice(f: RunFacts, engine: str, snapshots: Sequence[dict[str, Any]
     snap = graph_pool_gib(f.run.id, snapshots)
     mem = snap if snap is not None else f.record.get("capture_mem_gib")
     kv_tokens, kv_gib = f.record.get("kv_tokens"), f.record.get("kv_cache_gib")
-    regained = int(round(mem / (kv_gib / kv_tokens))) if mem is not None and kv_tokens and kv_gib else None
+    regained = (
+        int(round(mem / (kv_gib / kv_tokens))) if mem is not None and kv_tokens and kv_gib else None
+    )
     on = f.record.get("graph_mode") == "enabled"
-    notes = [f"{f.run.id} is a disaggregated prefill node: long, shape-varying prefill batches gain little from "
-             "graphs; keep graphs on the decode nodes and size buckets there"]
+    notes = [
+        f"{f.run.id} is a disaggregated prefill node: long, shape-varying prefill batches gain little from "
+        "graphs; keep graphs on the decode nodes and size buckets there"
+    ]
     if not on:
         notes.append("graphs are already off on this node: nothing to change")
     elif regained is not None:
         notes.append(_kv_note(engine, version, 1.0))
     return {
-        "engine": engine, "version": version, "main_run": f.run.id, "runs": [f.run.id], "decode_batches": 0,
+        "engine": engine,
+        "version": version,
+        "main_run": f.run.id,
+        "runs": [f.run.id],
+        "decode_batches": 0,
         "node": "prefill",
-        "current": {"sizes": sizes if on else [], "coverage": None, "padding_waste": None,
-                    "source": "logged" if on and sizes else "none", "capture_mem_gib": mem if on else None,
-                    "capture_time_s": f.record.get("capture_time_s") if on else None},
-        "recommended": {"sizes": [], "coverage": 0.0, "padding_waste": None,
-                        "capture_mem_gib_est": 0.0 if on else None,
-                        "kv_tokens_regained_est": regained if on else None,
-                        "capture_time_s_est": 0.0 if on else None},
+        "current": {
+            "sizes": sizes if on else [],
+            "coverage": None,
+            "padding_waste": None,
+            "source": "logged" if on and sizes else "none",
+            "capture_mem_gib": mem if on else None,
+            "capture_time_s": f.record.get("capture_time_s") if on else None,
+        },
+        "recommended": {
+            "sizes": [],
+            "coverage": 0.0,
+            "padding_waste": None,
+            "capture_mem_gib_est": 0.0 if on else None,
+            "kv_tokens_regained_est": regained if on else None,
+            "capture_time_s_est": 0.0 if on else None,
+        },
         "flags": graphs_off_flags(engine, version, config) if on else "",
         "notes": notes,
     }
 
 
-def recommend_run(run: RunReport, snapshots: Sequence[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+def recommend_run(
+    run: RunReport, snapshots: Sequence[dict[str, Any]] | None = None
+) -> dict[str, Any] | None:
     """The recommendation for one run with default budget and coverage; None where there is
     nothing to base one on (no decode batches and not a prefill node, unknown engine, infeasible)."""
     if run.facts.backend not in ENGINES:
@@ -447,7 +559,9 @@ def recommend_run(run: RunReport, snapshots: Sequence[dict[str, Any]] | None = N
         return None
 
 
-def attach_recommendations(runs: Sequence[RunReport], snapshots: Sequence[dict[str, Any]] | None = None) -> None:
+def attach_recommendations(
+    runs: Sequence[RunReport], snapshots: Sequence[dict[str, Any]] | None = None
+) -> None:
     """Fill ``RunReport.recommendation`` for every run (called by ``diag.api.analyze``)."""
     for run in runs:
         run.recommendation = recommend_run(run, snapshots)
@@ -481,25 +595,31 @@ def render_text(rec: dict[str, Any]) -> str:
     cur, new = rec["current"], rec["recommended"]
     head = f"{rec['engine']} {rec['version'] or '(version unknown)'}"
     if rec.get("node") == "prefill":
-        lines = [f"Recommendation for {head}, prefill node {rec['main_run']}: CUDA graphs off",
-                 f"  current:     {_fmt_sizes(cur['sizes'])}, capture {_num(cur['capture_mem_gib'], ' GiB')}",
-                 f"  KV tokens regained (est.): {_num(new['kv_tokens_regained_est'], '')}"]
+        lines = [
+            f"Recommendation for {head}, prefill node {rec['main_run']}: CUDA graphs off",
+            f"  current:     {_fmt_sizes(cur['sizes'])}, capture {_num(cur['capture_mem_gib'], ' GiB')}",
+            f"  KV tokens regained (est.): {_num(new['kv_tokens_regained_est'], '')}",
+        ]
     else:
         c = rec.get("constraints", {})
-        lines = [f"Recommendation for {head} from {rec['decode_batches']} decode batches "
-                 f"(main run {rec['main_run']}; at most {c.get('max_buckets')} buckets, "
-                 f"coverage >= {c.get('min_coverage')}):",
-                 f"  current ({cur['source']}): {_fmt_sizes(cur['sizes'])}",
-                 f"      coverage {_pct(cur['coverage'])}, padding waste {_pct(cur['padding_waste'])}, "
-                 f"capture {_num(cur['capture_mem_gib'], ' GiB')} / {_num(cur['capture_time_s'], ' s')}",
-                 f"  recommended: {_fmt_sizes(new['sizes'])}",
-                 f"      coverage {_pct(new['coverage'])}, padding waste {_pct(new['padding_waste'])}, "
-                 f"capture {_num(new['capture_mem_gib_est'], ' GiB')} / {_num(new['capture_time_s_est'], ' s')} (est.)",
-                 f"  change (est.): capture memory {_num(_neg(new['capture_mem_saved_gib_est']), ' GiB', True)}, "
-                 f"capture time {_num(_neg(new['capture_time_saved_s_est']), ' s', True)}, "
-                 f"KV tokens {_num(new['kv_tokens_regained_est'], '', True)}"]
+        lines = [
+            f"Recommendation for {head} from {rec['decode_batches']} decode batches "
+            f"(main run {rec['main_run']}; at most {c.get('max_buckets')} buckets, "
+            f"coverage >= {c.get('min_coverage')}):",
+            f"  current ({cur['source']}): {_fmt_sizes(cur['sizes'])}",
+            f"      coverage {_pct(cur['coverage'])}, padding waste {_pct(cur['padding_waste'])}, "
+            f"capture {_num(cur['capture_mem_gib'], ' GiB')} / {_num(cur['capture_time_s'], ' s')}",
+            f"  recommended: {_fmt_sizes(new['sizes'])}",
+            f"      coverage {_pct(new['coverage'])}, padding waste {_pct(new['padding_waste'])}, "
+            f"capture {_num(new['capture_mem_gib_est'], ' GiB')} / {_num(new['capture_time_s_est'], ' s')} (est.)",
+            f"  change (est.): capture memory {_num(_neg(new['capture_mem_saved_gib_est']), ' GiB', True)}, "
+            f"capture time {_num(_neg(new['capture_time_saved_s_est']), ' s', True)}, "
+            f"KV tokens {_num(new['kv_tokens_regained_est'], '', True)}",
+        ]
     lines.append("  flags:")
-    lines.append(f"    {rec['flags']}" if rec["flags"] else "    (none for this version, see notes)")
+    lines.append(
+        f"    {rec['flags']}" if rec["flags"] else "    (none for this version, see notes)"
+    )
     if rec["notes"]:
         lines.append("  notes:")
         lines.extend(f"  - {n}" for n in rec["notes"])

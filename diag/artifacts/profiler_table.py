@@ -63,15 +63,28 @@ def _parser() -> Lark:
 _TIME_DIV = {"us": 1e6, "ms": 1e3, "s": 1.0}
 # _format_memory uses binary units in every version; only the spelling changed in 2.8
 _MEM_SCALE = {
-    "b": 1, "B": 1,
-    "Kb": 1024, "KB": 1024,
-    "Mb": 1024**2, "MB": 1024**2,
-    "Gb": 1024**3, "GB": 1024**3,
-    "Tb": 1024**4, "TB": 1024**4,
-    "Pb": 1024**5, "PB": 1024**5,
+    "b": 1,
+    "B": 1,
+    "Kb": 1024,
+    "KB": 1024,
+    "Mb": 1024**2,
+    "MB": 1024**2,
+    "Gb": 1024**3,
+    "GB": 1024**3,
+    "Tb": 1024**4,
+    "TB": 1024**4,
+    "Pb": 1024**5,
+    "PB": 1024**5,
 }
 # auto_scale_flops steps by 1000
-_FLOPS_SCALE = {"FLOPs": 1.0, "KFLOPs": 1e3, "MFLOPs": 1e6, "GFLOPs": 1e9, "TFLOPs": 1e12, "PFLOPs": 1e15}
+_FLOPS_SCALE = {
+    "FLOPs": 1.0,
+    "KFLOPs": 1e3,
+    "MFLOPs": 1e6,
+    "GFLOPs": 1e9,
+    "TFLOPs": 1e12,
+    "PFLOPs": 1e15,
+}
 
 
 class _CellValues(Transformer[Token, Any]):
@@ -122,6 +135,7 @@ def _cell(kind: str, text: str) -> Any:
 
 # --------------------------------------------------------------------------- columns
 
+
 @dataclass(frozen=True)
 class _Column:
     field: str
@@ -160,12 +174,29 @@ _TITLE_FIELDS: dict[str, tuple[str, str]] = {
 
 #: columns every frame has, in this order (NaN/None where the table lacks them)
 BASE_COLUMNS: tuple[str, ...] = (
-    "name", "input_shapes", "self_cpu_s", "cpu_total_s", "self_cuda_s", "cuda_total_s", "calls",
+    "name",
+    "input_shapes",
+    "self_cpu_s",
+    "cpu_total_s",
+    "self_cuda_s",
+    "cuda_total_s",
+    "calls",
 )
 _EXTRA_ORDER: tuple[str, ...] = (
-    "overload_name", "self_cpu_pct", "cpu_total_pct", "cpu_avg_s", "self_cuda_pct",
-    "cuda_total_pct", "cuda_avg_s", "cpu_mem_bytes", "self_cpu_mem_bytes", "cuda_mem_bytes",
-    "self_cuda_mem_bytes", "node_id", "flops", "source_location",
+    "overload_name",
+    "self_cpu_pct",
+    "cpu_total_pct",
+    "cpu_avg_s",
+    "self_cuda_pct",
+    "cuda_total_pct",
+    "cuda_avg_s",
+    "cpu_mem_bytes",
+    "self_cpu_mem_bytes",
+    "cuda_mem_bytes",
+    "self_cuda_mem_bytes",
+    "node_id",
+    "flops",
+    "source_location",
 )
 
 
@@ -191,7 +222,7 @@ def _slice(text: str, spans: Sequence[tuple[int, int, bool]]) -> tuple[list[str]
         shift = e - end
         cells.append(text[s:e].strip())
         last_end = e
-        if i + 1 < len(spans) and text[e:e + 2].strip():
+        if i + 1 < len(spans) and text[e : e + 2].strip():
             gaps_ok = False
     return cells, last_end, gaps_ok
 
@@ -314,14 +345,16 @@ def _parse_block(
     clean = [ln.rstrip("\r\n") for ln in lines]
     start = next((i for i, ln in enumerate(clean) if _SEP_RE.match(ln)), None)
     if start is None:
-        raise ProfileTableError(f"{path}:{first_line}: no profiler table (no dashed separator line)")
+        raise ProfileTableError(
+            f"{path}:{first_line}: no profiler table (no dashed separator line)"
+        )
     while start >= 2 and _RULE_RE.match(clean[start - 2]) and clean[start - 1].strip():
         start -= 2
     header_sort: str | None = None
     if start >= 1 and (m := _SORTED_RE.search(clean[start - 1])):
         start -= 1
         header_sort = _sort_key_from_header(m.group("what"))
-        clean[start] = clean[start][m.start():]
+        clean[start] = clean[start][m.start() :]
     block = clean[start:]
 
     tree = _parse_structure(block, path, first_line + start)
@@ -516,9 +549,18 @@ _SORT_COLUMNS: dict[str, str] = {
 # When several columns are descending, self times win over totals: in a table sorted by
 # self time the totals of leaf ops often descend too, while the reverse is rare.
 _INFER_ORDER: tuple[str, ...] = (
-    "self_cuda_time_total", "self_cpu_time_total", "cuda_time_total", "cpu_time_total",
-    "self_cuda_memory_usage", "self_cpu_memory_usage", "cuda_memory_usage", "cpu_memory_usage",
-    "cuda_time", "cpu_time", "count", "flops",
+    "self_cuda_time_total",
+    "self_cpu_time_total",
+    "cuda_time_total",
+    "cpu_time_total",
+    "self_cuda_memory_usage",
+    "self_cpu_memory_usage",
+    "cuda_memory_usage",
+    "cpu_memory_usage",
+    "cuda_time",
+    "cpu_time",
+    "count",
+    "flops",
 )
 _DEVICE_WORD = re.compile(r"(?:cuda|xpu|npu|mtia|hpu|privateuse1|device)")
 
@@ -549,9 +591,9 @@ def _infer_sort(frame: pd.DataFrame) -> str | None:
         if col not in frame or not _descending(frame[col]):
             continue
         if key.startswith("self_") and key.endswith("_total"):
-            total = _SORT_COLUMNS[key[len("self_"):]]
+            total = _SORT_COLUMNS[key[len("self_") :]]
             if total in frame and frame[total].equals(frame[col]):
-                return key[len("self_"):]  # identical columns: report the total
+                return key[len("self_") :]  # identical columns: report the total
         return key
     return None
 
@@ -600,9 +642,7 @@ def find_tables(lines: Iterable[str], path: str) -> list[ProfileTable]:
     i = 0
     while i + 2 < len(buf):
         if not (
-            _SEP_RE.match(buf[i])
-            and buf[i + 1].strip()
-            and buf[i + 2].rstrip() == buf[i].rstrip()
+            _SEP_RE.match(buf[i]) and buf[i + 1].strip() and buf[i + 2].rstrip() == buf[i].rstrip()
         ):
             i += 1
             continue

@@ -56,7 +56,7 @@ class SnapshotError(ValueError):
     def reason(self) -> str:
         msg = str(self)
         if self.path and msg.startswith(f"{self.path}: "):
-            return msg[len(self.path) + 2:]
+            return msg[len(self.path) + 2 :]
         return msg
 
 
@@ -120,7 +120,13 @@ def _interpret(data: bytes, path: str) -> Any:
     stack: list[Any] = []
     metastack: list[list[Any]] = []
     memo: dict[int, Any] = {}
-    u32, i32, u16, u64, f64 = _U32.unpack_from, _I32.unpack_from, _U16.unpack_from, _U64.unpack_from, _F64.unpack_from
+    u32, i32, u16, u64, f64 = (
+        _U32.unpack_from,
+        _I32.unpack_from,
+        _U16.unpack_from,
+        _U64.unpack_from,
+        _F64.unpack_from,
+    )
     pos = at = 0
     try:
         while pos < n:
@@ -137,7 +143,7 @@ def _interpret(data: bytes, path: str) -> Any:
                 memo[len(memo)] = stack[-1]
             elif op == _LONG1:
                 size = data[pos]
-                stack.append(int.from_bytes(data[pos + 1:pos + 1 + size], "little", signed=True))
+                stack.append(int.from_bytes(data[pos + 1 : pos + 1 + size], "little", signed=True))
                 pos += 1 + size
             elif op == _BININT1:
                 stack.append(data[pos])
@@ -157,7 +163,7 @@ def _interpret(data: bytes, path: str) -> Any:
                 stack.append({})
             elif op == _SHORT_BINUNICODE:
                 size = data[pos]
-                stack.append(data[pos + 1:pos + 1 + size].decode("utf-8", "surrogatepass"))
+                stack.append(data[pos + 1 : pos + 1 + size].decode("utf-8", "surrogatepass"))
                 pos += 1 + size
             elif op == _APPENDS:
                 items = stack
@@ -196,7 +202,7 @@ def _interpret(data: bytes, path: str) -> Any:
                 stack.append(False)
             elif op == _BINUNICODE:
                 size = u32(data, pos)[0]
-                stack.append(data[pos + 4:pos + 4 + size].decode("utf-8", "surrogatepass"))
+                stack.append(data[pos + 4 : pos + 4 + size].decode("utf-8", "surrogatepass"))
                 pos += 4 + size
             elif op == _BINFLOAT:
                 stack.append(f64(data, pos)[0])
@@ -239,23 +245,23 @@ def _interpret(data: bytes, path: str) -> Any:
                 size = i32(data, pos)[0]
                 if size < 0:
                     raise _Malformed("negative LONG4 size")
-                stack.append(int.from_bytes(data[pos + 4:pos + 4 + size], "little", signed=True))
+                stack.append(int.from_bytes(data[pos + 4 : pos + 4 + size], "little", signed=True))
                 pos += 4 + size
             elif op == _BINUNICODE8:
                 size = u64(data, pos)[0]
-                stack.append(data[pos + 8:pos + 8 + size].decode("utf-8", "surrogatepass"))
+                stack.append(data[pos + 8 : pos + 8 + size].decode("utf-8", "surrogatepass"))
                 pos += 8 + size
             elif op == _SHORT_BINBYTES:
                 size = data[pos]
-                stack.append(data[pos + 1:pos + 1 + size])
+                stack.append(data[pos + 1 : pos + 1 + size])
                 pos += 1 + size
             elif op == _BINBYTES:
                 size = u32(data, pos)[0]
-                stack.append(data[pos + 4:pos + 4 + size])
+                stack.append(data[pos + 4 : pos + 4 + size])
                 pos += 4 + size
             elif op == _BINBYTES8:
                 size = u64(data, pos)[0]
-                stack.append(data[pos + 8:pos + 8 + size])
+                stack.append(data[pos + 8 : pos + 8 + size])
                 pos += 8 + size
             elif op == _BINPUT:
                 memo[data[pos]] = stack[-1]
@@ -285,14 +291,21 @@ def _interpret(data: bytes, path: str) -> Any:
         raise SnapshotError(f"{path}: malformed pickle at byte {at}: {exc}") from None
     except (IndexError, struct.error) as exc:
         if pos >= n - 8:
-            raise SnapshotError(f"{path}: truncated pickle (ends inside the opcode at byte {at})") from None
-        raise SnapshotError(f"{path}: malformed pickle at byte {at}: {type(exc).__name__}: {exc}") from None
+            raise SnapshotError(
+                f"{path}: truncated pickle (ends inside the opcode at byte {at})"
+            ) from None
+        raise SnapshotError(
+            f"{path}: malformed pickle at byte {at}: {type(exc).__name__}: {exc}"
+        ) from None
     except Exception as exc:  # any other inconsistency in untrusted bytes means a bad file
-        raise SnapshotError(f"{path}: malformed pickle at byte {at}: {type(exc).__name__}: {exc}") from None
+        raise SnapshotError(
+            f"{path}: malformed pickle at byte {at}: {type(exc).__name__}: {exc}"
+        ) from None
     raise SnapshotError(f"{path}: truncated pickle (no STOP opcode within {n} bytes)")
 
 
 # --------------------------------------------------------------------------- summary
+
 
 @dataclass(frozen=True)
 class PoolSummary:
@@ -373,7 +386,9 @@ def _fmt_limit(n: int) -> str:
     return f"{n // MIB} MiB" if n % MIB == 0 and n else f"{n}-byte"
 
 
-def load_snapshot(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES) -> SnapshotSummary:
+def load_snapshot(
+    path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES
+) -> SnapshotSummary:
     """Read and summarise a snapshot pickle; the size limit is checked before reading."""
     spath = os.fspath(path)
     try:
@@ -420,7 +435,9 @@ def _pool_id(seg: dict[Any, Any], path: str, idx: int) -> tuple[int, int]:
         and all(isinstance(v, int) and not isinstance(v, bool) for v in raw)
     ):
         return (int(raw[0]), int(raw[1]))
-    raise NotASnapshotError(f"{path}: not an allocator snapshot: segment {idx} has a bad segment_pool_id")
+    raise NotASnapshotError(
+        f"{path}: not an allocator snapshot: segment {idx} has a bad segment_pool_id"
+    )
 
 
 def _block_requested(b: dict[Any, Any]) -> int:
@@ -445,11 +462,28 @@ def _block_frames(b: dict[Any, Any]) -> list[Any]:
 
 
 # MemoryViz.js frameFilter: allocator/interpreter plumbing nobody wants in a report
-_OMIT_FUNCTIONS = ("unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "_start",
-                   "__libc_start_main", "PyEval_", "PyObject_", "PyFunction_")
-_OMIT_FILES = ("core/boxing", "/Register", "/Redispatch", "pythonrun.c", "Modules/main.c",
-               "Objects/call.c", "Objects/methodobject.c", "pycore_ceval.h", "ceval.c",
-               "cpython/abstract.h")
+_OMIT_FUNCTIONS = (
+    "unwind::unwind",
+    "CapturedTraceback::gather",
+    "gather_with_cpp",
+    "_start",
+    "__libc_start_main",
+    "PyEval_",
+    "PyObject_",
+    "PyFunction_",
+)
+_OMIT_FILES = (
+    "core/boxing",
+    "/Register",
+    "/Redispatch",
+    "pythonrun.c",
+    "Modules/main.c",
+    "Objects/call.c",
+    "Objects/methodobject.c",
+    "pycore_ceval.h",
+    "ceval.c",
+    "cpython/abstract.h",
+)
 
 
 def _frame_strings(frames: Iterable[Any], limit: int = TOP_FRAMES) -> list[str]:
@@ -459,8 +493,10 @@ def _frame_strings(frames: Iterable[Any], limit: int = TOP_FRAMES) -> list[str]:
         if not isinstance(f, dict):
             continue
         name, filename, line = str(f.get("name", "")), str(f.get("filename", "")), f.get("line", 0)
-        if filename == "??" or any(o in name for o in _OMIT_FUNCTIONS) or any(
-            o in filename for o in _OMIT_FILES
+        if (
+            filename == "??"
+            or any(o in name for o in _OMIT_FUNCTIONS)
+            or any(o in filename for o in _OMIT_FILES)
         ):
             continue
         kept.append((filename.endswith(".py"), f"{filename}:{line}:{name}"))
@@ -473,7 +509,9 @@ def _as_segments(obj: Any, path: str) -> tuple[list[dict[Any, Any]], dict[Any, A
     if isinstance(obj, list):
         # torch.cuda.memory_snapshot() output; _memory_viz._read wraps it the same way
         if not obj or not all(isinstance(s, dict) and "blocks" in s for s in obj):
-            raise NotASnapshotError(f"{path}: not an allocator snapshot: a list, not a dict with 'segments'")
+            raise NotASnapshotError(
+                f"{path}: not an allocator snapshot: a list, not a dict with 'segments'"
+            )
         top: dict[Any, Any] = {"segments": obj, "device_traces": []}
     elif isinstance(obj, dict):
         top = obj
@@ -486,11 +524,15 @@ def _as_segments(obj: Any, path: str) -> tuple[list[dict[Any, Any]], dict[Any, A
         raise NotASnapshotError(f"{path}: not an allocator snapshot: no 'segments' list")
     for i, seg in enumerate(segments):
         if not isinstance(seg, dict) or not isinstance(seg.get("blocks"), list):
-            raise NotASnapshotError(f"{path}: not an allocator snapshot: segment {i} has no 'blocks' list")
+            raise NotASnapshotError(
+                f"{path}: not an allocator snapshot: segment {i} has no 'blocks' list"
+            )
         _int(seg.get("total_size"), f"segment {i} total_size", path)
         for j, b in enumerate(seg["blocks"]):
             if not isinstance(b, dict) or not isinstance(b.get("state"), str):
-                raise NotASnapshotError(f"{path}: not an allocator snapshot: segment {i} block {j} has no state")
+                raise NotASnapshotError(
+                    f"{path}: not an allocator snapshot: segment {i} block {j} has no state"
+                )
             _int(b.get("size"), f"segment {i} block {j} size", path)
     return segments, top
 
@@ -500,7 +542,9 @@ def summarize_snapshot(obj: Any, path: str) -> SnapshotSummary:
     segments, top = _as_segments(obj, path)
     traces_raw = top.get("device_traces", [])
     traces: list[list[Any]] = (
-        [t if isinstance(t, list) else [] for t in traces_raw] if isinstance(traces_raw, list) else []
+        [t if isinstance(t, list) else [] for t in traces_raw]
+        if isinstance(traces_raw, list)
+        else []
     )
 
     reserved = allocated = active = 0
@@ -539,7 +583,9 @@ def summarize_snapshot(obj: Any, path: str) -> SnapshotSummary:
 
     live_blocks.sort(key=lambda t: t[0], reverse=True)
     top_allocs = [
-        TopAllocation(bytes=size, frames=_frame_strings(frames), requested_bytes=req, pool_id=pid, state=state)
+        TopAllocation(
+            bytes=size, frames=_frame_strings(frames), requested_bytes=req, pool_id=pid, state=state
+        )
         for size, req, pid, state, frames in live_blocks[:TOP_ALLOCATIONS]
     ]
     pool_list = [
@@ -632,6 +678,7 @@ def _peak(traces: list[list[Any]], end_alloc: dict[int, dict[int, int]]) -> int 
 
 # --------------------------------------------------------------------------- torch era
 
+
 def torch_format(top: dict[Any, Any]) -> str | None:
     """Torch release range implied by the keys present (torch-artifacts.md A9).
 
@@ -680,20 +727,28 @@ def torch_format(top: dict[Any, Any]) -> str | None:
         for t in (traces if isinstance(traces, list) else [])
         if isinstance(t, list)
         for e in t
-        if isinstance(e, dict) and e.get("action") in ("alloc", "free_requested", "free_completed",
-                                                        "segment_alloc", "segment_free")
+        if isinstance(e, dict)
+        and e.get("action")
+        in ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free")
     ]
     if entries:
         e0 = entries[0]
-        for key, since in (("time_us", 2), ("compile_context", 8), ("user_metadata", 10),
-                           ("pool_id", 12)):
+        for key, since in (
+            ("time_us", 2),
+            ("compile_context", 8),
+            ("user_metadata", 10),
+            ("pool_id", 12),
+        ):
             if key in e0:
                 at_least(since)
             else:
                 at_most(since - 1)
     all_entries = (
-        e for t in (traces if isinstance(traces, list) else []) if isinstance(t, list)
-        for e in t if isinstance(e, dict)
+        e
+        for t in (traces if isinstance(traces, list) else [])
+        if isinstance(t, list)
+        for e in t
+        if isinstance(e, dict)
     )
     if any(e.get("action") == "annotate" or "internal_metadata" in e for e in all_entries):
         at_least(14)

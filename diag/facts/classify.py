@@ -21,8 +21,22 @@ import pandas as pd
 
 from diag.events import EventTables
 
-COLUMNS = ["source", "line", "ts", "rank", "batch_size", "weight", "verdict", "logged", "origin",
-           "reason", "bucket", "padded", "inferred", "gen_throughput"]
+COLUMNS = [
+    "source",
+    "line",
+    "ts",
+    "rank",
+    "batch_size",
+    "weight",
+    "verdict",
+    "logged",
+    "origin",
+    "reason",
+    "bucket",
+    "padded",
+    "inferred",
+    "gen_throughput",
+]
 
 
 @dataclass(frozen=True)
@@ -104,12 +118,24 @@ def infer_many(window: Window, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return verdict, reason, np.where(graph, bucket, bucket_any)
 
 
-def _rows(frame: pd.DataFrame, sizes: pd.Series, weights: pd.Series, logged: pd.Series,
-          window: Window, origin: str, gen: pd.Series | None) -> pd.DataFrame:
+def _rows(
+    frame: pd.DataFrame,
+    sizes: pd.Series,
+    weights: pd.Series,
+    logged: pd.Series,
+    window: Window,
+    origin: str,
+    gen: pd.Series | None,
+) -> pd.DataFrame:
     bs = sizes.to_numpy(dtype=float, na_value=np.nan)
     inferred, inferred_reason, bucket_any = infer_many(window, bs)
-    flags = np.array([np.nan if f is None or f is pd.NA else float(bool(f)) for f in logged], dtype=float) \
-        if len(logged) else np.zeros(0)
+    flags = (
+        np.array(
+            [np.nan if f is None or f is pd.NA else float(bool(f)) for f in logged], dtype=float
+        )
+        if len(logged)
+        else np.zeros(0)
+    )
     has_flag = ~np.isnan(flags)
     said_graph = has_flag & (flags == 1.0)
     said_eager = has_flag & (flags == 0.0)
@@ -124,26 +150,48 @@ def _rows(frame: pd.DataFrame, sizes: pd.Series, weights: pd.Series, logged: pd.
     if window.graphs == "disabled":
         eager_why = np.full(len(bs), "graphs_disabled", dtype=object)
     else:
-        eager_why = np.where(inferred == "eager", inferred_reason,
-                             np.where(inferred == "graph", "engine_reported_eager", "logged_eager"))
+        eager_why = np.where(
+            inferred == "eager",
+            inferred_reason,
+            np.where(inferred == "graph", "engine_reported_eager", "logged_eager"),
+        )
     reason[said_eager] = eager_why[said_eager]
     padded = np.where(verdict == "graph", bucket - bs, np.nan)
-    return pd.DataFrame({
-        "source": frame["source"].to_numpy(), "line": frame["line"].to_numpy(),
-        "ts": frame["ts"].to_numpy(), "rank": frame["rank"].to_numpy(),
-        "batch_size": bs, "weight": weights.to_numpy(dtype=float),
-        "verdict": verdict, "logged": has_flag, "origin": origin, "reason": reason,
-        "bucket": bucket, "padded": padded, "inferred": inferred,
-        "gen_throughput": gen.to_numpy(dtype=float, na_value=np.nan) if gen is not None else np.nan,
-    })
+    return pd.DataFrame(
+        {
+            "source": frame["source"].to_numpy(),
+            "line": frame["line"].to_numpy(),
+            "ts": frame["ts"].to_numpy(),
+            "rank": frame["rank"].to_numpy(),
+            "batch_size": bs,
+            "weight": weights.to_numpy(dtype=float),
+            "verdict": verdict,
+            "logged": has_flag,
+            "origin": origin,
+            "reason": reason,
+            "bucket": bucket,
+            "padded": padded,
+            "inferred": inferred,
+            "gen_throughput": gen.to_numpy(dtype=float, na_value=np.nan)
+            if gen is not None
+            else np.nan,
+        }
+    )
 
 
 def _sglang_decode(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
     if frame.empty:
         return _empty()
     logged = frame["cuda_graph"].astype("object").where(frame["cuda_graph"].notna(), None)
-    return _rows(frame, frame["batch_size"].astype("float64"), pd.Series(1.0, index=frame.index),
-                 logged, window, "decode_line", frame["gen_throughput"])
+    return _rows(
+        frame,
+        frame["batch_size"].astype("float64"),
+        pd.Series(1.0, index=frame.index),
+        logged,
+        window,
+        "decode_line",
+        frame["gen_throughput"],
+    )
 
 
 def _vllm_steps(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
@@ -155,8 +203,11 @@ def _vllm_steps(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
     if frame.empty:
         return _empty()
     logged = (frame["mode"].astype("object").str.upper() != "NONE").astype("object")
-    sizes = frame["num_reqs"].astype("float64").where(frame["num_reqs"].notna(),
-                                                      frame["num_tokens"].astype("float64"))
+    sizes = (
+        frame["num_reqs"]
+        .astype("float64")
+        .where(frame["num_reqs"].notna(), frame["num_tokens"].astype("float64"))
+    )
     weights = frame["count"].astype("float64").fillna(1.0)
     out = _rows(frame, sizes, weights, logged, window, "graph_step", None)
     # a logged padded size is better than one computed from the bucket list
@@ -177,8 +228,15 @@ def _vllm_stats(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
     if active.empty:
         return _empty()
     logged = pd.Series([None] * len(active), index=active.index, dtype="object")
-    return _rows(active, active["running"].astype("float64"), pd.Series(1.0, index=active.index),
-                 logged, window, "stats_interval", active["gen_throughput"])
+    return _rows(
+        active,
+        active["running"].astype("float64"),
+        pd.Series(1.0, index=active.index),
+        logged,
+        window,
+        "stats_interval",
+        active["gen_throughput"],
+    )
 
 
 # ------------------------------------------------------------------ summaries for the record
@@ -196,8 +254,12 @@ def batch_counts(batches: pd.DataFrame) -> dict[str, object]:
         source = "inferred"
     else:
         source = "mixed"
-    return {"graph": int(round(w.get("graph", 0))), "eager": int(round(w.get("eager", 0))),
-            "unknown": int(round(w.get("unknown", 0))), "source": source}
+    return {
+        "graph": int(round(w.get("graph", 0))),
+        "eager": int(round(w.get("eager", 0))),
+        "unknown": int(round(w.get("unknown", 0))),
+        "source": source,
+    }
 
 
 def captured_share(counts: dict[str, object]) -> float | None:
@@ -206,11 +268,15 @@ def captured_share(counts: dict[str, object]) -> float | None:
 
 
 def padding_waste(batches: pd.DataFrame) -> float | None:
-    g = batches[(batches["verdict"] == "graph") & batches["bucket"].notna() & batches["padded"].notna()]
+    g = batches[
+        (batches["verdict"] == "graph") & batches["bucket"].notna() & batches["padded"].notna()
+    ]
     if g.empty:
         return None
     slots = (g["bucket"].astype(float) * g["weight"]).sum()
-    return round(float((g["padded"].astype(float) * g["weight"]).sum() / slots), 4) if slots else None
+    return (
+        round(float((g["padded"].astype(float) * g["weight"]).sum() / slots), 4) if slots else None
+    )
 
 
 def batch_shape(batches: pd.DataFrame) -> dict[str, object] | None:
@@ -228,8 +294,15 @@ def batch_shape(batches: pd.DataFrame) -> dict[str, object] | None:
         return int(uniq[min(int(np.searchsorted(cum, p * total)), len(uniq) - 1)])
 
     hist = {str(s): int(round(w)) for s, w in zip(uniq.tolist(), per_size.tolist(), strict=True)}
-    return {"count": int(round(total)), "min": int(uniq[0]), "p50": q(0.5), "p90": q(0.9),
-            "p99": q(0.99), "max": int(uniq[-1]), "histogram": hist}
+    return {
+        "count": int(round(total)),
+        "min": int(uniq[0]),
+        "p50": q(0.5),
+        "p90": q(0.9),
+        "p99": q(0.99),
+        "max": int(uniq[-1]),
+        "histogram": hist,
+    }
 
 
 def inference_agreement(batches: pd.DataFrame) -> dict[str, object] | None:

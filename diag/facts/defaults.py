@@ -29,8 +29,12 @@ def _t(m: int) -> list[int]:
     return small + list(range(256, m + 1, 16))
 
 
-def vllm_default_sizes(version: str | None, max_num_seqs: int | None,
-                       max_num_batched_tokens: int | None = None, v0: bool = False) -> list[int]:
+def vllm_default_sizes(
+    version: str | None,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None = None,
+    v0: bool = False,
+) -> list[int]:
     """vLLM's capture sizes with no override (§11)."""
     ver = parse_version(version) or (0, 11, 1)
     if v0 or ver < (0, 6, 5):
@@ -51,8 +55,12 @@ def vllm_default_sizes(version: str | None, max_num_seqs: int | None,
     return sizes
 
 
-def sglang_default_sizes(version: str | None, cuda_graph_max_bs: int | None,
-                         disable_padding: bool = False, speculative: bool = False) -> list[int]:
+def sglang_default_sizes(
+    version: str | None,
+    cuda_graph_max_bs: int | None,
+    disable_padding: bool = False,
+    speculative: bool = False,
+) -> list[int]:
     """SGLang's captured batch sizes with no ``--cuda-graph-bs`` (§7)."""
     ver = parse_version(version) or (0, 5, 3)
     max_bs = cuda_graph_max_bs
@@ -61,11 +69,20 @@ def sglang_default_sizes(version: str | None, cuda_graph_max_bs: int | None,
         if disable_padding:
             sizes = list(range(1, max_bs + 1))
         elif speculative:
-            sizes = (list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4))
-                     + list(range(72, 257, 8)) + list(range(272, max_bs + 1, 16)))
+            sizes = (
+                list(range(1, 9))
+                + list(range(10, 33, 2))
+                + list(range(40, 65, 4))
+                + list(range(72, 257, 8))
+                + list(range(272, max_bs + 1, 16))
+            )
         else:
-            sizes = ([1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 497, 16))
-                     + list(range(512, max_bs + 1, 32)))
+            sizes = (
+                [1, 2, 4, 8, 12]
+                + list(range(16, 257, 8))
+                + list(range(272, 497, 16))
+                + list(range(512, max_bs + 1, 32))
+            )
         sizes = [x for x in sizes if x <= max_bs]
         if max_bs not in sizes:
             sizes.append(max_bs)

@@ -22,16 +22,52 @@ from diag.facts.requests import request_table
 from diag.facts.runs import Run
 
 RECORD_KEYS = (
-    "graph_mode", "cudagraph_mode", "graph_capture_sizes", "cuda_graph_max_bs",
-    "max_running_requests", "prefill_node", "capture_time_s", "capture_mem_gib", "capture_error",
-    "kv_tokens", "gpu_blocks", "kv_cache_gib", "max_concurrency", "decode_batch_shape", "batches",
-    "captured_share", "padding_waste", "perf", "resolved_backend",
+    "graph_mode",
+    "cudagraph_mode",
+    "graph_capture_sizes",
+    "cuda_graph_max_bs",
+    "max_running_requests",
+    "prefill_node",
+    "capture_time_s",
+    "capture_mem_gib",
+    "capture_error",
+    "kv_tokens",
+    "gpu_blocks",
+    "kv_cache_gib",
+    "max_concurrency",
+    "decode_batch_shape",
+    "batches",
+    "captured_share",
+    "padding_waste",
+    "perf",
+    "resolved_backend",
 )
-RANK_NUMERIC_KEYS = ("capture_time_s", "capture_mem_gib", "kv_tokens", "gpu_blocks", "kv_cache_gib",
-                     "max_concurrency", "captured_share", "padding_waste")
-DISABLING_REASONS = {"enforce_eager", "skipping_capture", "mode_none", "bitsandbytes", "rocm_unsupported",
-                     "dispatch_keys_uninitialized", "deepep", "prefill_server", "torch_native_attention",
-                     "flex_attention", "deepep_normal", "double_sparsity", "tensor_dump", "dp_attention"}
+RANK_NUMERIC_KEYS = (
+    "capture_time_s",
+    "capture_mem_gib",
+    "kv_tokens",
+    "gpu_blocks",
+    "kv_cache_gib",
+    "max_concurrency",
+    "captured_share",
+    "padding_waste",
+)
+DISABLING_REASONS = {
+    "enforce_eager",
+    "skipping_capture",
+    "mode_none",
+    "bitsandbytes",
+    "rocm_unsupported",
+    "dispatch_keys_uninitialized",
+    "deepep",
+    "prefill_server",
+    "torch_native_attention",
+    "flex_attention",
+    "deepep_normal",
+    "double_sparsity",
+    "tensor_dump",
+    "dp_attention",
+}
 DECODE_PHASES = {"decode", "verify", "all", "draft", "draft_extend"}
 
 
@@ -134,11 +170,19 @@ def as_bool(v: Any) -> bool | None:
 
 # ------------------------------------------------------------------ graph mode and window
 def graph_mode(tables: EventTables, config: dict[str, Any], backend: str) -> str:
-    phases = set(tables["capture_begin"]["phase"].dropna()) | set(tables["capture_end"]["phase"].dropna()) \
-        | set(tables["capture_progress"]["phase"].dropna()) | set(tables["capture_sizes"]["phase"].dropna())
+    phases = (
+        set(tables["capture_begin"]["phase"].dropna())
+        | set(tables["capture_end"]["phase"].dropna())
+        | set(tables["capture_progress"]["phase"].dropna())
+        | set(tables["capture_sizes"]["phase"].dropna())
+    )
     decode_true = bool((tables["decode_batch"]["cuda_graph"] == True).any())  # noqa: E712
     steps = tables["graph_step"]
-    step_graph = bool((steps["mode"].astype("object").str.upper() != "NONE").any()) if not steps.empty else False
+    step_graph = (
+        bool((steps["mode"].astype("object").str.upper() != "NONE").any())
+        if not steps.empty
+        else False
+    )
     if phases & DECODE_PHASES or decode_true or step_graph:
         return "enabled"
     errors = tables["error"]
@@ -163,12 +207,17 @@ def graph_mode(tables: EventTables, config: dict[str, Any], backend: str) -> str
     return "unknown"
 
 
-def cudagraph_mode(tables: EventTables, config: dict[str, Any], backend: str, mode: str) -> str | None:
+def cudagraph_mode(
+    tables: EventTables, config: dict[str, Any], backend: str, mode: str
+) -> str | None:
     modes = tables["graph_mode"]
     if backend == "vllm":
         downgraded = modes[modes["origin"] == "downgrade"] if not modes.empty else modes
-        value = _first(_last(downgraded, "mode"), _last(modes[modes["origin"] == "config"], "mode")
-                       if not modes.empty else None, config.get("compilation_config.cudagraph_mode"))
+        value = _first(
+            _last(downgraded, "mode"),
+            _last(modes[modes["origin"] == "config"], "mode") if not modes.empty else None,
+            config.get("compilation_config.cudagraph_mode"),
+        )
         if value is None and not modes.empty:
             seen = {str(m).upper() for m in modes["mode"].dropna()}
             if "FULL" in seen and "PIECEWISE" in seen:
@@ -184,8 +233,12 @@ def cudagraph_mode(tables: EventTables, config: dict[str, Any], backend: str, mo
     sizes = tables["capture_sizes"]
     kinds = []
     backend_name = _last(sizes[sizes["phase"] == "decode"], "mode") if not sizes.empty else None
-    phases = set(tables["capture_begin"]["phase"].dropna()) | set(tables["capture_progress"]["phase"].dropna()) \
-        | set(tables["capture_end"]["phase"].dropna()) | set(sizes["phase"].dropna())
+    phases = (
+        set(tables["capture_begin"]["phase"].dropna())
+        | set(tables["capture_progress"]["phase"].dropna())
+        | set(tables["capture_end"]["phase"].dropna())
+        | set(sizes["phase"].dropna())
+    )
     if phases & DECODE_PHASES or (tables["decode_batch"]["cuda_graph"] == True).any():  # noqa: E712
         kinds.append(str(backend_name or "full"))
     if "prefill" in phases:
@@ -196,7 +249,9 @@ def cudagraph_mode(tables: EventTables, config: dict[str, Any], backend: str, mo
 def capture_sizes(tables: EventTables, config: dict[str, Any], backend: str) -> list[int] | None:
     sizes = _rank0(tables["capture_sizes"])
     if not sizes.empty:
-        listed = sizes[sizes["sizes"].notna() & sizes["phase"].isin(["decode", "mixed", "metrics", "all"])]
+        listed = sizes[
+            sizes["sizes"].notna() & sizes["phase"].isin(["decode", "mixed", "metrics", "all"])
+        ]
         if not listed.empty:
             return sorted(set(json.loads(listed["sizes"].iloc[-1])))
     if backend == "sglang":
@@ -210,17 +265,30 @@ def capture_sizes(tables: EventTables, config: dict[str, Any], backend: str) -> 
     return None
 
 
-def window_of(tables: EventTables, config: dict[str, Any], backend: str, mode: str,
-              version: str | None, sizes: list[int] | None, ceiling: int | None) -> cls.Window:
+def window_of(
+    tables: EventTables,
+    config: dict[str, Any],
+    backend: str,
+    mode: str,
+    version: str | None,
+    sizes: list[int] | None,
+    ceiling: int | None,
+) -> cls.Window:
     inferred = False
     if sizes is None and mode == "enabled":
         if backend == "sglang":
-            sizes = sglang_default_sizes(version, ceiling or _as_int(config.get("cuda_graph_max_bs")),
-                                         bool(as_bool(config.get("disable_cuda_graph_padding"))),
-                                         bool(config.get("speculative_algorithm")))
+            sizes = sglang_default_sizes(
+                version,
+                ceiling or _as_int(config.get("cuda_graph_max_bs")),
+                bool(as_bool(config.get("disable_cuda_graph_padding"))),
+                bool(config.get("speculative_algorithm")),
+            )
         elif backend == "vllm":
-            sizes = vllm_default_sizes(version, _as_int(config.get("max_num_seqs")),
-                                       _as_int(config.get("max_num_batched_tokens")))
+            sizes = vllm_default_sizes(
+                version,
+                _as_int(config.get("max_num_seqs")),
+                _as_int(config.get("max_num_batched_tokens")),
+            )
             if ceiling:
                 sizes = [s for s in sizes if s <= ceiling] or sizes
         inferred = sizes is not None
@@ -234,8 +302,9 @@ def capture_error(tables: EventTables) -> tuple[dict[str, Any] | None, tuple[str
     if errors.empty:
         return None, None
     order = _order(tables)
-    begins = [order(r) for r in _frame_rows(tables["capture_begin"])] + \
-        [order(r) for r in _frame_rows(tables["capture_progress"])]
+    begins = [order(r) for r in _frame_rows(tables["capture_begin"])] + [
+        order(r) for r in _frame_rows(tables["capture_progress"])
+    ]
     ends = [order(r) for r in _frame_rows(tables["capture_end"])]
     first_begin = min(begins) if begins else None
 
@@ -258,8 +327,15 @@ def capture_error(tables: EventTables) -> tuple[dict[str, Any] | None, tuple[str
         return None, None
     row = chosen[2]
     message = str(row["message"]).split("\n", 1)[0]
-    return ({"class": row["error_class"], "message": message, "path": row["source"],
-             "line": int(row["line"])}, (str(row["source"]), int(row["line"])))
+    return (
+        {
+            "class": row["error_class"],
+            "message": message,
+            "path": row["source"],
+            "line": int(row["line"]),
+        },
+        (str(row["source"]), int(row["line"])),
+    )
 
 
 def _frame_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -269,6 +345,7 @@ def _frame_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
 def _order(tables: EventTables):  # type: ignore[no-untyped-def]
     def key(row: dict[str, Any]) -> tuple[int, int]:
         return (0, int(row.get("_order", row["line"])))
+
     return key
 
 
@@ -294,8 +371,10 @@ def _capture_totals(tables: EventTables) -> tuple[float | None, float | None]:
     t = ends["time_s"].dropna()
     m = ends["mem_gib"].dropna()
     # one start-up may log several phases (decode, piecewise prefill, draft): all delay availability
-    return (round(float(t.sum()), 3) if not t.empty else None,
-            round(float(m.sum()), 3) if not m.empty else None)
+    return (
+        round(float(t.sum()), 3) if not t.empty else None,
+        round(float(m.sum()), 3) if not m.empty else None,
+    )
 
 
 def _kv_tokens(tables: EventTables) -> int | None:
@@ -335,9 +414,13 @@ def _perf(tables: EventTables, batches: pd.DataFrame) -> dict[str, float | None]
         part = part[part > 0]
         return round(float(part.mean()), 2) if not part.empty else None
 
-    return {"ttft_s_p50": b("ttft_s_p50"), "ttft_s_p95": b("ttft_s_p95"), "itl_s_p95": b("itl_s_p95"),
-            "throughput_in_window": mean_tput("graph") if not batches.empty else None,
-            "throughput_out_window": mean_tput("eager") if not batches.empty else None}
+    return {
+        "ttft_s_p50": b("ttft_s_p50"),
+        "ttft_s_p95": b("ttft_s_p95"),
+        "itl_s_p95": b("itl_s_p95"),
+        "throughput_in_window": mean_tput("graph") if not batches.empty else None,
+        "throughput_out_window": mean_tput("eager") if not batches.empty else None,
+    }
 
 
 def build_facts(run: Run) -> RunFacts:
@@ -359,7 +442,9 @@ def build_facts(run: Run) -> RunFacts:
         "cudagraph_mode": cudagraph_mode(t, config, run.backend, mode),
         "graph_capture_sizes": sizes,
         "cuda_graph_max_bs": ceiling,
-        "max_running_requests": _as_int(_first(config.get("max_running_requests"), config.get("max_num_seqs"))),
+        "max_running_requests": _as_int(
+            _first(config.get("max_running_requests"), config.get("max_num_seqs"))
+        ),
         "prefill_node": _prefill_node(config, t),
         "capture_time_s": cap_time,
         "capture_mem_gib": cap_mem,
@@ -376,17 +461,31 @@ def build_facts(run: Run) -> RunFacts:
         "resolved_backend": _resolved_backend(config),
     }
     assert tuple(record) == RECORD_KEYS
-    return RunFacts(run, version, config, window, batches, record, _ranks(run, batches),
-                    error_at, cls.inference_agreement(batches), request_table(t, batches))
+    return RunFacts(
+        run,
+        version,
+        config,
+        window,
+        batches,
+        record,
+        _ranks(run, batches),
+        error_at,
+        cls.inference_agreement(batches),
+        request_table(t, batches),
+    )
 
 
-def _ceiling(t: EventTables, config: dict[str, Any], backend: str, sizes: list[int] | None) -> int | None:
+def _ceiling(
+    t: EventTables, config: dict[str, Any], backend: str, sizes: list[int] | None
+) -> int | None:
     if sizes:
         return max(sizes)
     if backend == "sglang":
         return _as_int(config.get("cuda_graph_max_bs"))
-    v = _first(config.get("compilation_config.max_cudagraph_capture_size"),
-               config.get("compilation_config.max_capture_size"))
+    v = _first(
+        config.get("compilation_config.max_cudagraph_capture_size"),
+        config.get("compilation_config.max_capture_size"),
+    )
     if v is not None:
         return _as_int(v)
     cs = t["capture_sizes"]
@@ -407,10 +506,15 @@ def _ranks(run: Run, batches: pd.DataFrame) -> list[dict[str, Any]]:
         rb = batches[batches["rank"] == rank] if not batches.empty else batches
         counts = cls.batch_counts(rb)
         entry = {
-            "rank": rank, "capture_time_s": cap_time, "capture_mem_gib": cap_mem,
-            "kv_tokens": _kv_tokens(sub), "gpu_blocks": _as_int(sizing(sub, "gpu_blocks")),
-            "kv_cache_gib": sizing(sub, "kv_cache_gib"), "max_concurrency": sizing(sub, "max_concurrency"),
-            "captured_share": cls.captured_share(counts), "padding_waste": cls.padding_waste(rb),
+            "rank": rank,
+            "capture_time_s": cap_time,
+            "capture_mem_gib": cap_mem,
+            "kv_tokens": _kv_tokens(sub),
+            "gpu_blocks": _as_int(sizing(sub, "gpu_blocks")),
+            "kv_cache_gib": sizing(sub, "kv_cache_gib"),
+            "max_concurrency": sizing(sub, "max_concurrency"),
+            "captured_share": cls.captured_share(counts),
+            "padding_waste": cls.padding_waste(rb),
         }
         out.append(entry)
     return out

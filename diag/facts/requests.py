@@ -18,8 +18,17 @@ from diag.events import EventTables
 
 PREFILL_DOMINATED_RATIO = 4.0  # prompt tokens per generated token
 
-COLUMNS = ["request_id", "start_ts", "end_ts", "prompt_tokens", "completion_tokens", "steps_graph",
-           "steps_eager", "in_window_share", "prefill_dominated"]
+COLUMNS = [
+    "request_id",
+    "start_ts",
+    "end_ts",
+    "prompt_tokens",
+    "completion_tokens",
+    "steps_graph",
+    "steps_eager",
+    "in_window_share",
+    "prefill_dominated",
+]
 
 
 def request_table(tables: EventTables, batches: pd.DataFrame) -> pd.DataFrame:
@@ -28,7 +37,11 @@ def request_table(tables: EventTables, batches: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     req = req[req["request_id"].notna() & req["ts"].notna()]
     start = req[req["action"].isin(["received", "added"])].groupby("request_id")["ts"].min()
-    end = req[req["action"].isin(["finished", "aborted", "response"])].groupby("request_id")["ts"].max()
+    end = (
+        req[req["action"].isin(["finished", "aborted", "response"])]
+        .groupby("request_id")["ts"]
+        .max()
+    )
     prompt = req.groupby("request_id")["prompt_tokens"].max()
     completion = req.groupby("request_id")["max_new_tokens"].max()
     frame = pd.DataFrame({"start_ts": start}).join(end.rename("end_ts"), how="inner")
@@ -36,7 +49,9 @@ def request_table(tables: EventTables, batches: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     frame = frame.join(prompt.rename("prompt_tokens")).join(completion.rename("completion_tokens"))
     frame = frame.reset_index().rename(columns={"index": "request_id"})
-    graph_w, eager_w = _windowed_counts(batches, frame["start_ts"].to_numpy(float), frame["end_ts"].to_numpy(float))
+    graph_w, eager_w = _windowed_counts(
+        batches, frame["start_ts"].to_numpy(float), frame["end_ts"].to_numpy(float)
+    )
     frame["steps_graph"] = graph_w
     frame["steps_eager"] = eager_w
     total = graph_w + eager_w
@@ -44,11 +59,15 @@ def request_table(tables: EventTables, batches: pd.DataFrame) -> pd.DataFrame:
         frame["in_window_share"] = np.where(total > 0, graph_w / total, np.nan)
     p = frame["prompt_tokens"].astype("Float64")
     c = frame["completion_tokens"].astype("Float64")
-    frame["prefill_dominated"] = (p >= PREFILL_DOMINATED_RATIO * c.clip(lower=1)).fillna(False).astype(bool)
+    frame["prefill_dominated"] = (
+        (p >= PREFILL_DOMINATED_RATIO * c.clip(lower=1)).fillna(False).astype(bool)
+    )
     return frame[COLUMNS]
 
 
-def _windowed_counts(batches: pd.DataFrame, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _windowed_counts(
+    batches: pd.DataFrame, starts: np.ndarray, ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     if batches.empty:
         zeros = np.zeros(len(starts))
         return zeros, zeros.copy()
@@ -69,7 +88,9 @@ def request_summary(frame: pd.DataFrame) -> dict[str, Any] | None:
     return {
         "count": int(len(frame)),
         "with_decode_samples": int(len(sampled)),
-        "in_window_share_mean": round(float(sampled["in_window_share"].mean()), 4) if len(sampled) else None,
+        "in_window_share_mean": round(float(sampled["in_window_share"].mean()), 4)
+        if len(sampled)
+        else None,
         "fully_in_window": int((sampled["in_window_share"] >= 1.0).sum()),
         "partly_out_of_window": int((sampled["in_window_share"] < 1.0).sum()),
         "prefill_dominated": int(frame["prefill_dominated"].sum()),

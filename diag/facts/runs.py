@@ -93,7 +93,9 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
         n_runs = len(bounds) + 1
         parts: list[dict[str, pd.DataFrame]] = [{} for _ in range(n_runs)]
         for kind, frame in keyed.items():
-            run_no = np.searchsorted(np.asarray(bounds, dtype="int64"), frame["_order"].to_numpy(), side="right")
+            run_no = np.searchsorted(
+                np.asarray(bounds, dtype="int64"), frame["_order"].to_numpy(), side="right"
+            )
             frame = frame.assign(_run=run_no).sort_values("_order", kind="stable")
             for r, part in frame.groupby("_run", sort=True):
                 parts[int(str(r))][kind] = part.drop(columns=["_run"]).reset_index(drop=True)
@@ -101,7 +103,10 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
         for i, p in enumerate(parts):
             if not p:
                 continue
-            srcs = sorted({s for f in p.values() for s in f["source"].unique()}, key=lambda s: file_index.get(s, 0))
+            srcs = sorted(
+                {s for f in p.values() for s in f["source"].unique()},
+                key=lambda s: file_index.get(s, 0),
+            )
             runs.append(Run(f"{stream.id}#{i + 1}", stream.id, backend, srcs, EventTables(p)))
     return runs
 
@@ -112,8 +117,9 @@ def _boundaries(startup: pd.DataFrame | None) -> list[int]:
         return []
     seen: set[tuple[str, str]] = set()
     bounds: list[int] = []
-    for marker, rank, order in startup.sort_values("_order")[["marker", "rank", "_order"]].itertuples(
-            index=False, name=None):
+    for marker, rank, order in startup.sort_values("_order")[
+        ["marker", "rank", "_order"]
+    ].itertuples(index=False, name=None):
         if marker not in SPLIT_MARKERS:
             continue
         key = (marker, rank)

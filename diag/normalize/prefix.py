@@ -101,8 +101,9 @@ def _epoch(year: int, month: int, day: int, hms: str, frac: str | None = None) -
 
 def _iso_epoch(text: str) -> float | None:
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")[:26] if "." in text else
-                                      text.replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(
+            text.replace("Z", "+00:00")[:26] if "." in text else text.replace("Z", "+00:00")
+        ).timestamp()
     except ValueError:
         return None
 
@@ -132,7 +133,9 @@ def peel(source: str, lineno: int, text: str) -> LogLine:
         if rm:
             repeat = int(rm.group(1))
             rest = rest[: rm.start()]
-    line = LogLine(source, lineno, rest, rest, ts=wrapper_ts, wrapper=wrapper, repeat=repeat, instance=instance)
+    line = LogLine(
+        source, lineno, rest, rest, ts=wrapper_ts, wrapper=wrapper, repeat=repeat, instance=instance
+    )
     _peel_engine(line, rest)
     return line
 
@@ -163,7 +166,9 @@ def _wrappers(text: str) -> tuple[str, str | None, float | None, str]:
         m = rx.match(rest)
         if not m:
             continue
-        if name == "compose" and not (re.search(r"[-_]\d+$", m.group(1)) or _looks_like_log(rest[m.end():])):
+        if name == "compose" and not (
+            re.search(r"[-_]\d+$", m.group(1)) or _looks_like_log(rest[m.end() :])
+        ):
             continue  # "word | text" is a compose prefix only with compose's name-N shape or a log after it
         if name in ("ci", "docker"):
             wrapper_ts = _iso_epoch(m.group(1))
@@ -172,22 +177,26 @@ def _wrappers(text: str) -> tuple[str, str | None, float | None, str]:
         elif name == "docker-desktop":
             if _PYLOG.match(rest):
                 continue
-            after = rest[m.end():]
+            after = rest[m.end() :]
             if after and not after.startswith("[") and not _looks_like_log(after):
                 # "2025-02-04 21:29:17 INFO 12345 [file:N]" is python logging, not a wrapper
                 continue
-            wrapper_ts = _epoch(int(m.group(1)[:4]), int(m.group(1)[5:7]), int(m.group(1)[8:10]),
-                                m.group(1)[11:])
+            wrapper_ts = _epoch(
+                int(m.group(1)[:4]), int(m.group(1)[5:7]), int(m.group(1)[8:10]), m.group(1)[11:]
+            )
         wrapper = name if wrapper is None else f"{wrapper}+{name}"
-        rest = rest[m.end():]
+        rest = rest[m.end() :]
         if name != "ci":
             break
     return rest, wrapper, wrapper_ts, instance
 
 
 def _looks_like_log(text: str) -> bool:
-    return bool(text) and (text[0] in "[(" or _VLLM.match(text) is not None
-                           or text.startswith(("INFO", "WARNING", "ERROR", "DEBUG")))
+    return bool(text) and (
+        text[0] in "[("
+        or _VLLM.match(text) is not None
+        or text.startswith(("INFO", "WARNING", "ERROR", "DEBUG"))
+    )
 
 
 def _peel_engine(line: LogLine, rest: str) -> None:
@@ -195,14 +204,17 @@ def _peel_engine(line: LogLine, rest: str) -> None:
     for _ in range(2):
         m = _STAGE.match(rest)
         if m:
-            rest = rest[m.end():]
+            rest = rest[m.end() :]
         p = _PROC.match(rest)
         if p:
             line.proc = p.group("proc") or f"pid={p.group('pid')}"
             # V0 non-driver workers / ray actors name no rank: keep them apart from the driver (rank 0)
-            line.rank = line.rank or proc_rank(p.group("proc") or "") or (
-                f"pid{p.group('pid')}" if _UNRANKED_WORKER.match(line.proc) else None)
-            rest = rest[p.end():]
+            line.rank = (
+                line.rank
+                or proc_rank(p.group("proc") or "")
+                or (f"pid{p.group('pid')}" if _UNRANKED_WORKER.match(line.proc) else None)
+            )
+            rest = rest[p.end() :]
     if not rest:
         line.msg = ""
         return
@@ -218,18 +230,18 @@ def _peel_engine(line: LogLine, rest: str) -> None:
                 ts = line.ts
             line.ts = ts if ts is not None else line.ts
             line.rank = _normalise_ranks(m.group("ranks")) or line.rank
-            rest = rest[m.end():]
+            rest = rest[m.end() :]
             t = _OLD_SGLANG_TAG.match(rest)
             if t:
                 line.rank = line.rank or f"TP{t.group(1)}"
-                rest = rest[t.end():]
+                rest = rest[t.end() :]
             line.msg = rest
             return
         t = _OLD_SGLANG_TAG.match(rest)
         if t:
             line.header = "sglang"
             line.rank = f"TP{t.group(1)}"
-            line.msg = rest[t.end():]
+            line.msg = rest[t.end() :]
             return
     elif c in "DIWEC":
         m = _VLLM.match(rest)
@@ -239,7 +251,7 @@ def _peel_engine(line: LogLine, rest: str) -> None:
             md = m.group("md")
             year = _year_of(line.ts)
             line.ts = _epoch(year, int(md[:2]), int(md[3:]), m.group("hms")) or line.ts
-            line.msg = rest[m.end():]
+            line.msg = rest[m.end() :]
             # vllm-omni: "(EngineCore_DP0 pid=1) [Stage-0] INFO ..." handled above
             return
         g = _GLOG.match(rest)
@@ -248,7 +260,7 @@ def _peel_engine(line: LogLine, rest: str) -> None:
             line.level = _LEVELS[g.group("lvl")]
             md = g.group("md")
             line.ts = _epoch(_year_of(line.ts), int(md[:2]), int(md[2:]), g.group("hms")) or line.ts
-            line.msg = rest[g.end():]
+            line.msg = rest[g.end() :]
             return
     elif c.isdigit():
         m = _PYLOG.match(rest)
@@ -257,7 +269,7 @@ def _peel_engine(line: LogLine, rest: str) -> None:
             line.level = m.group("lvl")
             d = m.group("date")
             line.ts = _epoch(int(d[:4]), int(d[5:7]), int(d[8:10]), m.group("time")) or line.ts
-            line.msg = rest[m.end():]
+            line.msg = rest[m.end() :]
             return
     # SGLang's "[aiter] ..." or tqdm or traceback lines: message is the whole rest
     line.msg = rest

@@ -14,15 +14,23 @@ from diag.parsers.base import Block, Context, LineParser
 _LINE = re.compile(
     r"^(?P<stat>Mean|Median|P\d+(?:\.\d+)?|Std) (?P<what>TTFT|ITL|TPOT|E2EL|E2E Latency) \(ms\):\s+(?P<v>[\d.]+)"
 )
-_TPUT = re.compile(r"^(?P<what>Output token throughput|Request throughput|Total [Tt]oken throughput)"
-                   r" \((?:tok|req)/s\):\s+(?P<v>[\d.]+)")
+_TPUT = re.compile(
+    r"^(?P<what>Output token throughput|Request throughput|Total [Tt]oken throughput)"
+    r" \((?:tok|req)/s\):\s+(?P<v>[\d.]+)"
+)
 _NAMES = {"TTFT": "ttft", "ITL": "itl", "TPOT": "tpot", "E2EL": "e2el", "E2E Latency": "e2el"}
 
 
 class BenchmarkParser(LineParser):
     engine = "common"
-    anchors = ("TTFT (ms):", "ITL (ms):", "TPOT (ms):", "E2EL (ms):", "throughput (tok/s):",
-               "throughput (req/s):")
+    anchors = (
+        "TTFT (ms):",
+        "ITL (ms):",
+        "TPOT (ms):",
+        "E2EL (ms):",
+        "throughput (tok/s):",
+        "throughput (req/s):",
+    )
 
     def feed(self, line: LogLine, ctx: Context) -> Block | None:
         text = line.msg.strip()
@@ -31,7 +39,13 @@ class BenchmarkParser(LineParser):
             stat = m.group("stat").lower()
             stat = "p50" if stat == "median" else stat
             name = f"{_NAMES[m.group('what')]}_s_{stat}"
-            ctx.emit("benchmark", line, engine=ctx.backend, name=name, value=round(float(m.group("v")) / 1000.0, 6))
+            ctx.emit(
+                "benchmark",
+                line,
+                engine=ctx.backend,
+                name=name,
+                value=round(float(m.group("v")) / 1000.0, 6),
+            )
             return None
         t = _TPUT.match(text)
         if t:

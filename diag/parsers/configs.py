@@ -25,8 +25,7 @@ def _parser() -> Lark:
     return Lark(grammar_text("pyrepr.lark"), parser="lalr", maybe_placeholders=False)
 
 
-_CONSTS = {"True": True, "False": False, "None": None, "true": True, "false": False,
-           "null": None}
+_CONSTS = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
 
 
 @v_args(inline=True)
@@ -35,11 +34,19 @@ class _ToPython(Transformer):  # type: ignore[type-arg]
         out = []
         for p in parts:
             s = str(p)
-            if "\\" not in s and len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"" and s[:3] not in ("'''", '"""'):
+            if (
+                "\\" not in s
+                and len(s) >= 2
+                and s[0] == s[-1]
+                and s[0] in "'\""
+                and s[:3] not in ("'''", '"""')
+            ):
                 out.append(s[1:-1])  # the common case, no escapes: what literal_eval would give
                 continue
             try:
-                with warnings.catch_warnings():  # "\s" in a logged regex: invalid escape, still a string
+                with (
+                    warnings.catch_warnings()
+                ):  # "\s" in a logged regex: invalid escape, still a string
                     warnings.simplefilter("ignore")
                     out.append(ast.literal_eval(s.lstrip("fF")))
             except (ValueError, SyntaxError, MemoryError, RecursionError):
@@ -88,7 +95,12 @@ class _ToPython(Transformer):  # type: ignore[type-arg]
     def call(self, name: Any, *args: Any) -> builtins.dict[str, Any]:
         out: builtins.dict[str, Any] = {"__call__": str(name)}
         for i, a in enumerate(args):
-            if isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str) and a[0].isidentifier():
+            if (
+                isinstance(a, tuple)
+                and len(a) == 2
+                and isinstance(a[0], str)
+                and a[0].isidentifier()
+            ):
                 out[a[0]] = a[1]
             else:
                 out[f"_{i}"] = a

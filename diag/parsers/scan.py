@@ -51,11 +51,13 @@ def pivot_regex(parsers: Sequence[LineParser], sample: bytes) -> re.Pattern[byte
     groups: dict[bytes, list[bytes]] = {}
     for a in sorted({a.encode() for p in parsers for a in p.anchors}, key=lambda a: (-len(a), a)):
         i = min(range(len(a)), key=lambda j: (freq.get(a[j], 0), j))
-        pre, c, post = a[:i], a[i:i + 1], a[i + 1:]
+        pre, c, post = a[:i], a[i : i + 1], a[i + 1 :]
         alt = (b"(?<=" + re.escape(pre + c) + b")" if pre else b"") + re.escape(post)
         groups.setdefault(c, []).append(alt)
-    parts = [re.escape(c) + (b"(?:" + b"|".join(alts) + b")" if len(alts) > 1 else alts[0])
-             for c, alts in groups.items()]
+    parts = [
+        re.escape(c) + (b"(?:" + b"|".join(alts) + b")" if len(alts) > 1 else alts[0])
+        for c, alts in groups.items()
+    ]
     return re.compile(b"|".join(parts))
 
 
@@ -68,6 +70,8 @@ _SPECIAL = bytes([*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, ord("^"), ord("<
 def is_plain(raw: bytes) -> bool:
     """Whether the normaliser would leave this physical line as it is (bar the newline)."""
     return len(raw.translate(None, _SPECIAL)) == len(raw) and b"repeated" not in raw
+
+
 _CACHE_LIMIT = 1 << 16
 
 
@@ -108,7 +112,7 @@ class FastPeel:
         date, time_, ms, ranks = m.group("date", "time", "ms", "ranks")
         if date is None:
             return None
-        rest = text[m.end():]
+        rest = text[m.end() :]
         if rest.startswith("[gpu"):
             return None  # old in-message rank tag: general path
         key = date + time_ + ranks
@@ -138,7 +142,7 @@ class FastPeel:
                 ref = self._peeled(head + "INFO 01-01 00:00:00 [x.py:1] x")
                 hit = self._proc[head] = (ref.proc, ref.rank)
             proc, rank = hit
-            rest = text[p.end():]
+            rest = text[p.end() :]
             if rest[:1] in ("(", "["):
                 return None  # a second process prefix or a stage tag: general path
         m = _px._VLLM.match(rest)
@@ -152,8 +156,17 @@ class FastPeel:
                 self._vl.clear()
             ref = self._peeled(f"{lvl} {md} {hms} [x.py:1] x")
             hit2 = self._vl[key] = (ref.ts, ref.level)
-        return LogLine(source, lineno, text, rest[m.end():], ts=hit2[0], level=hit2[1],
-                       rank=rank, proc=proc, header="vllm")
+        return LogLine(
+            source,
+            lineno,
+            text,
+            rest[m.end() :],
+            ts=hit2[0],
+            level=hit2[1],
+            rank=rank,
+            proc=proc,
+            header="vllm",
+        )
 
 
 BlockFn = Callable[[int], None]  # called with the bytes consumed since the last call
@@ -188,8 +201,13 @@ class StreamScanner:
             self._handle(source, lineno, raw)
         return lineno - first_lineno + 1
 
-    def scan_blocks(self, source: str, blocks: Iterable[bytes], first_lineno: int = 1,
-                    on_block: BlockFn | None = None) -> int:
+    def scan_blocks(
+        self,
+        source: str,
+        blocks: Iterable[bytes],
+        first_lineno: int = 1,
+        on_block: BlockFn | None = None,
+    ) -> int:
         """Scan one file (or a byte range of it starting at a line start) given as byte
         blocks cut anywhere; returns the number of physical lines."""
         lineno = first_lineno
@@ -228,14 +246,14 @@ class StreamScanner:
     def _region(self, source: str, buf: bytes, pos: int, end: int, lineno: int) -> int:
         """Lines of ``buf[pos:end]`` (which ends with a newline); returns the next line number."""
         if self._pivot is None:
-            self._pivot = pivot_regex(self.parsers, buf[pos: pos + 65536])
+            self._pivot = pivot_regex(self.parsers, buf[pos : pos + 65536])
         search = self._pivot.search
         find, rfind, count = buf.find, buf.rfind, buf.count
         handle = self._handle
         while pos < end:
             if self.blocks:
                 nl = find(b"\n", pos, end)
-                handle(source, lineno, buf[pos: nl + 1])
+                handle(source, lineno, buf[pos : nl + 1])
                 lineno += 1
                 pos = nl + 1
                 continue
@@ -249,7 +267,7 @@ class StreamScanner:
             elif ls > pos:
                 lineno += count(b"\n", pos, ls)
             nl = find(b"\n", hit, end)
-            handle(source, lineno, buf[ls: nl + 1])
+            handle(source, lineno, buf[ls : nl + 1])
             lineno += 1
             pos = nl + 1
         return lineno
@@ -302,8 +320,10 @@ class StreamScanner:
     # ------------------------------------------------------------------ state hand-over
     def snapshot(self) -> bytes:
         """Everything that carries over from one line to the next, pickled."""
-        return pickle.dumps((self.ctx.state, self.blocks, [p.__dict__ for p in self.parsers]),
-                            protocol=pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps(
+            (self.ctx.state, self.blocks, [p.__dict__ for p in self.parsers]),
+            protocol=pickle.HIGHEST_PROTOCOL,
+        )
 
     def restore(self, snap: bytes) -> None:
         state, blocks, attrs = pickle.loads(snap)

@@ -34,7 +34,9 @@ _BS_LIST = re.compile(r"\bbs=(\[[^\]]*\]?)")
 _TOKENS_LIST = re.compile(r"\bnum_tokens=(\[[^\]]*\]?)")
 _BACKEND = re.compile(r"backend=(\w+)")
 # §4.2 size lists
-_SIZES = re.compile(r"Capture (?:cuda |cpu |npu |device |)graph (?P<what>bs|num tokens) (?P<list>\[.*)")
+_SIZES = re.compile(
+    r"Capture (?:cuda |cpu |npu |device |)graph (?P<what>bs|num tokens) (?P<list>\[.*)"
+)
 # §4.3 tqdm
 _TQDM = re.compile(
     r"(?P<desc>Capturing batches|Capturing num tokens|Compiling num tokens)\s*"
@@ -69,30 +71,44 @@ _FAST_DECODE = re.compile(
 _FAST_PREFILL = re.compile(
     r"Prefill batch[.,] #new-seq: (\d+), #new-token: (\d+), #cached-token: (\d+), "
     r"token usage: \d+(?:\.\d+)?, #running-req: (\d+), #queue-req: (\d+)"
-    r"(?:, input throughput \(token/s\): " + _F + r", (?:cuda|cpu|npu|musa|xpu|device) graph: (True|False)"
-    r"|, (?:cuda|cpu|npu|musa|xpu|device) graph: (True|False), input throughput \(token/s\): " + _F + r")?"
+    r"(?:, input throughput \(token/s\): "
+    + _F
+    + r", (?:cuda|cpu|npu|musa|xpu|device) graph: (True|False)"
+    r"|, (?:cuda|cpu|npu|musa|xpu|device) graph: (True|False), input throughput \(token/s\): "
+    + _F
+    + r")?"
     r"(?:, )?\s*$"
 )
 # §3 memory
-_KV_ALLOC = re.compile(r"KV Cache is allocated\.(?: dtype: [\w.]+,)?(?: #tokens: (?P<tok>\d+),)?"
-                       r"(?: K size: (?P<k>" + _F[1:-1] + r") GB, V size: (?P<v>" + _F[1:-1] + r") GB)?"
-                       r"(?: KV size: (?P<kv>" + _F[1:-1] + r") GB)?")
+_KV_ALLOC = re.compile(
+    r"KV Cache is allocated\.(?: dtype: [\w.]+,)?(?: #tokens: (?P<tok>\d+),)?"
+    r"(?: K size: (?P<k>" + _F[1:-1] + r") GB, V size: (?P<v>" + _F[1:-1] + r") GB)?"
+    r"(?: KV size: (?P<kv>" + _F[1:-1] + r") GB)?"
+)
 _SUMMARY = re.compile(r"max_total_num_tokens=(\d+)")
-_SUMMARY_FIELDS = re.compile(r"(chunked_prefill_size|max_prefill_tokens|max_running_requests|context_len)=(-?\d+)")
+_SUMMARY_FIELDS = re.compile(
+    r"(chunked_prefill_size|max_prefill_tokens|max_running_requests|context_len)=(-?\d+)"
+)
 _RETRACT = re.compile(r"#retracted_reqs: (\d+)")
 _REQ_RID = re.compile(r"rid='([^']+)'")
 
 _DISABLED = (
     ("Cuda graph is disabled for prefill server", "prefill_server"),
-    ("Cuda graph is disabled because of using torch native attention backend", "torch_native_attention"),
+    (
+        "Cuda graph is disabled because of using torch native attention backend",
+        "torch_native_attention",
+    ),
     ("Cuda graph is disabled because of using torch Flex Attention backend", "flex_attention"),
     ("Cuda graph is disabled because deepep_mode", "deepep_normal"),
     ("Use triton backend without CUDA graph", "double_sparsity"),
     ("Cuda graph and server warmup are disabled", "tensor_dump"),
     ("The CUDA graph is disabled", "dp_attention"),
 )
-_PREFILL_GRAPH_DISABLED = ("Disable piecewise CUDA graph", "Disable prefill CUDA graph",
-                           "Disabling auto-selected prefill CUDA graph")
+_PREFILL_GRAPH_DISABLED = (
+    "Disable piecewise CUDA graph",
+    "Disable prefill CUDA graph",
+    "Disabling auto-selected prefill CUDA graph",
+)
 
 
 def _phase(role: str | None, kind: str | None) -> str:
@@ -119,13 +135,35 @@ def _i(rx: re.Pattern[str], text: str) -> int | None:
 class SGLangParser(LineParser):
     engine = ENGINE
     anchors = (
-        "server_args=", "Capture", "Capturing", "Compiling num tokens", "it/s]", "s/it]",
-        "Decode batch", "Prefill batch", "#running-req:", "new fill batch", "KV Cache is allocated",
-        "max_total_num_tokens=", "Memory pool end", "Load weight end", "graph is disabled",
-        "CUDA graph", "Cuda graph", "without CUDA graph", "Retract requests",
-        "out of memory happened", "Sorted by", "Memory Usage is saved",
-        "fired up and ready", "Init torch distributed begin", "Receive:", "Finish:",
-        "mem_fraction_static", "Registering", "cuda graph",
+        "server_args=",
+        "Capture",
+        "Capturing",
+        "Compiling num tokens",
+        "it/s]",
+        "s/it]",
+        "Decode batch",
+        "Prefill batch",
+        "#running-req:",
+        "new fill batch",
+        "KV Cache is allocated",
+        "max_total_num_tokens=",
+        "Memory pool end",
+        "Load weight end",
+        "graph is disabled",
+        "CUDA graph",
+        "Cuda graph",
+        "without CUDA graph",
+        "Retract requests",
+        "out of memory happened",
+        "Sorted by",
+        "Memory Usage is saved",
+        "fired up and ready",
+        "Init torch distributed begin",
+        "Receive:",
+        "Finish:",
+        "mem_fraction_static",
+        "Registering",
+        "cuda graph",
     )
 
     def feed(self, line: LogLine, ctx: Context) -> Block | None:
@@ -153,24 +191,36 @@ class SGLangParser(LineParser):
         if fast is not None:
             run_s, tok_s, usage, accept, graph, gen, queue_s = fast.groups()
             # int() where float() could not round differently (what to_int does)
-            ctx.emit("decode_batch", line, engine=ENGINE,
-                     batch_size=int(run_s) if len(run_s) < 16 else to_int(run_s),
-                     tokens=int(tok_s) if len(tok_s) < 16 else to_int(tok_s),
-                     token_usage=float(usage),
-                     cuda_graph=None if graph is None else graph == "True",
-                     gen_throughput=float(gen),
-                     queue=int(queue_s) if len(queue_s) < 16 else to_int(queue_s),
-                     accept_len=None if accept is None else float(accept))
+            ctx.emit(
+                "decode_batch",
+                line,
+                engine=ENGINE,
+                batch_size=int(run_s) if len(run_s) < 16 else to_int(run_s),
+                tokens=int(tok_s) if len(tok_s) < 16 else to_int(tok_s),
+                token_usage=float(usage),
+                cuda_graph=None if graph is None else graph == "True",
+                gen_throughput=float(gen),
+                queue=int(queue_s) if len(queue_s) < 16 else to_int(queue_s),
+                accept_len=None if accept is None else float(accept),
+            )
             return
         queue = _i(_QUEUE, msg)
         running = _i(_RUNNING, msg)
         if queue is None or running is None:
             return  # a line cut before its last field is not counted
         flag = _GRAPH_FLAG.search(msg)
-        ctx.emit("decode_batch", line, engine=ENGINE, batch_size=running, tokens=_i(_TOKEN, msg),
-                 token_usage=_f(_USAGE, msg),
-                 cuda_graph=None if flag is None else flag.group(1) == "True",
-                 gen_throughput=_f(_GEN, msg), queue=queue, accept_len=_f(_ACCEPT, msg))
+        ctx.emit(
+            "decode_batch",
+            line,
+            engine=ENGINE,
+            batch_size=running,
+            tokens=_i(_TOKEN, msg),
+            token_usage=_f(_USAGE, msg),
+            cuda_graph=None if flag is None else flag.group(1) == "True",
+            gen_throughput=_f(_GEN, msg),
+            queue=queue,
+            accept_len=_f(_ACCEPT, msg),
+        )
 
     def _prefill(self, line: LogLine, ctx: Context) -> None:
         msg = line.msg
@@ -179,14 +229,18 @@ class SGLangParser(LineParser):
             seq_s, new_s, cached_s, run_s, queue_s, tput_a, graph_a, graph_b, tput_b = fast.groups()
             graph = graph_a or graph_b
             tput = tput_a or tput_b
-            ctx.emit("prefill_batch", line, engine=ENGINE,
-                     new_seq=int(seq_s) if len(seq_s) < 16 else to_int(seq_s),
-                     new_tokens=int(new_s) if len(new_s) < 16 else to_int(new_s),
-                     cached_tokens=int(cached_s) if len(cached_s) < 16 else to_int(cached_s),
-                     running=int(run_s) if len(run_s) < 16 else to_int(run_s),
-                     queue=int(queue_s) if len(queue_s) < 16 else to_int(queue_s),
-                     cuda_graph=None if graph is None else graph == "True",
-                     input_throughput=None if tput is None else float(tput))
+            ctx.emit(
+                "prefill_batch",
+                line,
+                engine=ENGINE,
+                new_seq=int(seq_s) if len(seq_s) < 16 else to_int(seq_s),
+                new_tokens=int(new_s) if len(new_s) < 16 else to_int(new_s),
+                cached_tokens=int(cached_s) if len(cached_s) < 16 else to_int(cached_s),
+                running=int(run_s) if len(run_s) < 16 else to_int(run_s),
+                queue=int(queue_s) if len(queue_s) < 16 else to_int(queue_s),
+                cuda_graph=None if graph is None else graph == "True",
+                input_throughput=None if tput is None else float(tput),
+            )
             return
         queue = _i(_QUEUE, msg)
         if queue is None:
@@ -194,14 +248,25 @@ class SGLangParser(LineParser):
         if queue is None:
             return
         flag = _GRAPH_FLAG.search(msg)
-        tail_ok = flag is None or _INPUT_TPUT.search(msg) is not None or msg.rstrip().endswith(("True", "False"))
+        tail_ok = (
+            flag is None
+            or _INPUT_TPUT.search(msg) is not None
+            or msg.rstrip().endswith(("True", "False"))
+        )
         if not tail_ok:
             return
-        ctx.emit("prefill_batch", line, engine=ENGINE, new_seq=_i(_NEW_SEQ, msg),
-                 new_tokens=_i(_NEW_TOKEN, msg), cached_tokens=_i(_CACHED, msg),
-                 running=_i(_RUNNING, msg) if "#running-req" in msg else _i(_OLD_PREFILL_RUNNING, msg),
-                 queue=queue, cuda_graph=None if flag is None else flag.group(1) == "True",
-                 input_throughput=_f(_INPUT_TPUT, msg))
+        ctx.emit(
+            "prefill_batch",
+            line,
+            engine=ENGINE,
+            new_seq=_i(_NEW_SEQ, msg),
+            new_tokens=_i(_NEW_TOKEN, msg),
+            cached_tokens=_i(_CACHED, msg),
+            running=_i(_RUNNING, msg) if "#running-req" in msg else _i(_OLD_PREFILL_RUNNING, msg),
+            queue=queue,
+            cuda_graph=None if flag is None else flag.group(1) == "True",
+            input_throughput=_f(_INPUT_TPUT, msg),
+        )
 
     # -------------------------------------------------------------- capture
     def _progress(self, line: LogLine, ctx: Context) -> None:
@@ -213,18 +278,34 @@ class SGLangParser(LineParser):
                 return
             phase = "decode" if desc == "Capturing batches" else "prefill"
             size = to_int(m.group("bs") or m.group("nt"))
-            ctx.emit("capture_progress", line, engine=ENGINE, phase=phase, mode=None,
-                     done=int(m.group("done")), total=int(m.group("total")), size=size,
-                     avail_mem_gib=num(m.group(4)))
+            ctx.emit(
+                "capture_progress",
+                line,
+                engine=ENGINE,
+                phase=phase,
+                mode=None,
+                done=int(m.group("done")),
+                total=int(m.group("total")),
+                size=size,
+                avail_mem_gib=num(m.group(4)),
+            )
             return
         bare = _BARE_TQDM.match(msg)
         opened = ctx.state.get("sglang.open_phase", {})
         # bars carry no prefix; only TP0 prints them, so any open phase is theirs
         open_phase = opened.get(line.rank or "") or next(iter(opened.values()), None)
         if bare and open_phase:
-            ctx.emit("capture_progress", line, engine=ENGINE, phase=open_phase, mode=None,
-                     done=int(bare.group("done")), total=int(bare.group("total")), size=None,
-                     avail_mem_gib=None)
+            ctx.emit(
+                "capture_progress",
+                line,
+                engine=ENGINE,
+                phase=open_phase,
+                mode=None,
+                done=int(bare.group("done")),
+                total=int(bare.group("total")),
+                size=None,
+                avail_mem_gib=None,
+            )
 
     def _capture(self, line: LogLine, ctx: Context) -> None:
         msg = line.msg
@@ -236,19 +317,39 @@ class SGLangParser(LineParser):
             bs = _BS_LIST.search(msg) or _TOKENS_LIST.search(msg)
             if bs:
                 sizes = parse_int_list(bs.group(1))
-            ctx.emit("capture_begin", line, engine=ENGINE, phase=phase,
-                     avail_mem_gib=_f(_AVAIL, msg), sizes=sizes)
+            ctx.emit(
+                "capture_begin",
+                line,
+                engine=ENGINE,
+                phase=phase,
+                avail_mem_gib=_f(_AVAIL, msg),
+                sizes=sizes,
+            )
             if sizes:
-                ctx.emit("capture_sizes", line, engine=ENGINE, phase=phase,
-                         mode=(_BACKEND.search(msg) or _NONE).group(1), sizes=sizes,
-                         count=len(sizes), largest=max(sizes))
+                ctx.emit(
+                    "capture_sizes",
+                    line,
+                    engine=ENGINE,
+                    phase=phase,
+                    mode=(_BACKEND.search(msg) or _NONE).group(1),
+                    sizes=sizes,
+                    count=len(sizes),
+                    largest=max(sizes),
+                )
             opened[line.rank or ""] = phase
             return
         m = _END.search(msg)
         if m:
             phase = _phase(m.group("role"), m.group("kind"))
-            ctx.emit("capture_end", line, engine=ENGINE, phase=phase, time_s=_f(_ELAPSED, msg),
-                     mem_gib=_f(_MEM_USAGE, msg), avail_mem_gib=_f(_AVAIL, msg))
+            ctx.emit(
+                "capture_end",
+                line,
+                engine=ENGINE,
+                phase=phase,
+                time_s=_f(_ELAPSED, msg),
+                mem_gib=_f(_MEM_USAGE, msg),
+                avail_mem_gib=_f(_AVAIL, msg),
+            )
             opened.pop(line.rank or "", None)
             return
         m = _SIZES.search(msg)
@@ -256,8 +357,16 @@ class SGLangParser(LineParser):
             sizes = parse_int_list(m.group("list"))
             if sizes:
                 phase = "decode" if m.group("what") == "bs" else "prefill"
-                ctx.emit("capture_sizes", line, engine=ENGINE, phase=phase, mode=None,
-                         sizes=sizes, count=len(sizes), largest=max(sizes))
+                ctx.emit(
+                    "capture_sizes",
+                    line,
+                    engine=ENGINE,
+                    phase=phase,
+                    mode=None,
+                    sizes=sizes,
+                    count=len(sizes),
+                    largest=max(sizes),
+                )
             return
         self._other(line, ctx)
 
@@ -278,27 +387,59 @@ class SGLangParser(LineParser):
             m = _KV_ALLOC.search(msg)
             if m:
                 if m.group("tok"):
-                    ctx.emit("sizing", line, engine=ENGINE, name="kv_tokens", value=int(m.group("tok")), unit="tokens")
+                    ctx.emit(
+                        "sizing",
+                        line,
+                        engine=ENGINE,
+                        name="kv_tokens",
+                        value=int(m.group("tok")),
+                        unit="tokens",
+                    )
                 kv = None
                 if m.group("k") and m.group("v"):
                     kv = float(m.group("k")) + float(m.group("v"))
                 elif m.group("kv"):
                     kv = float(m.group("kv"))
                 if kv is not None:
-                    ctx.emit("sizing", line, engine=ENGINE, name="kv_cache_gib", value=kv, unit="GiB")
+                    ctx.emit(
+                        "sizing", line, engine=ENGINE, name="kv_cache_gib", value=kv, unit="GiB"
+                    )
         elif "max_total_num_tokens=" in msg:
             m = _SUMMARY.search(msg)
             if m:
-                ctx.emit("sizing", line, engine=ENGINE, name="max_total_num_tokens", value=int(m.group(1)), unit="tokens")
+                ctx.emit(
+                    "sizing",
+                    line,
+                    engine=ENGINE,
+                    name="max_total_num_tokens",
+                    value=int(m.group(1)),
+                    unit="tokens",
+                )
             for key, value in _SUMMARY_FIELDS.findall(msg):
-                ctx.emit("config", line, engine=ENGINE, origin="scheduler", key=key, value=int(value))
+                ctx.emit(
+                    "config", line, engine=ENGINE, origin="scheduler", key=key, value=int(value)
+                )
             avail = _f(_AVAIL, msg)
             if avail is not None:
-                ctx.emit("sizing", line, engine=ENGINE, name="available_gpu_mem_gib", value=avail, unit="GiB")
+                ctx.emit(
+                    "sizing",
+                    line,
+                    engine=ENGINE,
+                    name="available_gpu_mem_gib",
+                    value=avail,
+                    unit="GiB",
+                )
         elif "Memory pool end" in msg:
             avail = _f(_AVAIL, msg) or _f(re.compile(r"Avail mem=" + _F), msg)
             if avail is not None:
-                ctx.emit("sizing", line, engine=ENGINE, name="avail_after_kv_gib", value=avail, unit="GiB")
+                ctx.emit(
+                    "sizing",
+                    line,
+                    engine=ENGINE,
+                    name="avail_after_kv_gib",
+                    value=avail,
+                    unit="GiB",
+                )
         elif "Load weight end" in msg:
             used = _f(_MEM_USAGE, msg)
             if used is not None:
@@ -310,7 +451,14 @@ class SGLangParser(LineParser):
         elif "fired up and ready" in msg:
             ctx.emit("startup", line, engine=ENGINE, marker="ready")
         elif "Memory Usage is saved" in msg:
-            ctx.emit("advisory", line, engine=ENGINE, topic="snapshot_written", value=None, text=msg.strip())
+            ctx.emit(
+                "advisory",
+                line,
+                engine=ENGINE,
+                topic="snapshot_written",
+                value=None,
+                text=msg.strip(),
+            )
         elif msg.startswith(("Receive:", "Finish:")) or " Receive: " in msg or " Finish: " in msg:
             self._request(line, ctx)
         else:
@@ -320,10 +468,20 @@ class SGLangParser(LineParser):
         msg = line.msg
         for needle, reason in _DISABLED:
             if needle in msg:
-                ctx.emit("graph_disabled", line, engine=ENGINE, reason=reason, text=msg.strip()[:300])
+                ctx.emit(
+                    "graph_disabled", line, engine=ENGINE, reason=reason, text=msg.strip()[:300]
+                )
                 return
-        if msg.startswith(_PREFILL_GRAPH_DISABLED) or any(n in msg for n in _PREFILL_GRAPH_DISABLED):
-            ctx.emit("graph_disabled", line, engine=ENGINE, reason="prefill_graph_only", text=msg.strip()[:300])
+        if msg.startswith(_PREFILL_GRAPH_DISABLED) or any(
+            n in msg for n in _PREFILL_GRAPH_DISABLED
+        ):
+            ctx.emit(
+                "graph_disabled",
+                line,
+                engine=ENGINE,
+                reason="prefill_graph_only",
+                text=msg.strip()[:300],
+            )
 
     def _request(self, line: LogLine, ctx: Context) -> None:
         msg = line.msg
@@ -335,8 +493,14 @@ class SGLangParser(LineParser):
             ct = re.search(r"'completion_tokens': (\d+)", msg)
             fields["prompt_tokens"] = to_int(pt.group(1)) if pt else None
             fields["max_new_tokens"] = to_int(ct.group(1)) if ct else None
-        ctx.emit("request", line, engine=ENGINE, request_id=rid.group(1) if rid else None,
-                 action=action, **fields)
+        ctx.emit(
+            "request",
+            line,
+            engine=ENGINE,
+            request_id=rid.group(1) if rid else None,
+            action=action,
+            **fields,
+        )
 
 
 class _NoMatch:
@@ -375,11 +539,19 @@ class ProfileTableBlock(Block):
         from diag.artifacts.profiler_table import ProfileTableError, parse_table_block
 
         try:
-            table = parse_table_block(self.lines, self.first.source, self.first.lineno + 1, self.sort_by)
+            table = parse_table_block(
+                self.lines, self.first.source, self.first.lineno + 1, self.sort_by
+            )
         except ProfileTableError:
             return
-        ctx.emit("profile", self.first, engine=ENGINE, sort_by=table.sort_by or self.sort_by,
-                 rows=len(table.frame), table=table.to_dict())
+        ctx.emit(
+            "profile",
+            self.first,
+            engine=ENGINE,
+            sort_by=table.sort_by or self.sort_by,
+            rows=len(table.frame),
+            table=table.to_dict(),
+        )
 
 
 def _table_block(line: LogLine) -> Block | None:
@@ -387,5 +559,6 @@ def _table_block(line: LogLine) -> Block | None:
     if not m:
         return None
     sort = {"CUDA": "cuda_time_total", "CPU": "cpu_time_total", "XPU": "xpu_time_total"}.get(
-        m.group(1), m.group(1).lower() + "_time_total")
+        m.group(1), m.group(1).lower() + "_time_total"
+    )
     return ProfileTableBlock(line, sort)

@@ -151,7 +151,11 @@ class TracebackBlock(Block):
             self.done = True
             return False
         if self.headed:
-            if line.header == "vllm" and line.key == self.key and line.level in ("ERROR", "CRITICAL"):
+            if (
+                line.header == "vllm"
+                and line.key == self.key
+                and line.level in ("ERROR", "CRITICAL")
+            ):
                 self.lines.append(line.msg)
                 return True
             if line.header is None and line.msg.startswith(("--",)):
@@ -182,16 +186,27 @@ class TracebackBlock(Block):
         capture_frames = _CAPTURE_FRAMES.search(frames) is not None
         if not parsed.exceptions:
             if parsed.frames and capture_frames:
-                ctx.emit("error", self.first, engine=ctx.backend, error_class="other",
-                         message="traceback inside graph capture; the exception line is not in the log",
-                         capture_related=True, explicit_capture=False)
+                ctx.emit(
+                    "error",
+                    self.first,
+                    engine=ctx.backend,
+                    error_class="other",
+                    message="traceback inside graph capture; the exception line is not in the log",
+                    capture_related=True,
+                    explicit_capture=False,
+                )
             return
         for exc in parsed.exceptions:
             head = exc.split("\n", 1)[0]
-            ctx.emit("error", self.first, engine=ctx.backend,
-                     error_class=classify(exc, frames), message=_clip(exc),
-                     capture_related=capture_frames or explicit_capture(head),
-                     explicit_capture=explicit_capture(head))
+            ctx.emit(
+                "error",
+                self.first,
+                engine=ctx.backend,
+                error_class=classify(exc, frames),
+                message=_clip(exc),
+                capture_related=capture_frames or explicit_capture(head),
+                explicit_capture=explicit_capture(head),
+            )
 
 
 def _clip(text: str, limit: int = 600) -> str:
@@ -208,8 +223,14 @@ class ErrorParser(LineParser):
 
     engine = "common"
     anchors = (
-        "Traceback (most recent call last)", 'File "', "Error", "Exception", "out of memory",
-        "Capture cuda graph failed", "Capture CUDA graph failed", "graph failed",
+        "Traceback (most recent call last)",
+        'File "',
+        "Error",
+        "Exception",
+        "out of memory",
+        "Capture cuda graph failed",
+        "Capture CUDA graph failed",
+        "graph failed",
         "During handling of the above",
     )
 
@@ -228,7 +249,13 @@ class ErrorParser(LineParser):
             return block
         if line.level in ("ERROR", "CRITICAL") or line.header not in ("vllm", "sglang", "glog"):
             if _STANDALONE_OOM.search(msg) or explicit_capture(msg) and "failed" in msg:
-                ctx.emit("error", line, engine=ctx.backend, error_class=classify(msg),
-                         message=_clip(msg.strip()), capture_related=explicit_capture(msg),
-                         explicit_capture=explicit_capture(msg))
+                ctx.emit(
+                    "error",
+                    line,
+                    engine=ctx.backend,
+                    error_class=classify(msg),
+                    message=_clip(msg.strip()),
+                    capture_related=explicit_capture(msg),
+                    explicit_capture=explicit_capture(msg),
+                )
         return None

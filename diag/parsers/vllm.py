@@ -30,8 +30,13 @@ ENGINE = "vllm"
 _N = r"(-?\d[\d,]*(?:\.\d+)?)"  # a printed number, thousands separators allowed
 
 MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
-_MODE_BY_VALUE: dict[Any, str] = {0: "NONE", 1: "PIECEWISE", 2: "FULL", (2, 0): "FULL_DECODE_ONLY",
-                                  (2, 1): "FULL_AND_PIECEWISE"}
+_MODE_BY_VALUE: dict[Any, str] = {
+    0: "NONE",
+    1: "PIECEWISE",
+    2: "FULL",
+    (2, 0): "FULL_DECODE_ONLY",
+    (2, 1): "FULL_AND_PIECEWISE",
+}
 
 
 def mode_name(value: Any) -> str | None:
@@ -79,7 +84,9 @@ _ATTN_NAMES = re.compile(r"attn|attention|flash|infer|xformers|mla|sdpa|rocm|ait
 # ---------------------------------------------------------------- §2.4 downgrades / disabled
 _SETTING_MODE = re.compile(r"setting cudagraph_mode=(?P<mode>[A-Z_]+)")
 _OVERRIDE_MODE = re.compile(r"Overriding cudagraph_mode (?:from \S+ )?to (?P<mode>[A-Z_]+)")
-_OVERRIDE_TO = re.compile(r"Cudagraph mode \S+ is not compatible with .*?Overriding to (?:CUDAGraphMode\.)?(?P<mode>[A-Z_]+)")
+_OVERRIDE_TO = re.compile(
+    r"Cudagraph mode \S+ is not compatible with .*?Overriding to (?:CUDAGraphMode\.)?(?P<mode>[A-Z_]+)"
+)
 _DISABLED: tuple[tuple[str, str], ...] = (
     ("Cudagraph is disabled under eager mode", "enforce_eager"),
     ("Enforce eager set", "enforce_eager"),
@@ -95,20 +102,28 @@ _ROCM_UNSUPPORTED = re.compile(r"CUDA graph is not supported for .* on ROCm yet"
 # ---------------------------------------------------------------- §3/§4 capture
 _V0_BEGIN = ("Capturing the model for CUDA graphs", "Capturing cudagraphs for decoding")
 _V1_BEGIN = re.compile(r"Rank \d+: Torch profiler (?:disabled|enabled) for CUDA graph capture")
-_CAPTURE_END = re.compile(r"Graph capturing finished in (?P<s>-?\d+(?:\.\d+)?) secs(?:, took (?P<gib>-?\d+(?:\.\d+)?) GiB)?")
+_CAPTURE_END = re.compile(
+    r"Graph capturing finished in (?P<s>-?\d+(?:\.\d+)?) secs(?:, took (?P<gib>-?\d+(?:\.\d+)?) GiB)?"
+)
 _TQDM = re.compile(
     r"(?P<desc>Capturing CUDA graph shapes|Capturing CUDA graphs(?: \((?P<a>[^,()]+?)(?:, ?(?P<b>[A-Za-z_]+))?\))?)"
     r"\s*:\s*\d+%\|[^|]*\|\s*(?P<done>\d+)/(?P<total>\d+)"
 )
 _SHAPE_DEBUG = re.compile(r"Capturing a cudagraph for shape (\d+)")
-_ON_DEBUG = re.compile(r"Capturing a cudagraph on \(\s*(?:CUDAGraphMode\.)?(?P<mode>[A-Z_]+)\s*,\s*(?P<desc>BatchDescriptor\(.*)")
-_CG_DEBUG = re.compile(r"CG Capture: mode=(?:CUDAGraphMode\.)?(?P<mode>[A-Z_]+), batch_desc=(?P<desc>.*)")
+_ON_DEBUG = re.compile(
+    r"Capturing a cudagraph on \(\s*(?:CUDAGraphMode\.)?(?P<mode>[A-Z_]+)\s*,\s*(?P<desc>BatchDescriptor\(.*)"
+)
+_CG_DEBUG = re.compile(
+    r"CG Capture: mode=(?:CUDAGraphMode\.)?(?P<mode>[A-Z_]+), batch_desc=(?P<desc>.*)"
+)
 _DESC_TOKENS = re.compile(r"num_tokens=(\d+)")
 _DESC_REQS = re.compile(r"num_reqs=(\d+|None)")
 _DESC_UNIFORM = re.compile(r"uniform(?:_decode)?=(True|False)")
 
 # ---------------------------------------------------------------- §5 runtime
-_STEP = re.compile(r"Running batch with cudagraph_mode: (?:CUDAGraphMode\.)?(?P<mode>[A-Z_]+), batch_descriptor: (?P<desc>.*)")
+_STEP = re.compile(
+    r"Running batch with cudagraph_mode: (?:CUDAGraphMode\.)?(?P<mode>[A-Z_]+), batch_descriptor: (?P<desc>.*)"
+)
 
 # ---------------------------------------------------------------- §7 stats
 _PROMPT_TPUT = re.compile(r"Avg prompt throughput: " + _N + r" tokens/s")
@@ -127,19 +142,31 @@ _REQ = re.compile(
 )
 _PROMPT_IDS = re.compile(r"prompt_token_ids: (\[[^\]]*\]?|None)")
 _MAX_TOKENS = re.compile(r"SamplingParams\(.*?\bmax_tokens=(\d+)")
-_ACTIONS = {"Received request": "received", "Added request": "added", "Finished request": "finished",
-            "Aborted request": "aborted", "Aborted request(s)": "aborted", "Generated response": "response"}
+_ACTIONS = {
+    "Received request": "received",
+    "Added request": "added",
+    "Finished request": "finished",
+    "Aborted request": "aborted",
+    "Aborted request(s)": "aborted",
+    "Generated response": "response",
+}
 
 # ---------------------------------------------------------------- §9 KV sizing
 _BLOCKS = re.compile(r"# (?!CPU\b)(?P<dev>\w+) blocks: (?P<g>\d+)(?:, # CPU blocks: (?P<c>\d+))?")
-_CACHE_INFO_BLOCKS = re.compile(r"cache_config_info with initialization after num_gpu_blocks is: (\d+)")
-_OVERRIDE_BLOCKS = re.compile(r"Overriding num_gpu_blocks=(-?\d+) with num_gpu_blocks_override=(\d+)")
+_CACHE_INFO_BLOCKS = re.compile(
+    r"cache_config_info with initialization after num_gpu_blocks is: (\d+)"
+)
+_OVERRIDE_BLOCKS = re.compile(
+    r"Overriding num_gpu_blocks=(-?\d+) with num_gpu_blocks_override=(\d+)"
+)
 _KV_TOKENS = re.compile(r"(?:^|[\s,:])(?:[A-Z]+(?: \+ host)? )?KV cache size: ([\d,]+) tokens")
 _CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: " + _N + r" ?x")
 _AVAIL_KV = re.compile(r"Available KV cache memory: " + _N + r" ?GiB")
 _V0_KV_REST = re.compile(r"the rest of the memory reserved for KV Cache is " + _N + r" ?GiB")
 _KV_FIXED = re.compile(r"reserved " + _N + r" ?GiB memory for KV Cache")
-_V0_TOTAL = re.compile(r"total_gpu_memory \(" + _N + r" ?GiB\) x gpu_memory_utilization \(" + _N + r"\)")
+_V0_TOTAL = re.compile(
+    r"total_gpu_memory \(" + _N + r" ?GiB\) x gpu_memory_utilization \(" + _N + r"\)"
+)
 _V0_WEIGHTS = re.compile(r"model weights take " + _N + r" ?GiB")
 _V0_NON_TORCH = re.compile(r"non_torch_memory takes " + _N + r" ?GiB")
 _V0_ACTIVATION = re.compile(r"activation peak memory takes " + _N + r" ?GiB")
@@ -152,28 +179,47 @@ _FREE_ACT = re.compile(_N + r" GiB for peak activation")
 _FREE_NON_TORCH = re.compile(_N + r" GiB for non-torch memory")
 _FREE_GRAPH = re.compile(_N + r" GiB for CUDAGraph memory")
 _EST_GRAPH = re.compile(r"Estimated CUDA graph memory: " + _N + r" ?GiB total")
-_POOL = re.compile(r"CUDA graph pool memory: " + _N + r" ?GiB \(actual\), " + _N + r" ?GiB \(estimated\)")
+_POOL = re.compile(
+    r"CUDA graph pool memory: " + _N + r" ?GiB \(actual\), " + _N + r" ?GiB \(estimated\)"
+)
 _PROFILING = re.compile(r"Profiling CUDA graph memory: (?P<spec>.*)")
 _PROFILING_ITEM = re.compile(r"(?P<mode>[A-Z_]+)=(?P<n>\d+) \(largest=(?P<largest>\d+)\)")
 
 # ---------------------------------------------------------------- advisories
-_GMU_ADVICE = re.compile(r"increas(?:e|ing) --gpu-memory-utilization (?:from \d+(?:\.\d+)? )?to (\d+(?:\.\d+)?)")
+_GMU_ADVICE = re.compile(
+    r"increas(?:e|ing) --gpu-memory-utilization (?:from \d+(?:\.\d+)? )?to (\d+(?:\.\d+)?)"
+)
 _MAMBA_CAP = re.compile(r"Capping cudagraph capture sizes from max (\d+) to (\d+)")
 _TRUNCATE = re.compile(r"Truncating max_cudagraph_capture_size to (\d+)")
-_OVERRIDDEN = re.compile(r"cudagraph_capture_sizes specified in compilation_config (?P<old>.*?) is overridden by config (?P<new>.*)")
-_GRAPH_MEM_WARN = ("CUDA graphs can take additional", "If out-of-memory error occurs during cudagraph capture")
+_OVERRIDDEN = re.compile(
+    r"cudagraph_capture_sizes specified in compilation_config (?P<old>.*?) is overridden by config (?P<new>.*)"
+)
+_GRAPH_MEM_WARN = (
+    "CUDA graphs can take additional",
+    "If out-of-memory error occurs during cudagraph capture",
+)
 
 # ---------------------------------------------------------------- vLLM-only error lines
-_KV_ERRORS = ("No available memory for the cache blocks", "To serve at least one request with the model",
-              "is larger than the maximum number of tokens that can be stored in KV cache")
+_KV_ERRORS = (
+    "No available memory for the cache blocks",
+    "To serve at least one request with the model",
+    "is larger than the maximum number of tokens that can be stored in KV cache",
+)
 _WARMUP_OOM = re.compile(r"CUDA out of memory occurred when warming up (?:sampler|pooler)")
 # mirrors of diag.parsers.traceback.ErrorParser's own tests, to avoid emitting twice
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failure)(?::\s|$)")
-_STANDALONE_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|HIP out of memory")
+_STANDALONE_OOM = re.compile(
+    r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|HIP out of memory"
+)
 
 # ---------------------------------------------------------------- metrics table (R-3)
-_METRICS_START = ("**CUDAGraph Config Settings", "**CUDAGraph Stats", "| Unpadded Tokens", "- Mode:",
-                  "- Capture sizes:")
+_METRICS_START = (
+    "**CUDAGraph Config Settings",
+    "**CUDAGraph Stats",
+    "| Unpadded Tokens",
+    "- Mode:",
+    "- Capture sizes:",
+)
 _METRICS_ROW = re.compile(r"^\|\s*\d+\s*\|")
 
 # ---------------------------------------------------------------- per-stream state keys
@@ -217,20 +263,55 @@ class VLLMParser(LineParser):
     engine = ENGINE
     anchors = (
         # start-up and configuration
-        "LLM engine", "args: ", "server version", "version ", "init engine", "Application startup complete",
-        "Chunked prefill is enabled", "Setting max_num_seqs", "backend",
+        "LLM engine",
+        "args: ",
+        "server version",
+        "version ",
+        "init engine",
+        "Application startup complete",
+        "Chunked prefill is enabled",
+        "Setting max_num_seqs",
+        "backend",
         # capture, modes, eager fallback, advisories (most carry one of these)
-        "CUDA graph", "CUDA Graph", "cuda graph", "cudagraph", "Cudagraph", "CUDAGraph", "Capturing",
-        "Graph capturing", "CG Capture", "Enforce eager", "eager mode",
+        "CUDA graph",
+        "CUDA Graph",
+        "cuda graph",
+        "cudagraph",
+        "Cudagraph",
+        "CUDAGraph",
+        "Capturing",
+        "Graph capturing",
+        "CG Capture",
+        "Enforce eager",
+        "eager mode",
         # KV sizing
-        " blocks: ", "num_gpu_blocks", "KV cache size", "Maximum concurrency", "KV cache memory",
-        "KV Cache", "kv_cache_size=", "model weights take", "weights took", "Model loading took",
-        "total_gpu_memory", "Free memory on device",
+        " blocks: ",
+        "num_gpu_blocks",
+        "KV cache size",
+        "Maximum concurrency",
+        "KV cache memory",
+        "KV Cache",
+        "kv_cache_size=",
+        "model weights take",
+        "weights took",
+        "Model loading took",
+        "total_gpu_memory",
+        "Free memory on device",
         # runtime
-        "Avg prompt throughput", "Unpadded Tokens", "- Mode:", "- Capture sizes:", "| FULL", "| NONE",
-        "| PIECEWISE", "request", "Generated response", "is preempted",
+        "Avg prompt throughput",
+        "Unpadded Tokens",
+        "- Mode:",
+        "- Capture sizes:",
+        "| FULL",
+        "| NONE",
+        "| PIECEWISE",
+        "request",
+        "Generated response",
+        "is preempted",
         # vLLM-only error messages
-        "No available memory", "To serve at least one request", "out of memory occurred",
+        "No available memory",
+        "To serve at least one request",
+        "out of memory occurred",
     )
 
     def feed(self, line: LogLine, ctx: Context) -> Block | None:
@@ -272,13 +353,24 @@ class VLLMParser(LineParser):
         """Which engine wrote this stream: both print "Graph capturing finished"."""
         msg = line.msg
         era = None
-        if "Capturing the model for CUDA graphs" in msg or "Capturing cudagraphs for decoding" in msg \
-                or "# CPU blocks" in msg or "model weights take" in msg \
-                or line.proc == "VllmWorkerProcess":
+        if (
+            "Capturing the model for CUDA graphs" in msg
+            or "Capturing cudagraphs for decoding" in msg
+            or "# CPU blocks" in msg
+            or "model weights take" in msg
+            or line.proc == "VllmWorkerProcess"
+        ):
             era = "v0"
-        elif "KV cache size:" in msg or "Available KV cache memory" in msg or "(mixed prefill-decode" in msg \
-                or "Capturing CUDA graphs" in msg or "cudagraph for shape" in msg or "Capturing a cudagraph on" in msg \
-                or "gpu_model_runner.py" in line.text or (line.proc or "").startswith(("EngineCore", "VllmWorker", "Worker", "APIServer")):
+        elif (
+            "KV cache size:" in msg
+            or "Available KV cache memory" in msg
+            or "(mixed prefill-decode" in msg
+            or "Capturing CUDA graphs" in msg
+            or "cudagraph for shape" in msg
+            or "Capturing a cudagraph on" in msg
+            or "gpu_model_runner.py" in line.text
+            or (line.proc or "").startswith(("EngineCore", "VllmWorker", "Worker", "APIServer"))
+        ):
             era = "v1"
         if era is not None and ctx.state.get(_ERA) is None:
             ctx.state[_ERA] = era
@@ -319,17 +411,39 @@ class VLLMParser(LineParser):
             if use_cg is False or level == 0:
                 mode = "NONE"
             elif use_cg is True or level == 3:
-                mode = "FULL" if cfg.get("compilation_config.full_cuda_graph") is True else "PIECEWISE"
+                mode = (
+                    "FULL" if cfg.get("compilation_config.full_cuda_graph") is True else "PIECEWISE"
+                )
         if eager:
             mode = "NONE"
         if mode is not None:
             _run(ctx)["mode"] = mode
-            ctx.emit("graph_mode", line, engine=ENGINE, mode=mode, origin="config", downgraded=False, text=text)
+            ctx.emit(
+                "graph_mode",
+                line,
+                engine=ENGINE,
+                mode=mode,
+                origin="config",
+                downgraded=False,
+                text=text,
+            )
         if eager:
-            ctx.emit("graph_disabled", line, engine=ENGINE, reason="enforce_eager", text="enforce_eager=True in engine config")
+            ctx.emit(
+                "graph_disabled",
+                line,
+                engine=ENGINE,
+                reason="enforce_eager",
+                text="enforce_eager=True in engine config",
+            )
             return
         if mode == "NONE":
-            ctx.emit("graph_disabled", line, engine=ENGINE, reason="mode_none", text="cudagraph_mode NONE in engine config")
+            ctx.emit(
+                "graph_disabled",
+                line,
+                engine=ENGINE,
+                reason="mode_none",
+                text="cudagraph_mode NONE in engine config",
+            )
             return
         sizes = cfg.get("compilation_config.cudagraph_capture_sizes")
         if isinstance(sizes, list) and sizes:
@@ -339,8 +453,16 @@ class VLLMParser(LineParser):
                 phase, set_mode = "decode", "FULL"
             else:
                 phase, set_mode = "mixed", "FULL" if mode == "FULL" else "PIECEWISE"
-            ctx.emit("capture_sizes", line, engine=ENGINE, phase=phase, mode=set_mode, sizes=sizes,
-                     count=len(sizes), largest=max(sizes))
+            ctx.emit(
+                "capture_sizes",
+                line,
+                engine=ENGINE,
+                phase=phase,
+                mode=set_mode,
+                sizes=sizes,
+                count=len(sizes),
+                largest=max(sizes),
+            )
 
     def _args(self, line: LogLine, ctx: Context) -> None:
         msg = line.msg
@@ -352,7 +474,7 @@ class VLLMParser(LineParser):
             if not a:
                 return
             origin = "args"
-            inner = a.group("args")[len("Namespace("):].rstrip()
+            inner = a.group("args")[len("Namespace(") :].rstrip()
             args = parse_config_echo(inner[:-1] if inner.endswith(")") else inner)
         _new_run(ctx, ctx.state.get(_ERA))
         ctx.emit("startup", line, engine=ENGINE, marker="args")
@@ -360,8 +482,13 @@ class VLLMParser(LineParser):
         for key, value in settings:
             ctx.emit("config", line, engine=ENGINE, origin=origin, key=key, value=value)
         if dict(settings).get("enforce_eager") is True:
-            ctx.emit("graph_disabled", line, engine=ENGINE, reason="enforce_eager",
-                     text=f"enforce_eager=True in {origin.replace('_', ' ')}")
+            ctx.emit(
+                "graph_disabled",
+                line,
+                engine=ENGINE,
+                reason="enforce_eager",
+                text=f"enforce_eager=True in {origin.replace('_', ' ')}",
+            )
 
     # -------------------------------------------------------------- capture
     def _capture(self, line: LogLine, ctx: Context) -> bool:
@@ -370,45 +497,92 @@ class VLLMParser(LineParser):
         key = line.key
         if any(b in msg for b in _V0_BEGIN):
             ctx.state[_ERA] = "v0"
-            ctx.emit("capture_begin", line, engine=ENGINE, phase="decode", avail_mem_gib=None, sizes=None)
+            ctx.emit(
+                "capture_begin", line, engine=ENGINE, phase="decode", avail_mem_gib=None, sizes=None
+            )
             opened[key] = "decode"
             if any(w in msg for w in _GRAPH_MEM_WARN):  # V0-6 carries V0-5's advice
-                ctx.emit("advisory", line, engine=ENGINE, topic="graph_memory_warning", value=None, text=msg.strip()[:400])
+                ctx.emit(
+                    "advisory",
+                    line,
+                    engine=ENGINE,
+                    topic="graph_memory_warning",
+                    value=None,
+                    text=msg.strip()[:400],
+                )
             return True
         if _V1_BEGIN.search(msg):
-            ctx.emit("capture_begin", line, engine=ENGINE, phase="all", avail_mem_gib=None, sizes=None)
+            ctx.emit(
+                "capture_begin", line, engine=ENGINE, phase="all", avail_mem_gib=None, sizes=None
+            )
             opened[key] = "all"
             return True
         m = _CAPTURE_END.search(msg)
         if m:
-            phase = opened.pop(key, None) or opened.pop("", None) or (
-                "decode" if ctx.state.get(_ERA) == "v0" else "all")
-            ctx.emit("capture_end", line, engine=ENGINE, phase=phase, time_s=num(m.group("s")),
-                     mem_gib=num(m.group("gib")), avail_mem_gib=None)
+            phase = (
+                opened.pop(key, None)
+                or opened.pop("", None)
+                or ("decode" if ctx.state.get(_ERA) == "v0" else "all")
+            )
+            ctx.emit(
+                "capture_end",
+                line,
+                engine=ENGINE,
+                phase=phase,
+                time_s=num(m.group("s")),
+                mem_gib=num(m.group("gib")),
+                avail_mem_gib=None,
+            )
             return True
         m = _SHAPE_DEBUG.search(msg)
         if m:  # V1-6: piecewise backend, one line per captured size
-            ctx.emit("capture_progress", line, engine=ENGINE, phase="mixed", mode="PIECEWISE", done=None,
-                     total=None, size=int(m.group(1)), avail_mem_gib=None)
+            ctx.emit(
+                "capture_progress",
+                line,
+                engine=ENGINE,
+                phase="mixed",
+                mode="PIECEWISE",
+                done=None,
+                total=None,
+                size=int(m.group(1)),
+                avail_mem_gib=None,
+            )
             return True
         m = _ON_DEBUG.search(msg) or _CG_DEBUG.search(msg)
         if m:  # V1-6' / V1-6m
             desc = m.group("desc")
             reqs = _DESC_REQS.search(desc)
             uniform = _DESC_UNIFORM.search(desc)
-            decode = (uniform is not None and uniform.group(1) == "True") or (reqs is not None and reqs.group(1) != "None")
-            ctx.emit("capture_progress", line, engine=ENGINE, phase="decode" if decode else "mixed",
-                     mode=m.group("mode"), done=None, total=None, size=to_int(_group(_DESC_TOKENS, desc)),
-                     avail_mem_gib=None)
+            decode = (uniform is not None and uniform.group(1) == "True") or (
+                reqs is not None and reqs.group(1) != "None"
+            )
+            ctx.emit(
+                "capture_progress",
+                line,
+                engine=ENGINE,
+                phase="decode" if decode else "mixed",
+                mode=m.group("mode"),
+                done=None,
+                total=None,
+                size=to_int(_group(_DESC_TOKENS, desc)),
+                avail_mem_gib=None,
+            )
             return True
         m = _PROFILING.search(msg)
         if m:  # M-1
             items = list(_PROFILING_ITEM.finditer(m.group("spec")))
             names = {i.group("mode") for i in items}
             for item in items:
-                ctx.emit("capture_sizes", line, engine=ENGINE, phase=self._m1_phase(ctx, item.group("mode"), names),
-                         mode=item.group("mode"), sizes=None, count=int(item.group("n")),
-                         largest=int(item.group("largest")))
+                ctx.emit(
+                    "capture_sizes",
+                    line,
+                    engine=ENGINE,
+                    phase=self._m1_phase(ctx, item.group("mode"), names),
+                    mode=item.group("mode"),
+                    sizes=None,
+                    count=int(item.group("n")),
+                    largest=int(item.group("largest")),
+                )
             return True
         return False
 
@@ -431,7 +605,13 @@ class VLLMParser(LineParser):
         phase: str
         mode: str | None
         if m.group("desc") == "Capturing CUDA graph shapes":  # V0-8 or V1-2
-            phase, mode = ("decode", "FULL") if era == "v0" else ("mixed", "PIECEWISE") if era == "v1" else ("all", None)
+            phase, mode = (
+                ("decode", "FULL")
+                if era == "v0"
+                else ("mixed", "PIECEWISE")
+                if era == "v1"
+                else ("all", None)
+            )
         elif a is None:  # MRV2 0.13 plain desc
             phase, mode = "all", None
         elif b is None:  # MRV2 "(PIECEWISE)" / "(FULL)"
@@ -439,20 +619,44 @@ class VLLMParser(LineParser):
             phase = "mixed" if mode == "PIECEWISE" else "decode" if mode == "FULL" else "all"
         else:
             mode = mode_name(b) or b.upper()
-            phase = "decode" if a.strip().lower() == "decode" else "mixed" if "mixed" in a else a.strip().lower()
+            phase = (
+                "decode"
+                if a.strip().lower() == "decode"
+                else "mixed"
+                if "mixed" in a
+                else a.strip().lower()
+            )
         opened: dict[str, str] = ctx.state.setdefault(_OPEN, {})
         if line.key not in opened and not (line.key == "" and opened):
             # the first bar of a capture opens it; a bar without a process prefix (tqdm
             # redraws lose it, and >=0.31 never has one) belongs to a capture already open
             begin = "decode" if era == "v0" else "all"
-            ctx.emit("capture_begin", line, engine=ENGINE, phase=begin, avail_mem_gib=None, sizes=None)
+            ctx.emit(
+                "capture_begin", line, engine=ENGINE, phase=begin, avail_mem_gib=None, sizes=None
+            )
             opened[line.key] = begin
         done, total = int(m.group("done")), int(m.group("total"))
-        ctx.emit("capture_progress", line, engine=ENGINE, phase=phase, mode=mode, done=done, total=total,
-                 size=None, avail_mem_gib=None)
+        ctx.emit(
+            "capture_progress",
+            line,
+            engine=ENGINE,
+            phase=phase,
+            mode=mode,
+            done=done,
+            total=total,
+            size=None,
+            avail_mem_gib=None,
+        )
         if a is not None and mode is not None and _once(ctx, "tqdm_mode", phase, mode):
-            ctx.emit("graph_mode", line, engine=ENGINE, mode=mode, origin="tqdm", downgraded=False,
-                     text=m.group("desc"))
+            ctx.emit(
+                "graph_mode",
+                line,
+                engine=ENGINE,
+                mode=mode,
+                origin="tqdm",
+                downgraded=False,
+                text=m.group("desc"),
+            )
 
     # -------------------------------------------------------------- KV sizing
     def _sizing(self, line: LogLine, ctx: Context) -> bool:
@@ -481,7 +685,13 @@ class VLLMParser(LineParser):
                 size("max_concurrency", num(m.group(2)), "x")
                 size("max_model_len", num(m.group(1)), "tokens")
         if "KV cache memory" in msg or "KV Cache" in msg:
-            size("kv_cache_gib", _f(_AVAIL_KV, msg) if "Available KV" in msg else _f(_V0_KV_REST, msg) or _f(_KV_FIXED, msg), "GiB")
+            size(
+                "kv_cache_gib",
+                _f(_AVAIL_KV, msg)
+                if "Available KV" in msg
+                else _f(_V0_KV_REST, msg) or _f(_KV_FIXED, msg),
+                "GiB",
+            )
         if "total_gpu_memory (" in msg:
             m = _V0_TOTAL.search(msg)
             if m:
@@ -530,29 +740,64 @@ class VLLMParser(LineParser):
             return True
         m = _SETTING_MODE.search(msg) or _OVERRIDE_MODE.search(msg) or _OVERRIDE_TO.search(msg)
         if m and mode_name(m.group("mode")):
-            ctx.emit("graph_mode", line, engine=ENGINE, mode=mode_name(m.group("mode")), origin="downgrade",
-                     downgraded=True, text=text)
+            ctx.emit(
+                "graph_mode",
+                line,
+                engine=ENGINE,
+                mode=mode_name(m.group("mode")),
+                origin="downgrade",
+                downgraded=True,
+                text=text,
+            )
             return True
         if "--gpu-memory-utilization" in msg and "CUDA graph memory profiling" in msg:
-            ctx.emit("advisory", line, engine=ENGINE, topic="graph_memory_profiling",
-                     value=_f(_GMU_ADVICE, msg), text=text)
+            ctx.emit(
+                "advisory",
+                line,
+                engine=ENGINE,
+                topic="graph_memory_profiling",
+                value=_f(_GMU_ADVICE, msg),
+                text=text,
+            )
             return True
         m = _MAMBA_CAP.search(msg)
         if m:
-            ctx.emit("advisory", line, engine=ENGINE, topic="capping_capture_sizes", value=num(m.group(2)), text=text)
+            ctx.emit(
+                "advisory",
+                line,
+                engine=ENGINE,
+                topic="capping_capture_sizes",
+                value=num(m.group(2)),
+                text=text,
+            )
             return True
         m = _TRUNCATE.search(msg)
         if m:
-            ctx.emit("advisory", line, engine=ENGINE, topic="truncating_capture_size", value=num(m.group(1)), text=text)
+            ctx.emit(
+                "advisory",
+                line,
+                engine=ENGINE,
+                topic="truncating_capture_size",
+                value=num(m.group(1)),
+                text=text,
+            )
             return True
         m = _OVERRIDDEN.search(msg)
         if m:
             new = parse_int_list(m.group("new")) or []
-            ctx.emit("advisory", line, engine=ENGINE, topic="sizes_overridden",
-                     value=max(new) if new else None, text=text)
+            ctx.emit(
+                "advisory",
+                line,
+                engine=ENGINE,
+                topic="sizes_overridden",
+                value=max(new) if new else None,
+                text=text,
+            )
             return True
         if any(w in msg for w in _GRAPH_MEM_WARN):
-            ctx.emit("advisory", line, engine=ENGINE, topic="graph_memory_warning", value=None, text=text)
+            ctx.emit(
+                "advisory", line, engine=ENGINE, topic="graph_memory_warning", value=None, text=text
+            )
             return True
         return False
 
@@ -562,13 +807,29 @@ class VLLMParser(LineParser):
         m = _INIT_ENGINE.search(msg)
         if m:
             ctx.emit("startup", line, engine=ENGINE, marker="init_engine_done")
-            ctx.emit("sizing", line, engine=ENGINE, name="init_engine_s", value=num(m.group("t")), unit="s")
+            ctx.emit(
+                "sizing",
+                line,
+                engine=ENGINE,
+                name="init_engine_s",
+                value=num(m.group("t")),
+                unit="s",
+            )
             if m.group("c"):
-                ctx.emit("sizing", line, engine=ENGINE, name="compilation_s", value=num(m.group("c")), unit="s")
+                ctx.emit(
+                    "sizing",
+                    line,
+                    engine=ENGINE,
+                    name="compilation_s",
+                    value=num(m.group("c")),
+                    unit="s",
+                )
             return
         if "server version" in msg or "version " in msg:
             m = _API_VERSION.search(msg)
-            banner = None if m else (_BANNER_VERSION.fullmatch(msg) if line.header == "vllm" else None)
+            banner = (
+                None if m else (_BANNER_VERSION.fullmatch(msg) if line.header == "vllm" else None)
+            )
             if m or banner:
                 _new_run(ctx, ctx.state.get(_ERA))
                 ctx.emit("startup", line, engine=ENGINE, marker="api_server")
@@ -579,21 +840,44 @@ class VLLMParser(LineParser):
             return
         m = _CHUNKED.search(msg)
         if m:
-            ctx.emit("config", line, engine=ENGINE, origin="log", key="max_num_batched_tokens", value=int(m.group(1)))
+            ctx.emit(
+                "config",
+                line,
+                engine=ENGINE,
+                origin="log",
+                key="max_num_batched_tokens",
+                value=int(m.group(1)),
+            )
             return
         m = _SET_MAX_SEQS.search(msg)
         if m:
-            ctx.emit("config", line, engine=ENGINE, origin="log", key="max_num_seqs", value=int(m.group(1)))
+            ctx.emit(
+                "config",
+                line,
+                engine=ENGINE,
+                origin="log",
+                key="max_num_seqs",
+                value=int(m.group(1)),
+            )
             return
         if "is preempted" in msg and "Sequence group" in msg:
             ctx.emit("retract", line, engine=ENGINE, count=1, text=msg.strip()[:300])
             return
         if "backend" in msg:
             m = _ATTN_BACKEND.search(msg)
-            if m and ("AttentionBackendEnum" in m.group("name") or "attention backend" in msg
-                      or _ATTN_NAMES.search(m.group("name"))) and "MoE" not in msg:
+            if (
+                m
+                and (
+                    "AttentionBackendEnum" in m.group("name")
+                    or "attention backend" in msg
+                    or _ATTN_NAMES.search(m.group("name"))
+                )
+                and "MoE" not in msg
+            ):
                 name = m.group("name").replace("AttentionBackendEnum.", "")
-                ctx.emit("config", line, engine=ENGINE, origin="log", key="attention_backend", value=name)
+                ctx.emit(
+                    "config", line, engine=ENGINE, origin="log", key="attention_backend", value=name
+                )
                 return
         self._error(line, ctx)
 
@@ -622,8 +906,15 @@ class VLLMParser(LineParser):
             mt = _MAX_TOKENS.search(rest)
             max_new = int(mt.group(1)) if mt else None
         for rid in ids:
-            ctx.emit("request", line, engine=ENGINE, request_id=rid, action=action,
-                     prompt_tokens=prompt_tokens, max_new_tokens=max_new)
+            ctx.emit(
+                "request",
+                line,
+                engine=ENGINE,
+                request_id=rid,
+                action=action,
+                prompt_tokens=prompt_tokens,
+                max_new_tokens=max_new,
+            )
         return True
 
     def _error(self, line: LogLine, ctx: Context) -> None:
@@ -633,8 +924,15 @@ class VLLMParser(LineParser):
         kv = any(k in msg for k in _KV_ERRORS)
         if not (warmup or kv) or _error_parser_covers(line):
             return
-        ctx.emit("error", line, engine=ENGINE, error_class="oom", message=msg.strip()[:600],
-                 capture_related=warmup, explicit_capture=False)
+        ctx.emit(
+            "error",
+            line,
+            engine=ENGINE,
+            error_class="oom",
+            message=msg.strip()[:600],
+            capture_related=warmup,
+            explicit_capture=False,
+        )
 
     # -------------------------------------------------------------- stats, steps
     def _stats(self, line: LogLine, ctx: Context) -> None:
@@ -644,11 +942,19 @@ class VLLMParser(LineParser):
         if running is None or waiting is None:
             return  # a line cut before its queue fields is not a sample
         engine = _ENGINE_IDX.search(msg)
-        ctx.emit("stats", line, engine=ENGINE, prompt_throughput=_f(_PROMPT_TPUT, msg),
-                 gen_throughput=_f(_GEN_TPUT, msg), running=int(running.group(1)),
-                 waiting=int(waiting.group(1)), swapped=to_int(_group(_SWAPPED, msg)),
-                 kv_usage=_f(_KV_USAGE, msg), preemptions=to_int(_group(_PREEMPT, msg)),
-                 engine_index=int(engine.group(1)) if engine else None)
+        ctx.emit(
+            "stats",
+            line,
+            engine=ENGINE,
+            prompt_throughput=_f(_PROMPT_TPUT, msg),
+            gen_throughput=_f(_GEN_TPUT, msg),
+            running=int(running.group(1)),
+            waiting=int(waiting.group(1)),
+            swapped=to_int(_group(_SWAPPED, msg)),
+            kv_usage=_f(_KV_USAGE, msg),
+            preemptions=to_int(_group(_PREEMPT, msg)),
+            engine_index=int(engine.group(1)) if engine else None,
+        )
 
     def _step(self, line: LogLine, ctx: Context) -> None:
         m = _STEP.search(line.msg)
@@ -659,10 +965,18 @@ class VLLMParser(LineParser):
         tokens = to_int(_group(_DESC_TOKENS, desc))
         reqs = _group(_DESC_REQS, desc)
         uniform = _group(_DESC_UNIFORM, desc)
-        ctx.emit("graph_step", line, engine=ENGINE, mode=mode,
-                 num_tokens=tokens if mode == "NONE" else None, padded_tokens=tokens,
-                 num_reqs=None if reqs in (None, "None") else int(reqs),
-                 uniform=None if uniform is None else uniform == "True", count=1, origin="debug_step")
+        ctx.emit(
+            "graph_step",
+            line,
+            engine=ENGINE,
+            mode=mode,
+            num_tokens=tokens if mode == "NONE" else None,
+            padded_tokens=tokens,
+            num_reqs=None if reqs in (None, "None") else int(reqs),
+            uniform=None if uniform is None else uniform == "True",
+            count=1,
+            origin="debug_step",
+        )
 
 
 def _group(rx: re.Pattern[str], text: str) -> str | None:
@@ -745,7 +1059,7 @@ def _split_top(text: str) -> list[tuple[str, str]]:
     for piece in pieces:
         m = _KEY_START.match(piece)
         if m:
-            out.append((m.group(1), piece[m.end():]))
+            out.append((m.group(1), piece[m.end() :]))
         elif out and piece.strip():
             out[-1] = (out[-1][0], out[-1][1] + "," + piece)
     return out
@@ -839,7 +1153,9 @@ def parse_metrics_table(lines: list[str]) -> list[MetricsItem]:
     items: list[MetricsItem] = []
     for i, part in enumerate(lines, 1):
         try:
-            one: list[MetricsItem] = _MetricsTransformer().transform(_metrics_parser().parse(part.strip() + "\n"))
+            one: list[MetricsItem] = _MetricsTransformer().transform(
+                _metrics_parser().parse(part.strip() + "\n")
+            )
         except UnexpectedInput:
             continue
         for item in one:
@@ -848,7 +1164,12 @@ def parse_metrics_table(lines: list[str]) -> list[MetricsItem]:
     return items
 
 
-_COLUMNS = (("unpadded", "num_tokens"), ("padded", "padded_tokens"), ("mode", "mode"), ("count", "count"))
+_COLUMNS = (
+    ("unpadded", "num_tokens"),
+    ("padded", "padded_tokens"),
+    ("mode", "mode"),
+    ("count", "count"),
+)
 
 
 def _column_map(labels: list[Any]) -> dict[str, int]:
@@ -907,21 +1228,47 @@ class MetricsTableBlock(Block):
                 if key.lower() == "mode":
                     mode_setting = mode_name(value) or value
                     if mode_setting and _once(ctx, "metrics_mode", mode_setting):
-                        ctx.emit("graph_mode", src, engine=ENGINE, mode=mode_setting, origin="metrics",
-                                 downgraded=False, text=src.msg.strip()[:300])
+                        ctx.emit(
+                            "graph_mode",
+                            src,
+                            engine=ENGINE,
+                            mode=mode_setting,
+                            origin="metrics",
+                            downgraded=False,
+                            text=src.msg.strip()[:300],
+                        )
                 elif "capture sizes" in key.lower():
                     sizes = sorted(set(parse_int_list(value) or []))
                     if _once(ctx, "metrics_sizes", tuple(sizes)):
-                        ctx.emit("capture_sizes", src, engine=ENGINE, phase="metrics", mode=mode_setting,
-                                 sizes=sizes, count=len(sizes), largest=max(sizes) if sizes else None)
+                        ctx.emit(
+                            "capture_sizes",
+                            src,
+                            engine=ENGINE,
+                            phase="metrics",
+                            mode=mode_setting,
+                            sizes=sizes,
+                            count=len(sizes),
+                            largest=max(sizes) if sizes else None,
+                        )
             elif item.kind == "row":
                 cells = item.values
                 if all(isinstance(c, str) for c in cells):
                     columns = {**_DEFAULT_COLUMNS, **_column_map(cells)}
                     continue
                 row = {k: cells[i] if i < len(cells) else None for k, i in columns.items()}
-                if not all(isinstance(row[k], int) for k in ("num_tokens", "padded_tokens", "count")):
+                if not all(
+                    isinstance(row[k], int) for k in ("num_tokens", "padded_tokens", "count")
+                ):
                     continue
-                ctx.emit("graph_step", src, engine=ENGINE, mode=str(row["mode"]) if row["mode"] is not None else None,
-                         num_tokens=row["num_tokens"], padded_tokens=row["padded_tokens"], num_reqs=None,
-                         uniform=None, count=row["count"], origin="metrics_table")
+                ctx.emit(
+                    "graph_step",
+                    src,
+                    engine=ENGINE,
+                    mode=str(row["mode"]) if row["mode"] is not None else None,
+                    num_tokens=row["num_tokens"],
+                    padded_tokens=row["padded_tokens"],
+                    num_reqs=None,
+                    uniform=None,
+                    count=row["count"],
+                    origin="metrics_table",
+                )

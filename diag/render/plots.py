@@ -30,11 +30,16 @@ VERDICTS = ("graph", "eager", "unknown")
 COLORS = {"graph": "#2f9e44", "eager": "#e8590c", "unknown": "#adb5bd"}
 LABELS = {"graph": "graph (captured)", "eager": "eager (fallback)", "unknown": "not decided"}
 MEMORY_COLORS = {
-    "weights": "#495057", "KV cache pool": "#1c7ed6", "CUDA graph capture": "#e8590c",
-    "CUDA graph capture (estimated)": "#ffa94d", "activation peak": "#9775fa",
-    "non-torch": "#ced4da", "free after capture": "#b2f2bb",
+    "weights": "#495057",
+    "KV cache pool": "#1c7ed6",
+    "CUDA graph capture": "#e8590c",
+    "CUDA graph capture (estimated)": "#ffa94d",
+    "activation peak": "#9775fa",
+    "non-torch": "#ced4da",
+    "free after capture": "#b2f2bb",
     "reserve (1 - gpu_memory_utilization)": "#e9ecef",
-    "default pool": "#74c0fc", "graph pool": "#e8590c",
+    "default pool": "#74c0fc",
+    "graph pool": "#e8590c",
 }
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
 
@@ -47,16 +52,35 @@ def plot_text(value: Any) -> str:
 def _layout(fig: go.Figure, title: str, height: int = 340, **extra: Any) -> go.Figure:
     """A small, template-free layout (the default template alone is ~10 KB per figure)."""
     fig.update_layout(
-        template="none", height=height, title={"text": title, "x": 0.01, "font": {"size": 15}},
-        font={"family": FONT, "size": 12, "color": "#212529"}, paper_bgcolor="white",
-        plot_bgcolor="white", margin={"l": 64, "r": 24, "t": 48, "b": 48},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1,
-                "traceorder": "normal"},
-        hoverlabel={"font": {"family": FONT}}, **extra)
-    fig.update_xaxes(showgrid=True, gridcolor="#f1f3f5", zeroline=False, linecolor="#ced4da",
-                     ticks="outside", automargin=True)
-    fig.update_yaxes(showgrid=True, gridcolor="#f1f3f5", zeroline=False, linecolor="#ced4da",
-                     automargin=True)
+        template="none",
+        height=height,
+        title={"text": title, "x": 0.01, "font": {"size": 15}},
+        font={"family": FONT, "size": 12, "color": "#212529"},
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        margin={"l": 64, "r": 24, "t": 48, "b": 48},
+        legend={
+            "orientation": "h",
+            "yanchor": "bottom",
+            "y": 1.02,
+            "xanchor": "right",
+            "x": 1,
+            "traceorder": "normal",
+        },
+        hoverlabel={"font": {"family": FONT}},
+        **extra,
+    )
+    fig.update_xaxes(
+        showgrid=True,
+        gridcolor="#f1f3f5",
+        zeroline=False,
+        linecolor="#ced4da",
+        ticks="outside",
+        automargin=True,
+    )
+    fig.update_yaxes(
+        showgrid=True, gridcolor="#f1f3f5", zeroline=False, linecolor="#ced4da", automargin=True
+    )
     return fig
 
 
@@ -95,14 +119,26 @@ def _decode_rows(batches: pd.DataFrame) -> pd.DataFrame:
     keep = np.isfinite(size) & (size > 0)
     weight = _numeric(batches, "weight", 1.0)
     weight = np.where(np.isfinite(weight), weight, 1.0)
-    v = verdict_codes(batches["verdict"]) if "verdict" in batches else np.full(len(batches), 2, np.int8)
-    return pd.DataFrame({"batch_size": size[keep], "weight": weight[keep], "v": v[keep],
-                         "ts": _numeric(batches, "ts", np.nan)[keep],
-                         "gen_throughput": _numeric(batches, "gen_throughput", np.nan)[keep]})
+    v = (
+        verdict_codes(batches["verdict"])
+        if "verdict" in batches
+        else np.full(len(batches), 2, np.int8)
+    )
+    return pd.DataFrame(
+        {
+            "batch_size": size[keep],
+            "weight": weight[keep],
+            "v": v[keep],
+            "ts": _numeric(batches, "ts", np.nan)[keep],
+            "gen_throughput": _numeric(batches, "gen_throughput", np.nan)[keep],
+        }
+    )
 
 
 # ------------------------------------------------------------------ batch-size distribution
-def histogram_table(batches: pd.DataFrame, max_bars: int = MAX_HIST_BARS) -> tuple[pd.DataFrame, int]:
+def histogram_table(
+    batches: pd.DataFrame, max_bars: int = MAX_HIST_BARS
+) -> tuple[pd.DataFrame, int]:
     """Weighted batch counts per (size bin, verdict) and the bin width used.
 
     Sizes are integers; past ``max_bars`` distinct sizes they are grouped into equal bins.
@@ -117,48 +153,100 @@ def histogram_table(batches: pd.DataFrame, max_bars: int = MAX_HIST_BARS) -> tup
     key = ((lo - lo_all) // width) * 3 + rows["v"].to_numpy().astype(np.int64)
     sums = np.bincount(key, weights=rows["weight"].to_numpy())
     hit = np.flatnonzero(np.bincount(key))
-    agg = pd.DataFrame({"lo": lo_all + (hit // 3) * width, "verdict": np.asarray(VERDICTS, dtype=object)[hit % 3],
-                        "weight": sums[hit]})
+    agg = pd.DataFrame(
+        {
+            "lo": lo_all + (hit // 3) * width,
+            "verdict": np.asarray(VERDICTS, dtype=object)[hit % 3],
+            "weight": sums[hit],
+        }
+    )
     agg["hi"] = agg["lo"] + width - 1
     return agg[["lo", "hi", "verdict", "weight"]], width
 
 
-def batch_size_figure(batches: pd.DataFrame, sizes: Sequence[int] | None,
-                      sizes_inferred: bool = False) -> go.Figure | None:
+def batch_size_figure(
+    batches: pd.DataFrame, sizes: Sequence[int] | None, sizes_inferred: bool = False
+) -> go.Figure | None:
     """Observed decode batch sizes (stacked graph / eager), the capture window shaded behind."""
     table, width = histogram_table(batches)
     if table.empty:
         return None
     has_buckets = bool(sizes)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.9, 0.1],
-                        vertical_spacing=0.02) if has_buckets else go.Figure()
+    fig = (
+        make_subplots(
+            rows=2, cols=1, shared_xaxes=True, row_heights=[0.9, 0.1], vertical_spacing=0.02
+        )
+        if has_buckets
+        else go.Figure()
+    )
     pos = {"row": 1, "col": 1} if has_buckets else {}
     for verdict in VERDICTS:
         part = table[table["verdict"] == verdict]
         if part.empty:
             continue
         centers = (part["lo"] + part["hi"]) / 2.0
-        label = [f"{a}" if a == b else f"{a}–{b}" for a, b in zip(part["lo"], part["hi"], strict=True)]
-        fig.add_trace(go.Bar(
-            x=centers.to_numpy(), y=part["weight"].to_numpy(), width=width * 0.9,
-            name=LABELS[verdict], marker={"color": COLORS[verdict]}, customdata=label,
-            hovertemplate="batch size %{customdata}<br>%{y:,.0f} batches<extra>" + LABELS[verdict]
-            + "</extra>"), **pos)
+        label = [
+            f"{a}" if a == b else f"{a}–{b}" for a, b in zip(part["lo"], part["hi"], strict=True)
+        ]
+        fig.add_trace(
+            go.Bar(
+                x=centers.to_numpy(),
+                y=part["weight"].to_numpy(),
+                width=width * 0.9,
+                name=LABELS[verdict],
+                marker={"color": COLORS[verdict]},
+                customdata=label,
+                hovertemplate="batch size %{customdata}<br>%{y:,.0f} batches<extra>"
+                + LABELS[verdict]
+                + "</extra>",
+            ),
+            **pos,
+        )
     title = "Decode batch sizes against the capture window"
     if has_buckets:
         assert sizes is not None
         ceiling = max(sizes)
-        fig.add_vrect(x0=0.5, x1=ceiling + 0.5, fillcolor="#d3f9d8", opacity=0.45, line_width=0,
-                      layer="below", row=1, col=1)
-        fig.add_vline(x=ceiling + 0.5, line={"color": "#2f9e44", "dash": "dash", "width": 1.5},
-                      row=1, col=1)
-        fig.add_annotation(x=ceiling + 0.5, y=1, yref="y domain", xanchor="left", showarrow=False,
-                           text=f" ceiling {ceiling}", font={"color": "#2b8a3e"}, row=1, col=1)
-        fig.add_trace(go.Scatter(
-            x=list(sizes), y=[0] * len(sizes), mode="markers", name="capture buckets"
-            + (" (engine default)" if sizes_inferred else ""),
-            marker={"symbol": "line-ns-open", "size": 12, "color": "#2b8a3e", "line": {"width": 2}},
-            hovertemplate="bucket %{x}<extra></extra>"), row=2, col=1)
+        fig.add_vrect(
+            x0=0.5,
+            x1=ceiling + 0.5,
+            fillcolor="#d3f9d8",
+            opacity=0.45,
+            line_width=0,
+            layer="below",
+            row=1,
+            col=1,
+        )
+        fig.add_vline(
+            x=ceiling + 0.5, line={"color": "#2f9e44", "dash": "dash", "width": 1.5}, row=1, col=1
+        )
+        fig.add_annotation(
+            x=ceiling + 0.5,
+            y=1,
+            yref="y domain",
+            xanchor="left",
+            showarrow=False,
+            text=f" ceiling {ceiling}",
+            font={"color": "#2b8a3e"},
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=list(sizes),
+                y=[0] * len(sizes),
+                mode="markers",
+                name="capture buckets" + (" (engine default)" if sizes_inferred else ""),
+                marker={
+                    "symbol": "line-ns-open",
+                    "size": 12,
+                    "color": "#2b8a3e",
+                    "line": {"width": 2},
+                },
+                hovertemplate="bucket %{x}<extra></extra>",
+            ),
+            row=2,
+            col=1,
+        )
         fig.update_yaxes(visible=False, row=2, col=1, range=[-1, 1], fixedrange=True)
         fig.update_yaxes(title_text="batches", row=1, col=1)
         fig.update_xaxes(title_text="batch size (running requests)", row=2, col=1)
@@ -171,7 +259,9 @@ def batch_size_figure(batches: pd.DataFrame, sizes: Sequence[int] | None,
 
 
 # ------------------------------------------------------------------ timeline
-def timeline_table(batches: pd.DataFrame, max_points: int = MAX_TIMELINE_POINTS) -> tuple[pd.DataFrame, str, bool]:
+def timeline_table(
+    batches: pd.DataFrame, max_points: int = MAX_TIMELINE_POINTS
+) -> tuple[pd.DataFrame, str, bool]:
     """Points for the batch-size timeline: ``x, verdict, max, mean, n`` plus the x kind.
 
     x is a timestamp (``"time"``) when most rows have one, else the batch's position
@@ -193,8 +283,9 @@ def timeline_table(batches: pd.DataFrame, max_points: int = MAX_TIMELINE_POINTS)
     v = rows["v"].to_numpy()
     names = np.asarray(VERDICTS, dtype=object)
     if len(rows) <= max_points:
-        out = pd.DataFrame({"x": x, "verdict": names[v], "max": size, "mean": size,
-                            "n": np.ones(len(rows))})
+        out = pd.DataFrame(
+            {"x": x, "verdict": names[v], "max": size, "mean": size, "n": np.ones(len(rows))}
+        )
         return out, kind, False
     present = max(1, int((np.bincount(v, minlength=3) > 0).sum()))
     bins = max(1, max_points // present)
@@ -207,8 +298,15 @@ def timeline_table(batches: pd.DataFrame, max_points: int = MAX_TIMELINE_POINTS)
     largest = np.full(bins * 3, -np.inf)
     np.maximum.at(largest, key, size)
     hit = np.flatnonzero(count)
-    agg = pd.DataFrame({"x": lo + (hit // 3 + 0.5) * step, "verdict": names[hit % 3],
-                        "max": largest[hit], "mean": total[hit] / count[hit], "n": count[hit]})
+    agg = pd.DataFrame(
+        {
+            "x": lo + (hit // 3 + 0.5) * step,
+            "verdict": names[hit % 3],
+            "max": largest[hit],
+            "mean": total[hit] / count[hit],
+            "n": count[hit],
+        }
+    )
     agg = agg.rename(columns={"count": "n"})
     return agg[["x", "verdict", "max", "mean", "n"]], kind, True
 
@@ -231,25 +329,47 @@ def timeline_figure(batches: pd.DataFrame, ceiling: int | None) -> go.Figure | N
         xs = _epoch_to_iso(part["x"].to_numpy()) if kind == "time" else part["x"].to_numpy()
         if binned:
             custom = np.column_stack([part["mean"].to_numpy(), part["n"].to_numpy()])
-            hover = ("largest %{y:.0f}, mean %{customdata[0]:.1f}<br>%{customdata[1]:,.0f} batches in bin"
-                     "<extra>" + LABELS[verdict] + "</extra>")
-            fig.add_trace(go.Scatter(x=xs, y=part["max"].to_numpy(), mode="markers", name=LABELS[verdict],
-                                     marker={"color": COLORS[verdict], "size": 4}, customdata=custom,
-                                     hovertemplate=hover))
+            hover = (
+                "largest %{y:.0f}, mean %{customdata[0]:.1f}<br>%{customdata[1]:,.0f} batches in bin"
+                "<extra>" + LABELS[verdict] + "</extra>"
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=part["max"].to_numpy(),
+                    mode="markers",
+                    name=LABELS[verdict],
+                    marker={"color": COLORS[verdict], "size": 4},
+                    customdata=custom,
+                    hovertemplate=hover,
+                )
+            )
         else:
-            fig.add_trace(go.Scatter(x=xs, y=part["max"].to_numpy(), mode="markers", name=LABELS[verdict],
-                                     marker={"color": COLORS[verdict], "size": 6, "opacity": 0.85},
-                                     hovertemplate="batch size %{y:.0f}<extra>" + LABELS[verdict]
-                                     + "</extra>"))
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=part["max"].to_numpy(),
+                    mode="markers",
+                    name=LABELS[verdict],
+                    marker={"color": COLORS[verdict], "size": 6, "opacity": 0.85},
+                    hovertemplate="batch size %{y:.0f}<extra>" + LABELS[verdict] + "</extra>",
+                )
+            )
     if ceiling:
-        fig.add_hline(y=ceiling, line={"color": "#2f9e44", "dash": "dash", "width": 1.5},
-                      annotation_text=f"ceiling {ceiling}", annotation_position="top left",
-                      annotation_font_color="#2b8a3e")
+        fig.add_hline(
+            y=ceiling,
+            line={"color": "#2f9e44", "dash": "dash", "width": 1.5},
+            annotation_text=f"ceiling {ceiling}",
+            annotation_position="top left",
+            annotation_font_color="#2b8a3e",
+        )
     title = "Decode batch size over time"
     if binned:
         title += " (binned: each point is the largest batch of its bin)"
-    fig.update_xaxes(title_text="time (UTC)" if kind == "time" else "decode batch #",
-                     type="date" if kind == "time" else "linear")
+    fig.update_xaxes(
+        title_text="time (UTC)" if kind == "time" else "decode batch #",
+        type="date" if kind == "time" else "linear",
+    )
     fig.update_yaxes(title_text="batch size", rangemode="tozero")
     return _layout(fig, title)
 
@@ -277,35 +397,61 @@ def throughput_figure(batches: pd.DataFrame) -> go.Figure | None:
     table = throughput_table(batches)
     if table.empty:
         return None
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14, subplot_titles=(
-        "engine generation throughput (tok/s)", "per request (tok/s ÷ batch size)"))
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.14,
+        subplot_titles=("engine generation throughput (tok/s)", "per request (tok/s ÷ batch size)"),
+    )
     for col_i, col in enumerate(("gen_throughput", "per_req"), start=1):
         for _, row in table.iterrows():
             v = row["verdict"]
             mid = row[f"{col}_p50"]
             name = "in window (graph)" if v == "graph" else "out of window (eager)"
-            fig.add_trace(go.Bar(
-                x=[name], y=[mid], name=name, showlegend=False, marker={"color": COLORS[v]},
-                error_y={"type": "data", "symmetric": False, "array": [row[f"{col}_p75"] - mid],
-                         "arrayminus": [mid - row[f"{col}_p25"]], "color": "#495057"},
-                text=[f"{mid:,.1f}"], textposition="inside", insidetextanchor="start",
-                customdata=[[row["n"], row[f"{col}_p25"], row[f"{col}_p75"]]],
-                hovertemplate="median %{y:,.1f}<br>p25–p75 %{customdata[1]:,.1f}–%{customdata[2]:,.1f}"
-                              "<br>%{customdata[0]:,} batches<extra></extra>"), row=1, col=col_i)
-    _layout(fig, "Throughput in vs out of the capture window (median, p25–p75)", height=320,
-            bargap=0.45)
+            fig.add_trace(
+                go.Bar(
+                    x=[name],
+                    y=[mid],
+                    name=name,
+                    showlegend=False,
+                    marker={"color": COLORS[v]},
+                    error_y={
+                        "type": "data",
+                        "symmetric": False,
+                        "array": [row[f"{col}_p75"] - mid],
+                        "arrayminus": [mid - row[f"{col}_p25"]],
+                        "color": "#495057",
+                    },
+                    text=[f"{mid:,.1f}"],
+                    textposition="inside",
+                    insidetextanchor="start",
+                    customdata=[[row["n"], row[f"{col}_p25"], row[f"{col}_p75"]]],
+                    hovertemplate="median %{y:,.1f}<br>p25–p75 %{customdata[1]:,.1f}–%{customdata[2]:,.1f}"
+                    "<br>%{customdata[0]:,} batches<extra></extra>",
+                ),
+                row=1,
+                col=col_i,
+            )
+    _layout(
+        fig, "Throughput in vs out of the capture window (median, p25–p75)", height=320, bargap=0.45
+    )
     fig.update_annotations(font={"size": 12})
     return fig
 
 
 # ------------------------------------------------------------------ memory budget
-def memory_budget_rows(sizing: pd.DataFrame, record: Mapping[str, Any], capture_end: pd.DataFrame,
-                       snapshots: Iterable[Mapping[str, Any]] = ()) -> list[tuple[str, dict[str, float]]]:
+def memory_budget_rows(
+    sizing: pd.DataFrame,
+    record: Mapping[str, Any],
+    capture_end: pd.DataFrame,
+    snapshots: Iterable[Mapping[str, Any]] = (),
+) -> list[tuple[str, dict[str, float]]]:
     """The GPU memory split as printed by the logs (rank 0), plus one row per snapshot.
 
     Only figures the inputs show are used; nothing is derived by subtraction except the
     vLLM reserve ``total x (1 - gpu_memory_utilization)``, which both numbers define.
     """
+
     def size(name: str) -> float | None:
         if sizing is None or sizing.empty:
             return None
@@ -320,7 +466,11 @@ def memory_budget_rows(sizing: pd.DataFrame, record: Mapping[str, Any], capture_
     weights = size("weights_gib")
     if weights is not None:
         logs["weights"] = weights
-    kv = record.get("kv_cache_gib") if record.get("kv_cache_gib") is not None else size("kv_cache_gib")
+    kv = (
+        record.get("kv_cache_gib")
+        if record.get("kv_cache_gib") is not None
+        else size("kv_cache_gib")
+    )
     if kv is not None:
         logs["KV cache pool"] = float(kv)
     graph = record.get("capture_mem_gib")
@@ -338,9 +488,14 @@ def memory_budget_rows(sizing: pd.DataFrame, record: Mapping[str, Any], capture_
             logs[label] = v
     free = None
     if capture_end is not None and not capture_end.empty and "avail_mem_gib" in capture_end:
-        part = capture_end[capture_end["rank"].map(_is_rank0)] if "rank" in capture_end else capture_end
-        vals = pd.to_numeric((part if not part.empty else capture_end)["avail_mem_gib"],
-                             errors="coerce").dropna()
+        part = (
+            capture_end[capture_end["rank"].map(_is_rank0)]
+            if "rank" in capture_end
+            else capture_end
+        )
+        vals = pd.to_numeric(
+            (part if not part.empty else capture_end)["avail_mem_gib"], errors="coerce"
+        ).dropna()
         free = float(vals.iloc[-1]) if not vals.empty else None
     if free is None:
         free = size("available_gpu_mem_gib")
@@ -381,11 +536,18 @@ def memory_figure(rows: Sequence[tuple[str, Mapping[str, float]]]) -> go.Figure 
     ylabels = [plot_text(label if len(label) <= 48 else label[:45] + "…") for label, _ in rows]
     for comp in components:
         values = [parts.get(comp) for _, parts in rows]
-        fig.add_trace(go.Bar(
-            y=ylabels, x=[v if v is not None else 0 for v in values], orientation="h", name=comp,
-            marker={"color": MEMORY_COLORS.get(comp, "#868e96")},
-            text=[f"{v:.2f}" if v else "" for v in values], textposition="inside",
-            hovertemplate="%{x:.2f} GiB<extra>" + comp + "</extra>"))
+        fig.add_trace(
+            go.Bar(
+                y=ylabels,
+                x=[v if v is not None else 0 for v in values],
+                orientation="h",
+                name=comp,
+                marker={"color": MEMORY_COLORS.get(comp, "#868e96")},
+                text=[f"{v:.2f}" if v else "" for v in values],
+                textposition="inside",
+                hovertemplate="%{x:.2f} GiB<extra>" + comp + "</extra>",
+            )
+        )
     fig.update_xaxes(title_text="GiB", rangemode="tozero")
     fig.update_yaxes(autorange="reversed")
     return _layout(fig, "GPU memory budget", height=150 + 70 * len(rows), barmode="stack")
@@ -403,20 +565,34 @@ def capture_time_figure(capture_end: pd.DataFrame) -> go.Figure | None:
         return None
     f["rank"] = f["rank"].astype("object").fillna("").map(lambda r: r or "(no rank)")
     f["phase"] = f["phase"].astype("object").fillna("capture") if "phase" in f else "capture"
-    mem = pd.to_numeric(f["mem_gib"], errors="coerce") if "mem_gib" in f else pd.Series(np.nan, index=f.index)
+    mem = (
+        pd.to_numeric(f["mem_gib"], errors="coerce")
+        if "mem_gib" in f
+        else pd.Series(np.nan, index=f.index)
+    )
     f["mem_gib"] = mem
-    f = f.groupby(["rank", "phase"], sort=False).agg(time_s=("time_s", "last"),
-                                                     mem_gib=("mem_gib", "last")).reset_index()
+    f = (
+        f.groupby(["rank", "phase"], sort=False)
+        .agg(time_s=("time_s", "last"), mem_gib=("mem_gib", "last"))
+        .reset_index()
+    )
     ranks = sorted(f["rank"].unique(), key=_natural)
     fig = go.Figure()
     phase_colors = ["#1c7ed6", "#f08c00", "#7048e8", "#0ca678"]
     for i, (phase, part) in enumerate(f.groupby("phase", sort=True)):
         part = part.set_index("rank").reindex(ranks)
-        fig.add_trace(go.Bar(
-            x=[plot_text(r) for r in ranks], y=part["time_s"].to_numpy(), name=plot_text(phase),
-            marker={"color": phase_colors[i % len(phase_colors)]},
-            customdata=part["mem_gib"].to_numpy(),
-            hovertemplate="%{y:.2f} s, %{customdata:.2f} GiB<extra>" + plot_text(phase) + "</extra>"))
+        fig.add_trace(
+            go.Bar(
+                x=[plot_text(r) for r in ranks],
+                y=part["time_s"].to_numpy(),
+                name=plot_text(phase),
+                marker={"color": phase_colors[i % len(phase_colors)]},
+                customdata=part["mem_gib"].to_numpy(),
+                hovertemplate="%{y:.2f} s, %{customdata:.2f} GiB<extra>"
+                + plot_text(phase)
+                + "</extra>",
+            )
+        )
     fig.update_yaxes(title_text="seconds", rangemode="tozero")
     fig.update_xaxes(title_text="rank", type="category")
     return _layout(fig, "Capture time per rank", height=300, barmode="group")

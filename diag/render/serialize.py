@@ -18,13 +18,22 @@ def ticket_records(report: Report) -> list[dict[str, Any]]:
     """The ticket record of every run (the DOMAIN.md field set, INTERFACE.md names)."""
     out = []
     for run in report.runs:
-        out.append({"run": run.id, "backend": run.facts.backend,
-                    "engine_version": run.facts.engine_version,
-                    **clean_json(run.record),
-                    "findings": [f"{f.code} {f.name} ({f.severity})" for f in run.findings]})
+        out.append(
+            {
+                "run": run.id,
+                "backend": run.facts.backend,
+                "engine_version": run.facts.engine_version,
+                **clean_json(run.record),
+                "findings": [f"{f.code} {f.name} ({f.severity})" for f in run.findings],
+            }
+        )
     return out
 
 
 def to_yaml(report: Report) -> str:
-    return yaml.safe_dump({"schema": "graphdiag.ticket/1", "runs": ticket_records(report)},
-                          sort_keys=False, allow_unicode=True, width=100)
+    return yaml.safe_dump(
+        {"schema": "graphdiag.ticket/1", "runs": ticket_records(report)},
+        sort_keys=False,
+        allow_unicode=True,
+        width=100,
+    )

@@ -41,8 +41,10 @@ def verdict(run: RunReport) -> str:
     if rec["capture_error"]:
         parts.append(f"capture failed ({rec['capture_error']['class']})")
     if b["graph"] + b["eager"]:
-        parts.append(f"{_pct(rec['captured_share'])} of {b['graph'] + b['eager']} decode batches on graphs "
-                     f"({b['source']})")
+        parts.append(
+            f"{_pct(rec['captured_share'])} of {b['graph'] + b['eager']} decode batches on graphs "
+            f"({b['source']})"
+        )
     if rec["cuda_graph_max_bs"]:
         parts.append(f"ceiling {rec['cuda_graph_max_bs']}")
     return f"{head:4} {run.id} [{run.facts.backend}]: " + "; ".join(parts)
@@ -59,30 +61,49 @@ def _record_lines(run: RunReport) -> list[str]:
         f"{_val(rec['gpu_blocks'])} blocks, concurrency {_val(rec['max_concurrency'])}",
     ]
     if shape:
-        lines.append(f"decode batch sizes: n={shape['count']} min {shape['min']} p50 {shape['p50']} "
-                     f"p90 {shape['p90']} p99 {shape['p99']} max {shape['max']}; "
-                     f"padding waste {_pct(rec['padding_waste'])}")
+        lines.append(
+            f"decode batch sizes: n={shape['count']} min {shape['min']} p50 {shape['p50']} "
+            f"p90 {shape['p90']} p99 {shape['p99']} max {shape['max']}; "
+            f"padding waste {_pct(rec['padding_waste'])}"
+        )
     perf = rec["perf"]
     if perf["throughput_in_window"] is not None or perf["throughput_out_window"] is not None:
-        lines.append(f"gen throughput in window {_val(perf['throughput_in_window'])} tok/s, "
-                     f"out of window {_val(perf['throughput_out_window'])} tok/s")
+        lines.append(
+            f"gen throughput in window {_val(perf['throughput_in_window'])} tok/s, "
+            f"out of window {_val(perf['throughput_out_window'])} tok/s"
+        )
     return lines
 
 
 def render_text(report: Report) -> str:
     out: list[str] = []
-    findings = sorted(((f, r) for r in report.runs for f in r.findings),
-                      key=lambda fr: (SEVERITY_ORDER[fr[0].severity], fr[0].code))
+    findings = sorted(
+        ((f, r) for r in report.runs for f in r.findings),
+        key=lambda fr: (SEVERITY_ORDER[fr[0].severity], fr[0].code),
+    )
     if findings:
         out.append(f"Findings ({len(findings)}), worst first:")
         for f, run in findings:
-            out.extend(textwrap.wrap(f"{f.severity.upper():7} {f.code} {f.name} [{run.id}]: {f.message}",
-                                     WIDTH, subsequent_indent="        "))
+            out.extend(
+                textwrap.wrap(
+                    f"{f.severity.upper():7} {f.code} {f.name} [{run.id}]: {f.message}",
+                    WIDTH,
+                    subsequent_indent="        ",
+                )
+            )
             if f.remediation:
-                out.extend(textwrap.wrap(f"-> {f.remediation[0]}", WIDTH, initial_indent="        ",
-                                         subsequent_indent="           "))
+                out.extend(
+                    textwrap.wrap(
+                        f"-> {f.remediation[0]}",
+                        WIDTH,
+                        initial_indent="        ",
+                        subsequent_indent="           ",
+                    )
+                )
             for ev in f.evidence[:1]:
-                out.extend(textwrap.wrap(f"at {ev.path}:{ev.line}", WIDTH, initial_indent="        "))
+                out.extend(
+                    textwrap.wrap(f"at {ev.path}:{ev.line}", WIDTH, initial_indent="        ")
+                )
         out.append("")
     else:
         out.append("No findings.")
@@ -91,14 +112,26 @@ def render_text(report: Report) -> str:
     for run in report.runs:
         out.extend(textwrap.wrap(verdict(run), WIDTH, subsequent_indent="     "))
         for line in _record_lines(run) + [f"note: {n}" for n in run.facts.notes]:
-            out.extend(textwrap.wrap(line, WIDTH, initial_indent="     ", subsequent_indent="       "))
-    skipped = [i for i in report.inputs if i.status != "ok" and not (i.reason or "").startswith("not a log")]
+            out.extend(
+                textwrap.wrap(line, WIDTH, initial_indent="     ", subsequent_indent="       ")
+            )
+    skipped = [
+        i
+        for i in report.inputs
+        if i.status != "ok" and not (i.reason or "").startswith("not a log")
+    ]
     if skipped:
         out.append("")
         out.append("Inputs not fully read:")
         for i in skipped:
-            out.extend(textwrap.wrap(f"{i.status}: {i.path}: {i.reason}", WIDTH, initial_indent="  ",
-                                     subsequent_indent="    "))
+            out.extend(
+                textwrap.wrap(
+                    f"{i.status}: {i.path}: {i.reason}",
+                    WIDTH,
+                    initial_indent="  ",
+                    subsequent_indent="    ",
+                )
+            )
     return "\n".join(out) + "\n"
 
 
@@ -113,13 +146,22 @@ def render_markdown(report: Report) -> str:
     for run in report.runs:
         out.append(f"- **{_md_escape(verdict(run))}**")
     out.append("")
-    findings = sorted(((f, r) for r in report.runs for f in r.findings),
-                      key=lambda fr: (SEVERITY_ORDER[fr[0].severity], fr[0].code))
+    findings = sorted(
+        ((f, r) for r in report.runs for f in r.findings),
+        key=lambda fr: (SEVERITY_ORDER[fr[0].severity], fr[0].code),
+    )
     if findings:
-        out += ["### Findings", "", "| severity | code | run | finding | first remedy |", "|---|---|---|---|---|"]
+        out += [
+            "### Findings",
+            "",
+            "| severity | code | run | finding | first remedy |",
+            "|---|---|---|---|---|",
+        ]
         for f, run in findings:
-            out.append(f"| {f.severity} | {f.code} {f.name} | {_md_escape(run.id)} | {_md_escape(f.message)} | "
-                       f"{_md_escape(f.remediation[0]) if f.remediation else ''} |")
+            out.append(
+                f"| {f.severity} | {f.code} {f.name} | {_md_escape(run.id)} | {_md_escape(f.message)} | "
+                f"{_md_escape(f.remediation[0]) if f.remediation else ''} |"
+            )
         out.append("")
         for f, run in findings:
             if f.evidence:

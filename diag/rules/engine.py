@@ -61,9 +61,17 @@ class Rule:
         return [_fmt(r, metrics) for r in (rem or [])]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "name": self.name, "severity": self.severity, "doc": self.doc.strip(),
-                "when": self.when, "thresholds": self.thresholds, "threshold_reasons": self.why,
-                "remediation": self.remediation, "remediation_by": self.remedy_by}
+        return {
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity,
+            "doc": self.doc.strip(),
+            "when": self.when,
+            "thresholds": self.thresholds,
+            "threshold_reasons": self.why,
+            "remediation": self.remediation,
+            "remediation_by": self.remedy_by,
+        }
 
 
 class _SafeFormatter(string.Formatter):
@@ -99,12 +107,28 @@ def load_pack(path: Path) -> list[Rule]:
         raise RulesError(f"cannot read rule pack {path}: {exc}".splitlines()[0]) from None
     rules = []
     for entry in data.get("rules", []):
-        thresholds = {k: v["value"] if isinstance(v, dict) else v for k, v in (entry.get("thresholds") or {}).items()}
-        why = {k: v.get("why", "") for k, v in (entry.get("thresholds") or {}).items() if isinstance(v, dict)}
-        rule = Rule(code=entry["code"], name=entry["name"], severity=entry["severity"], doc=entry.get("doc", ""),
-                    when=entry["when"], message=entry["message"], evidence=entry.get("evidence"),
-                    thresholds=thresholds, why=why, remediation=entry.get("remediation"),
-                    remedy_by=entry.get("remedy_by"))
+        thresholds = {
+            k: v["value"] if isinstance(v, dict) else v
+            for k, v in (entry.get("thresholds") or {}).items()
+        }
+        why = {
+            k: v.get("why", "")
+            for k, v in (entry.get("thresholds") or {}).items()
+            if isinstance(v, dict)
+        }
+        rule = Rule(
+            code=entry["code"],
+            name=entry["name"],
+            severity=entry["severity"],
+            doc=entry.get("doc", ""),
+            when=entry["when"],
+            message=entry["message"],
+            evidence=entry.get("evidence"),
+            thresholds=thresholds,
+            why=why,
+            remediation=entry.get("remediation"),
+            remedy_by=entry.get("remedy_by"),
+        )
         _validate(rule)
         rules.append(rule)
     return rules
@@ -132,7 +156,9 @@ class RuleEngine:
             apply_overrides(rules, Path(overrides))
         return cls(rules)
 
-    def evaluate(self, facts: RunFacts, snapshots: list[dict[str, Any]] | None = None) -> list[Finding]:
+    def evaluate(
+        self, facts: RunFacts, snapshots: list[dict[str, Any]] | None = None
+    ) -> list[Finding]:
         metrics = run_metrics(facts, snapshots)
         findings = []
         for rule in self.rules:
@@ -144,8 +170,16 @@ class RuleEngine:
             if not fired:
                 continue
             evidence = SELECTORS[rule.evidence](facts) if rule.evidence else []
-            findings.append(Finding(rule.code, rule.name, rule.severity, _fmt(rule.message, env),
-                                    evidence, rule.remedies(env)))
+            findings.append(
+                Finding(
+                    rule.code,
+                    rule.name,
+                    rule.severity,
+                    _fmt(rule.message, env),
+                    evidence,
+                    rule.remedies(env),
+                )
+            )
         order = {s: i for i, s in enumerate(SEVERITIES)}
         findings.sort(key=lambda f: (order[f.severity], f.code))
         return findings
@@ -165,8 +199,10 @@ def apply_overrides(rules: list[Rule], path: Path) -> None:
             raise RulesError(f"rules file {path}: unknown rule {code}")
         for key, value in (values or {}).items():
             if key not in rule.thresholds:
-                raise RulesError(f"rules file {path}: {code} has no threshold {key!r} "
-                                 f"(it has: {', '.join(sorted(rule.thresholds)) or 'none'})")
+                raise RulesError(
+                    f"rules file {path}: {code} has no threshold {key!r} "
+                    f"(it has: {', '.join(sorted(rule.thresholds)) or 'none'})"
+                )
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise RulesError(f"rules file {path}: {code}.{key} must be a number, not {value!r}")
             rule.thresholds[key] = value
@@ -174,7 +210,9 @@ def apply_overrides(rules: list[Rule], path: Path) -> None:
         if code not in by_code:
             raise RulesError(f"rules file {path}: unknown rule {code}")
         if sev not in SEVERITIES:
-            raise RulesError(f"rules file {path}: severity of {code} must be one of {', '.join(SEVERITIES)}")
+            raise RulesError(
+                f"rules file {path}: severity of {code} must be one of {', '.join(SEVERITIES)}"
+            )
         by_code[code].severity = sev
     disabled = set(data.get("disable") or [])
     unknown = disabled - set(by_code)

@@ -14,9 +14,17 @@ import pandas as pd
 from diag.facts.record import RunFacts, as_bool, captured_size_count, sizing
 
 # graph_disabled reasons that mean "the model/backend cannot run graphs", not "user turned them off"
-MODEL_LIMIT_REASONS = {"torch_native_attention", "flex_attention", "deepep", "deepep_normal",
-                       "double_sparsity", "bitsandbytes", "rocm_unsupported", "dispatch_keys_uninitialized",
-                       "dp_attention"}
+MODEL_LIMIT_REASONS = {
+    "torch_native_attention",
+    "flex_attention",
+    "deepep",
+    "deepep_normal",
+    "double_sparsity",
+    "bitsandbytes",
+    "rocm_unsupported",
+    "dispatch_keys_uninitialized",
+    "dp_attention",
+}
 USER_OFF_REASONS = {"enforce_eager", "mode_none", "skipping_capture", "tensor_dump"}
 
 
@@ -46,8 +54,12 @@ def run_metrics(facts: RunFacts, snapshots: list[dict[str, Any]] | None = None) 
     est = sizing(t, "graph_mem_est_gib")
     actual = sizing(t, "graph_pool_actual_gib") or sizing(t, "graph_mem_actual_gib")
     advisories = t["advisory"]
-    graph_mem_advisory = bool(not advisories.empty and advisories["topic"].isin(
-        ["graph_memory_profiling", "graph_memory_warning", "capping_capture_sizes"]).any())
+    graph_mem_advisory = bool(
+        not advisories.empty
+        and advisories["topic"]
+        .isin(["graph_memory_profiling", "graph_memory_warning", "capping_capture_sizes"])
+        .any()
+    )
     retract = t["retract"]
     stats = t["stats"]
     decode = t["decode_batch"]
@@ -78,7 +90,10 @@ def run_metrics(facts: RunFacts, snapshots: list[dict[str, Any]] | None = None) 
         "capture_error_message": (rec["capture_error"] or {}).get("message"),
         "capture_time_s": rec["capture_time_s"],
         "capture_mem_gib": rec["capture_mem_gib"],
-        "n_buckets": len(rec["graph_capture_sizes"] or []) or captured_size_count(t) or len(sizes) or None,
+        "n_buckets": len(rec["graph_capture_sizes"] or [])
+        or captured_size_count(t)
+        or len(sizes)
+        or None,
         "ceiling": ceiling,
         "max_running_requests": rec["max_running_requests"],
         "batches_graph": counts["graph"],
@@ -92,16 +107,33 @@ def run_metrics(facts: RunFacts, snapshots: list[dict[str, Any]] | None = None) 
         "eager_unpadded": eager_reason("unpadded_gap"),
         "eager_engine_reported": eager_reason("engine_reported_eager", "logged_eager"),
         "eager_cause": max(
-            (("above_ceiling", eager_reason("above_ceiling")), ("unpadded_gap", eager_reason("unpadded_gap")),
-             ("in_window", eager_reason("engine_reported_eager")), ("unknown_window", eager_reason("logged_eager"))),
-            key=lambda kv: kv[1])[0] if not eager.empty else None,
+            (
+                ("above_ceiling", eager_reason("above_ceiling")),
+                ("unpadded_gap", eager_reason("unpadded_gap")),
+                ("in_window", eager_reason("engine_reported_eager")),
+                ("unknown_window", eager_reason("logged_eager")),
+            ),
+            key=lambda kv: kv[1],
+        )[0]
+        if not eager.empty
+        else None,
         "eager_breakdown": ", ".join(
-            f"{n} {label}" for n, label in (
+            f"{n} {label}"
+            for n, label in (
                 (eager_reason("above_ceiling"), "above the ceiling"),
                 (eager_reason("unpadded_gap"), "between captured sizes with padding off"),
-                (eager_reason("engine_reported_eager"), "flagged eager by the engine inside the window"),
-                (eager_reason("logged_eager"), "flagged eager by the engine, window not in the log"),
-            ) if n) or "no reason recorded",
+                (
+                    eager_reason("engine_reported_eager"),
+                    "flagged eager by the engine inside the window",
+                ),
+                (
+                    eager_reason("logged_eager"),
+                    "flagged eager by the engine, window not in the log",
+                ),
+            )
+            if n
+        )
+        or "no reason recorded",
         "eager_graphs_disabled": eager_reason("graphs_disabled"),
         "padding_waste": rec["padding_waste"],
         "observed_p50": shape.get("p50"),
@@ -114,11 +146,16 @@ def run_metrics(facts: RunFacts, snapshots: list[dict[str, Any]] | None = None) 
         "capture_mem_share": _ratio(rec["capture_mem_gib"], kv_gib),
         "graph_mem_est_gib": est,
         "graph_mem_actual_gib": actual,
-        "graph_mem_est_share": _ratio(est, (kv_gib or 0) + (est or 0)) if est is not None and kv_gib else None,
+        "graph_mem_est_share": _ratio(est, (kv_gib or 0) + (est or 0))
+        if est is not None and kv_gib
+        else None,
         "graph_mem_advisory": graph_mem_advisory,
         "snapshot_graph_gib": snap_gib,
-        "snapshot_vs_log_gib": (round(snap_gib - rec["capture_mem_gib"], 3)
-                                if snap_gib is not None and rec["capture_mem_gib"] is not None else None),
+        "snapshot_vs_log_gib": (
+            round(snap_gib - rec["capture_mem_gib"], 3)
+            if snap_gib is not None and rec["capture_mem_gib"] is not None
+            else None
+        ),
         "retractions": int(retract["count"].fillna(1).sum()) if not retract.empty else 0,
         "preemptions": int(stats["preemptions"].fillna(0).sum()) if not stats.empty else 0,
         "kv_peak_usage": kv_peak,
@@ -126,15 +163,25 @@ def run_metrics(facts: RunFacts, snapshots: list[dict[str, Any]] | None = None) 
         "torch_compile": torch_compile,
         "torch_compile_max_bs": cfg.get("torch_compile_max_bs"),
         "downgrades": int((modes["downgraded"] == True).sum()) if not modes.empty else 0,  # noqa: E712
-        "model_disables": int(disabled["reason"].isin(MODEL_LIMIT_REASONS).sum()) if not disabled.empty else 0,
-        "user_disables": int(disabled["reason"].isin(USER_OFF_REASONS).sum()) if not disabled.empty else 0,
+        "model_disables": int(disabled["reason"].isin(MODEL_LIMIT_REASONS).sum())
+        if not disabled.empty
+        else 0,
+        "user_disables": int(disabled["reason"].isin(USER_OFF_REASONS).sum())
+        if not disabled.empty
+        else 0,
         "speed_in": speed[0],
         "speed_out": speed[1],
         "speed_samples_in": speed[2],
         "speed_samples_out": speed[3],
-        "slowdown": (round(1 - speed[1] / speed[0], 4) if speed[0] and speed[1] is not None else None),
-        "window_note": ("; capture is not in this log, so graphs may also be off entirely "
-                        "(check --disable-cuda-graph / --enforce-eager)" if rec["graph_mode"] == "unknown" else ""),
+        "slowdown": (
+            round(1 - speed[1] / speed[0], 4) if speed[0] and speed[1] is not None else None
+        ),
+        "window_note": (
+            "; capture is not in this log, so graphs may also be off entirely "
+            "(check --disable-cuda-graph / --enforce-eager)"
+            if rec["graph_mode"] == "unknown"
+            else ""
+        ),
         **_flags(facts, shape),
     }
 
@@ -148,23 +195,31 @@ def _round_up(n: float | None, step: int) -> int | None:
 def _flags(facts: RunFacts, shape: dict[str, Any]) -> dict[str, Any]:
     """The engine's own flag spellings for this run's version, and suggested values."""
     cfg = facts.config
-    new_sglang = any(k.startswith(("cuda_graph_config", "cuda_graph_max_bs_decode", "cuda_graph_backend"))
-                     for k in cfg)
+    new_sglang = any(
+        k.startswith(("cuda_graph_config", "cuda_graph_max_bs_decode", "cuda_graph_backend"))
+        for k in cfg
+    )
     from diag.facts.defaults import parse_version
 
     ver = parse_version(facts.engine_version) if facts.backend == "vllm" else None
     # 0.11.1 renamed max_capture_size -> max_cudagraph_capture_size
-    vllm_ceiling_key = "max_cudagraph_capture_size" if ver is None or ver >= (0, 11, 1) else "max_capture_size"
+    vllm_ceiling_key = (
+        "max_cudagraph_capture_size" if ver is None or ver >= (0, 11, 1) else "max_capture_size"
+    )
     p99 = shape.get("p99") if shape else None
     ceiling = facts.record["cuda_graph_max_bs"]
     peak = shape.get("max") if shape else None
     return {
         "max_bs_flag": "--cuda-graph-max-bs-decode" if new_sglang else "--cuda-graph-max-bs",
-        "disable_flag": ("--cuda-graph-backend-decode=disabled" if new_sglang else "--disable-cuda-graph"),
+        "disable_flag": (
+            "--cuda-graph-backend-decode=disabled" if new_sglang else "--disable-cuda-graph"
+        ),
         "vllm_ceiling_key": vllm_ceiling_key,
         "suggest_ceiling": _round_up(peak, 8),
         # never suggest "lowering" the ceiling to a value above it
-        "suggest_small_ceiling": (min(_round_up(p99, 8) or 0, ceiling) if p99 and ceiling else _round_up(p99, 8)),
+        "suggest_small_ceiling": (
+            min(_round_up(p99, 8) or 0, ceiling) if p99 and ceiling else _round_up(p99, 8)
+        ),
     }
 
 

@@ -23,14 +23,17 @@ def selector(name: str) -> Callable[[Selector], Selector]:
     def register(fn: Selector) -> Selector:
         SELECTORS[name] = fn
         return fn
+
     return register
 
 
 def _ev(frame: pd.DataFrame, n: int = 2, label: str = "") -> list[Evidence]:
     if frame is None or frame.empty:
         return []
-    return [Evidence(str(s), int(ln), label) for s, ln in zip(frame["source"].head(n), frame["line"].head(n),
-                                                               strict=True)]
+    return [
+        Evidence(str(s), int(ln), label)
+        for s, ln in zip(frame["source"].head(n), frame["line"].head(n), strict=True)
+    ]
 
 
 def _dedupe(items: list[Evidence]) -> list[Evidence]:
@@ -47,8 +50,13 @@ def _window_lines(f: RunFacts) -> list[Evidence]:
     t = f.tables
     cs = t["capture_sizes"]
     cfg = t["config"]
-    keys = ["cuda_graph_max_bs", "cuda_graph_bs", "compilation_config.cudagraph_capture_sizes",
-            "compilation_config.max_cudagraph_capture_size", "compilation_config.max_capture_size"]
+    keys = [
+        "cuda_graph_max_bs",
+        "cuda_graph_bs",
+        "compilation_config.cudagraph_capture_sizes",
+        "compilation_config.max_cudagraph_capture_size",
+        "compilation_config.max_capture_size",
+    ]
     return _ev(cs, 1) or _ev(cfg[cfg["key"].isin(keys)] if not cfg.empty else cfg, 1)
 
 
@@ -90,11 +98,25 @@ def window(f: RunFacts) -> list[Evidence]:
 def kv(f: RunFacts) -> list[Evidence]:
     t = f.tables
     s = t["sizing"]
-    kv_rows = s[s["name"].isin(["kv_cache_gib", "kv_tokens", "graph_mem_est_gib", "graph_pool_actual_gib"])] \
-        if not s.empty else s
+    kv_rows = (
+        s[
+            s["name"].isin(
+                ["kv_cache_gib", "kv_tokens", "graph_mem_est_gib", "graph_pool_actual_gib"]
+            )
+        ]
+        if not s.empty
+        else s
+    )
     adv = t["advisory"]
-    adv = adv[adv["topic"].isin(["graph_memory_profiling", "graph_memory_warning", "capping_capture_sizes"])] \
-        if not adv.empty else adv
+    adv = (
+        adv[
+            adv["topic"].isin(
+                ["graph_memory_profiling", "graph_memory_warning", "capping_capture_sizes"]
+            )
+        ]
+        if not adv.empty
+        else adv
+    )
     return _dedupe(_ev(t["capture_end"], 1) + _ev(kv_rows, 2) + _ev(adv, 1) + _ev(t["retract"], 1))
 
 
@@ -102,8 +124,14 @@ def kv(f: RunFacts) -> list[Evidence]:
 def config(f: RunFacts) -> list[Evidence]:
     t = f.tables
     cfg = t["config"]
-    keys = ["disaggregation_mode", "disable_cuda_graph", "enforce_eager", "enable_torch_compile",
-            "torch_compile_max_bs", "kv_transfer_config"]
+    keys = [
+        "disaggregation_mode",
+        "disable_cuda_graph",
+        "enforce_eager",
+        "enable_torch_compile",
+        "torch_compile_max_bs",
+        "kv_transfer_config",
+    ]
     rows = cfg[cfg["key"].isin(keys)] if not cfg.empty else cfg
     return _dedupe(_ev(rows, 1) + _ev(t["graph_disabled"], 2) + _ev(t["capture_begin"], 1))
 

@@ -21,8 +21,26 @@ STDIN = "-"
 
 # our own outputs and obvious non-logs met while walking a folder (named files are always read)
 _IGNORED_SUFFIXES = (".graphdiag.html", ".graphdiag.json", ".graphdiag.yaml")
-NOT_LOG_SUFFIXES = (".md", ".yaml", ".yml", ".json", ".py", ".html", ".htm", ".csv", ".toml", ".ini",
-                    ".cfg", ".png", ".jpg", ".jpeg", ".svg", ".sh", ".parquet", ".ipynb")
+NOT_LOG_SUFFIXES = (
+    ".md",
+    ".yaml",
+    ".yml",
+    ".json",
+    ".py",
+    ".html",
+    ".htm",
+    ".csv",
+    ".toml",
+    ".ini",
+    ".cfg",
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".svg",
+    ".sh",
+    ".parquet",
+    ".ipynb",
+)
 _ROTATION = re.compile(r"^(?P<base>.+?)(?:\.(?P<num>\d{1,4})|-(?P<date>\d{8}(?:\d{2,6})?))?$")
 
 
@@ -100,7 +118,9 @@ def discover(paths: Sequence[str]) -> tuple[list[InputFile], list[Problem]]:
         p = Path(raw)
         reason = _check_file(p)
         if reason is not None:
-            problems.append(Problem(raw, reason if p.exists() or p.is_symlink() else "no such file or folder"))
+            problems.append(
+                Problem(raw, reason if p.exists() or p.is_symlink() else "no such file or folder")
+            )
             continue
         candidates = list(_walk(p)) if p.is_dir() else [p]
         for c in candidates:

@@ -35,7 +35,8 @@ _VLLM_MARKERS = re.compile(
 )
 _LOG_HEADER = re.compile(
     rb"^(?:\S+\s+)?(?:\([^)]*pid=\d+[^)]*\)\s+)?(?:\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d|"
-    rb"(?:DEBUG|INFO|WARNING|ERROR) \d\d-\d\d \d\d:)", re.M
+    rb"(?:DEBUG|INFO|WARNING|ERROR) \d\d-\d\d \d\d:)",
+    re.M,
 )
 _TABLE_HEAD = re.compile(rb"^\s*(?:Sorted by [A-Z]+ Time:\s*)?-{8,}(?:\s+-{4,})+\s*$", re.M)
 
@@ -145,14 +146,17 @@ BLOCK_BYTES = 8 * 1024 * 1024
 GZIP_BLOCK_BYTES = 256 * 1024
 
 
-def iter_blocks(stream: BinaryIO, head: bytes, errors: list[str],
-                size: int | None = None) -> Iterator[bytes]:
+def iter_blocks(
+    stream: BinaryIO, head: bytes, errors: list[str], size: int | None = None
+) -> Iterator[bytes]:
     """The stream as byte blocks cut anywhere (head first), stopping cleanly on a broken gzip.
 
     The scanner finds candidate lines with one regex over each block, so big blocks are
     what makes skipping irrelevant lines nearly free.
     """
-    read = stream.read1 if isinstance(stream, gzip.GzipFile) else stream.read  # read1: see read_head
+    read = (
+        stream.read1 if isinstance(stream, gzip.GzipFile) else stream.read
+    )  # read1: see read_head
     if size is None:
         size = GZIP_BLOCK_BYTES if isinstance(stream, gzip.GzipFile) else BLOCK_BYTES
     if head:
@@ -168,8 +172,9 @@ def iter_blocks(stream: BinaryIO, head: bytes, errors: list[str],
         yield block
 
 
-def iter_range(path: str | bytes, start: int, end: int | None,
-               size: int = BLOCK_BYTES) -> Iterator[bytes]:
+def iter_range(
+    path: str | bytes, start: int, end: int | None, size: int = BLOCK_BYTES
+) -> Iterator[bytes]:
     """Bytes ``[start, end)`` of a plain file (to its end when ``end`` is None) as blocks."""
     with open(path, "rb") as fh:
         fh.seek(start)
@@ -183,8 +188,9 @@ def iter_range(path: str | bytes, start: int, end: int | None,
             yield block
 
 
-def lines_at(stream: BinaryIO, head: bytes, wanted: set[int], errors: list[str],
-             size: int | None = None) -> dict[int, bytes]:
+def lines_at(
+    stream: BinaryIO, head: bytes, wanted: set[int], errors: list[str], size: int | None = None
+) -> dict[int, bytes]:
     """The physical lines (1-based numbers, newline kept) in ``wanted``, as ``iter_lines``
     would number them, reading blocks and only counting newlines in blocks that hold none
     of them: ~10x faster than enumerating ``iter_lines`` to the last wanted line."""
