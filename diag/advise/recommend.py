@@ -23,7 +23,6 @@ of a disaggregated deployment gets "graphs off" instead of a bucket set (DOMAIN.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +35,9 @@ from diag.advise.buckets import (
     estimate_capture_time,
     optimal_buckets,
 )
-from diag.facts.defaults import parse_version, sglang_default_sizes, vllm_default_sizes
+from diag.engines import ENGINES, parse_version
+from diag.engines.spec import as_int as _as_int
+from diag.engines.spec import truthy as _truthy
 from diag.facts.record import RunFacts, captured_size_count
 from diag.report import RunReport
 
@@ -52,7 +53,6 @@ __all__ = [
 ]
 
 DEFAULT_COVERAGE = 0.99
-ENGINES = ("vllm", "sglang")
 
 
 class RecommendError(ValueError):
@@ -94,43 +94,8 @@ def _n_batches(f: RunFacts) -> float:
     return float(b.loc[ok, "weight"].astype("float64").fillna(1.0).sum())
 
 
-def _as_int(v: Any) -> int | None:
-    try:
-        return None if v is None or isinstance(v, bool) else int(v)
-    except (TypeError, ValueError):
-        return None
-
-
-def _truthy(v: Any) -> bool:
-    return v is True or (isinstance(v, str) and v.lower() == "true")
-
-
-def _sglang_split(config: dict[str, Any]) -> bool:
-    """2026-06+ SGLang (#23906): per-phase flags; detected from the config echo's new keys."""
-    return any(
-        k.startswith(
-            (
-                "cuda_graph_config",
-                "cuda_graph_max_bs_decode",
-                "cuda_graph_bs_decode",
-                "cuda_graph_backend",
-            )
-        )
-        for k in config
-    )
-
-
 def _default_sizes(engine: str, version: str | None, config: dict[str, Any]) -> list[int]:
-    if engine == "sglang":
-        return sglang_default_sizes(
-            version,
-            _as_int(config.get("cuda_graph_max_bs")),
-            _truthy(config.get("disable_cuda_graph_padding")),
-            bool(config.get("speculative_algorithm")),
-        )
-    return vllm_default_sizes(
-        version, _as_int(config.get("max_num_seqs")), _as_int(config.get("max_num_batched_tokens"))
-    )
+    return ENGINES[engine].default_sizes(version, config, None)
 
 
 def current_sizes(f: RunFacts, engine: str) -> tuple[list[int], str]:
@@ -230,64 +195,14 @@ def bucket_flags(
     sizes: Sequence[int],
     notes: list[str] | None = None,
 ) -> str:
-    """The command-line fragment that captures exactly ``sizes`` on this engine and version.
-
-    SGLang: ``--cuda-graph-bs`` (0.4.2.post1+; ignored by 0.4.1.post4's bug) with
-    ``--cuda-graph-max-bs`` equal to the list's max so no version extends the list past it
-    (§7: since 0.4.6.post3 a list short of the ceiling is extended in steps of 16); 2026-06+
-    spells them ``--cuda-graph-bs-decode`` / ``--cuda-graph-max-bs-decode`` (old ones are aliases).
-    vLLM: ``--compilation-config`` JSON (the long form of ``-O`` before 0.12 and of ``-cc`` after,
-    so one spelling works from 0.6.5 on) with ``cudagraph_capture_sizes`` and, from 0.11.1,
-    ``max_cudagraph_capture_size`` equal to the list's max (before 0.11.1 the ceiling
-    ``max_capture_size`` is computed from the list and is not a user field).
-    """
-    notes = notes if notes is not None else []
-    ss = sorted(set(int(s) for s in sizes))
-    top = ss[-1]
-    if engine == "sglang":
-        ver = parse_version(version)
-        if ver is not None and ver < (0, 3, 4, 2):
-            notes.append(
-                f"SGLang {version} has neither --cuda-graph-bs nor --cuda-graph-max-bs: "
-                "upgrade to set buckets"
-            )
-            return ""
-        if ver is not None and ver < (0, 4, 2, 1):
-            notes.append(
-                f"SGLang {version} ignores --cuda-graph-bs (added 0.4.1.post4, fixed in 0.4.2.post1): "
-                "only the ceiling can be set; upgrade for the exact list"
-            )
-            return f"--cuda-graph-max-bs {top}"
-        if _sglang_split(config):
-            return (
-                f"--cuda-graph-bs-decode {' '.join(map(str, ss))} --cuda-graph-max-bs-decode {top}"
-            )
-        return f"--cuda-graph-bs {' '.join(map(str, ss))} --cuda-graph-max-bs {top}"
-    ver = _vllm_version(version)
-    if ver < (0, 6, 5):
-        notes.append(
-            f"vLLM {version} has no cudagraph_capture_sizes (V0 list is fixed, §11): "
-            "upgrade to >= 0.6.5 to set buckets"
-        )
-        return ""
-    cc: dict[str, Any] = {"cudagraph_capture_sizes": ss}
-    if ver >= (0, 11, 1):
-        cc["max_cudagraph_capture_size"] = top
-    return f"--compilation-config '{json.dumps(cc, separators=(', ', ': '))}'"
+    """The command-line fragment that captures exactly ``sizes`` on this engine and version
+    (the engine spec's ``bucket_flags``; its docstring says which flag from which version)."""
+    return ENGINES[engine].bucket_flags(version, config, sizes, notes if notes is not None else [])
 
 
 def graphs_off_flags(engine: str, version: str | None, config: dict[str, Any]) -> str:
     """Graphs off on a prefill node, keeping what else the engine compiles."""
-    if engine == "sglang":
-        return (
-            "--cuda-graph-backend-decode=disabled"
-            if _sglang_split(config)
-            else "--disable-cuda-graph"
-        )
-    # cudagraph_mode exists from 0.10.2; --enforce-eager would also drop torch.compile (-O0 from 0.12)
-    if _vllm_version(version) >= (0, 10, 2):
-        return '--compilation-config \'{"cudagraph_mode": "NONE"}\''
-    return "--enforce-eager"
+    return ENGINES[engine].graphs_off_flag(version, config)
 
 
 def _kv_note(engine: str, version: str | None, saved_gib: float) -> str:

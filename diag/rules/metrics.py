@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from diag.engines import SGLANG, VLLM, sglang, spec_for, vllm
 from diag.facts.record import RunFacts, as_bool, captured_size_count, sizing
 
 # graph_disabled reasons that mean "the model/backend cannot run graphs", not "user turned them off"
@@ -195,26 +196,14 @@ def _round_up(n: float | None, step: int) -> int | None:
 def _flags(facts: RunFacts, shape: dict[str, Any]) -> dict[str, Any]:
     """The engine's own flag spellings for this run's version, and suggested values."""
     cfg = facts.config
-    new_sglang = any(
-        k.startswith(("cuda_graph_config", "cuda_graph_max_bs_decode", "cuda_graph_backend"))
-        for k in cfg
-    )
-    from diag.facts.defaults import parse_version
-
-    ver = parse_version(facts.engine_version) if facts.backend == "vllm" else None
-    # 0.11.1 renamed max_capture_size -> max_cudagraph_capture_size
-    vllm_ceiling_key = (
-        "max_cudagraph_capture_size" if ver is None or ver >= (0, 11, 1) else "max_capture_size"
-    )
+    vllm_version = facts.engine_version if spec_for(facts.backend) is VLLM else None
     p99 = shape.get("p99") if shape else None
     ceiling = facts.record["cuda_graph_max_bs"]
     peak = shape.get("max") if shape else None
     return {
-        "max_bs_flag": "--cuda-graph-max-bs-decode" if new_sglang else "--cuda-graph-max-bs",
-        "disable_flag": (
-            "--cuda-graph-backend-decode=disabled" if new_sglang else "--disable-cuda-graph"
-        ),
-        "vllm_ceiling_key": vllm_ceiling_key,
+        "max_bs_flag": sglang.max_bs_flag(cfg),
+        "disable_flag": SGLANG.graphs_off_flag(None, cfg),
+        "vllm_ceiling_key": vllm.CEILING_KEY.at(vllm_version),
         "suggest_ceiling": _round_up(peak, 8),
         # never suggest "lowering" the ceiling to a value above it
         "suggest_small_ceiling": (
