@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from diag import __version__
+from diag.about import __version__
 
 FORMATS = ("text", "json", "yaml", "markdown")
 FAIL_LEVELS = {"error": 0, "warning": 1, "info": 2, "never": -1}

@@ -134,9 +134,9 @@ def compare(
     Each side's main run (most decode batches) is compared; a side with graphs disabled
     gets a warning (eager numbers are not the graph path's).
     """
-    from diag.advise.compare import compare as make
-    from diag.advise.compare import render_html, render_json, render_text
     from diag.output import write_atomic
+    from diag.render.compare import compare as make
+    from diag.render.compare import render_html, render_json, render_text
 
     if paths and (before or after):
         raise click.UsageError("give either two paths BEFORE AFTER or --before/--after, not both")

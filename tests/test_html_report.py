@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from diag.api import analyze
+from diag.model import PoolSummary, Snapshot, SnapshotSummary
 from diag.render import plots
 from diag.render.html import json_for_script, record_yaml, render_html
 from diag.render.serialize import to_yaml
@@ -344,10 +345,19 @@ def test_plot_labels_from_logs_are_escaped() -> None:
         {},
         pd.DataFrame(),
         [
-            {
-                "path": "/x/<img src=x onerror=alert(1)>.pickle",
-                "pools": [{"kind": "graph", "reserved_bytes": 2**30}],
-            }
+            Snapshot(
+                "/x/<img src=x onerror=alert(1)>.pickle",
+                SnapshotSummary(
+                    "x",
+                    None,
+                    2**30,
+                    2**30,
+                    2**30,
+                    None,
+                    0,
+                    [PoolSummary((1, 1), "graph", 2**30, 2**30, 1)],
+                ),
+            )
         ],
     )
     mem = plots.memory_figure(rows)

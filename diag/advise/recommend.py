@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from diag.engines import ENGINES, parse_version
 from diag.engines.spec import as_int as _as_int
 from diag.engines.spec import truthy as _truthy
 from diag.facts.record import RunFacts, captured_size_count
-from diag.report import RunReport
+from diag.model import GIB, Snapshot
 
 __all__ = [
     "NoDecodeBatches",
@@ -53,6 +53,13 @@ __all__ = [
 ]
 
 DEFAULT_COVERAGE = 0.99
+
+
+class RunReport(Protocol):
+    """What advice needs of a run's report (diag.report.RunReport, which sits above advice)."""
+
+    facts: RunFacts
+    recommendation: dict[str, Any] | None
 
 
 class RecommendError(ValueError):
@@ -122,17 +129,10 @@ def default_bucket_count(f: RunFacts, engine: str) -> int:
     return len(current_sizes(f, engine)[0])
 
 
-def graph_pool_gib(run_id: str, snapshots: Sequence[dict[str, Any]] | None) -> float | None:
+def graph_pool_gib(run_id: str, snapshots: Sequence[Snapshot] | None) -> float | None:
     """Reserved bytes of the graph pools of the snapshots attached to this run, in GiB."""
-    total, seen = 0, False
-    for s in snapshots or []:
-        if s.get("run") != run_id:
-            continue
-        for p in s.get("pools") or []:
-            if p.get("kind") == "graph":
-                total += int(p.get("reserved_bytes") or 0)
-                seen = True
-    return round(total / 2**30, 3) if seen and total > 0 else None
+    total = sum(s.graph_pool_bytes for s in snapshots or [] if s.run == run_id)
+    return round(total / GIB, 3) if total > 0 else None
 
 
 @dataclass(frozen=True)
@@ -274,7 +274,7 @@ def _pick_engine(
 
 def recommend(
     runs: Sequence[RunReport],
-    snapshots: Sequence[dict[str, Any]] | None = None,
+    snapshots: Sequence[Snapshot] | None = None,
     *,
     engine: str | None = None,
     max_buckets: int | None = None,
@@ -411,7 +411,7 @@ def recommend(
 
 
 def _prefill_advice(
-    f: RunFacts, engine: str, snapshots: Sequence[dict[str, Any]] | None
+    f: RunFacts, engine: str, snapshots: Sequence[Snapshot] | None
 ) -> dict[str, Any]:
     """Prefill node: no buckets, graphs off; all capture memory can go back to KV."""
     same = f.backend == engine
@@ -462,7 +462,7 @@ def _prefill_advice(
 
 
 def recommend_run(
-    run: RunReport, snapshots: Sequence[dict[str, Any]] | None = None
+    run: RunReport, snapshots: Sequence[Snapshot] | None = None
 ) -> dict[str, Any] | None:
     """The recommendation for one run with default budget and coverage; None where there is
     nothing to base one on (no decode batches and not a prefill node, unknown engine, infeasible)."""
@@ -475,7 +475,7 @@ def recommend_run(
 
 
 def attach_recommendations(
-    runs: Sequence[RunReport], snapshots: Sequence[dict[str, Any]] | None = None
+    runs: Sequence[RunReport], snapshots: Sequence[Snapshot] | None = None
 ) -> None:
     """Fill ``RunReport.recommendation`` for every run (called by ``diag.api.analyze``)."""
     for run in runs:

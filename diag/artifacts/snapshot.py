@@ -20,8 +20,9 @@ import os
 import pickletools
 import struct
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
+
+from diag.model import PoolSummary, SnapshotSummary, TopAllocation
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -305,77 +306,6 @@ def _interpret(data: bytes, path: str) -> Any:
 
 
 # --------------------------------------------------------------------------- summary
-
-
-@dataclass(frozen=True)
-class PoolSummary:
-    """One allocator pool: the default caching pool (0, 0) or a private (graph) pool."""
-
-    pool_id: tuple[int, int]
-    kind: str  # "default" | "graph"
-    reserved_bytes: int
-    allocated_bytes: int
-    segments: int
-    active_bytes: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "pool_id": [self.pool_id[0], self.pool_id[1]],
-            "kind": self.kind,
-            "reserved_bytes": self.reserved_bytes,
-            "allocated_bytes": self.allocated_bytes,
-            "segments": self.segments,
-        }
-
-
-@dataclass(frozen=True)
-class TopAllocation:
-    """A large live block and where it was allocated (innermost useful frames first)."""
-
-    bytes: int
-    frames: list[str]
-    requested_bytes: int = 0
-    pool_id: tuple[int, int] = (0, 0)
-    state: str = "active_allocated"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"bytes": self.bytes, "frames": list(self.frames)}
-
-
-@dataclass
-class SnapshotSummary:
-    """What graphdiag reports about one snapshot file."""
-
-    path: str
-    torch_format: str | None
-    total_reserved_bytes: int
-    total_allocated_bytes: int
-    total_active_bytes: int
-    peak_bytes: int | None
-    oom_events: int
-    pools: list[PoolSummary] = field(default_factory=list)
-    top_allocations: list[TopAllocation] = field(default_factory=list)
-    segments: int = 0
-    devices: list[int] = field(default_factory=list)
-
-    @property
-    def graph_pool_bytes(self) -> int:
-        """Bytes reserved by CUDA-graph (non-default) pools."""
-        return sum(p.reserved_bytes for p in self.pools if p.kind == "graph")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "status": "ok",
-            "torch_format": self.torch_format,
-            "total_reserved_bytes": self.total_reserved_bytes,
-            "total_allocated_bytes": self.total_allocated_bytes,
-            "total_active_bytes": self.total_active_bytes,
-            "peak_bytes": self.peak_bytes,
-            "oom_events": self.oom_events,
-            "pools": [p.to_dict() for p in self.pools],
-            "top_allocations": [a.to_dict() for a in self.top_allocations],
-        }
 
 
 def _fmt_size(n: int) -> str:

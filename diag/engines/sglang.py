@@ -126,6 +126,7 @@ def graphs_off_flag(version: str | None, config: Config) -> str:
 SGLANG = EngineSpec(
     name="sglang",
     markers=MARKERS,
+    line_head=rb"\[\d{4}-\d\d-\d\d [^\]\n]*\]",
     periodic_words=(b"Decode batch", b"Prefill batch"),
     parser="diag.parsers.sglang:SGLangParser",
     graphs_off_key="disable_cuda_graph",

@@ -45,6 +45,8 @@ class EngineSpec:
     name: Backend
     # sniffing: bytes that only this engine's logs contain; the engine with more hits wins
     markers: re.Pattern[bytes]
+    # the start of the engine's own log lines, up to the logger location's closing bracket
+    line_head: bytes
     # words of periodic one-line records (batch/stats lines): a log may be cut right after one
     # for parallel scanning, as no multi-line block is open there
     periodic_words: tuple[bytes, ...]

@@ -105,6 +105,7 @@ def graphs_off_flag(version: str | None, config: Config) -> str:
 VLLM = EngineSpec(
     name="vllm",
     markers=MARKERS,
+    line_head=rb"(?:\([^)\n]*pid=\d+\) )?(?:INFO|DEBUG) \d\d-\d\d [^\n]*?\]",
     periodic_words=(b"Avg prompt throughput", b"Running batch with"),
     parser="diag.parsers.vllm:VLLMParser",
     graphs_off_key="enforce_eager",

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from diag.events import EventTables
-from diag.ingest import Stream
+from diag.model import Stream
 
 # markers that begin a start-up; "ready" only marks the end of one
 SPLIT_MARKERS = {"server_args", "engine_config", "args", "api_server", "init_distributed"}

@@ -21,19 +21,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import cache, lru_cache
 from pathlib import Path
 from string import Template
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 import plotly.io as pio
 import yaml
 
-from diag import __version__
+from diag.about import __version__
+from diag.model import SEVERITY_ORDER, Finding, Snapshot
 from diag.render import plots
 from diag.render.serialize import ticket_records
 from diag.render.text import verdict as verdict_line
-from diag.report import SEVERITY_ORDER, Finding, Report, RunReport
+from diag.report import Report, RunReport
 from diag.resources import package_file
+
+_T = TypeVar("_T")
 
 HEAD = {"error": "FAIL", "warning": "WARN", "info": "NOTE", None: "OK"}
 SEV_CLASS = {"error": "sev-error", "warning": "sev-warning", "info": "sev-info", None: "sev-ok"}
@@ -559,7 +562,8 @@ def _profile(p: Mapping[str, Any], open_: bool = True) -> str:
     return f"<details><summary>{e(title)}: {e(name)}</summary>{where}{table}</details>"
 
 
-def _snapshot(s: Mapping[str, Any]) -> str:
+def _snapshot(snap: Snapshot) -> str:
+    s = snap.to_dict()
     pools = list(s.get("pools") or [])
     rows = "".join(
         f'<tr><td>{e(p.get("kind"))}</td><td class="mono">{e(p.get("pool_id"))}</td>'
@@ -568,7 +572,7 @@ def _snapshot(s: Mapping[str, Any]) -> str:
         f'<td class="num">{e(_num(p.get("segments")))}</td></tr>'
         for p in pools
     )
-    graph = sum(float(p.get("reserved_bytes") or 0) for p in pools if p.get("kind") == "graph")
+    graph = snap.graph_pool_bytes
     summary = (
         f"reserved {_bytes(s.get('total_reserved_bytes'))}, allocated {_bytes(s.get('total_allocated_bytes'))}, "
         f"peak {_bytes(s.get('peak_bytes'))}, graph pools {_bytes(graph)}, "
@@ -665,8 +669,8 @@ def _run(
     page: _Page,
     index: int,
     run: RunReport,
-    profiles: list[Mapping[str, Any]],
-    snapshots: list[Mapping[str, Any]],
+    profiles: Sequence[Mapping[str, Any]],
+    snapshots: list[Snapshot],
 ) -> str:
     facts = run.facts
     rec = run.record
@@ -753,7 +757,7 @@ def _run(
 
 
 def _unattached(
-    page: _Page, profiles: list[Mapping[str, Any]], snapshots: list[Mapping[str, Any]]
+    page: _Page, profiles: Sequence[Mapping[str, Any]], snapshots: list[Snapshot]
 ) -> str:
     if not profiles and not snapshots:
         return ""
@@ -801,13 +805,12 @@ def _inputs(report: Report) -> str:
     )
 
 
-def _by_run(
-    items: Iterable[Mapping[str, Any]], run_ids: set[str]
-) -> tuple[dict[str, list[Mapping[str, Any]]], list[Mapping[str, Any]]]:
-    tied: dict[str, list[Mapping[str, Any]]] = {}
-    loose: list[Mapping[str, Any]] = []
+def _by_run(items: Iterable[_T], run_ids: set[str]) -> tuple[dict[str, list[_T]], list[_T]]:
+    """Profiles (JSON records) and snapshots grouped by the run they were joined to."""
+    tied: dict[str, list[_T]] = {}
+    loose: list[_T] = []
     for item in items:
-        rid = item.get("run")
+        rid = item.run if isinstance(item, Snapshot) else item.get("run")  # type: ignore[attr-defined]
         if rid in run_ids:
             tied.setdefault(str(rid), []).append(item)
         else:

@@ -24,6 +24,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from diag.model import GIB, Snapshot
+
 MAX_TIMELINE_POINTS = 5000
 MAX_HIST_BARS = 300
 VERDICTS = ("graph", "eager", "unknown")
@@ -444,7 +446,7 @@ def memory_budget_rows(
     sizing: pd.DataFrame,
     record: Mapping[str, Any],
     capture_end: pd.DataFrame,
-    snapshots: Iterable[Mapping[str, Any]] = (),
+    snapshots: Iterable[Snapshot] = (),
 ) -> list[tuple[str, dict[str, float]]]:
     """The GPU memory split as printed by the logs (rank 0), plus one row per snapshot.
 
@@ -509,11 +511,13 @@ def memory_budget_rows(
         out.append(("logs (rank 0)", logs))
     for snap in snapshots:
         pools: dict[str, float] = {}
-        for pool in snap.get("pools") or []:
-            label = "graph pool" if pool.get("kind") == "graph" else "default pool"
-            pools[label] = pools.get(label, 0.0) + float(pool.get("reserved_bytes") or 0) / 2**30
+        for pool in snap.pools:  # labels in the order the pools come
+            if pool.kind == "graph":
+                pools["graph pool"] = snap.graph_pool_bytes / GIB
+            else:
+                pools["default pool"] = snap.default_pool_bytes / GIB
         if pools:
-            name = str(snap.get("path", "snapshot")).replace("\\", "/").rsplit("/", 1)[-1]
+            name = snap.path.replace("\\", "/").rsplit("/", 1)[-1]
             out.append((f"snapshot {name}", pools))
     return out
 

@@ -7,12 +7,14 @@ comparisons with ``None`` as false.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from diag.engines import SGLANG, VLLM, sglang, spec_for, vllm
 from diag.facts.record import RunFacts, as_bool, captured_size_count, sizing
+from diag.model import Snapshot
 
 # graph_disabled reasons that mean "the model/backend cannot run graphs", not "user turned them off"
 MODEL_LIMIT_REASONS = {
@@ -35,7 +37,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 4)
 
 
-def run_metrics(facts: RunFacts, snapshots: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def run_metrics(facts: RunFacts, snapshots: Sequence[Snapshot] | None = None) -> dict[str, Any]:
     rec = facts.record
     t = facts.tables
     cfg = facts.config
@@ -73,9 +75,8 @@ def run_metrics(facts: RunFacts, snapshots: list[dict[str, Any]] | None = None) 
     modes = t["graph_mode"]
     snap_gib = None
     for s in snapshots or []:
-        if s.get("run") == facts.run.id and s.get("pools"):
-            graph = sum(p.get("reserved_bytes", 0) for p in s["pools"] if p.get("kind") == "graph")
-            snap_gib = round(graph / 2**30, 3)
+        if s.run == facts.run.id and s.pools:
+            snap_gib = round(s.graph_pool_gib, 3)
     speed = _per_request_speed(batches)
     ceiling = rec["cuda_graph_max_bs"] or (max(sizes) if sizes else None)
     torch_compile = as_bool(cfg.get("enable_torch_compile"))
