@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import diag.cli_advise  # noqa: F401  (registers recommend/compare on the group)
 from diag.advise.recommend import recommend
 from diag.api import analyze
 from diag.cli import main

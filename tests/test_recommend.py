@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import diag.cli_advise  # noqa: F401  (registers recommend/compare on the group)
 from diag.advise.recommend import (
     NoDecodeBatches,
     attach_recommendations,
