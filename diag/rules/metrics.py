@@ -112,8 +112,8 @@ def run_metrics(facts: RunFacts, snapshots: Sequence[Snapshot] | None = None) ->
             (
                 ("above_ceiling", eager_reason("above_ceiling")),
                 ("unpadded_gap", eager_reason("unpadded_gap")),
-                ("in_window", eager_reason("engine_reported_eager")),
-                ("unknown_window", eager_reason("logged_eager")),
+                ("engine_reported_eager", eager_reason("engine_reported_eager")),
+                ("logged_eager", eager_reason("logged_eager")),
             ),
             key=lambda kv: kv[1],
         )[0]

@@ -25,7 +25,7 @@ from diag.parsers.vllm.patterns import (
     mode_name,
     run_state,
 )
-from diag.parsers.vllm.runtime import _group
+from diag.parsers.vllm.runtime import first_group
 
 
 def read_capture(line: LogLine, ctx: Context) -> bool:
@@ -99,7 +99,7 @@ def read_capture(line: LogLine, ctx: Context) -> bool:
             mode=m.group("mode"),
             done=None,
             total=None,
-            size=to_int(_group(DESC_TOKENS, desc)),
+            size=to_int(first_group(DESC_TOKENS, desc)),
             avail_mem_gib=None,
         )
         return True

@@ -366,9 +366,9 @@ def read_stats(line: LogLine, ctx: Context) -> None:
         gen_throughput=number_in(GEN_TPUT, msg),
         running=int(running.group(1)),
         waiting=int(waiting.group(1)),
-        swapped=to_int(_group(SWAPPED, msg)),
+        swapped=to_int(first_group(SWAPPED, msg)),
         kv_usage=number_in(KV_USAGE, msg),
-        preemptions=to_int(_group(PREEMPT, msg)),
+        preemptions=to_int(first_group(PREEMPT, msg)),
         engine_index=int(engine.group(1)) if engine else None,
     )
 
@@ -379,9 +379,9 @@ def read_step(line: LogLine, ctx: Context) -> None:
         return
     mode = m.group("mode")
     desc = m.group("desc")
-    tokens = to_int(_group(DESC_TOKENS, desc))
-    reqs = _group(DESC_REQS, desc)
-    uniform = _group(DESC_UNIFORM, desc)
+    tokens = to_int(first_group(DESC_TOKENS, desc))
+    reqs = first_group(DESC_REQS, desc)
+    uniform = first_group(DESC_UNIFORM, desc)
     ctx.emit(
         "graph_step",
         line,
@@ -396,7 +396,7 @@ def read_step(line: LogLine, ctx: Context) -> None:
     )
 
 
-def _group(rx: re.Pattern[str], text: str) -> str | None:
+def first_group(rx: re.Pattern[str], text: str) -> str | None:
     m = rx.search(text)
     return m.group(1) if m else None
 
