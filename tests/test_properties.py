@@ -27,6 +27,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -553,11 +554,20 @@ def test_condition_mutated_pack_conditions(text: str) -> None:
 
 
 def test_condition_type_mismatch_is_a_condition_error() -> None:
-    _evaluate('"eager" + 1 > 0')
+    _, env = rule_conditions()
+    with pytest.raises(ConditionError) as caught:
+        evaluate('"eager" + 1 > 0', env)
+    message = str(caught.value)
+    assert message.startswith("cannot evaluate '\"eager\" + 1 > 0'") and "\n" not in message
 
 
 def test_condition_deep_nesting_is_a_condition_error() -> None:
-    _evaluate("not " * 2000 + "true")
+    _, env = rule_conditions()
+    with pytest.raises(ConditionError) as caught:
+        evaluate("not " * 2000 + "true", env)
+    assert str(caught.value).startswith("cannot evaluate 'not not ") and "\n" not in str(
+        caught.value
+    )
 
 
 # --------------------------------------------------------------------------- operator tables

@@ -12,7 +12,16 @@ from collections.abc import Sequence
 from diag.engines.spec import Config, EngineSpec, as_int, truthy
 from diag.engines.version import parse_version
 
-NEWEST = (0, 5, 3)
+NEWEST = (
+    0,
+    5,
+    23,
+)  # the newest release whose defaults were checked (tests/data/engine_defaults.yaml)
+
+# since when the default list ends in max_bs itself (0.5.9's server_args does not append it)
+APPENDS_MAX_BS = (0, 5, 10)
+# the speculative list's 40..step-4 run reaches 64 from 0.5.4.post2 (0.5.3: 40..60)
+SPEC_RUN_TO_64 = (0, 5, 4, 2)
 
 MARKERS = re.compile(
     rb"sglang|Decode batch|Prefill batch|server_args=ServerArgs|Capture cuda graph|"
@@ -55,7 +64,7 @@ def default_capture_sizes(
             sizes = (
                 list(range(1, 9))
                 + list(range(10, 33, 2))
-                + list(range(40, 65, 4))
+                + list(range(40, 65 if ver >= SPEC_RUN_TO_64 else 64, 4))
                 + list(range(72, 257, 8))
                 + list(range(272, max_bs + 1, 16))
             )
@@ -67,10 +76,12 @@ def default_capture_sizes(
                 + list(range(512, max_bs + 1, 32))
             )
         sizes = [x for x in sizes if x <= max_bs]
-        if max_bs not in sizes:
+        if ver >= APPENDS_MAX_BS and max_bs not in sizes:
             sizes.append(max_bs)
         return sizes
-    if disable_padding:
+    if disable_padding and (0, 4, 5) <= ver <= (0, 4, 6, 5):  # cuda_graph_runner 0.4.6.post5
+        base = list(range(1, 33)) + list(range(40, 161, 16))
+    elif disable_padding:
         base = list(range(1, 33)) + [48, 64, 80, 96, 112, 128, 144, 160]
     elif ver < (0, 2, 13):
         base = [1, 2, 4] + list(range(8, 129, 8))
