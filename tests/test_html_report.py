@@ -404,6 +404,7 @@ def synthetic_batches(n: int, seed: int = 0) -> pd.DataFrame:
     )
 
 
+@pytest.mark.slow
 def test_huge_batches_frame_gives_a_small_report(serving_report: Report) -> None:
     n = BIG_ROWS
     run = serving_report.runs[0]
