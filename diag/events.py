@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 #: dtypes a field may have: numbers are stored as float64 (NaN = missing) and
@@ -292,19 +293,87 @@ class _Table:
         self.n += other.n
 
     def frame(self) -> pd.DataFrame:
-        data: dict[str, Any] = {}
-        for name, t in self.types.items():
-            col = self.cols[name]
-            if t == "int":
-                data[name] = pd.array(pd.Series(col, dtype="float64").round(), dtype="Int64")
-            elif t == "float":
-                data[name] = pd.Series(col, dtype="float64")
-            elif t == "bool":
-                s = pd.Series(col, dtype="float64")
-                data[name] = s.map({1.0: True, 0.0: False}).astype("boolean")
+        return build_frame(self.kind, self, [])
+
+
+#: one batch of rows read in bulk (``diag.ingest.hotpath``): pyarrow arrays, exactly the
+#: kind's columns, and per row the number of per-line rows of the sink's table that precede it
+BulkPart = tuple[dict[str, Any], np.ndarray]
+
+
+def build_frame(kind: EventKind, table: _Table | None, parts: list[BulkPart]) -> pd.DataFrame:
+    """The frame of one kind: the per-line rows and the bulk rows, in emission order.
+
+    Each column is written once into its final buffer (no concatenation, no second copy of
+    the table); the buffers are wrapped as pandas extension arrays. Both paths end here, so
+    the hot path and the per-line path give the same dtypes by construction.
+    """
+    types = {"source": "str", "line": "int", "ts": "float", "rank": "str", "instance": "str"}
+    types.update(kind.fields)
+    n_line = table.n if table is not None else 0
+    at = np.concatenate([a for _, a in parts]) if parts else np.zeros(0, np.int64)
+    n_bulk = len(at)
+    n = n_line + n_bulk
+    line_pos: Any = slice(None)
+    bulk_pos = np.zeros(0, np.int64)
+    if n_bulk:
+        if np.all(at[1:] >= at[:-1]):
+            bulk_pos = np.arange(n_bulk) + at
+            line_pos = np.arange(n_line) + np.searchsorted(at, np.arange(n_line), side="right")
+        else:  # not expected (positions grow with the scan); an interleave by stable sort
+            keys = np.concatenate([2 * np.arange(n_line) + 1, 2 * at])
+            final = np.empty(n, np.int64)
+            final[np.argsort(keys, kind="stable")] = np.arange(n)
+            line_pos, bulk_pos = final[:n_line], final[n_line:]
+    bounds = np.cumsum([0] + [len(a) for _, a in parts])
+    data: dict[str, Any] = {}
+    for name, t in types.items():
+        pieces = [
+            (bulk_pos[bounds[i] : bounds[i + 1]], cols[name]) for i, (cols, _) in enumerate(parts)
+        ]
+        col = table.cols[name] if table is not None else None
+        data[name] = _column(t, n, col, line_pos, pieces)
+        for cols, _ in parts:
+            cols[name] = None  # the Arrow buffer is no longer needed
+    return pd.DataFrame(data, columns=list(types))
+
+
+def _column(
+    t: FieldType, n: int, col: Any, line_pos: Any, pieces: list[tuple[np.ndarray, Any]]
+) -> Any:
+    if t in ("int", "float", "bool"):
+        values = np.empty(n, np.float64 if t == "float" else np.int64 if t == "int" else np.bool_)
+        mask = np.zeros(n, np.bool_)
+        if col is not None and len(col):
+            f = np.frombuffer(col, np.float64)
+            if t == "float":
+                values[line_pos] = f
             else:
-                data[name] = pd.Series(col, dtype="object")
-        return pd.DataFrame(data, columns=list(self.types))
+                missing = np.isnan(f) if t == "int" else (f != 1.0) & (f != 0.0)
+                mask[line_pos] = missing
+                values[line_pos] = np.where(missing, 0, np.round(f)) if t == "int" else f == 1.0
+        for pos, arr in pieces:
+            if t == "float":
+                values[pos] = arr.fill_null(np.nan).to_numpy(zero_copy_only=False)
+            else:
+                mask[pos] = arr.is_null().to_numpy(zero_copy_only=False)
+                values[pos] = arr.fill_null(0 if t == "int" else False).to_numpy(
+                    zero_copy_only=False
+                )
+        if t == "float":
+            return values
+        if t == "int":
+            return pd.arrays.IntegerArray(values, mask)
+        return pd.arrays.BooleanArray(values, mask)
+    obj = np.empty(n, object)
+    if col is not None and len(col):
+        obj[line_pos] = col
+    for pos, arr in pieces:
+        if hasattr(arr, "dictionary"):  # dictionary-encoded: share one str per value
+            obj[pos] = arr.dictionary.to_numpy(zero_copy_only=False)[arr.indices.to_numpy()]
+        else:
+            obj[pos] = arr.to_numpy(zero_copy_only=False)
+    return pd.Series(obj, dtype="object", copy=False)
 
 
 @dataclass
@@ -312,6 +381,16 @@ class EventSink:
     """Where parsers put events. Cheap to append to, mergeable, picklable."""
 
     tables: dict[str, _Table] = field(default_factory=dict)
+    bulk: dict[str, list[BulkPart]] = field(default_factory=dict)
+
+    def add_bulk(self, kind: str, columns: dict[str, Any], before: np.ndarray) -> None:
+        """Rows read in bulk; row i goes before per-line row ``before[i]`` of this sink."""
+        self.bulk.setdefault(kind, []).append((columns, before))
+
+    def lines_emitted(self, kind: str) -> int:
+        """Per-line rows of a kind so far (where the next bulk row would go)."""
+        table = self.tables.get(kind)
+        return 0 if table is None else table.n
 
     def emit(
         self,
@@ -330,6 +409,9 @@ class EventSink:
         table.append(fields)
 
     def merge(self, other: EventSink) -> None:
+        for name, parts in other.bulk.items():
+            shift = self.lines_emitted(name)
+            self.bulk.setdefault(name, []).extend((cols, at + shift) for cols, at in parts)
         for name, table in other.tables.items():
             mine = self.tables.get(name)
             if mine is None:
@@ -338,10 +420,18 @@ class EventSink:
                 mine.extend(table)
 
     def count(self) -> int:
-        return sum(t.n for t in self.tables.values())
+        bulk = sum(len(at) for parts in self.bulk.values() for _, at in parts)
+        return sum(t.n for t in self.tables.values()) + bulk
+
+    def kinds(self) -> list[str]:
+        return list(dict.fromkeys([*self.tables, *self.bulk]))
+
+    def pop_frame(self, kind: str) -> pd.DataFrame:
+        """The frame of a kind; its buffers are released as the frame is built."""
+        return build_frame(EVENT_KINDS[kind], self.tables.pop(kind, None), self.bulk.pop(kind, []))
 
     def to_tables(self) -> EventTables:
-        return EventTables({name: t.frame() for name, t in self.tables.items()})
+        return EventTables({name: self.pop_frame(name) for name in self.kinds()})
 
 
 _EMPTY: dict[str, pd.DataFrame] = {}

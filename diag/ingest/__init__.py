@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diag.events import EventSink, EventTables
+from diag.ingest.hotpath import hotpath_enabled, make_scanner
 from diag.ingest.inputs import (
     Artifacts,
     Meter,
@@ -51,6 +52,7 @@ def ingest(
     snapshot_limit: int = SNAPSHOT_LIMIT_BYTES,
     jobs: int | None = None,
     chunk_bytes: int | None = None,
+    hotpath: bool | None = None,
 ) -> Ingested:
     """Read every input into event tables.
 
@@ -59,7 +61,10 @@ def ingest(
     Both paths give identical results (tests/test_parallel.py). ``chunk_bytes``: size of
     the byte ranges big plain files are split into (default about eight per worker, 8-64
     MiB); tests set it small to force splits. stdin is always read in this process.
+    ``hotpath``: read the periodic lines in bulk (:mod:`diag.ingest.hotpath`); None = on
+    unless ``GRAPHDIAG_HOTPATH=0``; False = every line through the per-line parsers.
     """
+    use_hot = hotpath_enabled(hotpath)
     files, problems = discover(paths)
     inputs: list[InputStatus] = [
         InputStatus(p.path, status="skipped", reason=p.reason) for p in problems
@@ -74,10 +79,10 @@ def ingest(
         from diag.ingest.parallel import ingest_parallel
 
         sink, streams, found = ingest_parallel(
-            groups, inputs, meter, snapshot_limit, n_jobs, chunk_bytes
+            groups, inputs, meter, snapshot_limit, n_jobs, chunk_bytes, use_hot
         )
     else:
-        sink, streams, found = _ingest_here(groups, inputs, meter, snapshot_limit)
+        sink, streams, found = _ingest_here(groups, inputs, meter, snapshot_limit, use_hot)
     return Ingested(_to_tables(sink), inputs, streams, found.snapshots, found.profiles)
 
 
@@ -86,6 +91,7 @@ def _ingest_here(
     inputs: list[InputStatus],
     meter: Meter,
     snapshot_limit: int,
+    use_hot: bool = True,
 ) -> tuple[EventSink, list[Stream], Artifacts]:
     """Everything in this process: each stream read by one scanner, file after file."""
     sink = EventSink()
@@ -104,7 +110,7 @@ def _ingest_here(
         if stream is not current:
             if scanner is not None and last is not None:
                 close_stream(scanner, last)
-            scanner = StreamScanner(parsers_for(stream.backend), sink, stream.backend)
+            scanner = make_scanner(parsers_for(stream.backend), sink, stream.backend, use_hot)
             current = stream
         assert scanner is not None
         base = meter.done
@@ -133,8 +139,8 @@ def resolve_jobs(jobs: int | None, total_bytes: int) -> int:
 def _to_tables(sink: EventSink) -> EventTables:
     """``sink.to_tables()``, freeing each column buffer as soon as its frame exists."""
     frames = {}
-    for name in list(sink.tables):
-        frames[name] = sink.tables.pop(name).frame()
+    for name in sink.kinds():
+        frames[name] = sink.pop_frame(name)
     return EventTables(frames)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from diag.engines import ENGINES
 from diag.events import EventSink
+from diag.ingest.hotpath import make_scanner
 from diag.ingest.inputs import (
     PROGRESS_SECONDS,
     Artifacts,
@@ -43,7 +44,7 @@ from diag.ingest.inputs import (
 )
 from diag.model import InputStatus, Stream
 from diag.parsers.registry import parsers_for
-from diag.parsers.scan import StreamScanner, same_state
+from diag.parsers.scan import same_state
 from diag.sources.discover import InputFile
 from diag.sources.readers import (
     BLOCK_BYTES,
@@ -92,6 +93,7 @@ class _Task:
     first_lineno: int
     backend: str
     snap: bytes | None = None
+    hotpath: bool = True
 
 
 @dataclass
@@ -120,7 +122,7 @@ def _init_worker(counter: Any) -> None:
 def _scan_segment(task: _Task) -> _Result:
     """Worker: scan one segment from the given state."""
     sink = EventSink()
-    scanner = StreamScanner(parsers_for(task.backend), sink, task.backend)
+    scanner = make_scanner(parsers_for(task.backend), sink, task.backend, task.hotpath)
     if task.snap is not None:
         scanner.restore(task.snap)
     errors: list[str] = []
@@ -168,6 +170,7 @@ class _Plan:
     stream: Stream
     backend: str
     files: list[LogFile] = field(default_factory=list)
+    hotpath: bool = True
     sink: EventSink = field(default_factory=EventSink)
     tail: EventSink = field(default_factory=EventSink)  # events of the final close()
     segments: Iterator[_Task] | None = None
@@ -237,7 +240,18 @@ def _segments(plan: _Plan, chunk: int, head_chunk: int) -> Iterator[_Task]:
         else:
             ranges = _split_plain(fs_path, lf.size, chunk, head_chunk if k == 0 else chunk)
         for start, end, first in ranges:
-            yield _Task(k, file_no, lf.item.path, fs_path, lf.gzip, start, end, first, plan.backend)
+            yield _Task(
+                k,
+                file_no,
+                lf.item.path,
+                fs_path,
+                lf.gzip,
+                start,
+                end,
+                first,
+                plan.backend,
+                hotpath=plan.hotpath,
+            )
             k += 1
 
 
@@ -304,6 +318,7 @@ def ingest_parallel(
     snapshot_limit: int,
     jobs: int,
     chunk_bytes: int | None,
+    use_hot: bool = True,
 ) -> tuple[EventSink, list[Stream], Artifacts]:
     """Scan every stream in worker processes; the result equals the in-process one."""
     streams: list[Stream] = []
@@ -320,7 +335,7 @@ def ingest_parallel(
         groups, inputs, found, snapshot_limit, streams, skipped
     ):
         if not plans or plans[-1].stream is not stream:
-            plans.append(_Plan(stream, stream.backend))
+            plans.append(_Plan(stream, stream.backend, hotpath=use_hot))
         plans[-1].files.append(lf)
 
     log_bytes = sum(lf.size for p in plans for lf in p.files)
@@ -434,7 +449,7 @@ def _finish(plan: _Plan) -> None:
     """End of a stream: close the blocks still open, as the in-process path does."""
     if plan.verified_snap is None:
         return
-    scanner = StreamScanner(parsers_for(plan.backend), plan.tail, plan.backend)
+    scanner = make_scanner(parsers_for(plan.backend), plan.tail, plan.backend, plan.hotpath)
     scanner.restore(plan.verified_snap)
     close_stream(scanner, plan.files[-1].status)
 
@@ -442,7 +457,7 @@ def _finish(plan: _Plan) -> None:
 def _rescan_here(plan: _Plan, meter: Meter) -> None:
     """A stream whose workers failed: read it again in this process, from scratch."""
     plan.sink, plan.tail = EventSink(), EventSink()
-    scanner = StreamScanner(parsers_for(plan.backend), plan.sink, plan.backend)
+    scanner = make_scanner(parsers_for(plan.backend), plan.sink, plan.backend, plan.hotpath)
     for lf in plan.files:
         st = lf.status
         st.lines = st.events = None

@@ -53,6 +53,11 @@ class LineParser(ABC):
     def feed(self, line: LogLine, ctx: Context) -> Block | None:
         """Parse one prefiltered logical line."""
 
+    def reads_every_line(self, ctx: Context) -> bool:
+        """Whether, in this state, any of its lines may change the parser's state; the hot
+        path (``diag.ingest.hotpath``) then hands it every line rather than read in bulk."""
+        return False
+
 
 # ------------------------------------------------------------------ small shared helpers
 NUM = r"-?\d[\d,]*(?:\.\d+)?"

@@ -86,6 +86,9 @@ class VLLMParser(LineParser):
         "out of memory occurred",
     )
 
+    def reads_every_line(self, ctx: Context) -> bool:
+        return ctx.state.get(ERA) is None  # read_note_era looks at every line until then
+
     def feed(self, line: LogLine, ctx: Context) -> Block | None:
         msg = line.msg
         if not msg or not msg.strip():

@@ -1,0 +1,304 @@
+"""One byte block in, typed columns per event kind plus the lines left to the per-line path.
+
+How a block is read (``bench/README.md`` has the measurements behind each step):
+
+1. **Lines.** ``np.flatnonzero(u8 == 10)`` gives the line ends, and
+   ``pa.Array.from_buffers(pa.binary(), n, [None, offsets, block])`` a zero-copy array with
+   one element per physical line, so line numbers are ``first_lineno + index`` and never
+   serialise the scan.
+2. **Locate.** The message of a plain SGLang or vLLM header starts right after the line's
+   first ``]``; numpy reads the 4 bytes there as a ``uint32`` for every line at once. Only a
+   locator: the anchored regexes of :mod:`.kinds` decide.
+3. **Extract.** One anchored RE2 pattern per kind on the located lines (``take``); numbers
+   cast by Arrow (correctly rounded, like ``float()``); ts and rank from
+   :func:`diag.normalize.prefix.peel_engine_header` itself, once per distinct header value,
+   so they equal the per-line values by construction.
+4. **Fallback.** One RE2 pass of all active anchors over the lines not consumed gives exactly
+   the lines the per-line prefilter would have chosen.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from diag.events import EVENT_KINDS
+from diag.ingest.hotpath.kinds import (
+    ENGINE_KINDS,
+    SUPPORTED_PARSERS,
+    Kind,
+    _concat,
+    _dict_const,
+    _float,
+    _s,
+)
+from diag.normalize import prefix
+from diag.normalize.prefix import LogLine
+
+# ---------------------------------------------------------------- headers -> ts, rank
+
+
+class _HeaderCache:
+    """ts/rank of a header value, computed by peel's own ``peel_engine_header`` once per value."""
+
+    def __init__(self) -> None:
+        self._sg: dict[bytes, tuple[float, str]] = {}
+        self._proc: dict[bytes, str] = {}
+        self._vl: dict[bytes, float] = {}
+
+    @staticmethod
+    def _peeled(text: str) -> LogLine:
+        line = LogLine("", 0, text, text)
+        prefix.peel_engine_header(line, text)
+        return line
+
+    def sglang(self, key: bytes) -> tuple[float, str]:
+        hit = self._sg.get(key)
+        if hit is None:
+            date, time_, ranks = key.decode().split("|")
+            ref = self._peeled(f"[{date} {time_}{ranks}] x")
+            hit = self._sg[key] = (np.nan if ref.ts is None else ref.ts, ref.rank or "")
+        return hit
+
+    def proc(self, head: bytes) -> str:
+        hit = self._proc.get(head)
+        if hit is None:
+            ref = self._peeled(head.decode() + "INFO 01-01 00:00:00 [x.py:1] x") if head else None
+            hit = self._proc[head] = (ref.rank or "") if ref is not None else ""
+        return hit
+
+    def vllm(self, key: bytes) -> float:
+        hit = self._vl.get(key)
+        if hit is None:
+            ref = self._peeled(key.decode() + " [x.py:1] x")
+            hit = self._vl[key] = np.nan if ref.ts is None else ref.ts
+        return hit
+
+
+def _lookup(keys: pa.Array, fn: Callable[[bytes], Any]) -> tuple[list[Any], np.ndarray]:
+    enc = pc.dictionary_encode(keys)
+    values = [fn(k) for k in enc.dictionary.to_pylist()]
+    return values, enc.indices.to_numpy(zero_copy_only=False)
+
+
+def _sg_common(st: pa.StructArray, cache: _HeaderCache) -> tuple[np.ndarray, pa.Array]:
+    key = pc.binary_join_element_wise(_s(st, "date"), _s(st, "time"), _s(st, "ranks"), b"|")
+    values, idx = _lookup(key, cache.sglang)
+    ts = np.array([v[0] for v in values], np.float64)[idx]
+    ms = _s(st, "ms")
+    has_ms = pc.greater(pc.binary_length(ms), 0)
+    if pc.any(has_ms).as_py():
+        frac = _float(pc.binary_join_element_wise(pa.scalar(b"0."), ms, b""))
+        frac = pc.if_else(has_ms, frac, 0.0).to_numpy(zero_copy_only=False)
+        ts = ts + frac  # FastPeel: ts += float("0." + ms) (NaN stays NaN)
+    ranks = [v[1] for v in values]
+    uniq = sorted(set(ranks))
+    pos = {r: i for i, r in enumerate(uniq)}
+    rank = pa.DictionaryArray.from_arrays(
+        pa.array(
+            np.array([pos[r] for r in ranks], np.int32)[idx] if len(idx) else np.zeros(0, np.int32)
+        ),
+        pa.array(uniq, pa.string()),
+    )
+    return ts, rank
+
+
+def _vl_common(st: pa.StructArray, cache: _HeaderCache) -> tuple[np.ndarray, pa.Array]:
+    key = pc.binary_join_element_wise(_s(st, "lvl"), _s(st, "md"), _s(st, "hms"), b" ")
+    values, idx = _lookup(key, cache.vllm)
+    ts = np.array(values, np.float64)[idx]
+    head = pc.fill_null(_s(st, "phead"), b"")
+    ranks, ridx = _lookup(head, cache.proc)
+    uniq = sorted(set(ranks))
+    pos = {r: i for i, r in enumerate(uniq)}
+    codes = (
+        np.array([pos[r] for r in ranks], np.int32)[ridx] if len(ridx) else np.zeros(0, np.int32)
+    )
+    return ts, pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(uniq, pa.string()))
+
+
+#: how each engine's header groups become ts and rank
+_COMMON = {"sglang": _sg_common, "vllm": _vl_common}
+
+# ---------------------------------------------------------------- the block call
+
+
+@dataclass
+class BlockResult:
+    """What one block gave: event columns per kind, consumed and fallback line indices."""
+
+    first_lineno: int
+    n_lines: int
+    offsets: np.ndarray  # int64, n_lines + 1: line i is block[offsets[i]:offsets[i+1]]
+    tables: dict[str, list[dict[str, pa.Array]]] = field(default_factory=dict)
+    consumed: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    fallback: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def rows(self) -> int:
+        return sum(len(p["line"]) for parts in self.tables.values() for p in parts)
+
+
+def _word(head: bytes) -> int:
+    return int.from_bytes(head[:4], "little")
+
+
+def _msg_words(block: bytes | memoryview, offsets: np.ndarray) -> np.ndarray:
+    """Per line, the first 4 bytes of what follows the line's first "]" (and one blank):
+    where the message starts after a plain SGLang ``[date time RANKS]`` or vLLM ``[file:N]``
+    header. Only a locator: the anchored regexes decide; 0 for lines without "]"."""
+    u8 = np.frombuffer(block, np.uint8)
+    size = len(u8)
+    n = len(offsets) - 1
+    if size < 8 or n == 0:
+        return np.zeros(n, np.uint32)
+    rb = np.flatnonzero(u8 == 93)
+    if len(rb) == 0:
+        return np.zeros(n, np.uint32)
+    j = np.searchsorted(rb, offsets[:-1])
+    has = j < len(rb)
+    p = rb[np.minimum(j, len(rb) - 1)]
+    has &= p < offsets[1:]
+    ms = np.minimum(p + 1, size - 1)
+    ms = np.minimum(ms + (u8[ms] == 32), size - 4)
+    w = u8[ms].astype(np.uint32)
+    w |= u8[ms + 1].astype(np.uint32) << 8
+    w |= u8[ms + 2].astype(np.uint32) << 16
+    w |= u8[ms + 3].astype(np.uint32) << 24
+    w[~has] = 0
+    return w
+
+
+class HotPath:
+    """The bulk reader for one engine's periodic lines (stateless apart from caches)."""
+
+    def __init__(self, backend: str, anchors: Sequence[str]) -> None:
+        self.backend = backend
+        self.kinds = ENGINE_KINDS[backend]
+        self._cache = _HeaderCache()
+        self._common = _COMMON[backend]
+        # every anchor of the active parsers: the per-line prefilter, in RE2
+        self._anchor_re = "|".join(
+            re.escape(a) for a in sorted(set(anchors), key=lambda a: (-len(a), a))
+        )
+
+    @classmethod
+    def for_parsers(cls, backend: str, parsers: Sequence[Any]) -> HotPath | None:
+        names = tuple(type(p).__name__ for p in parsers)
+        if SUPPORTED_PARSERS.get(backend) != names:
+            return None
+        return cls(backend, [a for p in parsers for a in p.anchors])
+
+    @staticmethod
+    def lines(block: bytes | memoryview) -> tuple[pa.BinaryArray, np.ndarray]:
+        """Zero-copy one-element-per-line view of ``block`` (each element keeps its "\\n")."""
+        u8 = np.frombuffer(block, np.uint8)
+        nl = np.flatnonzero(u8 == 10)
+        ends = nl + 1
+        if len(block) and (len(ends) == 0 or ends[-1] != len(block)):
+            ends = np.append(ends, len(block))  # last line without newline (end of input)
+        offsets = np.empty(len(ends) + 1, np.int64)
+        offsets[0] = 0
+        offsets[1:] = ends
+        typ, off = (
+            (pa.binary(), offsets.astype(np.int32))
+            if len(block) < 2**31
+            else (pa.large_binary(), offsets)
+        )
+        arr = pa.Array.from_buffers(typ, len(ends), [None, pa.py_buffer(off), pa.py_buffer(block)])
+        return arr, offsets
+
+    def extract(self, block: bytes | memoryview, first_lineno: int, source: str) -> BlockResult:
+        arr, offsets = self.lines(block)
+        n = len(arr)
+        res = BlockResult(first_lineno, n, offsets)
+        taken = np.zeros(n, bool)
+        words = _msg_words(block, offsets)
+        for kind in self.kinds:
+            hit = words == _word(kind.heads[0])
+            for h in kind.heads[1:]:
+                hit |= words == _word(h)
+            idx = np.flatnonzero(hit)
+            if len(idx) == 0:
+                continue
+            sub = arr.take(pa.array(idx))
+            st = pc.extract_regex(sub, kind.pattern)
+            ok = st.is_valid()
+            if kind.validate is not None:
+                ok = pc.and_(ok, pc.match_substring_regex(sub, kind.validate))
+            if kind.exclude is not None:
+                ok = pc.and_(ok, pc.invert(pc.match_substring_regex(sub, kind.exclude)))
+            okn = ok.to_numpy(zero_copy_only=False)
+            if not okn.any():
+                continue
+            if not okn.all():
+                st = st.filter(ok)
+                sub = sub.filter(ok)
+                idx = idx[okn]
+            fields = self._extras(kind, sub, st)
+            if fields is None:
+                continue
+            st, keep = fields
+            if keep is not None:
+                idx = idx[keep]
+            taken[idx] = True
+            ts, rank = self._common(st, self._cache)
+            cols: dict[str, Any] = {
+                "source": _dict_const(len(idx), source),
+                "line": pa.array(idx + first_lineno, pa.int64()),
+                "ts": pa.array(ts, pa.float64()),
+                "rank": rank,
+                "instance": _dict_const(len(idx), ""),
+                "engine": _dict_const(len(idx), self.backend),
+            }
+            cols.update(kind.build(st))
+            res.tables.setdefault(kind.table, []).append(
+                {c: cols[c] for c in EVENT_KINDS[kind.table].columns}
+            )
+        for table, parts in res.tables.items():
+            if len(parts) > 1:  # several shapes of one table (receive + finish): line order
+                cols = {c: _concat([p[c] for p in parts]) for c in parts[0]}
+                order = pa.array(np.argsort(cols["line"].to_numpy(), kind="stable"))
+                res.tables[table] = [{c: a.take(order) for c, a in cols.items()}]
+        res.consumed = np.flatnonzero(taken)
+        # the per-line prefilter's choice among the lines not consumed (only those are
+        # searched: 2-3x cheaper than all lines on busy logs)
+        rest = np.flatnonzero(~taken)
+        if len(rest) == n:
+            anchored = pc.match_substring_regex(arr, self._anchor_re)
+        else:
+            anchored = pc.match_substring_regex(arr.take(pa.array(rest)), self._anchor_re)
+        res.fallback = rest[anchored.to_numpy(zero_copy_only=False)]
+        return res
+
+    @staticmethod
+    def _extras(
+        kind: Kind, sub: pa.Array, st: pa.StructArray
+    ) -> tuple[pa.StructArray, np.ndarray | None] | None:
+        """Fields found by leftmost search (as the per-line ``re.search`` calls do)."""
+        if not kind.extra:
+            return st, None
+        names = [st.type.field(i).name for i in range(st.type.num_fields)]
+        arrays = [st.field(i) for i in range(st.type.num_fields)]
+        keep = np.ones(len(st), bool)
+        for group, rx in kind.extra:
+            exs = pc.extract_regex(sub, rx)
+            valid = exs.is_valid().to_numpy(zero_copy_only=False)
+            ex = pc.struct_field(exs, [0])  # null where the search found nothing
+            if group in ("rid",):  # the per-line path would emit None; rare: leave it to it
+                keep &= valid
+            elif group in ("pt", "ct", "mt"):  # > 15 digits: to_int rounding, leave it
+                lng = pc.fill_null(pc.binary_length(ex), 0).to_numpy(zero_copy_only=False)
+                keep &= lng <= 15
+            names.append(group)
+            arrays.append(pc.fill_null(ex, b""))
+        st = pa.StructArray.from_arrays(arrays, names=names)
+        if not keep.all():
+            st = st.filter(pa.array(keep))
+            return (st, keep) if len(st) else None
+        return st, None

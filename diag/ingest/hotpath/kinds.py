@@ -1,0 +1,406 @@
+"""The periodic line shapes the hot path reads in bulk, one :class:`Kind` each.
+
+Each kind is an anchored full-line RE2 pattern (header included) that accepts only the plain
+common shape of the line, as the engines print it (``shared/formats``: SGLang decode D4, D5,
+D7, D9-D18 and prefill P5, P9-P13, ``Receive:``/``Finish:``; vLLM 0.11 DEBUG step lines with
+``BatchDescriptor``, V1 stats lines with and without ``Engine NNN:``, ``Received``/``Added
+request``), plus the builder that turns its groups into the event kind's columns. RE2 runs in
+Latin-1 mode on binary arrays, so every ASCII delimiter is where the per-line path, which
+decodes with ``replace``, sees it. Anything else stays on the per-line parsers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# ---------------------------------------------------------------- shared pieces (RE2 syntax)
+_NUM = r"-?\d+(?:\.\d+)?"  # the per-line _F without thousands separators
+_INT = r"\d{1,15}"  # exact in float64, like the sink's array('d')
+_END = r"[ \t]*\r?\n?$"  # trailing blanks (\s* of the per-line regexes), CRLF, last line
+_DEV = r"(?:cuda|cpu|npu|musa|xpu|device)"
+# a plain line body: no byte split_logical/peel would treat (control chars but \t, ^, <)
+_PLAIN = r"[^\x00-\x08\x0a-\x1f\x7f^<]"
+
+_SG_HDR = (
+    r"^\[(?P<date>\d{4}-\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<ms>\d{1,6}))?"
+    r"(?P<ranks>(?: [A-Z][A-Z_]*-?\d+)*)\] ?"
+)
+_VL_HDR = (
+    r"^(?P<phead>\((?:[A-Za-z_]\w*(?: rank=\d+)?|) ?pid=\d+(?:, ip=[^)\n]*)?\)[ \t]*)?"
+    r"(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)[ \t]+(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)"
+    r"(?:[.,]\d+)?[ \t]+\[?[A-Za-z0-9_./-]+:\d+\] ?"
+)
+
+# ---------------------------------------------------------------- kinds
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One periodic line shape: where it goes, how it is found, what must not be in it."""
+
+    name: str  # tag, e.g. "sglang.decode"
+    table: str  # event kind
+    literal: bytes  # cheap memmem prefilter
+    pattern: str  # anchored full-line RE2 with named groups
+    build: Callable[[pa.StructArray], dict[str, Any]]  # groups -> field columns
+    exclude: str | None = None  # RE2: a line matching it is left to the per-line path
+    extra: tuple[tuple[str, str], ...] = ()  # (group, unanchored RE2): leftmost-search fields
+    heads: tuple[bytes, ...] = ()  # first 4 bytes of the message: the locator (see _msg_words)
+    validate: str | None = None  # full-line RE2 (DFA, no captures) when ``pattern`` is a prefix
+
+
+def _s(st: pa.StructArray, g: str) -> pa.Array:
+    return st.field(g)
+
+
+def _int(a: pa.Array) -> pa.Array:
+    """'' / null -> null, digits -> int64."""
+    a = pc.if_else(pc.equal(pc.binary_length(a), 0), pa.scalar(None, a.type), a)
+    return pc.cast(pc.cast(a, pa.string()), pa.int64())
+
+
+def _float(a: pa.Array) -> pa.Array:
+    a = pc.if_else(pc.equal(pc.binary_length(a), 0), pa.scalar(None, a.type), a)
+    return pc.cast(pc.cast(a, pa.string()), pa.float64())
+
+
+def _bool(a: pa.Array) -> pa.Array:
+    """'True'/'False'/'' -> true/false/null."""
+    empty = pc.equal(pc.binary_length(a), 0)
+    return pc.if_else(empty, pa.scalar(None, pa.bool_()), pc.equal(a, pa.scalar(b"True")))
+
+
+def _dict_const(n: int, value: str) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value]))
+
+
+def _concat(arrays: list[pa.Array]) -> pa.Array:
+    """Concatenate; dictionary arrays (per-part dictionaries) are re-encoded as one."""
+    if pa.types.is_dictionary(arrays[0].type):
+        return pc.dictionary_encode(pa.concat_arrays([a.dictionary_decode() for a in arrays]))
+    return pa.concat_arrays(arrays)
+
+
+def _null(n: int, typ: pa.DataType) -> pa.Array:
+    return pa.nulls(n, typ)
+
+
+# -- SGLang
+_SG_DECODE = (
+    _SG_HDR
+    + r"Decode batch[.,] #running-req: (?P<bs>"
+    + _INT
+    + r"), #token: (?P<tok>"
+    + _INT
+    + r"), token usage: (?P<usage>\d+(?:\.\d+)?), "
+    r"(?:accept len: (?P<acc>" + _NUM + r"), (?:accept rate: \d+(?:\.\d+)?, )?)?"
+    r"(?:" + _DEV + r" graph: (?P<graph>True|False), )?"
+    r"gen throughput \(token/s\): (?P<gen>"
+    + _NUM
+    + r"), #queue-req: (?P<queue>"
+    + _INT
+    + r")(?:, )?"
+    + _END
+)
+_SG_PREFILL = (
+    _SG_HDR
+    + r"Prefill batch[.,] #new-seq: (?P<seq>"
+    + _INT
+    + r"), #new-token: (?P<new>"
+    + _INT
+    + r"), #cached-token: (?P<cached>"
+    + _INT
+    + r"), token usage: \d+(?:\.\d+)?, "
+    r"#running-req: (?P<run>" + _INT + r"), #queue-req: (?P<queue>" + _INT + r")"
+    r"(?:, input throughput \(token/s\): (?P<ta>"
+    + _NUM
+    + r"), "
+    + _DEV
+    + r" graph: (?P<ga>True|False)"
+    r"|, "
+    + _DEV
+    + r" graph: (?P<gb>True|False), input throughput \(token/s\): (?P<tb>"
+    + _NUM
+    + r"))?"
+    r"(?:, )?" + _END
+)
+# the branches of SGLangParser.feed/_other taken before _request, and ErrorParser's trigger
+_SG_REQ_EXCLUDE = "|".join(
+    re.escape(s)
+    for s in (
+        "Decode batch",
+        "Prefill batch",
+        "new fill batch",
+        "%|",
+        "server_args=",
+        "Capture",
+        "Sorted by",
+        "KV Cache is allocated",
+        "max_total_num_tokens=",
+        "Memory pool end",
+        "Load weight end",
+        "Retract requests",
+        "out of memory happened",
+        "Init torch distributed begin",
+        "fired up and ready",
+        "Memory Usage is saved",
+        "Traceback (most recent call last)",
+        "repeated",
+    )
+)
+_SG_RECEIVE = _SG_HDR + r"Receive: "
+_SG_FINISH = _SG_HDR + r"Finish: "
+_SG_RECEIVE_ALL = _SG_RECEIVE + _PLAIN + r"*\r?\n?$"
+_SG_FINISH_ALL = _SG_FINISH + _PLAIN + r"*\r?\n?$"
+
+
+def _sg_decode(st: pa.StructArray) -> dict[str, Any]:
+    return dict(
+        batch_size=_int(_s(st, "bs")),
+        tokens=_int(_s(st, "tok")),
+        token_usage=_float(_s(st, "usage")),
+        cuda_graph=_bool(_s(st, "graph")),
+        gen_throughput=_float(_s(st, "gen")),
+        queue=_int(_s(st, "queue")),
+        accept_len=_float(_s(st, "acc")),
+    )
+
+
+def _sg_prefill(st: pa.StructArray) -> dict[str, Any]:
+    ga, gb, ta, tb = (_s(st, g) for g in ("ga", "gb", "ta", "tb"))
+    graph = pc.if_else(pc.greater(pc.binary_length(ga), 0), ga, gb)
+    tput = pc.if_else(pc.greater(pc.binary_length(ta), 0), ta, tb)
+    return dict(
+        new_seq=_int(_s(st, "seq")),
+        new_tokens=_int(_s(st, "new")),
+        cached_tokens=_int(_s(st, "cached")),
+        running=_int(_s(st, "run")),
+        queue=_int(_s(st, "queue")),
+        cuda_graph=_bool(graph),
+        input_throughput=_float(tput),
+    )
+
+
+def _sg_request(action: str) -> Callable[[pa.StructArray], dict[str, Any]]:
+    def build(st: pa.StructArray) -> dict[str, Any]:
+        n = len(st)
+        out: dict[str, Any] = dict(
+            request_id=pc.cast(_s(st, "rid"), pa.string()),
+            action=_dict_const(n, action),
+            prompt_tokens=_null(n, pa.int64()),
+            max_new_tokens=_null(n, pa.int64()),
+        )
+        if action == "finished":
+            out["prompt_tokens"] = _int(_s(st, "pt"))
+            out["max_new_tokens"] = _int(_s(st, "ct"))
+        return out
+
+    return build
+
+
+# -- vLLM
+_VL_STEP = (
+    _VL_HDR + r"Running batch with cudagraph_mode: (?:CUDAGraphMode\.)?(?P<mode>[A-Z_]+), "
+    r"batch_descriptor: BatchDescriptor\(num_tokens=(?P<tok>"
+    + _INT
+    + r"), num_reqs=(?P<reqs>"
+    + _INT
+    + r"|None), uniform(?:_decode)?=(?P<uni>True|False)(?:, has_lora=(?:True|False))?\)"
+    r"(?:, should_ubatch: (?:True|False), num_tokens_across_dp: None)?" + _END
+)
+_VL_STATS = (
+    _VL_HDR
+    + r"(?:Engine (?P<eng>"
+    + _INT
+    + r"): )?Avg prompt throughput: (?P<pt>"
+    + _NUM
+    + r") tokens/s, Avg generation throughput: (?P<gt>"
+    + _NUM
+    + r") tokens/s, Running: (?P<run>"
+    + _INT
+    + r") reqs, Waiting: (?P<wait>"
+    + _INT
+    + r") reqs, GPU KV cache usage: (?P<kv>"
+    + _NUM
+    + r")%(?:, Prefix cache hit rate: "
+    + _NUM
+    + r"%)?"
+    + _END
+)
+_VL_SAFE = r"[\x20-\x21\x23-\x24\x26\x28-\x3b\x3d-\x5d\x5f-\x7b\x7d\x7e\t]"  # ASCII, no ' " % < ^ |
+_VL_RECEIVED = _VL_HDR + r"Received request (?P<rid>[A-Za-z0-9_.\-]{1,256}): "
+_VL_RECEIVED_ALL = _VL_RECEIVED + _VL_SAFE + r"*" + _END
+_VL_ADDED = _VL_HDR + r"Added request (?P<rid>[A-Za-z0-9_\-]{1,256})\.?" + _END
+_VL_REQ_EXCLUDE = "|".join(
+    re.escape(s)
+    for s in (
+        "Avg prompt throughput",
+        "Running batch with cudagraph_mode",
+        "prompt_token_ids",
+        "Traceback (most recent call last)",
+        "repeated",
+    )
+)
+
+
+# Capture patterns for vLLM: RE2's submatch engine is slow on the long strict patterns
+# (5x on the step line), so the strict pattern only validates (DFA, no captures) and a
+# shorter one captures: a plain header prefix, and the fields up to the last one needed.
+# On a line the strict pattern accepts, both capture the same text (checked by the oracle).
+_VL_HDR_CAP = (
+    r"^(?P<phead>\([^)\n]*\)[ \t]*)?(?P<lvl>[A-Z]+)[ \t]+(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)"
+    r"[^\]\n]*\] ?"
+)
+_VL_STEP_CAP = _VL_HDR_CAP + (
+    r"Running batch with cudagraph_mode: (?:CUDAGraphMode\.)?(?P<mode>[A-Z_]+), "
+    r"batch_descriptor: BatchDescriptor\(num_tokens=(?P<tok>\d+), num_reqs=(?P<reqs>\d+|None), "
+    r"uniform(?:_decode)?=(?P<uni>True|False)"
+)
+_VL_STATS_CAP = _VL_HDR_CAP + (
+    r"(?:Engine (?P<eng>\d+): )?Avg prompt throughput: (?P<pt>" + _NUM + r") tokens/s, "
+    r"Avg generation throughput: (?P<gt>" + _NUM + r") tokens/s, Running: (?P<run>\d+) reqs, "
+    r"Waiting: (?P<wait>\d+) reqs, GPU KV cache usage: (?P<kv>" + _NUM + r")%"
+)
+_VL_RECEIVED_CAP = _VL_HDR_CAP + r"Received request (?P<rid>[A-Za-z0-9_.\-]+): "
+_VL_ADDED_CAP = _VL_HDR_CAP + r"Added request (?P<rid>[A-Za-z0-9_\-]+)"
+
+
+def _vl_step(st: pa.StructArray) -> dict[str, Any]:
+    mode = pc.cast(_s(st, "mode"), pa.string())
+    tok = _int(_s(st, "tok"))
+    reqs = _s(st, "reqs")
+    n = len(st)
+    return dict(
+        mode=mode.dictionary_encode(),
+        num_tokens=pc.if_else(pc.equal(mode, "NONE"), tok, pa.scalar(None, pa.int64())),
+        padded_tokens=tok,
+        num_reqs=_int(pc.if_else(pc.equal(reqs, pa.scalar(b"None")), pa.scalar(b""), reqs)),
+        uniform=_bool(_s(st, "uni")),
+        count=pa.array(np.ones(n, np.int64)),
+        origin=_dict_const(n, "debug_step"),
+    )
+
+
+def _vl_stats(st: pa.StructArray) -> dict[str, Any]:
+    n = len(st)
+    return dict(
+        prompt_throughput=_float(_s(st, "pt")),
+        gen_throughput=_float(_s(st, "gt")),
+        running=_int(_s(st, "run")),
+        waiting=_int(_s(st, "wait")),
+        swapped=_null(n, pa.int64()),
+        kv_usage=_float(_s(st, "kv")),
+        preemptions=_null(n, pa.int64()),
+        engine_index=_int(_s(st, "eng")),
+    )
+
+
+def _vl_request(action: str) -> Callable[[pa.StructArray], dict[str, Any]]:
+    def build(st: pa.StructArray) -> dict[str, Any]:
+        n = len(st)
+        out: dict[str, Any] = dict(
+            request_id=pc.cast(_s(st, "rid"), pa.string()),
+            action=_dict_const(n, action),
+            prompt_tokens=_null(n, pa.int64()),
+            max_new_tokens=_null(n, pa.int64()),
+        )
+        if action == "received":
+            out["max_new_tokens"] = _int(_s(st, "mt"))
+        return out
+
+    return build
+
+
+SGLANG_KINDS: tuple[Kind, ...] = (
+    Kind(
+        "sglang.decode", "decode_batch", b"Decode batch", _SG_DECODE, _sg_decode, heads=(b"Deco",)
+    ),
+    Kind(
+        "sglang.prefill",
+        "prefill_batch",
+        b"Prefill batch",
+        _SG_PREFILL,
+        _sg_prefill,
+        heads=(b"Pref",),
+    ),
+    Kind(
+        "sglang.receive",
+        "request",
+        b"Receive: ",
+        _SG_RECEIVE,
+        _sg_request("received"),
+        exclude=_SG_REQ_EXCLUDE,
+        extra=(("rid", r"rid='(?P<rid>[^']+)'"),),
+        heads=(b"Rece",),
+        validate=_SG_RECEIVE_ALL,
+    ),
+    Kind(
+        "sglang.finish",
+        "request",
+        b"Finish: ",
+        _SG_FINISH,
+        _sg_request("finished"),
+        exclude=_SG_REQ_EXCLUDE + r"|Receive:",
+        heads=(b"Fini",),
+        validate=_SG_FINISH_ALL,
+        extra=(
+            ("rid", r"rid='(?P<rid>[^']+)'"),
+            ("pt", r"'prompt_tokens': (?P<pt>\d+)"),
+            ("ct", r"'completion_tokens': (?P<ct>\d+)"),
+        ),
+    ),
+)
+VLLM_KINDS: tuple[Kind, ...] = (
+    Kind(
+        "vllm.step",
+        "graph_step",
+        b"Running batch with cudagraph_mode",
+        _VL_STEP_CAP,
+        _vl_step,
+        heads=(b"Runn",),
+        validate=_VL_STEP,
+    ),
+    Kind(
+        "vllm.stats",
+        "stats",
+        b"Avg prompt throughput",
+        _VL_STATS_CAP,
+        _vl_stats,
+        heads=(b"Engi", b"Avg "),
+        validate=_VL_STATS,
+    ),
+    Kind(
+        "vllm.received",
+        "request",
+        b"Received request",
+        _VL_RECEIVED_CAP,
+        _vl_request("received"),
+        exclude=_VL_REQ_EXCLUDE,
+        heads=(b"Rece",),
+        validate=_VL_RECEIVED_ALL,
+        extra=(("mt", r"SamplingParams\(.*?\bmax_tokens=(?P<mt>\d+)"),),
+    ),
+    Kind(
+        "vllm.added",
+        "request",
+        b"Added request",
+        _VL_ADDED_CAP,
+        _vl_request("added"),
+        exclude=_VL_REQ_EXCLUDE,
+        heads=(b"Adde",),
+        validate=_VL_ADDED,
+    ),
+)
+ENGINE_KINDS = {"sglang": SGLANG_KINDS, "vllm": VLLM_KINDS}
+#: the parser sets the kinds were checked against (class names, in scanner order)
+SUPPORTED_PARSERS = {
+    "sglang": ("SGLangParser", "ErrorParser", "BenchmarkParser"),
+    "vllm": ("VLLMParser", "ErrorParser", "BenchmarkParser"),
+}

@@ -1,0 +1,131 @@
+"""The stream scanner with the hot path: bulk rows for the periodic lines, the per-line
+parsers for everything else, in one walk that gives the per-line path's tables exactly.
+
+Per block, :meth:`HotPath.extract` returns the bulk rows and the lines it left over. The
+per-line walk handles those lines (the ones its own prefilter would have chosen), and every
+line while the stream is in a state where a consumed line could matter to it:
+
+* a multi-line block is open (tracebacks, profiler and metrics tables see every line);
+* vLLM, while the log's era is not known yet (``VLLMParser`` reads every line until then).
+
+A consumed line the walk handles itself is taken back ("vetoed"): its bulk row is dropped.
+Bulk rows are not sorted into the tables (blocks emit rows for earlier lines late); each is
+placed at the count of per-line rows its table had when the walk passed its line, which is
+what the per-line path's emission order is. ``EventSink.add_bulk`` keeps them that way.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from diag.ingest.hotpath.extract import HotPath
+from diag.parsers.scan import StreamScanner
+
+#: the event kinds the hot path can emit
+BULK_KINDS = ("decode_batch", "prefill_batch", "request", "stats", "graph_step")
+
+#: set to 0 to read every line with the per-line parsers (the oracle); see ``hotpath_enabled``
+ENV_SWITCH = "GRAPHDIAG_HOTPATH"
+
+
+def hotpath_enabled(requested: bool | None = None) -> bool:
+    """``requested`` when given, else on unless ``GRAPHDIAG_HOTPATH=0``."""
+    if requested is not None:
+        return requested
+    return os.environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+class HotScanner(StreamScanner):
+    """:class:`StreamScanner` whose byte regions go through the hot path first."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.hot = HotPath.for_parsers(self.backend, self.parsers)
+        self.bulk_rows = 0
+        self.vetoed = 0
+
+    def _unsafe(self) -> bool:
+        return bool(self.blocks) or any(p.reads_every_line(self.ctx) for p in self.parsers)
+
+    def _counts(self) -> tuple[int, ...]:
+        sink = self.sink
+        return tuple(sink.lines_emitted(k) for k in BULK_KINDS)
+
+    def _region(self, source: str, buf: bytes, pos: int, end: int, lineno: int) -> int:
+        if self.hot is None:
+            return super()._region(source, buf, pos, end, lineno)
+        block = memoryview(buf)[pos:end]
+        res = self.hot.extract(block, lineno, source)
+        n, off = res.n_lines, res.offsets
+        consumed = np.zeros(n, bool)
+        consumed[res.consumed] = True
+        fallback_mask: np.ndarray | None = None
+        fallback = res.fallback.tolist()
+        handled, snaps, vetoed = [-1], [self._counts()], []
+        handle = self._handle
+        i = k = 0
+        while True:
+            if self._unsafe():  # every line, as the per-line path would see them
+                if i >= n:
+                    break
+                if fallback_mask is None:
+                    fallback_mask = np.zeros(n, bool)
+                    fallback_mask[res.fallback] = True
+                if self.blocks or consumed[i] or fallback_mask[i]:
+                    if consumed[i]:
+                        vetoed.append(i)
+                    handle(source, lineno + i, bytes(block[off[i] : off[i + 1]]))
+                    handled.append(i)
+                    snaps.append(self._counts())
+                i += 1
+                continue
+            k = bisect.bisect_left(fallback, i, k)
+            if k >= len(fallback):
+                break
+            i = fallback[k]
+            handle(source, lineno + i, bytes(block[off[i] : off[i + 1]]))
+            handled.append(i)
+            snaps.append(self._counts())
+            i += 1
+        self._keep_bulk(res.tables, lineno, np.array(handled), np.array(snaps), vetoed)
+        return lineno + n
+
+    def _keep_bulk(
+        self,
+        tables: dict[str, list[dict[str, Any]]],
+        lineno: int,
+        handled: np.ndarray,
+        snaps: np.ndarray,
+        vetoed: list[int],
+    ) -> None:
+        veto = np.array(vetoed, np.int64)
+        self.vetoed += len(veto)
+        for kind, parts in tables.items():
+            col = BULK_KINDS.index(kind)
+            for part in parts:
+                idx = part["line"].to_numpy() - lineno
+                if len(veto):
+                    keep = ~np.isin(idx, veto)
+                    if not keep.all():
+                        mask = pa.array(keep)
+                        part = {c: a.filter(mask) for c, a in part.items()}
+                        idx = idx[keep]
+                if len(idx) == 0:
+                    continue
+                last = np.searchsorted(handled, idx, side="left") - 1
+                self.sink.add_bulk(kind, part, snaps[last, col].astype(np.int64))
+                self.bulk_rows += len(idx)
+
+
+def make_scanner(
+    parsers: Any, sink: Any, backend: str, hotpath: bool | None = None
+) -> StreamScanner:
+    """The scanner ingest uses: with the hot path unless it is switched off."""
+    if hotpath_enabled(hotpath):
+        return HotScanner(parsers, sink, backend)
+    return StreamScanner(parsers, sink, backend)
