@@ -292,6 +292,9 @@ class HotPath:
             ex = pc.struct_field(exs, [0])  # null where the search found nothing
             if group in ("rid",):  # the per-line path would emit None; rare: leave it to it
                 keep &= valid
+                # a non-ASCII id is decoded with replacement characters per line: leave it
+                ascii_only = pc.match_substring_regex(pc.fill_null(ex, b""), r"^[\x00-\x7f]*$")
+                keep &= ascii_only.to_numpy(zero_copy_only=False)
             elif group in ("pt", "ct", "mt"):  # > 15 digits: to_int rounding, leave it
                 lng = pc.fill_null(pc.binary_length(ex), 0).to_numpy(zero_copy_only=False)
                 keep &= lng <= 15
