@@ -26,6 +26,7 @@ import diag.parsers.sglang as sglang_mod
 from diag.api import analyze
 from diag.events import EventSink
 from diag.ingest import PARALLEL_MIN_BYTES, Ingested, ingest, parsers_for, resolve_jobs
+from diag.ingest.owned import cores
 from diag.normalize.lines import split_logical
 from diag.normalize.prefix import peel
 from diag.parsers.scan import FastPeel, StreamScanner, is_plain
@@ -239,7 +240,8 @@ def test_worker_failure_falls_back_to_this_process(
 def test_auto_jobs() -> None:
     assert resolve_jobs(None, 10 << 20) == 1
     assert resolve_jobs(0, 10 << 20) == 1
-    assert resolve_jobs(3, 1) == 3
+    assert resolve_jobs(3, 1) == min(3, cores())
+    assert resolve_jobs(100_000, 1) == cores()  # never thousands of workers
     assert resolve_jobs(None, PARALLEL_MIN_BYTES + 1) >= 1
 
 

@@ -10,7 +10,6 @@ so one unreadable file never stops the others and nothing is silently dropped.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +25,7 @@ from diag.ingest.inputs import (
     scan_file,
     size_of,
 )
+from diag.ingest.owned import bounded_jobs
 from diag.model import InputStatus, Snapshot, Stream
 from diag.parsers.registry import parsers_for
 from diag.parsers.scan import StreamScanner
@@ -75,6 +75,15 @@ def ingest(
     total = sum(size_of(f) for f in files)
     meter = Meter(progress, total)
     n_jobs = resolve_jobs(jobs, total)
+    if n_jobs > 1:  # no more workers than segments: a small log runs in this process
+        from diag.ingest.parallel import chunk_size, segment_estimate
+
+        chunk = chunk_bytes or chunk_size(total, n_jobs)
+        gz = [f.path.endswith(".gz") for f in files]
+        n_jobs = bounded_jobs(
+            n_jobs,
+            sum(segment_estimate(size_of(f), g, chunk) for f, g in zip(files, gz, strict=True)),
+        )
     if n_jobs > 1 and files and all(f.fs_path is not None for f in files):
         from diag.ingest.parallel import ingest_parallel
 
@@ -124,16 +133,13 @@ def _ingest_here(
 
 
 def resolve_jobs(jobs: int | None, total_bytes: int) -> int:
-    """The number of processes ``jobs`` asks for (None/0 = auto)."""
+    """The number of processes ``jobs`` asks for (None/0 = auto), never more than the cores
+    (``ingest`` caps it at the number of segments too)."""
     if jobs is not None and jobs > 0:
-        return jobs
+        return bounded_jobs(jobs, jobs)
     if total_bytes <= PARALLEL_MIN_BYTES:
         return 1
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, AUTO_JOBS_MAX))
+    return bounded_jobs(AUTO_JOBS_MAX, AUTO_JOBS_MAX)
 
 
 def _to_tables(sink: EventSink) -> EventTables:

@@ -42,6 +42,7 @@ from diag.ingest.inputs import (
     scan_file,
     size_of,
 )
+from diag.ingest.owned import Leash, bounded_jobs, die_with_parent
 from diag.model import InputStatus, Stream
 from diag.parsers.registry import parsers_for
 from diag.parsers.scan import same_state
@@ -107,9 +108,10 @@ class _Result:
 _COUNTER: Any = None  # shared byte counter for progress, set in each worker
 
 
-def _init_worker(counter: Any) -> None:
+def _init_worker(counter: Any, parent_pid: int, read_fd: int, write_fd: int) -> None:
     global _COUNTER
     _COUNTER = counter
+    die_with_parent(parent_pid, read_fd, write_fd)
     # Ctrl-C reaches the whole process group: the parent handles it and ends the workers,
     # which must neither raise KeyboardInterrupt (tracebacks, a broken pool) nor run the
     # parent's SIGTERM handler they inherited through fork
@@ -231,6 +233,16 @@ class _Plan:
             self.accept(task, res)
 
 
+def chunk_size(log_bytes: int, jobs: int) -> int:
+    """Byte ranges of about eight per worker, 8-64 MiB."""
+    return max(8 << 20, min(64 << 20, log_bytes // (max(1, jobs) * 8)))
+
+
+def segment_estimate(size: int, gz: bool, chunk: int) -> int:
+    """About how many segments a file is cut into (gzip files are one)."""
+    return 1 if gz else max(1, size // max(1, chunk))
+
+
 def _segments(plan: _Plan, chunk: int, head_chunk: int) -> Iterator[_Task]:
     k = 0
     for file_no, lf in enumerate(plan.files):
@@ -339,7 +351,10 @@ def ingest_parallel(
         plans[-1].files.append(lf)
 
     log_bytes = sum(lf.size for p in plans for lf in p.files)
-    chunk = chunk_bytes or max(8 << 20, min(64 << 20, log_bytes // (jobs * 8)))
+    chunk = chunk_bytes or chunk_size(log_bytes, jobs)
+    jobs = bounded_jobs(
+        jobs, sum(segment_estimate(lf.size, lf.gzip, chunk) for p in plans for lf in p.files)
+    )
     head_chunk = min(chunk, max(chunk // 16, 1 << 20))
     for p in plans:
         p.segments = _segments(p, chunk, head_chunk)
@@ -366,8 +381,12 @@ def _run_pool(plans: list[_Plan], jobs: int, meter: Meter, other_done: int) -> N
     counter = ctx.Value("q", 0)
     limit = jobs + 1  # one queued task per worker keeps them busy while results are merged
     inflight: dict[Future[_Result], tuple[_Plan, _Task]] = {}
+    leash = Leash()
     pool = ProcessPoolExecutor(
-        max_workers=jobs, mp_context=ctx, initializer=_init_worker, initargs=(counter,)
+        max_workers=jobs,
+        mp_context=ctx,
+        initializer=_init_worker,
+        initargs=(counter, *leash.initargs(ctx.get_start_method() == "fork")),
     )
     try:
         with _signals_held():  # the first submissions fork the workers
@@ -388,8 +407,10 @@ def _run_pool(plans: list[_Plan], jobs: int, meter: Meter, other_done: int) -> N
             _fill(pool, plans, inflight, limit)
     except BaseException:  # Ctrl-C / SIGTERM (KeyboardInterrupt in the CLI): stop the workers now
         _stop(pool)
+        leash.close()
         raise
     pool.shutdown(wait=True)
+    leash.close()
 
 
 def _fill(
