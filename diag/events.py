@@ -332,10 +332,40 @@ def build_frame(kind: EventKind, table: _Table | None, parts: list[BulkPart]) ->
             (bulk_pos[bounds[i] : bounds[i + 1]], cols[name]) for i, (cols, _) in enumerate(parts)
         ]
         col = table.cols[name] if table is not None else None
-        data[name] = _column(t, n, col, line_pos, pieces)
+        if name in CATEGORICAL:
+            data[name] = _categorical(n, col, line_pos, pieces)
+        else:
+            data[name] = _column(t, n, col, line_pos, pieces)
         for cols, _ in parts:
             cols[name] = None  # the Arrow buffer is no longer needed
     return pd.DataFrame(data, columns=list(types))
+
+
+#: columns with few distinct values, stored as pandas categoricals (one small code per row)
+CATEGORICAL = frozenset({"source", "rank", "instance", "engine"})
+
+
+def _categorical(
+    n: int, col: Any, line_pos: Any, pieces: list[tuple[np.ndarray, Any]]
+) -> pd.Categorical:
+    """A categorical column; categories sorted, so both paths give the same ones."""
+    line_values = np.array(col if col is not None else [], dtype=object)
+    uniq = {v for v in pd.unique(line_values) if isinstance(v, str)}
+    for _, arr in pieces:
+        values = arr.dictionary.to_pylist() if hasattr(arr, "dictionary") else arr.to_pylist()
+        uniq.update(v for v in values if isinstance(v, str))
+    categories = pd.Index(sorted(uniq), dtype=object)
+    codes = np.full(n, -1, np.int32)
+    if len(line_values):
+        codes[line_pos] = categories.get_indexer(line_values)
+    for pos, arr in pieces:
+        if hasattr(arr, "dictionary"):
+            lookup = categories.get_indexer(np.array(arr.dictionary.to_pylist(), dtype=object))
+            idx = arr.indices.to_numpy(zero_copy_only=False)
+            codes[pos] = lookup[idx]
+        else:
+            codes[pos] = categories.get_indexer(np.array(arr.to_pylist(), dtype=object))
+    return pd.Categorical.from_codes(codes, categories=categories)
 
 
 def _column(
@@ -424,7 +454,8 @@ class EventSink:
         return sum(t.n for t in self.tables.values()) + bulk
 
     def kinds(self) -> list[str]:
-        return list(dict.fromkeys([*self.tables, *self.bulk]))
+        """Kinds with rows, in EVENT_KINDS order (the same however the rows were merged)."""
+        return [k for k in EVENT_KINDS if k in self.tables or k in self.bulk]
 
     def pop_frame(self, kind: str) -> pd.DataFrame:
         """The frame of a kind; its buffers are released as the frame is built."""

@@ -109,7 +109,7 @@ class RunFacts:
 def _rank0(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return frame
-    mask = frame["rank"].map(is_rank0)
+    mask = frame["rank"].map(is_rank0).astype(bool)
     return frame[mask] if mask.any() else frame
 
 

@@ -35,7 +35,7 @@ def memory_budget_rows(
             return None
         part = sizing[sizing["name"] == name]
         if "rank" in part and not part.empty:
-            r0 = part[part["rank"].map(is_rank0)]
+            r0 = part[part["rank"].map(is_rank0).astype(bool)]
             part = r0 if not r0.empty else part
         vals = pd.to_numeric(part["value"], errors="coerce").dropna()
         return float(vals.iloc[-1]) if not vals.empty else None
@@ -67,7 +67,9 @@ def memory_budget_rows(
     free = None
     if capture_end is not None and not capture_end.empty and "avail_mem_gib" in capture_end:
         part = (
-            capture_end[capture_end["rank"].map(is_rank0)] if "rank" in capture_end else capture_end
+            capture_end[capture_end["rank"].map(is_rank0).astype(bool)]
+            if "rank" in capture_end
+            else capture_end
         )
         vals = pd.to_numeric(
             (part if not part.empty else capture_end)["avail_mem_gib"], errors="coerce"
