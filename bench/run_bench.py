@@ -4,6 +4,8 @@
     python bench/run_bench.py --size 100e6      # smaller, quicker
     python bench/run_bench.py --jobs 1          # the single-process path
     python bench/run_bench.py --stages          # also the in-process stage breakdown
+    python bench/run_bench.py --repeat 3        # medians of 3 (the machine is shared)
+    python bench/run_bench.py --folder 10000    # also a folder of 10,000 small logs (default)
 
 Logs are generated into bench/out/ (kept between runs; regenerated when the size or the
 generator changes). For each log it runs, one after the other:
@@ -157,12 +159,43 @@ def anchors_file(engine: str) -> Path:
     return path
 
 
-def bench_one(engine: str, size: int, jobs: int | None) -> dict[str, object]:
-    log = ensure_log(engine, size)
-    lines = json.loads(log.with_suffix(".meta.json").read_text())["lines"]
-    anchors = anchors_file(engine)
-    subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
-    grep = measure("grep -F", ["grep", "-c", "-F", "-f", str(anchors), str(log)], {"LC_ALL": "C"})
+def ensure_folder(count: int, lines_per_file: int = 60) -> tuple[Path, int]:
+    """bench/out/folder-<count>/pod-NNNNN/server.log: small SGLang logs, one run each."""
+    from itertools import islice
+
+    folder = OUT / f"folder-{count}"
+    body = "\n".join(islice(gen_logs.sglang_lines(10**9, seed=1, tracebacks=0), lines_per_file))
+    body += "\n"
+    last = folder / f"pod-{count - 1:05d}" / "server.log"
+    if not (last.exists() and last.read_text() == body):
+        print(f"writing {count:,} files into {folder} ...", flush=True)
+        for i in range(count):
+            pod = folder / f"pod-{i:05d}"
+            pod.mkdir(parents=True, exist_ok=True)
+            (pod / "server.log").write_text(body)
+    return folder, count * body.count("\n")
+
+
+def _median(runs: list[Run]) -> Run:
+    """The run of median wall time (its CPU and memory figures with it)."""
+    return sorted(runs, key=lambda r: r.wall)[len(runs) // 2]
+
+
+def bench_one(
+    engine: str, size: int, jobs: int | None, repeat: int = 1, folder: int = 0
+) -> dict[str, object]:
+    if folder:
+        log, lines = ensure_folder(folder)
+        anchors = anchors_file(engine)
+        grep_cmd = ["grep", "-r", "-c", "-F", "-f", str(anchors), str(log)]
+        size_bytes = sum(f.stat().st_size for f in log.rglob("*.log"))
+    else:
+        log = ensure_log(engine, size)
+        lines = json.loads(log.with_suffix(".meta.json").read_text())["lines"]
+        anchors = anchors_file(engine)
+        subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL, check=True)  # warm the cache
+        grep_cmd = ["grep", "-c", "-F", "-f", str(anchors), str(log)]
+        size_bytes = log.stat().st_size
     cmd = [
         sys.executable,
         "-m",
@@ -179,27 +212,35 @@ def bench_one(engine: str, size: int, jobs: int | None) -> dict[str, object]:
     env = {"PYTHONPATH": str(ROOT)}
     if jobs is not None:
         cmd += ["--jobs", str(jobs)]
-    gd = measure("graphdiag", cmd, env)
+    greps, gds = [], []
+    for _ in range(repeat):  # each graphdiag run paired with a grep run just before it
+        greps.append(measure("grep -F", grep_cmd, {"LC_ALL": "C"}))
+        gds.append(measure("graphdiag", cmd, env))
+    grep, gd = _median(greps), _median(gds)
+    ratios = sorted(g.wall / max(r.wall, 1e-9) for g, r in zip(gds, greps, strict=True))
     report = json.loads(gd.stdout) if gd.stdout.strip().startswith(b"{") else {}
     events = sum(i.get("events") or 0 for i in report.get("inputs", []))
+    if folder:
+        grep.stdout = str(sum(int(x.rsplit(b":", 1)[1]) for x in grep.stdout.split())).encode()
     rows = []
     for r in (grep, gd):
         rows.append(
             f"  {r.name:10s} {r.wall:8.2f} s wall {r.cpu:8.2f} s CPU {lines / r.wall / 1e6:7.3f} M lines/s "
-            f"{log.stat().st_size / r.wall / 1e6:8.1f} MB/s  peak RSS {r.max_rss_mb:7.0f} MB "
+            f"{size_bytes / r.wall / 1e6:8.1f} MB/s  peak RSS {r.max_rss_mb:7.0f} MB "
             f"(tree PSS {r.tree_pss_mb:6.0f} MB)  rc={r.rc}"
         )
     print(
-        f"{log.name}: {engine}, {log.stat().st_size / 1e6:,.0f} MB, {lines:,} lines, "
+        f"{log.name}: {engine}, {size_bytes / 1e6:,.0f} MB, {lines:,} lines, "
         f"grep matched {int(grep.stdout or 0):,} lines, graphdiag {events:,} events"
     )
     print("\n".join(rows))
     print(
-        f"  ratio graphdiag/grep: {gd.wall / grep.wall:.1f}x wall, {gd.cpu / max(grep.cpu, 1e-9):.1f}x CPU"
+        f"  ratio graphdiag/grep: {gd.wall / grep.wall:.1f}x wall (medians of {repeat}; paired "
+        f"ratios {', '.join(f'{x:.1f}' for x in ratios)}), {gd.cpu / max(grep.cpu, 1e-9):.1f}x CPU"
     )
     return {
         "engine": engine,
-        "bytes": log.stat().st_size,
+        "bytes": size_bytes,
         "lines": lines,
         "events": events,
         "grep": grep.__dict__ | {"stdout": None},
@@ -243,12 +284,16 @@ def main() -> None:
     )
     ap.add_argument("--stages", action="store_true", help="also print the per-stage breakdown")
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each, medians reported")
+    ap.add_argument("--folder", type=int, default=10_000, help="files in the folder (0: none)")
     args = ap.parse_args()
     results = []
     for engine in args.engines.split(","):
-        results.append(bench_one(engine, int(args.size), args.jobs))
+        results.append(bench_one(engine, int(args.size), args.jobs, args.repeat))
         if args.stages:
             stage_breakdown(engine, int(args.size), args.jobs)
+    if args.folder:
+        results.append(bench_one("sglang", 0, args.jobs, args.repeat, folder=args.folder))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 
