@@ -138,6 +138,19 @@ def infer_many(window: Window, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return verdict, reason, np.where(graph, bucket, bucket_any)
 
 
+def _flags(logged: pd.Series) -> np.ndarray:
+    """The logged graph flag per row as 1.0 / 0.0 / NaN (missing), vectorised."""
+    if not len(logged):
+        return np.zeros(0)
+    try:
+        as_bool = logged.astype("boolean")
+    except (TypeError, ValueError):  # values that are not flags: one by one, as bool() says
+        return np.array(
+            [np.nan if f is None or f is pd.NA else float(bool(f)) for f in logged], dtype=float
+        )
+    return as_bool.astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+
+
 def _rows(
     frame: pd.DataFrame,
     sizes: pd.Series,
@@ -149,13 +162,7 @@ def _rows(
 ) -> pd.DataFrame:
     bs = sizes.to_numpy(dtype=float, na_value=np.nan)
     inferred, inferred_reason, bucket_any = infer_many(window, bs)
-    flags = (
-        np.array(
-            [np.nan if f is None or f is pd.NA else float(bool(f)) for f in logged], dtype=float
-        )
-        if len(logged)
-        else np.zeros(0)
-    )
+    flags = _flags(logged)
     has_flag = ~np.isnan(flags)
     said_graph = has_flag & (flags == 1.0)
     said_eager = has_flag & (flags == 0.0)
@@ -179,10 +186,10 @@ def _rows(
     padded = np.where(verdict == "graph", bucket - bs, np.nan)
     return pd.DataFrame(
         {
-            "source": frame["source"].to_numpy(),
+            "source": frame["source"].array,  # categoricals stay categoricals (no copy)
             "line": frame["line"].to_numpy(),
             "ts": frame["ts"].to_numpy(),
-            "rank": frame["rank"].to_numpy(),
+            "rank": frame["rank"].array,
             "batch_size": bs,
             "weight": weights.to_numpy(dtype=float),
             "verdict": verdict,
@@ -202,7 +209,7 @@ def _rows(
 def _sglang_decode(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
     if frame.empty:
         return _empty()
-    logged = frame["cuda_graph"].astype("object").where(frame["cuda_graph"].notna(), None)
+    logged = frame["cuda_graph"]  # boolean with NA: _flags reads it without a Python loop
     return _rows(
         frame,
         frame["batch_size"].astype("float64"),

@@ -166,15 +166,19 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
         n_runs = len(bounds) + 1
         parts: list[dict[str, pd.DataFrame]] = [{} for _ in range(n_runs)]
         for kind, frame in keyed.items():
-            if n_runs == 1:  # no restart: the grouping below would make one group of all rows
-                parts[0][kind] = frame.sort_values("_order", kind="stable").reset_index(drop=True)
+            order = frame["_order"].to_numpy()
+            if len(order) > 1 and not bool(np.all(order[1:] >= order[:-1])):
+                frame = frame.sort_values("_order", kind="stable")  # rarely: logs are in order
+                order = frame["_order"].to_numpy()
+            frame = frame.reset_index(drop=True)
+            if n_runs == 1:  # no restart: one run of all rows, no copy
+                parts[0][kind] = frame
                 continue
-            run_no = np.searchsorted(
-                np.asarray(bounds, dtype="int64"), frame["_order"].to_numpy(), side="right"
-            )
-            frame = frame.assign(_run=run_no).sort_values("_order", kind="stable")
-            for r, part in frame.groupby("_run", sort=True):
-                parts[int(str(r))][kind] = part.drop(columns=["_run"]).reset_index(drop=True)
+            # runs are contiguous in order-key order: slices, not a grouped copy of each row
+            cuts = np.searchsorted(order, np.asarray(bounds, dtype="int64"), side="left")
+            for r, (a, b) in enumerate(zip([0, *cuts], [*cuts, len(order)], strict=True)):
+                if b > a:
+                    parts[r][kind] = frame.iloc[a:b].reset_index(drop=True)
         backend = _backend_of(sub, stream.backend)
         for i, p in enumerate(parts):
             if not p:
@@ -207,10 +211,12 @@ def _boundaries(startup: pd.DataFrame | None) -> list[int]:
 
 
 def _backend_of(tables: EventTables, sniffed: str) -> str:
-    engines: list[str] = []
+    counts = {"sglang": 0, "vllm": 0}
     for frame in tables._frames.values():
         if "engine" in frame.columns:
-            engines.extend(e for e in frame["engine"].dropna() if e in ("vllm", "sglang"))
-    if engines:
-        return max(("sglang", "vllm"), key=engines.count)
+            for engine, n in frame["engine"].value_counts().items():
+                if engine in counts:
+                    counts[str(engine)] += int(n)
+    if any(counts.values()):
+        return max(("sglang", "vllm"), key=counts.__getitem__)
     return sniffed
