@@ -93,6 +93,8 @@ class HotScanner(StreamScanner):
             snaps.append(self._counts())
             i += 1
         self._keep_bulk(res.tables, lineno, np.array(handled), np.array(snaps), vetoed)
+        del res
+        pa.default_memory_pool().release_unused()  # the block's temporaries, not kept cached
         return lineno + n
 
     def _keep_bulk(
