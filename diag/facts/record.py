@@ -470,7 +470,8 @@ def _ranks(run: Run, batches: pd.DataFrame) -> list[dict[str, Any]]:
     for rank in sorted(ranks, key=_rank_sort_key):
         sub = EventTables({k: f[f["rank"] == rank] for k, f in small.items()})
         cap_time, cap_mem = _capture_totals(sub)
-        rb = batches[batches["rank"] == rank] if not batches.empty else batches
+        mask = batches["rank"] == rank
+        rb = batches if batches.empty or bool(mask.all()) else batches[mask]  # one rank: no copy
         counts = cls.batch_counts(rb)
         entry = {
             "rank": rank,

@@ -36,19 +36,9 @@ def request_table(tables: EventTables, batches: pd.DataFrame) -> pd.DataFrame:
     if req.empty or req["request_id"].isna().all():
         return pd.DataFrame(columns=COLUMNS)
     req = req[req["request_id"].notna() & req["ts"].notna()]
-    start = req[req["action"].isin(["received", "added"])].groupby("request_id")["ts"].min()
-    end = (
-        req[req["action"].isin(["finished", "aborted", "response"])]
-        .groupby("request_id")["ts"]
-        .max()
-    )
-    prompt = req.groupby("request_id")["prompt_tokens"].max()
-    completion = req.groupby("request_id")["max_new_tokens"].max()
-    frame = pd.DataFrame({"start_ts": start}).join(end.rename("end_ts"), how="inner")
+    frame = _lifetimes(req)
     if frame.empty:
         return pd.DataFrame(columns=COLUMNS)
-    frame = frame.join(prompt.rename("prompt_tokens")).join(completion.rename("completion_tokens"))
-    frame = frame.reset_index().rename(columns={"index": "request_id"})
     graph_w, eager_w = _windowed_counts(
         batches, frame["start_ts"].to_numpy(float), frame["end_ts"].to_numpy(float)
     )
@@ -63,6 +53,30 @@ def request_table(tables: EventTables, batches: pd.DataFrame) -> pd.DataFrame:
         (p >= PREFILL_DOMINATED_RATIO * c.clip(lower=1)).fillna(False).astype(bool)
     )
     return frame[COLUMNS]
+
+
+def _lifetimes(req: pd.DataFrame) -> pd.DataFrame:
+    """Per request id (sorted) seen both starting and ending: first start ts, last end ts,
+    the largest prompt and completion token counts of any of its lines. One factorisation
+    and numpy reductions instead of four group-bys over string keys."""
+    codes, ids = pd.factorize(req["request_id"], sort=True)
+    n = len(ids)
+    ts = req["ts"].to_numpy(dtype=float)
+    action = req["action"]
+    is_start = action.isin(["received", "added"]).to_numpy(dtype=bool)
+    is_end = action.isin(["finished", "aborted", "response"]).to_numpy(dtype=bool)
+    start = np.full(n, np.inf)
+    np.minimum.at(start, codes[is_start], ts[is_start])
+    end = np.full(n, -np.inf)
+    np.maximum.at(end, codes[is_end], ts[is_end])
+    both = np.isfinite(start) & np.isfinite(end)
+    out = {"request_id": np.asarray(ids, dtype=object)[both], "start_ts": start[both]}
+    out["end_ts"] = end[both]
+    for col, name in (("prompt_tokens", "prompt_tokens"), ("max_new_tokens", "completion_tokens")):
+        most = np.full(n, np.nan)
+        np.fmax.at(most, codes, req[col].to_numpy(dtype=float, na_value=np.nan))
+        out[name] = pd.array(most[both], dtype="Float64").astype(req[col].dtype)
+    return pd.DataFrame(out)
 
 
 def _windowed_counts(
