@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from diag.engines.phases import PhaseTable, phase_table
 from diag.engines.version import Version, parse_version
 
 Backend = Literal["vllm", "sglang", "unknown"]
@@ -69,6 +70,12 @@ class EngineSpec:
     graphs_off_flag: Callable[[str | None, Config], str]
     # where a capture runs, for evidence and docs: (file, function) in the engine's source
     capture_code_paths: tuple[str, ...] = ()
+
+    @property
+    def phases(self) -> PhaseTable:
+        """The start-up phase model (data/phases.yaml): deciding, wrapper and dispatch frames
+        of the capture path and the log lines that open each phase, with their sources."""
+        return phase_table(self.name)
 
     def ceiling(self, config: Config) -> int | None | Literal["table"]:
         """The capture ceiling the config echo names; "table" where the log's capture-size
