@@ -105,6 +105,11 @@ class RunFacts:
     def backend(self) -> str:
         return self.run.backend
 
+    @property
+    def year_source(self) -> str:
+        """Where the year of year-less log lines came from: log | mtime | unknown."""
+        return self.run.year_source
+
 
 # ------------------------------------------------------------------ small accessors
 def _rank0(frame: pd.DataFrame) -> pd.DataFrame:
@@ -346,9 +351,7 @@ def capture_error(tables: EventTables) -> tuple[dict[str, Any] | None, tuple[str
             in_capture = explicit
         if not in_capture:
             continue
-        quality = (
-            0 if not _flag(row.get("secondary")) and _text(row.get("reason")) is None else 1
-        )
+        quality = 0 if not _flag(row.get("secondary")) and _text(row.get("reason")) is None else 1
         rank = (quality, 0 if cls_ != "other" else 1)
         if chosen is None or (rank, key) < (chosen[0], chosen[1]):
             chosen = (rank, key, row, phase, placed_by)

@@ -24,7 +24,7 @@ from functools import lru_cache
 from lark import Lark, Token, Tree, UnexpectedInput
 
 from diag.engines import errors as sigs
-from diag.engines.phases import engine_of_frames, phase_table, place
+from diag.engines.phases import CAPTURE_PHASES, engine_of_frames, phase_table, place
 from diag.normalize.prefix import LogLine
 from diag.parsers.base import Block, Context, LineParser
 from diag.resources import grammar_text
@@ -156,9 +156,7 @@ def _fallback(lines: list[str]) -> ParsedTraceback:
 
 
 # ---------------------------------------------------------------- lines lost
-_EXC_LINE = re.compile(
-    r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failure|Interrupt)(?::\s|:$|$)"
-)
+_EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failure|Interrupt)(?::\s|:$|$)")
 _CHAIN_WORDS = ("During handling of the above", "The above exception")
 _CONTINUATION = re.compile(r"^(?:\s|Traceback|During handling|The above exception|\^|~)")
 _GLUED_FRAME = re.compile(r"\s+(?=File \"[^\"]+\", line \d+)")
@@ -261,8 +259,9 @@ class TracebackBlock(Block):
                     self.first,
                     engine=engine,
                     error_class="other",
-                    message=f"exception line not in the log: {cut}",
-                    capture_related=False,
+                    message=f"traceback in {phase or 'an unknown phase'}; the exception line "
+                    f"is not in the log: {cut}",
+                    capture_related=phase in CAPTURE_PHASES,
                     explicit_capture=False,
                     phase=phase,
                     log_phase=self.log_phase,
@@ -270,7 +269,11 @@ class TracebackBlock(Block):
                     reason=cut,
                 )
             if self.at_end and all_frames:
-                ctx.emit("input_note", self.first, text=f"cut inside a traceback at line {self.last_lineno}")
+                ctx.emit(
+                    "input_note",
+                    self.first,
+                    text=f"cut inside a traceback at line {self.last_lineno}",
+                )
             return
         for sec in parsed.sections:
             if sec.exception is None:
@@ -285,7 +288,7 @@ class TracebackBlock(Block):
                 engine=engine,
                 error_class=verdict.error_class,
                 message=_clip(sec.exception),
-                capture_related=verdict.capture,
+                capture_related=verdict.capture or phase in CAPTURE_PHASES,
                 explicit_capture=verdict.capture,
                 phase=phase,
                 log_phase=self.log_phase,
@@ -326,6 +329,8 @@ def _markers(engines: tuple[str, ...]) -> tuple[re.Pattern[str], tuple[str, ...]
 
 
 _NCCL_LINE = "NCCL WARN"
+# OOM rows an error line is reported for on its own (engine parsers report their own OOM lines)
+_LINE_OOM = frozenset({"torch_cuda_oom", "cuda_error_oom", "nccl_cuda_failure_oom"})
 # what stands before the message on C++ lines: torchrun "[rank0]:", glog/c10d "[E1030 hh:mm:ss.us
 # file:N]", NCCL "host:pid:tid [dev] file:line (func)"
 _CPP_HEAD = re.compile(
@@ -391,7 +396,11 @@ class ErrorParser(LineParser):
             return self._block(line, msg, phase)
         if stripped.startswith(_CHAIN_WORDS):
             return self._block(line, stripped, phase)
-        erring = line.level in ("ERROR", "CRITICAL") or line.header not in ("vllm", "sglang", "glog")
+        erring = line.level in ("ERROR", "CRITICAL") or line.header not in (
+            "vllm",
+            "sglang",
+            "glog",
+        )
         if erring and _EXC_LINE.match(stripped) and line.header in (None, "vllm", "pylog"):
             # an exception line with its traceback above it cut off (or a quoted one)
             return self._block(line, stripped, phase)
@@ -399,7 +408,7 @@ class ErrorParser(LineParser):
             verdict = sigs.judge(msg)
             if verdict.capture or (
                 verdict.error_class != "other"
-                and (_NCCL_LINE in msg or verdict.error_class == "oom")
+                and (_NCCL_LINE in msg or verdict.signature in _LINE_OOM)
             ):
                 ctx.emit(
                     "error",
