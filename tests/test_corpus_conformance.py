@@ -119,6 +119,7 @@ def something_to_find(case: dict[str, Any]) -> bool:
     )
 
 
+@pytest.mark.slow
 def test_corpus_matches_labels() -> None:
     """Both corpora: >= 97 % of labelled fields, every labelled capture error found with its
     class, none reported where the label has none, no crash. Per-field figures print with -s."""
