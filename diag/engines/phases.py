@@ -81,7 +81,9 @@ def _file_regex(pattern: str) -> re.Pattern[str]:
 
 @cache
 def _raw() -> dict[str, object]:
-    data: dict[str, object] = yaml.load((DATA / "phases.yaml").read_text(encoding="utf-8"), Loader=_LOADER)
+    data: dict[str, object] = yaml.load(
+        (DATA / "phases.yaml").read_text(encoding="utf-8"), Loader=_LOADER
+    )
     return data
 
 
