@@ -77,6 +77,7 @@ def test_wrapper_frames_never_decide() -> None:
         lambda s: "> " + s,
         lambda s: "(RayWorkerVllm pid=77) " + s,
         lambda s: "svc-1  | " + s,
+        lambda s: "model-server  | " + s,
     ],
 )
 def test_reassembled_whatever_wraps_it(tmp_path: Path, wrap) -> None:  # type: ignore[no-untyped-def]

@@ -282,6 +282,10 @@ class TracebackBlock(Block):
             if not known and not verdict.capture and verdict.error_class == "other":
                 continue  # an unknown text's exception names nothing graphdiag knows
             phase = place(sec.frames) or place(all_frames)
+            reason = None
+            head = sec.exception.split("\n", 1)[0]
+            if verdict.error_class == "other" and _EMPTY_REASON.search(head):
+                reason = "the capture error gives no reason (its cause was logged before it)"
             ctx.emit(
                 "error",
                 self.first,
@@ -293,8 +297,11 @@ class TracebackBlock(Block):
                 phase=phase,
                 log_phase=self.log_phase,
                 secondary=verdict.secondary,
-                reason=None,
+                reason=reason,
             )
+
+
+_EMPTY_REASON = re.compile(r"graph failed:\s*$")
 
 
 def _clip(text: str, limit: int = 600) -> str:
@@ -337,6 +344,20 @@ _CPP_HEAD = re.compile(
     r"^(?:\[(?:default)?rank\d+\]:\s*)?(?:\[?[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.]+:\d+\]\s*)?"
 )
 _NCCL_HEAD = re.compile(r"^\S+:\d+:\d+ \[\d+\] (?:[\w./]+:\d+ )?(?:\(\w+\) )?(?=NCCL )")
+
+
+_HINT = re.compile(r"Search for `(?P<name>(?:cuda|hip)Error\w+)'")
+
+
+def _hint_message(msg: str) -> str:
+    """torch's "Search for `cudaError...'" hint line said as the error it names."""
+    m = _HINT.search(msg)
+    if m is None:
+        return msg
+    name = m.group("name")
+    known = next((s.message for s in sigs.signatures() if s.message and s.regex.search(name)), None)
+    said = f"{name} ({known})" if known else name
+    return f"{said}, named by torch's error hint (the exception line is not in the log)"
 
 
 def line_message(msg: str) -> str:
@@ -401,7 +422,7 @@ class ErrorParser(LineParser):
                     line,
                     engine=_engine(ctx, line, []),
                     error_class=verdict.error_class,
-                    message=_clip(line_message(msg)),
+                    message=_clip(_hint_message(line_message(msg))),
                     capture_related=verdict.capture,
                     explicit_capture=verdict.capture,
                     phase=None,
