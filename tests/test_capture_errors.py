@@ -152,3 +152,28 @@ def test_year_from_a_dated_line_of_the_stream(tmp_path: Path) -> None:
     assert run.facts.year_source == "log"
     ts = run.facts.tables["capture_end"]["ts"].dropna()
     assert all(1735689600 <= t < 1767225600 for t in ts)  # 2025
+
+
+def test_interleaved_per_line_tracebacks_stay_apart(tmp_path: Path) -> None:
+    head = "ERROR 05-08 19:06:38 [multiproc_executor.py:962] "
+    tp0, tp1 = f"(Worker_TP0 pid=11) {head}", f"(Worker_TP1 pid=12) {head}"
+    lines = [
+        tp0 + "Traceback (most recent call last):",
+        tp1 + "Traceback (most recent call last):",
+        tp0 + '  File "/x/vllm/v1/worker/gpu_model_runner.py", line 1, in _capture_cudagraphs',
+        tp1 + '  File "/x/vllm/v1/worker/gpu_worker.py", line 1, in determine_available_memory',
+        tp0 + "RuntimeError: CUDA error: capturing stream has unjoined work",
+        tp1 + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+    ]
+    path = tmp_path / "two-ranks.log"
+    path.write_text("\n".join(lines) + "\n")
+    run = analyze([str(path)], generated_at="x").runs[0]
+    errors = run.facts.tables["error"]
+    placed = dict(
+        zip(errors["rank"], zip(errors["error_class"], errors["phase"], strict=True), strict=True)
+    )
+    assert placed == {
+        "TP0": ("stream_capture_invalid", "capture_decode"),
+        "TP1": ("oom", "memory_profiling"),
+    }
+    assert run.record["capture_error"]["class"] == "stream_capture_invalid"

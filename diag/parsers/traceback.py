@@ -163,6 +163,7 @@ _GLUED_FRAME = re.compile(r"\s+(?=File \"[^\"]+\", line \d+)")
 _GLUED_CHAIN = re.compile(r"\s+(?=During handling of the above|The above exception was)")
 _GLUED_EXC = re.compile(r"\s+(?=(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Failure):\s)")
 MAX_BLOCK_LINES = 2000
+MAX_FOREIGN_LINES = 200  # a per-line ERROR traceback waits this long for its process's next line
 
 
 def split_glued(text: str) -> list[str]:
@@ -194,6 +195,7 @@ class TracebackBlock(Block):
         self.last_lineno = first.lineno
         self.seen_exception = False
         self.at_end = False  # set by the scanner when the input ends inside the block
+        self.foreign = 0  # other processes' lines since our last one
         self.log_phase: str | None = None
         for piece in split_glued(text):
             self._add(piece)
@@ -215,11 +217,19 @@ class TracebackBlock(Block):
                 and line.level in ("ERROR", "CRITICAL")
             ):
                 self.last_lineno = line.lineno
+                self.foreign = 0
                 for piece in split_glued(line.msg):
                     self._add(piece)
                 return True
             if line.header is None and line.msg.startswith(("--",)):
                 return True  # CI separator lines inside a pasted traceback
+            if line.header == "vllm" and line.key != self.key and line.proc and self.key:
+                # another process's line between two of ours (ranks fail together): stay open
+                # for our own lines, a while
+                self.foreign += 1
+                if self.foreign > MAX_FOREIGN_LINES:
+                    self.done = True
+                return False
             self.done = True
             return False
         if line.header is not None:
