@@ -177,3 +177,14 @@ def test_interleaved_per_line_tracebacks_stay_apart(tmp_path: Path) -> None:
         "TP1": ("oom", "memory_profiling"),
     }
     assert run.record["capture_error"]["class"] == "stream_capture_invalid"
+
+
+def test_nul_note_is_the_same_on_the_parallel_path(tmp_path: Path) -> None:
+    from diag.ingest import ingest
+
+    line = b"INFO 04-28 20:50:23 model_runner.py:1402] Capturing the model for CUDA graphs.\n"
+    path = tmp_path / "big.log"
+    path.write_bytes(line * 3000 + b"\0\0" + line * 3000 + b"\0" + line)
+    here = ingest([str(path)], jobs=1).inputs[0].notes
+    there = ingest([str(path)], jobs=2, chunk_bytes=64 * 1024).inputs[0].notes
+    assert here == there == ["3 NUL byte(s) dropped, the first on line 3001"]

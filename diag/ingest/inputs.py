@@ -75,6 +75,8 @@ class LogFile:
     status: InputStatus
     gzip: bool
     size: int
+    nul_count: int = 0  # NUL bytes the parallel path met, summed over the file's segments
+    nul_first: int | None = None
 
 
 @dataclass
@@ -209,7 +211,11 @@ class NulCount:
             yield block
 
     def note(self) -> str:
-        return f"{self.count} NUL byte(s) dropped, the first on line {self.first_line}"
+        return nul_note(self.count, self.first_line)
+
+
+def nul_note(count: int, first_line: int | None) -> str:
+    return f"{count} NUL byte(s) dropped, the first on line {first_line}"
 
 
 def close_stream(scanner: StreamScanner, last: InputStatus) -> None:
