@@ -188,3 +188,13 @@ def test_nul_note_is_the_same_on_the_parallel_path(tmp_path: Path) -> None:
     here = ingest([str(path)], jobs=1).inputs[0].notes
     there = ingest([str(path)], jobs=2, chunk_bytes=64 * 1024).inputs[0].notes
     assert here == there == ["3 NUL byte(s) dropped, the first on line 3001"]
+
+
+def test_line_prefilter_words_cover_the_line_signatures() -> None:
+    from diag.parsers.traceback import _LINE_OOM, _SIGNATURE_WORDS
+
+    for sig in sigs.signatures():
+        if sig.capture or sig.id in _LINE_OOM:
+            assert any(w in sig.regex.pattern for w in _SIGNATURE_WORDS), sig.id
+        if sig.message:
+            assert any(w in f"CUDA error: {sig.message}" for w in _SIGNATURE_WORDS), sig.id

@@ -54,6 +54,7 @@ class FrameRule:
 @dataclass(frozen=True)
 class LogMarker:
     phase: str
+    anchors: tuple[str, ...]  # literals one of which a matching line holds (a cheap prefilter)
     regex: re.Pattern[str]
     versions: str
     source: str
@@ -111,7 +112,13 @@ def phase_table(engine: str) -> PhaseTable:
         for r in raw.get("frames", [])
     )
     markers = tuple(
-        LogMarker(r["phase"], re.compile(r["regex"]), str(r.get("versions", "")), r["source"])
+        LogMarker(
+            r["phase"],
+            tuple(r["anchors"]),
+            re.compile(r["regex"]),
+            str(r.get("versions", "")),
+            r["source"],
+        )
         for r in raw.get("markers", [])
     )
     return PhaseTable(engine, frames, markers)

@@ -336,16 +336,31 @@ def _engine(ctx: Context, line: LogLine, frames: list[str]) -> str:
 
 
 @lru_cache(maxsize=4)
-def _markers(engines: tuple[str, ...]) -> tuple[re.Pattern[str], tuple[str, ...]]:
-    """One regex over every phase-opening log line; group i opens phase i."""
+def _markers(engines: tuple[str, ...]) -> tuple[tuple[str, ...], re.Pattern[str], tuple[str, ...]]:
+    """The markers' literal anchors, and one regex over every phase-opening log line
+    (group i opens phase i)."""
     rows = [m for e in engines for m in phase_table(e).markers]
     rx = re.compile("|".join(f"({m.regex.pattern})" for m in rows))
     if rx.groups != len(rows):
         raise ValueError("phases.yaml: a marker regex has its own capturing group")
-    return rx, tuple(m.phase for m in rows)
+    anchors = tuple(sorted({a for m in rows for a in m.anchors}))
+    return anchors, rx, tuple(m.phase for m in rows)
 
 
 _NCCL_LINE = "NCCL WARN"
+# words every signature a line is reported for contains (capture rows, NCCL rows, OOM rows):
+# only lines holding one are matched against the signature table
+_SIGNATURE_WORDS = (
+    "aptur",
+    "CAPTUR",
+    "NCCL",
+    "nccl",
+    "memory",
+    "Memory",
+    "rror",
+    "graph",
+    "Fail when",
+)
 # OOM rows an error line is reported for on its own (engine parsers report their own OOM lines)
 _LINE_OOM = frozenset({"torch_cuda_oom", "cuda_error_oom", "nccl_cuda_failure_oom"})
 # what stands before the message on C++ lines: torchrun "[rank0]:", glog/c10d "[E1030 hh:mm:ss.us
@@ -421,7 +436,7 @@ class ErrorParser(LineParser):
         if erring and _EXC_LINE.match(stripped) and line.header in (None, "vllm", "pylog"):
             # an exception line with its traceback above it cut off (or a quoted one)
             return self._block(line, stripped, phase)
-        if erring or _NCCL_LINE in msg:
+        if (erring or _NCCL_LINE in msg) and any(w in msg for w in _SIGNATURE_WORDS):
             verdict = sigs.judge(msg)
             if verdict.capture or (
                 verdict.error_class != "other"
@@ -453,9 +468,12 @@ class ErrorParser(LineParser):
         """The phase the log lines have opened: on this line's process, and stream-wide; a
         capture phase on either wins (workers print capture progress for their peers)."""
         engines = (ctx.backend,) if ctx.backend in ("vllm", "sglang") else ("vllm", "sglang")
-        rx, phases = _markers(engines)
+        anchors, rx, phases = _markers(engines)
         state = ctx.state.setdefault("phase", {})
-        m = rx.search(line.msg) if line.level != "DEBUG" else None
+        msg = line.msg
+        m = None
+        if line.level != "DEBUG" and any(a in msg for a in anchors):
+            m = rx.search(msg)
         if m is not None and m.lastindex is not None:
             opened = phases[m.lastindex - 1]
             state[line.key] = opened
