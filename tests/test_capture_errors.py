@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import html
 import os
 import subprocess
 import sys
@@ -78,6 +79,7 @@ def test_wrapper_frames_never_decide() -> None:
         lambda s: "(RayWorkerVllm pid=77) " + s,
         lambda s: "svc-1  | " + s,
         lambda s: "model-server  | " + s,
+        lambda s: "<pre>" + html.escape(s) + "</pre>",
     ],
 )
 def test_reassembled_whatever_wraps_it(tmp_path: Path, wrap) -> None:  # type: ignore[no-untyped-def]
@@ -198,3 +200,15 @@ def test_line_prefilter_words_cover_the_line_signatures() -> None:
             assert any(w in sig.regex.pattern for w in _SIGNATURE_WORDS), sig.id
         if sig.message:
             assert any(w in f"CUDA error: {sig.message}" for w in _SIGNATURE_WORDS), sig.id
+
+
+@pytest.mark.parametrize("quote", ["`{}`", '"{}"', "\u201c{}\u201d", "> {}"])
+def test_one_quoted_exception_line_is_a_run_with_gd100(tmp_path: Path, quote: str) -> None:
+    path = tmp_path / "issue.txt"
+    path.write_text(
+        quote.format("torch.AcceleratorError: CUDA error: capturing stream has unjoined work")
+        + "\n"
+    )
+    run = analyze([str(path)], generated_at="x").runs[0]
+    assert run.record["capture_error"]["class"] == "stream_capture_invalid"
+    assert "GD100" in [f.code for f in run.findings]

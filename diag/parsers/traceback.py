@@ -44,6 +44,7 @@ def explicit_capture(message: str) -> bool:
 _QUOTE = re.compile(r"^\s*(?:>\s?)+")
 _FENCE = re.compile(r"^\s*(?:```|~~~)\w*\s*")
 _TAGS = re.compile(r"</?(?:pre|code|br|p|div|span)\b[^>]*>", re.I)
+_QUOTES = {("`", "`"), ('"', '"'), ("'", "'"), ("\u201c", "\u201d")}  # one quoted line
 _ENTITIES = (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&#39;", "'"), ("&amp;", "&"))
 
 
@@ -62,7 +63,7 @@ def unmark(text: str) -> str:
         for a, b in _ENTITIES:
             text = text.replace(a, b)
     s = text.strip()
-    if len(s) > 2 and s[0] == "`" and s[-1] == "`" and "`" not in s[1:-1]:
+    if len(s) > 2 and (s[0], s[-1]) in _QUOTES and s[0] not in s[1:-1]:
         text = s[1:-1]
     return text
 
