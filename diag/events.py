@@ -134,6 +134,12 @@ EVENT_KINDS: dict[str, EventKind] = {
             reason="str",
         ),
         _kind(
+            "phase",
+            "A log line opened a start-up phase (diag/engines/data/phases.yaml markers) on a process.",
+            engine="str",
+            phase="str",
+        ),
+        _kind(
             "input_note",
             "Something about the input itself a reader must know (a log cut inside a traceback).",
             text="str",

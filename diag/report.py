@@ -45,6 +45,7 @@ class RunReport:
             "engine_version": self.facts.engine_version,
             "sources": list(run.sources),
             "year_source": self.facts.year_source,
+            "startup_phase": self.facts.startup_phase,
             "record": clean_json(self.facts.record),
             "ranks": clean_json(self.facts.ranks),
             "findings": [f.to_dict() for f in self.findings],

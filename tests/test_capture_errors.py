@@ -30,6 +30,9 @@ def test_fixture_class_phase_and_gd100(name: str) -> None:
     run = report.runs[0]
     err = run.record["capture_error"]
     codes = [f.code for f in run.findings]
+    if want["phase"] != "unknown":
+        assert run.facts.startup_phase == want["phase"]
+        assert run.to_dict()["startup_phase"] == want["phase"]
     if want["gd100"] in (True, "yes"):
         assert err is not None and err["class"] == want["class"], err
         assert err["phase"] == want["phase"], err

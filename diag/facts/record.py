@@ -106,6 +106,28 @@ class RunFacts:
         return self.run.backend
 
     @property
+    def startup_phase(self) -> str | None:
+        """How far start-up got: the phase of the capture error if there is one, else the
+        last phase a log line opened (None when no line says)."""
+        err = self.record.get("capture_error")
+        if isinstance(err, dict) and err.get("phase") not in (None, "unknown"):
+            return str(err["phase"])
+        seen: list[tuple[int, str]] = []
+        for kind, col in (("phase", "phase"), ("error", "phase")):
+            frame = self.tables[kind]
+            if frame.empty:
+                continue
+            part = frame[frame[col].notna()]
+            key = "_order" if "_order" in part.columns else "line"
+            seen += [(int(o), str(p)) for o, p in zip(part[key], part[col], strict=True)]
+        for kind in ("decode_batch", "stats"):  # periodic serving lines
+            frame = self.tables[kind]
+            if not frame.empty:
+                key = "_order" if "_order" in frame.columns else "line"
+                seen.append((int(frame[key].min()), "serving"))
+        return max(seen)[1] if seen else None
+
+    @property
     def year_source(self) -> str:
         """Where the year of year-less log lines came from: log | mtime | unknown."""
         return self.run.year_source

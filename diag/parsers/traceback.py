@@ -477,6 +477,8 @@ class ErrorParser(LineParser):
             m = rx.search(msg)
         if m is not None and m.lastindex is not None:
             opened = phases[m.lastindex - 1]
+            if state.get(line.key) != opened:
+                ctx.emit("phase", line, engine=ctx.backend, phase=opened)
             state[line.key] = opened
             state[""] = opened
         mine, anywhere = state.get(line.key), state.get("")
