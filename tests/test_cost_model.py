@@ -264,3 +264,13 @@ def test_sglang_tbo_multiples_and_no_spec_note_without_spec() -> None:
     assert any("per DP rank" in n for n in adv.notes)
     grid = conventional_grid(EngineLimits("vllm", "0.11.1"), 1024)
     assert grid[:4] == [1, 2, 4, 8] and 264 not in grid and 272 in grid and 528 in grid
+
+
+def test_too_short_a_run_keeps_conventional_sizes_and_says_so() -> None:
+    rng = np.random.default_rng(29)
+    tr = day(rng, 12, cap=60)
+    adv = advise([RunEvidence(tr)], SGL)
+    assert adv.recommended.conventional
+    assert adv.promised_coverage == 1.0
+    assert any("too few step lines" in n for n in adv.notes)
+    assert all(r["heldout_coverage"] is None for r in adv.frontier_frame().to_dict("records"))

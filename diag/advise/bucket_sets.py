@@ -54,6 +54,7 @@ DEFAULT_HEADROOM = 0.10
 DEFAULT_TIE_TOLERANCE = 0.0025
 DEFAULT_FOLDS = 5
 MAX_FRONTIER_K = 48
+MIN_BLOCK_LINES = 20  # a held-out block smaller than this says nothing about tomorrow
 _GRID_LIMIT = 16384
 
 
@@ -183,6 +184,11 @@ def ceiling_policy(
     return ceiling, notes
 
 
+def _finite(v: float, nd: int) -> float | None:
+    """JSON has no NaN: a figure that could not be measured (no held-out data) is None."""
+    return round(v, nd) if math.isfinite(v) else None
+
+
 @dataclass(frozen=True)
 class FrontierRow:
     """One budget K: the set fitted on all traffic, priced in sample and validated out of sample."""
@@ -212,9 +218,9 @@ class FrontierRow:
             "capture_s_h": round(c.capture_s_h, 3),
             "memory_s_h": round(c.memory_s_h, 3),
             "total_s_h": round(c.total_s_h, 3),
-            "heldout_coverage": round(self.heldout_coverage, 5),
+            "heldout_coverage": _finite(self.heldout_coverage, 5),
             "heldout_waste": None if self.heldout_waste is None else round(self.heldout_waste, 4),
-            "heldout_total_s_h": round(self.heldout_total_s_h, 3),
+            "heldout_total_s_h": _finite(self.heldout_total_s_h, 3),
             "recommended": self.recommended,
         }
 
@@ -236,8 +242,10 @@ class Advice:
 
     @property
     def promised_coverage(self) -> float:
-        """What the recommended set promises on new traffic: its held-out coverage."""
-        return self.recommended.heldout_coverage
+        """What the recommended set promises on new traffic: its held-out coverage (in-sample
+        coverage when the traffic is too short to hold any out)."""
+        r = self.recommended
+        return r.heldout_coverage if math.isfinite(r.heldout_coverage) else r.cost.coverage
 
     def frontier_frame(self) -> pd.DataFrame:
         """One row per K (the HTML frontier plot reads this; plotting computes nothing)."""
@@ -291,7 +299,7 @@ def _folds(
     else:
         s, w, t = runs[0]
         order = np.argsort(t, kind="stable")
-        blocks = np.array_split(order, min(n_blocks, max(1, len(order) // 20)))
+        blocks = np.array_split(order, max(1, min(n_blocks, len(order) // MIN_BLOCK_LINES)))
         parts = [(s[b], w[b]) for b in blocks if len(b)]
         how = f"{len(parts)} time blocks (fit on the others, price the held-out one)"
     out: list[_Fold] = []
@@ -407,7 +415,12 @@ def advise(
     best = min(key)
     pick = next(i for i, v in enumerate(key) if v <= best + eps)
     chosen = rows[pick]
-    if len(hist) <= 600:  # exact sets over observed sizes: O(K m^2); skipped for huge token spreads
+    if not fold_list:
+        notes.append(
+            f"too few step lines to hold any out (fewer than {2 * MIN_BLOCK_LINES} in one run): "
+            "coverage and waste are in sample only, and conventional sizes are kept"
+        )
+    elif len(hist) <= 600:  # exact sets over observed sizes: O(K m^2); skipped for huge spreads
         exact = _fit_set(hist, chosen.k, ceiling, forced_min, None)
         if exact != chosen.sizes:
             hc, hw, ht = _heldout(

@@ -412,18 +412,20 @@ def fit_parameters(
         else "given by the caller",
     )
     hours = sum(e.traffic.span_h() for e in evidence)
-    steps = float(p["steps"][p["size"] >= 1].sum())
-    if hours > 0:
+    sized = p["size"] >= 1
+    steps = float(p["steps"][sized].sum())
+    busy_h = float(np.sum(p["steps"][sized] * graph_step_s(p["size"][sized].astype(float)))) / 3600
+    if hours >= busy_h > 0:
         sph = Param(
             steps / hours, "steps/h", "run", f"{steps:,.0f} steps over {hours:.3g} h of logs"
         )
-    else:
-        busy = float(np.sum(p["steps"] * graph_step_s(p["size"].astype(float))))
+    else:  # no span, or shorter than the steps themselves take (clock gaps, excerpts)
         sph = Param(
-            steps / busy * 3600 if busy > 0 else 0.0,
+            steps / busy_h if busy_h > 0 else 0.0,
             "steps/h",
             "default",
-            "the logs span no time: back-to-back steps assumed (fully busy)",
+            f"the logs span {hours * 3600:.3g} s, less than the {busy_h * 3600:.3g} s the steps "
+            "take: back-to-back steps assumed (fully busy)",
         )
     return CostParameters(
         base,
