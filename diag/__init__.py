@@ -7,9 +7,9 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from typing import TYPE_CHECKING, Any
+
+from diag.about import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from diag.api import analyze, parse_events

@@ -85,13 +85,12 @@ def _attach_artifacts(facts: list[RunFacts], ing: Ingested) -> None:
         if run is not None:
             item["run"] = run.run.id
     for snap in ing.snapshots:
-        run = _nearest_run(Path(snap["path"]), facts)
-        if run is None or not snap.get("pools"):
+        run = _nearest_run(Path(snap.path), facts)
+        if run is None or not snap.pools:
             continue
-        snap["run"] = run.run.id
-        graph = sum(p.get("reserved_bytes", 0) for p in snap["pools"] if p.get("kind") == "graph")
+        snap.run = run.run.id
         run.memory_check = memory_check(
-            run.record.get("capture_mem_gib"), graph / 2**30, snap["path"]
+            run.record.get("capture_mem_gib"), snap.graph_pool_gib, snap.path
         )
         if run.memory_check.get("disagrees"):
             run.notes.append(run.memory_check["summary"])

@@ -6,48 +6,16 @@ deterministic: the same inputs give the same bytes apart from ``generated_at``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from diag import __version__
+from diag.about import __version__
 from diag.events import EventTables
 from diag.facts.record import RunFacts
 from diag.facts.requests import request_summary
-from diag.ingest import InputStatus
+from diag.model import SEVERITY_ORDER, Evidence, Finding, InputStatus, Snapshot, clean_json
 
 SCHEMA = "graphdiag.report/1"
-SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
-
-
-@dataclass
-class Evidence:
-    path: str
-    line: int
-    text: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "line": self.line, "text": self.text}
-
-
-@dataclass
-class Finding:
-    code: str
-    name: str
-    severity: str
-    message: str
-    evidence: list[Evidence] = field(default_factory=list)
-    remediation: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "name": self.name,
-            "severity": self.severity,
-            "message": self.message,
-            "evidence": [e.to_dict() for e in self.evidence],
-            "remediation": list(self.remediation),
-        }
 
 
 @dataclass
@@ -97,7 +65,7 @@ class Report:
     inputs: list[InputStatus]
     runs: list[RunReport]
     profiles: list[dict[str, Any]]
-    snapshots: list[dict[str, Any]]
+    snapshots: list[Snapshot]
     tables: EventTables
     generated_at: str | None = None
 
@@ -121,16 +89,4 @@ class Report:
         }
 
 
-def clean_json(value: Any) -> Any:
-    """NaN -> None, numpy scalars -> Python, tuples -> lists (JSON-safe, deterministic)."""
-    if isinstance(value, dict):
-        return {str(k): clean_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [clean_json(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, str | bytes):
-        value = value.item()
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return None
-    if value is not None and type(value).__name__ == "NAType":
-        return None
-    return value
+__all__ = ["Evidence", "Finding", "Report", "RunReport", "SCHEMA", "clean_json"]

@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import diag.cli_advise  # noqa: F401  (registers recommend/compare on the group)
-from diag.advise.compare import compare, main_run, render_html, render_text
 from diag.advise.recommend import recommend
 from diag.api import analyze
 from diag.cli import main
+from diag.render.compare import compare, main_run, render_html, render_text
 from gen import incidents as inc
 from tests.test_recommend import OUT_OF_WINDOW, write_sglang
 

@@ -20,8 +20,10 @@ import pytest
 import yaml
 
 from diag.api import analyze
-from diag.render import plots
-from diag.render.html import json_for_script, record_yaml, render_html
+from diag.model import PoolSummary, Snapshot, SnapshotSummary
+from diag.render import memory_plots, plots
+from diag.render.html import record_yaml, render_html
+from diag.render.html_page import json_for_script
 from diag.render.serialize import to_yaml
 from diag.report import Report
 
@@ -336,21 +338,30 @@ def test_plot_labels_from_logs_are_escaped() -> None:
             "mem_gib": [1.0, 1.1],
         }
     )
-    fig = plots.capture_time_figure(capture_end)
+    fig = memory_plots.capture_time_figure(capture_end)
     assert fig is not None
     assert "&lt;b&gt;TP0&lt;/b&gt;" in list(fig.data[0].x)
-    rows = plots.memory_budget_rows(
+    rows = memory_plots.memory_budget_rows(
         pd.DataFrame(),
         {},
         pd.DataFrame(),
         [
-            {
-                "path": "/x/<img src=x onerror=alert(1)>.pickle",
-                "pools": [{"kind": "graph", "reserved_bytes": 2**30}],
-            }
+            Snapshot(
+                "/x/<img src=x onerror=alert(1)>.pickle",
+                SnapshotSummary(
+                    "x",
+                    None,
+                    2**30,
+                    2**30,
+                    2**30,
+                    None,
+                    0,
+                    [PoolSummary((1, 1), "graph", 2**30, 2**30, 1)],
+                ),
+            )
         ],
     )
-    mem = plots.memory_figure(rows)
+    mem = memory_plots.memory_figure(rows)
     assert mem is not None and "<img" not in json.dumps(list(mem.data[0].y))
 
 
@@ -426,16 +437,18 @@ def test_empty_inputs_give_no_figure() -> None:
     assert plots.batch_size_figure(empty, [1, 2]) is None
     assert plots.timeline_figure(empty, 2) is None
     assert plots.throughput_figure(empty) is None
-    assert plots.memory_figure([]) is None
+    assert memory_plots.memory_figure([]) is None
     assert (
-        plots.capture_time_figure(pd.DataFrame(columns=["rank", "phase", "time_s", "mem_gib"]))
+        memory_plots.capture_time_figure(
+            pd.DataFrame(columns=["rank", "phase", "time_s", "mem_gib"])
+        )
         is None
     )
 
 
 def test_memory_budget_uses_logged_figures(serving_report: Report) -> None:
     facts = serving_report.runs[0].facts
-    rows = plots.memory_budget_rows(
+    rows = memory_plots.memory_budget_rows(
         facts.tables["sizing"], facts.record, facts.tables["capture_end"]
     )
     assert rows[0][0] == "logs (rank 0)"

@@ -20,11 +20,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import diag.ingest as ingest_mod
+import diag.ingest.inputs as inputs_mod
+import diag.ingest.parallel as ingest_mod
 import diag.parsers.sglang as sglang_mod
 from diag.api import analyze
 from diag.events import EventSink
-from diag.ingest import Ingested, ingest, parsers_for, resolve_jobs
+from diag.ingest import PARALLEL_MIN_BYTES, Ingested, ingest, parsers_for, resolve_jobs
 from diag.normalize.lines import split_logical
 from diag.normalize.prefix import peel
 from diag.parsers.scan import FastPeel, StreamScanner, is_plain
@@ -197,7 +198,7 @@ def test_real_corpus_identical(tmp_path: Path) -> None:
 
 
 def test_progress_from_workers(incident: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ingest_mod, "PROGRESS_BYTES", 64 * 1024)
+    monkeypatch.setattr(inputs_mod, "PROGRESS_BYTES", 64 * 1024)
     calls: list[tuple[int, int]] = []
     ingest([str(incident)], progress=lambda d, t: calls.append((d, t)), jobs=2, chunk_bytes=CHUNK)
     total = calls[-1][1]
@@ -232,7 +233,7 @@ def test_auto_jobs() -> None:
     assert resolve_jobs(None, 10 << 20) == 1
     assert resolve_jobs(0, 10 << 20) == 1
     assert resolve_jobs(3, 1) == 3
-    assert resolve_jobs(None, ingest_mod.PARALLEL_MIN_BYTES + 1) >= 1
+    assert resolve_jobs(None, PARALLEL_MIN_BYTES + 1) >= 1
 
 
 def test_stdin_stays_in_process(incident: Path, monkeypatch: pytest.MonkeyPatch) -> None:

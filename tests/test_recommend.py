@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import diag.cli_advise  # noqa: F401  (registers recommend/compare on the group)
 from diag.advise.recommend import (
     NoDecodeBatches,
     attach_recommendations,
@@ -25,6 +24,7 @@ from diag.advise.recommend import (
 )
 from diag.api import analyze
 from diag.cli import main
+from diag.model import PoolSummary, Snapshot, SnapshotSummary
 from gen import incidents as inc
 from gen import sglang_logs as sg
 from gen import vllm_logs as vl
@@ -160,15 +160,12 @@ def test_interface_shape_and_estimates(tmp_path: Path) -> None:
 def test_snapshot_graph_pools_take_precedence(tmp_path: Path) -> None:
     log = write_sglang(tmp_path / "s" / "server.log", OUT_OF_WINDOW, sg.default_sizes(32))
     rep = analyze([str(log)])
-    snap = [
-        {
-            "run": rep.runs[0].id,
-            "pools": [
-                {"kind": "graph", "reserved_bytes": 2 * 2**30},
-                {"kind": "default", "reserved_bytes": 50 * 2**30},
-            ],
-        }
+    pools = [
+        PoolSummary((1, 2), "graph", 2 * 2**30, 2 * 2**30, 1),
+        PoolSummary((0, 0), "default", 50 * 2**30, 50 * 2**30, 1),
     ]
+    summary = SnapshotSummary("x.pickle", None, 52 * 2**30, 52 * 2**30, 52 * 2**30, None, 0, pools)
+    snap = [Snapshot("x.pickle", summary, run=rep.runs[0].id)]
     rec = recommend(rep.runs, snap, max_buckets=8, min_coverage=0.5)
     assert rec["current"]["capture_mem_gib"] == 2.0
     assert any("snapshot graph pools" in n for n in rec["notes"])

@@ -23,10 +23,9 @@ of a disaggregated deployment gets "graphs off" instead of a bucket set (DOMAIN.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -36,9 +35,11 @@ from diag.advise.buckets import (
     estimate_capture_time,
     optimal_buckets,
 )
-from diag.facts.defaults import parse_version, sglang_default_sizes, vllm_default_sizes
+from diag.engines import ENGINES, parse_version
+from diag.engines.spec import as_int as _as_int
+from diag.engines.spec import truthy as _truthy
 from diag.facts.record import RunFacts, captured_size_count
-from diag.report import RunReport
+from diag.model import GIB, Snapshot
 
 __all__ = [
     "NoDecodeBatches",
@@ -52,7 +53,13 @@ __all__ = [
 ]
 
 DEFAULT_COVERAGE = 0.99
-ENGINES = ("vllm", "sglang")
+
+
+class RunReport(Protocol):
+    """What advice needs of a run's report (diag.report.RunReport, which sits above advice)."""
+
+    facts: RunFacts
+    recommendation: dict[str, Any] | None
 
 
 class RecommendError(ValueError):
@@ -94,43 +101,8 @@ def _n_batches(f: RunFacts) -> float:
     return float(b.loc[ok, "weight"].astype("float64").fillna(1.0).sum())
 
 
-def _as_int(v: Any) -> int | None:
-    try:
-        return None if v is None or isinstance(v, bool) else int(v)
-    except (TypeError, ValueError):
-        return None
-
-
-def _truthy(v: Any) -> bool:
-    return v is True or (isinstance(v, str) and v.lower() == "true")
-
-
-def _sglang_split(config: dict[str, Any]) -> bool:
-    """2026-06+ SGLang (#23906): per-phase flags; detected from the config echo's new keys."""
-    return any(
-        k.startswith(
-            (
-                "cuda_graph_config",
-                "cuda_graph_max_bs_decode",
-                "cuda_graph_bs_decode",
-                "cuda_graph_backend",
-            )
-        )
-        for k in config
-    )
-
-
 def _default_sizes(engine: str, version: str | None, config: dict[str, Any]) -> list[int]:
-    if engine == "sglang":
-        return sglang_default_sizes(
-            version,
-            _as_int(config.get("cuda_graph_max_bs")),
-            _truthy(config.get("disable_cuda_graph_padding")),
-            bool(config.get("speculative_algorithm")),
-        )
-    return vllm_default_sizes(
-        version, _as_int(config.get("max_num_seqs")), _as_int(config.get("max_num_batched_tokens"))
-    )
+    return ENGINES[engine].default_sizes(version, config, None)
 
 
 def current_sizes(f: RunFacts, engine: str) -> tuple[list[int], str]:
@@ -157,17 +129,10 @@ def default_bucket_count(f: RunFacts, engine: str) -> int:
     return len(current_sizes(f, engine)[0])
 
 
-def graph_pool_gib(run_id: str, snapshots: Sequence[dict[str, Any]] | None) -> float | None:
+def graph_pool_gib(run_id: str, snapshots: Sequence[Snapshot] | None) -> float | None:
     """Reserved bytes of the graph pools of the snapshots attached to this run, in GiB."""
-    total, seen = 0, False
-    for s in snapshots or []:
-        if s.get("run") != run_id:
-            continue
-        for p in s.get("pools") or []:
-            if p.get("kind") == "graph":
-                total += int(p.get("reserved_bytes") or 0)
-                seen = True
-    return round(total / 2**30, 3) if seen and total > 0 else None
+    total = sum(s.graph_pool_bytes for s in snapshots or [] if s.run == run_id)
+    return round(total / GIB, 3) if total > 0 else None
 
 
 @dataclass(frozen=True)
@@ -230,64 +195,14 @@ def bucket_flags(
     sizes: Sequence[int],
     notes: list[str] | None = None,
 ) -> str:
-    """The command-line fragment that captures exactly ``sizes`` on this engine and version.
-
-    SGLang: ``--cuda-graph-bs`` (0.4.2.post1+; ignored by 0.4.1.post4's bug) with
-    ``--cuda-graph-max-bs`` equal to the list's max so no version extends the list past it
-    (§7: since 0.4.6.post3 a list short of the ceiling is extended in steps of 16); 2026-06+
-    spells them ``--cuda-graph-bs-decode`` / ``--cuda-graph-max-bs-decode`` (old ones are aliases).
-    vLLM: ``--compilation-config`` JSON (the long form of ``-O`` before 0.12 and of ``-cc`` after,
-    so one spelling works from 0.6.5 on) with ``cudagraph_capture_sizes`` and, from 0.11.1,
-    ``max_cudagraph_capture_size`` equal to the list's max (before 0.11.1 the ceiling
-    ``max_capture_size`` is computed from the list and is not a user field).
-    """
-    notes = notes if notes is not None else []
-    ss = sorted(set(int(s) for s in sizes))
-    top = ss[-1]
-    if engine == "sglang":
-        ver = parse_version(version)
-        if ver is not None and ver < (0, 3, 4, 2):
-            notes.append(
-                f"SGLang {version} has neither --cuda-graph-bs nor --cuda-graph-max-bs: "
-                "upgrade to set buckets"
-            )
-            return ""
-        if ver is not None and ver < (0, 4, 2, 1):
-            notes.append(
-                f"SGLang {version} ignores --cuda-graph-bs (added 0.4.1.post4, fixed in 0.4.2.post1): "
-                "only the ceiling can be set; upgrade for the exact list"
-            )
-            return f"--cuda-graph-max-bs {top}"
-        if _sglang_split(config):
-            return (
-                f"--cuda-graph-bs-decode {' '.join(map(str, ss))} --cuda-graph-max-bs-decode {top}"
-            )
-        return f"--cuda-graph-bs {' '.join(map(str, ss))} --cuda-graph-max-bs {top}"
-    ver = _vllm_version(version)
-    if ver < (0, 6, 5):
-        notes.append(
-            f"vLLM {version} has no cudagraph_capture_sizes (V0 list is fixed, §11): "
-            "upgrade to >= 0.6.5 to set buckets"
-        )
-        return ""
-    cc: dict[str, Any] = {"cudagraph_capture_sizes": ss}
-    if ver >= (0, 11, 1):
-        cc["max_cudagraph_capture_size"] = top
-    return f"--compilation-config '{json.dumps(cc, separators=(', ', ': '))}'"
+    """The command-line fragment that captures exactly ``sizes`` on this engine and version
+    (the engine spec's ``bucket_flags``; its docstring says which flag from which version)."""
+    return ENGINES[engine].bucket_flags(version, config, sizes, notes if notes is not None else [])
 
 
 def graphs_off_flags(engine: str, version: str | None, config: dict[str, Any]) -> str:
     """Graphs off on a prefill node, keeping what else the engine compiles."""
-    if engine == "sglang":
-        return (
-            "--cuda-graph-backend-decode=disabled"
-            if _sglang_split(config)
-            else "--disable-cuda-graph"
-        )
-    # cudagraph_mode exists from 0.10.2; --enforce-eager would also drop torch.compile (-O0 from 0.12)
-    if _vllm_version(version) >= (0, 10, 2):
-        return '--compilation-config \'{"cudagraph_mode": "NONE"}\''
-    return "--enforce-eager"
+    return ENGINES[engine].graphs_off_flag(version, config)
 
 
 def _kv_note(engine: str, version: str | None, saved_gib: float) -> str:
@@ -359,7 +274,7 @@ def _pick_engine(
 
 def recommend(
     runs: Sequence[RunReport],
-    snapshots: Sequence[dict[str, Any]] | None = None,
+    snapshots: Sequence[Snapshot] | None = None,
     *,
     engine: str | None = None,
     max_buckets: int | None = None,
@@ -496,7 +411,7 @@ def recommend(
 
 
 def _prefill_advice(
-    f: RunFacts, engine: str, snapshots: Sequence[dict[str, Any]] | None
+    f: RunFacts, engine: str, snapshots: Sequence[Snapshot] | None
 ) -> dict[str, Any]:
     """Prefill node: no buckets, graphs off; all capture memory can go back to KV."""
     same = f.backend == engine
@@ -547,7 +462,7 @@ def _prefill_advice(
 
 
 def recommend_run(
-    run: RunReport, snapshots: Sequence[dict[str, Any]] | None = None
+    run: RunReport, snapshots: Sequence[Snapshot] | None = None
 ) -> dict[str, Any] | None:
     """The recommendation for one run with default budget and coverage; None where there is
     nothing to base one on (no decode batches and not a prefill node, unknown engine, infeasible)."""
@@ -560,7 +475,7 @@ def recommend_run(
 
 
 def attach_recommendations(
-    runs: Sequence[RunReport], snapshots: Sequence[dict[str, Any]] | None = None
+    runs: Sequence[RunReport], snapshots: Sequence[Snapshot] | None = None
 ) -> None:
     """Fill ``RunReport.recommendation`` for every run (called by ``diag.api.analyze``)."""
     for run in runs:

@@ -15,11 +15,31 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 from diag.events import EventTables
+
+# Why a batch got its verdict: the ``reason`` column. One name per cause, used as is by the
+# rules (``eager_cause``, the rule pack's remedy keys) and the HTML labels.
+Reason = Literal[
+    "in_window",  # graph: a captured size (or padded up to one) served it
+    "above_ceiling",  # eager: larger than the largest captured size
+    "unpadded_gap",  # eager: between captured sizes with padding off
+    "engine_reported_eager",  # eager: inside the window, but the engine says it ran eager
+    "logged_eager",  # eager: the engine says so and the window is not in the logs
+    "graphs_disabled",  # eager: graphs off for the run
+    "window_unknown",  # unknown: no window to judge by
+    "idle",  # unknown: an empty batch
+]
+EAGER_REASONS: tuple[Reason, ...] = (
+    "above_ceiling",
+    "unpadded_gap",
+    "engine_reported_eager",
+    "logged_eager",
+)
 
 COLUMNS = [
     "source",

@@ -15,9 +15,10 @@ from typing import Any
 
 import pandas as pd
 
+from diag.engines import SGLANG, VLLM, spec_for
+from diag.engines.spec import as_bool
 from diag.events import EventTables
 from diag.facts import classify as cls
-from diag.facts.defaults import sglang_default_sizes, vllm_default_sizes
 from diag.facts.requests import request_table
 from diag.facts.runs import Run
 
@@ -159,15 +160,6 @@ def _as_int(v: Any) -> int | None:
         return None
 
 
-def as_bool(v: Any) -> bool | None:
-    """A config flag as printed (True/'true'/...) -> bool; anything else -> None."""
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.lower() in ("true", "false"):
-        return v.lower() == "true"
-    return None
-
-
 # ------------------------------------------------------------------ graph mode and window
 def graph_mode(tables: EventTables, config: dict[str, Any], backend: str) -> str:
     phases = (
@@ -196,14 +188,10 @@ def graph_mode(tables: EventTables, config: dict[str, Any], backend: str) -> str
         return "disabled"
     if phases:
         return "enabled"
-    if backend == "sglang" and as_bool(config.get("disable_cuda_graph")) is True:
-        return "disabled"
-    if backend == "vllm" and as_bool(config.get("enforce_eager")) is True:
-        return "disabled"
-    if backend == "sglang" and as_bool(config.get("disable_cuda_graph")) is False:
-        return "enabled"
-    if backend == "vllm" and as_bool(config.get("enforce_eager")) is False:
-        return "enabled"
+    spec = spec_for(backend)
+    off = spec.graphs_off(config) if spec is not None else None
+    if off is not None:
+        return "disabled" if off else "enabled"
     return "unknown"
 
 
@@ -211,7 +199,7 @@ def cudagraph_mode(
     tables: EventTables, config: dict[str, Any], backend: str, mode: str
 ) -> str | None:
     modes = tables["graph_mode"]
-    if backend == "vllm":
+    if (spec_for(backend) or SGLANG).mode_names == "cudagraph_mode":
         downgraded = modes[modes["origin"] == "downgrade"] if not modes.empty else modes
         value = _first(
             _last(downgraded, "mode"),
@@ -254,14 +242,10 @@ def capture_sizes(tables: EventTables, config: dict[str, Any], backend: str) -> 
         ]
         if not listed.empty:
             return sorted(set(json.loads(listed["sizes"].iloc[-1])))
-    if backend == "sglang":
-        bs = config.get("cuda_graph_bs")
-        if isinstance(bs, list) and bs:
-            return sorted({int(x) for x in bs})
-    else:
-        bs = config.get("compilation_config.cudagraph_capture_sizes")
-        if isinstance(bs, list) and bs:
-            return sorted({int(x) for x in bs})
+    spec = spec_for(backend) or VLLM
+    bs = config.get(spec.capture_sizes_key)
+    if isinstance(bs, list) and bs:
+        return sorted({int(x) for x in bs})
     return None
 
 
@@ -276,21 +260,9 @@ def window_of(
 ) -> cls.Window:
     inferred = False
     if sizes is None and mode == "enabled":
-        if backend == "sglang":
-            sizes = sglang_default_sizes(
-                version,
-                ceiling or _as_int(config.get("cuda_graph_max_bs")),
-                bool(as_bool(config.get("disable_cuda_graph_padding"))),
-                bool(config.get("speculative_algorithm")),
-            )
-        elif backend == "vllm":
-            sizes = vllm_default_sizes(
-                version,
-                _as_int(config.get("max_num_seqs")),
-                _as_int(config.get("max_num_batched_tokens")),
-            )
-            if ceiling:
-                sizes = [s for s in sizes if s <= ceiling] or sizes
+        spec = spec_for(backend)
+        if spec is not None:
+            sizes = spec.default_sizes(version, config, ceiling)
         inferred = sizes is not None
     padding = not bool(as_bool(config.get("disable_cuda_graph_padding")))
     return cls.Window(mode, tuple(sizes) if sizes else None, inferred, padding, True)
@@ -480,14 +452,9 @@ def _ceiling(
 ) -> int | None:
     if sizes:
         return max(sizes)
-    if backend == "sglang":
-        return _as_int(config.get("cuda_graph_max_bs"))
-    v = _first(
-        config.get("compilation_config.max_cudagraph_capture_size"),
-        config.get("compilation_config.max_capture_size"),
-    )
-    if v is not None:
-        return _as_int(v)
+    named = (spec_for(backend) or VLLM).ceiling(config)
+    if named != "table":
+        return named
     cs = t["capture_sizes"]
     largest = cs["largest"].dropna() if not cs.empty else cs
     return _as_int(_plain(largest.max())) if len(largest) else None

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from diag.events import EventTables
-from diag.ingest import Stream
+from diag.model import Stream
 
 # markers that begin a start-up; "ready" only marks the end of one
 SPLIT_MARKERS = {"server_args", "engine_config", "args", "api_server", "init_distributed"}
@@ -36,6 +36,18 @@ def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
     frames = [f[["source", "line", "ts"]] for f in tables._frames.values() if not f.empty]
     if not frames:
         return set()
+    if len(sources) == 1:  # one file: no concat and per-source filter (thousands of streams)
+        line = np.concatenate([f["line"].to_numpy(dtype="int64") for f in frames])
+        ts = np.concatenate([f["ts"].to_numpy(dtype="float64") for f in frames])
+        keep = ~np.isnan(ts)
+        line, ts = line[keep], ts[keep]
+        ts = ts[np.argsort(line, kind="stable")]
+        if len(np.unique(ts)) >= 2:
+            d = np.diff(ts)
+            d = d[d != 0]
+            if len(d) >= 1 and (d < 0).mean() > 0.6:
+                return set(sources)
+        return set()
     allf = pd.concat(frames)
     out: set[str] = set()
     for src in sources:
@@ -52,20 +64,81 @@ def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
 
 def order_keys(frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[str]) -> np.ndarray:
     """A total order of events within a stream: file, then line (reversed files flipped)."""
-    idx = frame["source"].map(file_index).fillna(0).astype("int64").to_numpy()
     line = frame["line"].astype("int64").to_numpy()
+    if len(file_index) == 1:  # one file: every row maps to 0
+        idx = np.zeros(len(line), dtype="int64")
+    else:
+        idx = frame["source"].map(file_index).fillna(0).astype("int64").to_numpy()
     if reversed_:
         flip = frame["source"].isin(reversed_).to_numpy()
         line = np.where(flip, _FILE_STRIDE - 1 - line, line)
     return idx * _FILE_STRIDE + line
 
 
+def _stream_frames(tables: EventTables, streams: list[Stream]) -> list[dict[str, pd.DataFrame]]:
+    """Each stream's rows of every frame, in one grouped pass per frame.
+
+    Equal to ``f[f["source"].isin(stream.sources)]`` per stream and frame (same rows, order
+    and index), without filtering every frame once per stream: thousands of small files
+    made that quadratic. A source listed by two streams (never made by ingest) falls back
+    to the per-stream filter."""
+    stream_of: dict[str, int] = {}
+    for i, stream in enumerate(streams):
+        for src in stream.sources:
+            if stream_of.setdefault(src, i) != i:
+                return [
+                    {k: f[f["source"].isin(st.sources)] for k, f in tables._frames.items()}
+                    for st in streams
+                ]
+    out: list[dict[str, pd.DataFrame]] = [{} for _ in streams]
+    for kind, frame in tables._frames.items():
+        if frame.empty:
+            continue
+        src = frame["source"]
+        if isinstance(src.dtype, pd.CategoricalDtype):
+            by_code = np.array(
+                [stream_of.get(c, -1) for c in src.cat.categories] + [-1], dtype=np.int64
+            )
+            keys = by_code[src.cat.codes.to_numpy()]  # code -1 (missing) -> the last entry
+        else:
+            keys = src.map(stream_of).fillna(-1).to_numpy(dtype=np.int64)
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+        ends = np.r_[starts[1:], len(sorted_keys)]
+        categorical = isinstance(src.dtype, pd.CategoricalDtype)
+        for a, b in zip(starts, ends, strict=True):
+            key = int(sorted_keys[a])
+            if key >= 0:
+                part = frame.iloc[order[a:b]]
+                if categorical:
+                    part = part.assign(source=_own_categories(part["source"]))
+                out[key][kind] = part
+    # keep the frames' order as in the tables, as the per-stream filter did
+    names = list(tables._frames)
+    return [dict(sorted(m.items(), key=lambda kv: names.index(kv[0]))) for m in out]
+
+
+def _own_categories(source: pd.Series) -> pd.Series:
+    """A stream's ``source`` column with only its own files as categories: every later
+    per-stream step (``map``, ``isin``, ``unique``) then costs the stream's files, not the
+    whole folder's (10,000 files made each of them quadratic)."""
+    codes = source.cat.codes.to_numpy()
+    present, local = np.unique(codes, return_inverse=True)
+    cats = source.cat.categories
+    if len(present) and present[0] < 0:  # missing values keep code -1
+        local = local - 1
+        present = present[1:]
+    return pd.Series(
+        pd.Categorical.from_codes(local, cats[present]), index=source.index, name=source.name
+    )
+
+
 def _by_instance(tables: EventTables, streams: list[Stream]) -> list[tuple[Stream, EventTables]]:
     """A stream whose lines name several compose services / pods is several servers."""
     out: list[tuple[Stream, EventTables]] = []
-    for stream in streams:
-        mine = {k: f[f["source"].isin(stream.sources)] for k, f in tables._frames.items()}
-        mine = {k: f for k, f in mine.items() if not f.empty}
+    for stream, frames in zip(streams, _stream_frames(tables, streams), strict=True):
+        mine = {k: f for k, f in frames.items() if not f.empty}
         names = sorted({n for f in mine.values() for n in f["instance"].unique() if n})
         if len(names) <= 1:
             out.append((stream, EventTables(mine)))
@@ -93,6 +166,9 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
         n_runs = len(bounds) + 1
         parts: list[dict[str, pd.DataFrame]] = [{} for _ in range(n_runs)]
         for kind, frame in keyed.items():
+            if n_runs == 1:  # no restart: the grouping below would make one group of all rows
+                parts[0][kind] = frame.sort_values("_order", kind="stable").reset_index(drop=True)
+                continue
             run_no = np.searchsorted(
                 np.asarray(bounds, dtype="int64"), frame["_order"].to_numpy(), side="right"
             )

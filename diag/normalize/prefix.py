@@ -62,18 +62,18 @@ _WRAPPERS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _RAY_REPEAT = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
 
 # ---------------------------------------------------------------- process prefixes
-_PROC = re.compile(
+PROCESS_HEADER = re.compile(
     r"^\((?P<proc>[A-Za-z_][\w]*(?: rank=\d+)?|) ?pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s*"
 )
 _STAGE = re.compile(r"^\[Stage-(\d+)\]\s*")
 _UNRANKED_WORKER = re.compile(r"^(?:VllmWorkerProcess|RayWorker\w*|pid=\d+)$")
 
 # ---------------------------------------------------------------- engine headers
-_SGLANG = re.compile(
+SGLANG_HEADER = re.compile(
     r"^\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<ms>\d{1,6}))?"
     r"(?P<ranks>(?: [A-Z][A-Z_]*-?\d+)*)\] ?"
 )
-_VLLM = re.compile(
+VLLM_HEADER = re.compile(
     r"^(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)"
     r"(?:[.,]\d+)?\s+\[?(?P<file>[^\]\s:]+):(?P<ln>\d+)\] ?"
 )
@@ -136,7 +136,7 @@ def peel(source: str, lineno: int, text: str) -> LogLine:
     line = LogLine(
         source, lineno, rest, rest, ts=wrapper_ts, wrapper=wrapper, repeat=repeat, instance=instance
     )
-    _peel_engine(line, rest)
+    peel_engine_header(line, rest)
     return line
 
 
@@ -194,18 +194,18 @@ def _wrappers(text: str) -> tuple[str, str | None, float | None, str]:
 def _looks_like_log(text: str) -> bool:
     return bool(text) and (
         text[0] in "[("
-        or _VLLM.match(text) is not None
+        or VLLM_HEADER.match(text) is not None
         or text.startswith(("INFO", "WARNING", "ERROR", "DEBUG"))
     )
 
 
-def _peel_engine(line: LogLine, rest: str) -> None:
+def peel_engine_header(line: LogLine, rest: str) -> None:
     # vllm-omni stage tag may stand before or after the process prefix
     for _ in range(2):
         m = _STAGE.match(rest)
         if m:
             rest = rest[m.end() :]
-        p = _PROC.match(rest)
+        p = PROCESS_HEADER.match(rest)
         if p:
             line.proc = p.group("proc") or f"pid={p.group('pid')}"
             # V0 non-driver workers / ray actors name no rank: keep them apart from the driver (rank 0)
@@ -220,7 +220,7 @@ def _peel_engine(line: LogLine, rest: str) -> None:
         return
     c = rest[0]
     if c == "[":
-        m = _SGLANG.match(rest)
+        m = SGLANG_HEADER.match(rest)
         if m:
             line.header = "sglang"
             if m.group("date"):
@@ -244,7 +244,7 @@ def _peel_engine(line: LogLine, rest: str) -> None:
             line.msg = rest[t.end() :]
             return
     elif c in "DIWEC":
-        m = _VLLM.match(rest)
+        m = VLLM_HEADER.match(rest)
         if m:
             line.header = "vllm"
             line.level = _LEVELS.get(m.group("lvl"), m.group("lvl"))

@@ -17,6 +17,7 @@ from typing import Any
 from lark import Lark, Transformer, UnexpectedInput, v_args
 from lark.exceptions import VisitError
 
+from diag.parsers.base import parse_int_list
 from diag.resources import grammar_text
 
 
@@ -168,3 +169,80 @@ def _scan_pairs(text: str) -> dict[str, Any]:
             # a list cut off by the end of the line keeps the numbers it shows
             out[key] = [int(x) for x in re.findall(r"-?\d+", raw)] if raw.startswith("[") else raw
     return out
+
+
+# ---------------------------------------------------------------- config echoes
+def parse_config_echo(text: str) -> dict[str, Any]:
+    """``model='x', served_model_name=a/b, compilation_config={...}, ...`` -> dict.
+
+    Split at top-level commas first and parse each value on its own: unquoted values such
+    as ``served_model_name=Qwen/Qwen3-0.6B`` defeat a whole-line parse, and a line cut off
+    inside ``compilation_config`` must still yield the settings before the cut.
+    """
+    out: dict[str, Any] = {}
+    for key, raw in _split_top(text):
+        raw = raw.strip()
+        if not raw:
+            out[key] = None
+            continue
+        try:
+            out[key] = parse_value(raw)
+        except ValueError:
+            if raw.startswith("{"):
+                out[key] = parse_dict(raw)
+            elif raw.startswith("["):
+                out[key] = parse_int_list(raw) or []
+            else:
+                out[key] = raw
+    return out
+
+
+_KEY_START = re.compile(r"\s*([A-Za-z_]\w*)=(?!=)")
+
+
+def _split_top(text: str) -> list[tuple[str, str]]:
+    """Top-level ``key=value`` pieces; commas inside brackets or quotes do not split."""
+    pieces: list[str] = []
+    depth = 0
+    quote: str | None = None
+    start = 0
+    i = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if quote is not None:
+            if c == "\\":
+                i += 2
+                continue
+            if c == quote:
+                quote = None
+        elif c in "'\"" and (i == 0 or not text[i - 1].isalnum()):
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth = max(0, depth - 1)
+        elif c == "," and depth == 0:
+            pieces.append(text[start:i])
+            start = i + 1
+        i += 1
+    pieces.append(text[start:])
+    out: list[tuple[str, str]] = []
+    for piece in pieces:
+        m = _KEY_START.match(piece)
+        if m:
+            out.append((m.group(1), piece[m.end() :]))
+        elif out and piece.strip():
+            out[-1] = (out[-1][0], out[-1][1] + "," + piece)
+    return out
+
+
+def parse_dict(text: str) -> dict[str, Any]:
+    try:
+        value = parse_value(text)
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        value.pop("__call__", None)
+        return value
+    return parse_kwargs(text.strip().lstrip("{").rstrip("}"))

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from diag.events import EventSink
-from diag.normalize import prefix as _px
+from diag.normalize import prefix
 from diag.normalize.lines import split_logical
 from diag.normalize.prefix import LogLine, peel
 from diag.parsers.base import Block, Context, LineParser
@@ -81,7 +81,7 @@ class FastPeel:
     Returns None whenever the line is not exactly such a line, so the caller falls back to
     the general path. The header is recognised with ``diag.normalize.prefix``'s own regexes;
     what peel derives from it (timestamp, rank, process, level) is computed by peel's own
-    ``_peel_engine`` on a synthetic line once per distinct header value and then cached, so
+    ``peel_engine_header`` on a synthetic line once per distinct header value and then cached, so
     FastPeel follows peel when peel changes. ``tests/test_parallel.py`` checks that a
     LogLine from here equals peel's on the corpus and on edge cases.
     """
@@ -102,11 +102,11 @@ class FastPeel:
     @staticmethod
     def _peeled(synthetic: str) -> LogLine:
         line = LogLine("", 0, synthetic, synthetic)
-        _px._peel_engine(line, synthetic)
+        prefix.peel_engine_header(line, synthetic)
         return line
 
     def _sglang(self, source: str, lineno: int, text: str) -> LogLine | None:
-        m = _px._SGLANG.match(text)
+        m = prefix.SGLANG_HEADER.match(text)
         if m is None:
             return None
         date, time_, ms, ranks = m.group("date", "time", "ms", "ranks")
@@ -131,7 +131,7 @@ class FastPeel:
         proc = rank = None
         rest = text
         if c == "(":
-            p = _px._PROC.match(text)
+            p = prefix.PROCESS_HEADER.match(text)
             if p is None:
                 return None
             head = p.group(0)
@@ -145,7 +145,7 @@ class FastPeel:
             rest = text[p.end() :]
             if rest[:1] in ("(", "["):
                 return None  # a second process prefix or a stage tag: general path
-        m = _px._VLLM.match(rest)
+        m = prefix.VLLM_HEADER.match(rest)
         if m is None:
             return None
         lvl, md, hms = m.group("lvl", "md", "hms")
@@ -274,7 +274,7 @@ class StreamScanner:
 
     # ------------------------------------------------------------------ lines
     def _handle(self, source: str, lineno: int, raw: bytes) -> None:
-        if self.fast and len(raw.translate(None, _SPECIAL)) == len(raw) and b"repeated" not in raw:
+        if self.fast and is_plain(raw):
             text = raw.decode("utf-8", "replace").rstrip("\n")
             line = self._fast(source, lineno, text)
             if line is not None:

@@ -32,10 +32,17 @@ def _sizes(sizes: list[int] | None) -> str:
     return f"[{', '.join(str(s) for s in sizes[:6])}, ... {sizes[-1]}] ({len(sizes)} sizes)"
 
 
+HEAD = {"error": "FAIL", "warning": "WARN", "info": "NOTE", None: "OK"}
+
+
 def verdict(run: RunReport) -> str:
+    """``FAIL run-id [engine]: ...``: the run's worst severity, then :func:`verdict_text`."""
+    return f"{HEAD[run.worst()]:4} {verdict_text(run)}"
+
+
+def verdict_text(run: RunReport) -> str:
+    """What a run came to in one line, without the severity head (HTML shows a badge)."""
     rec = run.record
-    worst = run.worst()
-    head = {"error": "FAIL", "warning": "WARN", "info": "NOTE", None: "OK"}[worst]
     b = rec["batches"]
     parts = [f"graphs {rec['graph_mode']}"]
     if rec["capture_error"]:
@@ -47,7 +54,7 @@ def verdict(run: RunReport) -> str:
         )
     if rec["cuda_graph_max_bs"]:
         parts.append(f"ceiling {rec['cuda_graph_max_bs']}")
-    return f"{head:4} {run.id} [{run.facts.backend}]: " + "; ".join(parts)
+    return f"{run.id} [{run.facts.backend}]: " + "; ".join(parts)
 
 
 def _record_lines(run: RunReport) -> list[str]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import string
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from diag.facts.record import RunFacts
-from diag.report import Finding
+from diag.model import Finding, Snapshot
 from diag.resources import package_file
 from diag.rules.conditions import ConditionError, compile_condition, evaluate
 from diag.rules.metrics import run_metrics
@@ -157,7 +157,7 @@ class RuleEngine:
         return cls(rules)
 
     def evaluate(
-        self, facts: RunFacts, snapshots: list[dict[str, Any]] | None = None
+        self, facts: RunFacts, snapshots: Sequence[Snapshot] | None = None
     ) -> list[Finding]:
         metrics = run_metrics(facts, snapshots)
         findings = []

@@ -7,11 +7,14 @@ comparisons with ``None`` as false.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
+from diag.engines import SGLANG, VLLM, sglang, spec_for, vllm
 from diag.facts.record import RunFacts, as_bool, captured_size_count, sizing
+from diag.model import Snapshot
 
 # graph_disabled reasons that mean "the model/backend cannot run graphs", not "user turned them off"
 MODEL_LIMIT_REASONS = {
@@ -34,7 +37,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 4)
 
 
-def run_metrics(facts: RunFacts, snapshots: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def run_metrics(facts: RunFacts, snapshots: Sequence[Snapshot] | None = None) -> dict[str, Any]:
     rec = facts.record
     t = facts.tables
     cfg = facts.config
@@ -72,9 +75,8 @@ def run_metrics(facts: RunFacts, snapshots: list[dict[str, Any]] | None = None) 
     modes = t["graph_mode"]
     snap_gib = None
     for s in snapshots or []:
-        if s.get("run") == facts.run.id and s.get("pools"):
-            graph = sum(p.get("reserved_bytes", 0) for p in s["pools"] if p.get("kind") == "graph")
-            snap_gib = round(graph / 2**30, 3)
+        if s.run == facts.run.id and s.pools:
+            snap_gib = round(s.graph_pool_gib, 3)
     speed = _per_request_speed(batches)
     ceiling = rec["cuda_graph_max_bs"] or (max(sizes) if sizes else None)
     torch_compile = as_bool(cfg.get("enable_torch_compile"))
@@ -110,8 +112,8 @@ def run_metrics(facts: RunFacts, snapshots: list[dict[str, Any]] | None = None) 
             (
                 ("above_ceiling", eager_reason("above_ceiling")),
                 ("unpadded_gap", eager_reason("unpadded_gap")),
-                ("in_window", eager_reason("engine_reported_eager")),
-                ("unknown_window", eager_reason("logged_eager")),
+                ("engine_reported_eager", eager_reason("engine_reported_eager")),
+                ("logged_eager", eager_reason("logged_eager")),
             ),
             key=lambda kv: kv[1],
         )[0]
@@ -195,26 +197,14 @@ def _round_up(n: float | None, step: int) -> int | None:
 def _flags(facts: RunFacts, shape: dict[str, Any]) -> dict[str, Any]:
     """The engine's own flag spellings for this run's version, and suggested values."""
     cfg = facts.config
-    new_sglang = any(
-        k.startswith(("cuda_graph_config", "cuda_graph_max_bs_decode", "cuda_graph_backend"))
-        for k in cfg
-    )
-    from diag.facts.defaults import parse_version
-
-    ver = parse_version(facts.engine_version) if facts.backend == "vllm" else None
-    # 0.11.1 renamed max_capture_size -> max_cudagraph_capture_size
-    vllm_ceiling_key = (
-        "max_cudagraph_capture_size" if ver is None or ver >= (0, 11, 1) else "max_capture_size"
-    )
+    vllm_version = facts.engine_version if spec_for(facts.backend) is VLLM else None
     p99 = shape.get("p99") if shape else None
     ceiling = facts.record["cuda_graph_max_bs"]
     peak = shape.get("max") if shape else None
     return {
-        "max_bs_flag": "--cuda-graph-max-bs-decode" if new_sglang else "--cuda-graph-max-bs",
-        "disable_flag": (
-            "--cuda-graph-backend-decode=disabled" if new_sglang else "--disable-cuda-graph"
-        ),
-        "vllm_ceiling_key": vllm_ceiling_key,
+        "max_bs_flag": sglang.max_bs_flag(cfg),
+        "disable_flag": SGLANG.graphs_off_flag(None, cfg),
+        "vllm_ceiling_key": vllm.CEILING_KEY.at(vllm_version),
         "suggest_ceiling": _round_up(peak, 8),
         # never suggest "lowering" the ceiling to a value above it
         "suggest_small_ceiling": (

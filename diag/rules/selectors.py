@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from diag.facts.record import RunFacts
-from diag.report import Evidence
+from diag.model import Evidence
 
 Selector = Callable[[RunFacts], list[Evidence]]
 SELECTORS: dict[str, Selector] = {}

@@ -17,22 +17,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from diag.engines import SGLANG, VLLM
 from diag.sources.discover import InputFile
 
 HEAD_BYTES = 256 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
 
-_SGLANG_MARKERS = re.compile(
-    rb"sglang|Decode batch|Prefill batch|server_args=ServerArgs|Capture cuda graph|"
-    rb"Capture CUDA graph|Capturing batches|max_total_num_tokens=|KV Cache is allocated|"
-    rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?:DP|TP|PP|EP)-?\d+"
-)
-_VLLM_MARKERS = re.compile(
-    rb"vllm|vLLM|model_runner\.py|gpu_model_runner|Avg prompt throughput|# GPU blocks|"
-    rb"# cuda blocks|KV cache size: [\d,]+ tokens|Graph capturing finished|"
-    rb"Capturing CUDA graph|Maximum concurrency for|\(EngineCore|\(VllmWorker|"
-    rb"(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d"
-)
 _LOG_HEADER = re.compile(
     rb"^(?:\S+\s+)?(?:\([^)]*pid=\d+[^)]*\)\s+)?(?:\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d|"
     rb"(?:DEBUG|INFO|WARNING|ERROR) \d\d-\d\d \d\d:)",
@@ -133,11 +123,11 @@ _CONTROL = re.compile("[\x00-\x07\x0e-\x1a\x1c-\x1f\x7f]")
 
 def detect_backend(text: bytes) -> str:
     """vllm / sglang / unknown by counting engine-specific markers."""
-    s = len(_SGLANG_MARKERS.findall(text))
-    v = len(_VLLM_MARKERS.findall(text))
+    s = len(SGLANG.markers.findall(text))
+    v = len(VLLM.markers.findall(text))
     if s == v == 0:
         return "unknown"
-    return "sglang" if s > v else "vllm"
+    return SGLANG.name if s > v else VLLM.name
 
 
 BLOCK_BYTES = 8 * 1024 * 1024

@@ -14,8 +14,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from diag import __version__
-from diag.report import Report, RunReport, clean_json
+from diag.about import __version__
+from diag.model import Snapshot, clean_json
+from diag.report import Report, RunReport
 from diag.rules.metrics import run_metrics
 
 __all__ = ["SCHEMA", "compare", "main_run", "render_html", "render_json", "render_text"]
@@ -64,7 +65,7 @@ def main_run(report: Report) -> tuple[RunReport | None, str]:
     return run, f"{_decode_batches(run)} decode batches, the most of {len(report.runs)} runs"
 
 
-def _values(run: RunReport, snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+def _values(run: RunReport, snapshots: list[Snapshot]) -> dict[str, Any]:
     rec = run.record
     m = run_metrics(run.facts, snapshots)
     shape = rec["decode_batch_shape"] or {}

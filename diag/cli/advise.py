@@ -1,9 +1,7 @@
-"""``graphdiag recommend`` and ``graphdiag compare``, registered on the main group.
+"""``graphdiag recommend`` and ``graphdiag compare``: advice from one or two analyses.
 
-Imported at the bottom of :mod:`diag.cli` (after ``main`` exists), so this module can
-``from diag.cli import main`` without a cycle. Same conventions as ``analyze``: stdout
-carries only the chosen output, warnings go to stderr, exit 2 on usage errors or when
-nothing can be read or recommended.
+Same conventions as ``analyze``: stdout carries only the chosen output, warnings go to
+stderr, exit 2 on usage errors or when nothing can be read or recommended.
 """
 
 from __future__ import annotations
@@ -15,11 +13,7 @@ from typing import Any
 
 import click
 
-from diag.cli import Progress, main
-
-
-def _warn(msg: str) -> None:
-    click.echo(f"graphdiag: {msg}", err=True)
+from diag.cli.common import Progress, format_option, quiet_option, report_inputs, warn
 
 
 def _analyze(paths: list[str], quiet: bool, what: str = "") -> Any:
@@ -30,16 +24,14 @@ def _analyze(paths: list[str], quiet: bool, what: str = "") -> Any:
     report = analyze(paths, progress=progress)
     progress.finish()
     prefix = f"{what}: " if what else ""
-    for item in report.inputs:
-        if item.status != "ok":
-            _warn(f"{prefix}{item.status}: {item.path}: {item.reason}")
+    report_inputs(report.inputs, prefix, all_inputs=True)
     if not report.readable():
-        _warn(f"{prefix}no input could be read")
+        warn(f"{prefix}no input could be read")
         sys.exit(2)
     return report
 
 
-@main.command()
+@click.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option(
     "--engine",
@@ -61,10 +53,8 @@ def _analyze(paths: list[str], quiet: bool, what: str = "") -> Any:
     show_default=True,
     help="Least share of decode batches inside the window.",
 )
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
-)
-@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+@format_option(["text", "json"])
+@quiet_option()
 def recommend(
     paths: tuple[str, ...],
     engine: str | None,
@@ -87,17 +77,17 @@ def recommend(
             min_coverage=coverage,
         )
     except RecommendError as exc:
-        _warn(str(exc))
+        warn(str(exc))
         sys.exit(2)
     if fmt == "json":
-        from diag.report import clean_json
+        from diag.model import clean_json
 
         click.echo(json.dumps(clean_json(rec), indent=2, ensure_ascii=False))
     else:
         click.echo(render_text(rec), nl=False)
 
 
-@main.command()
+@click.command()
 @click.argument("paths", nargs=-1)
 @click.option(
     "--before", "before", multiple=True, metavar="PATH", help="A BEFORE input (repeatable)."
@@ -105,13 +95,7 @@ def recommend(
 @click.option(
     "--after", "after", multiple=True, metavar="PATH", help="An AFTER input (repeatable)."
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "html"]),
-    default="text",
-    show_default=True,
-)
+@format_option(["text", "json", "html"])
 @click.option(
     "-o",
     "--output",
@@ -120,7 +104,7 @@ def recommend(
     default=None,
     help="Write to FILE instead of stdout.",
 )
-@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+@quiet_option()
 def compare(
     paths: tuple[str, ...],
     before: tuple[str, ...],
@@ -134,9 +118,9 @@ def compare(
     Each side's main run (most decode batches) is compared; a side with graphs disabled
     gets a warning (eager numbers are not the graph path's).
     """
-    from diag.advise.compare import compare as make
-    from diag.advise.compare import render_html, render_json, render_text
     from diag.output import write_atomic
+    from diag.render.compare import compare as make
+    from diag.render.compare import render_html, render_json, render_text
 
     if paths and (before or after):
         raise click.UsageError("give either two paths BEFORE AFTER or --before/--after, not both")
@@ -154,7 +138,7 @@ def compare(
     doc = make(rb, ra, before, after)
     if fmt != "text" or output:  # the text table already ends with them
         for w in doc["warnings"]:
-            _warn(w)
+            warn(w)
     text = {"text": render_text, "json": render_json, "html": render_html}[fmt](doc)
     if output:
         write_atomic(Path(output), text)

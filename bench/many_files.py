@@ -1,0 +1,74 @@
+"""Seconds per file for folders of many small server logs (1,000 / 3,000 / 10,000 files).
+
+Each file is a small SGLang server log of its own (start-up, capture, a few dozen decode
+batches; ~8 KB), as a fleet's per-pod log folder holds them, so every file is a stream
+and a run: the cost that grows with the number of streams is what this measures. A
+per-stream pass over all event frames makes the time per file grow with the folder;
+with one grouped pass it stays flat (linear total time).
+
+Prints, per folder size: files, total seconds of ``analyze``, seconds per file, and the
+seconds spent splitting the event tables into streams/runs (``split_runs``).
+
+Usage: python bench/many_files.py [--counts 1000,3000,10000] [--lines 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from itertools import islice
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.gen_logs import sglang_lines  # noqa: E402
+from diag.api import analyze  # noqa: E402
+from diag.facts import runs as runs_mod  # noqa: E402
+
+
+def write_folder(folder: Path, count: int, lines: int) -> None:
+    body = "\n".join(islice(sglang_lines(10**9, seed=1, tracebacks=0), lines)) + "\n"
+    for i in range(count):
+        pod = folder / f"pod-{i:05d}"
+        pod.mkdir(parents=True)
+        (pod / "server.log").write_text(body)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--counts", default="1000,3000,10000")
+    ap.add_argument("--lines", type=int, default=60, help="lines per log file")
+    args = ap.parse_args()
+    split_time = [0.0]
+    real_split = runs_mod.split_runs
+
+    def timed_split(*a, **k):  # type: ignore[no-untyped-def]
+        t = time.perf_counter()
+        try:
+            return real_split(*a, **k)
+        finally:
+            split_time[0] += time.perf_counter() - t
+
+    import diag.api as api_mod
+
+    api_mod.split_runs = timed_split  # type: ignore[attr-defined]
+    print(f"{'files':>7} {'total s':>9} {'s/file':>9} {'split_runs s':>13} {'runs':>6}")
+    for count in (int(c) for c in args.counts.split(",")):
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp) / "fleet"
+            write_folder(folder, count, args.lines)
+            split_time[0] = 0.0
+            start = time.perf_counter()
+            report = analyze([str(folder)], generated_at="bench", jobs=1)
+            total = time.perf_counter() - start
+            print(
+                f"{count:>7} {total:>9.2f} {total / count:>9.5f} {split_time[0]:>13.2f}"
+                f" {len(report.runs):>6}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""What every command shares: the exit conventions, signals, progress, warnings, options.
+
+Exit codes as ruff/sqlfluff: 0 analysed, no finding at or above --fail-on; 1 such
+findings; 2 usage error or no input could be read at all. stdout carries the chosen
+output only; progress and warnings go to stderr.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import click
+
+from diag.model import InputStatus
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_received: list[int] = []
+
+
+def terminate(signum: int, _frame: Any) -> None:
+    """SIGINT/SIGTERM -> KeyboardInterrupt, so atomic writers remove their temporary files.
+
+    The signal is also remembered: an exception raised inside a fork or a finaliser can be
+    swallowed, so writers check :func:`check_interrupted` before renaming anything."""
+    _received.append(signum)
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def check_interrupted() -> None:
+    if _received:
+        raise KeyboardInterrupt(f"signal {_received[0]}")
+
+
+def exit_interrupted() -> None:
+    """Exit as shells expect after a signal: 128 + signal number (130 SIGINT, 143 SIGTERM)."""
+    warn("interrupted; no report written")
+    sys.exit(128 + (_received[0] if _received else signal.SIGINT))
+
+
+class Progress:
+    """Bytes, lines/s-ish throughput and ETA on stderr, only on a terminal and after ~1 s."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.enabled = not quiet and sys.stderr.isatty()
+        self.start = time.monotonic()
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        elapsed = now - self.start
+        if elapsed < 1.0 or now - self.last < 0.2:
+            return
+        self.last = now
+        rate = done / elapsed if elapsed else 0
+        eta = (total - done) / rate if rate and total else 0
+        pct = f"{100 * done / total:5.1f}%" if total else "     "
+        sys.stderr.write(
+            f"\rgraphdiag: {pct} {done / 2**20:,.0f}/{total / 2**20:,.0f} MiB "
+            f"{rate / 2**20:,.1f} MiB/s ETA {eta:,.0f}s "
+        )
+        sys.stderr.flush()
+        self.shown = True
+
+    def finish(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r" + " " * 70 + "\r")
+            sys.stderr.flush()
+
+
+def warn(msg: str) -> None:
+    """One line on stderr, prefixed like every graphdiag message."""
+    click.echo(f"graphdiag: {msg}", err=True)
+
+
+def report_inputs(
+    inputs: Iterable[InputStatus], prefix: str = "", all_inputs: bool = False
+) -> None:
+    """One line per input not fully read. Non-log files met in folders stay in the report
+    only, unless ``all_inputs`` (recommend/compare name every input they could not use)."""
+    for item in inputs:
+        if item.status == "ok":
+            continue
+        if not all_inputs and (item.reason or "").startswith("not a log"):
+            continue
+        warn(f"{prefix}{item.status}: {item.path}: {item.reason}")
+
+
+def install_signal_handlers() -> None:
+    _received.clear()
+    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGINT, terminate)
+
+
+# ------------------------------------------------------------------ shared options
+def jobs_option(f: F) -> F:
+    return click.option(
+        "--jobs",
+        "-j",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default="0 = auto",
+        help="Worker processes for reading logs: 0 = auto (one per core, up to 8, when inputs "
+        "exceed 64 MiB), 1 = none.",
+    )(f)
+
+
+def quiet_option(help: str | None = "No progress on stderr.") -> Callable[[F], F]:
+    def deco(f: F) -> F:
+        return click.option("--quiet", "-q", is_flag=True, help=help)(f)
+
+    return deco
+
+
+def format_option(choices: list[str], default: str = "text") -> Callable[[F], F]:
+    def deco(f: F) -> F:
+        return click.option(
+            "--format", "fmt", type=click.Choice(choices), default=default, show_default=True
+        )(f)
+
+    return deco

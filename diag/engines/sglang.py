@@ -1,0 +1,143 @@
+"""SGLang: sniff markers, split points, config keys, default batch sizes and flags.
+
+Default sizes encode ``sglang-log-formats.md`` §7 (server_args / cuda_graph_runner: the
+``cuda_graph_bs`` default). SGLang's capture sizes are batch sizes (requests).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from diag.engines.spec import Config, EngineSpec, as_int, truthy
+from diag.engines.version import parse_version
+
+NEWEST = (0, 5, 3)
+
+MARKERS = re.compile(
+    rb"sglang|Decode batch|Prefill batch|server_args=ServerArgs|Capture cuda graph|"
+    rb"Capture CUDA graph|Capturing batches|max_total_num_tokens=|KV Cache is allocated|"
+    rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?:DP|TP|PP|EP)-?\d+"
+)
+
+# 2026-06+ SGLang (#23906) has per-phase flags; its config echo shows the new keys
+SPLIT_FLAG_PREFIXES = (
+    "cuda_graph_config",
+    "cuda_graph_max_bs_decode",
+    "cuda_graph_bs_decode",
+    "cuda_graph_backend",
+)
+
+
+def split_flags(config: Config) -> bool:
+    """Does this SGLang spell its graph flags per phase (``--cuda-graph-bs-decode``)?"""
+    return any(k.startswith(SPLIT_FLAG_PREFIXES) for k in config)
+
+
+def max_bs_flag(config: Config) -> str:
+    return "--cuda-graph-max-bs-decode" if split_flags(config) else "--cuda-graph-max-bs"
+
+
+def default_capture_sizes(
+    version: str | None,
+    cuda_graph_max_bs: int | None,
+    disable_padding: bool = False,
+    speculative: bool = False,
+) -> list[int]:
+    """SGLang's captured batch sizes with no ``--cuda-graph-bs`` (§7)."""
+    ver = parse_version(version) or NEWEST
+    max_bs = cuda_graph_max_bs
+    if ver >= (0, 5, 3):
+        max_bs = max_bs or 160
+        if disable_padding:
+            sizes = list(range(1, max_bs + 1))
+        elif speculative:
+            sizes = (
+                list(range(1, 9))
+                + list(range(10, 33, 2))
+                + list(range(40, 65, 4))
+                + list(range(72, 257, 8))
+                + list(range(272, max_bs + 1, 16))
+            )
+        else:
+            sizes = (
+                [1, 2, 4, 8, 12]
+                + list(range(16, 257, 8))
+                + list(range(272, 497, 16))
+                + list(range(512, max_bs + 1, 32))
+            )
+        sizes = [x for x in sizes if x <= max_bs]
+        if max_bs not in sizes:
+            sizes.append(max_bs)
+        return sizes
+    if disable_padding:
+        base = list(range(1, 33)) + [48, 64, 80, 96, 112, 128, 144, 160]
+    elif ver < (0, 2, 13):
+        base = [1, 2, 4] + list(range(8, 129, 8))
+    else:
+        base = [1, 2, 4] + list(range(8, 161, 8))
+    if max_bs:
+        base = [x for x in base if x <= max_bs]
+        if ver >= (0, 4, 6) and base and base[-1] < max_bs:
+            base += list(range(base[-1] + 16, max_bs + 1, 16))
+    return base
+
+
+def _defaults_from_config(version: str | None, config: Config, ceiling: int | None) -> list[int]:
+    return default_capture_sizes(
+        version,
+        ceiling or as_int(config.get("cuda_graph_max_bs")),
+        truthy(config.get("disable_cuda_graph_padding")),
+        bool(config.get("speculative_algorithm")),
+    )
+
+
+def bucket_flags(
+    version: str | None, config: Config, sizes: Sequence[int], notes: list[str]
+) -> str:
+    """``--cuda-graph-bs`` (0.4.2.post1+; ignored by 0.4.1.post4's bug) with
+    ``--cuda-graph-max-bs`` equal to the list's max so no version extends the list past it
+    (§7: since 0.4.6.post3 a list short of the ceiling is extended in steps of 16); 2026-06+
+    spells them ``--cuda-graph-bs-decode`` / ``--cuda-graph-max-bs-decode`` (old ones are aliases)."""
+    ss = sorted(set(int(s) for s in sizes))
+    top = ss[-1]
+    ver = parse_version(version)
+    if ver is not None and ver < (0, 3, 4, 2):
+        notes.append(
+            f"SGLang {version} has neither --cuda-graph-bs nor --cuda-graph-max-bs: "
+            "upgrade to set buckets"
+        )
+        return ""
+    if ver is not None and ver < (0, 4, 2, 1):
+        notes.append(
+            f"SGLang {version} ignores --cuda-graph-bs (added 0.4.1.post4, fixed in 0.4.2.post1): "
+            "only the ceiling can be set; upgrade for the exact list"
+        )
+        return f"--cuda-graph-max-bs {top}"
+    if split_flags(config):
+        return f"--cuda-graph-bs-decode {' '.join(map(str, ss))} --cuda-graph-max-bs-decode {top}"
+    return f"--cuda-graph-bs {' '.join(map(str, ss))} --cuda-graph-max-bs {top}"
+
+
+def graphs_off_flag(version: str | None, config: Config) -> str:
+    return "--cuda-graph-backend-decode=disabled" if split_flags(config) else "--disable-cuda-graph"
+
+
+SGLANG = EngineSpec(
+    name="sglang",
+    markers=MARKERS,
+    line_head=rb"\[\d{4}-\d\d-\d\d [^\]\n]*\]",
+    periodic_words=(b"Decode batch", b"Prefill batch"),
+    parser="diag.parsers.sglang:SGLangParser",
+    graphs_off_key="disable_cuda_graph",
+    capture_sizes_key="cuda_graph_bs",
+    ceiling_keys=("cuda_graph_max_bs",),
+    ceiling_from_table=False,
+    mode_names="graph_backend",
+    default_sizes=_defaults_from_config,
+    bucket_flags=bucket_flags,
+    graphs_off_flag=graphs_off_flag,
+    capture_code_paths=(
+        "python/sglang/srt/model_executor/cuda_graph_runner.py:CudaGraphRunner.capture",
+    ),
+)

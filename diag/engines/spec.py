@@ -1,0 +1,103 @@
+"""The typed shape of an engine spec, and the per-version table it is built from."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from diag.engines.version import Version, parse_version
+
+Backend = Literal["vllm", "sglang", "unknown"]
+T = TypeVar("T")
+
+Config = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Versioned(Generic[T]):
+    """A value that changed across versions: ``((since, value), ...)`` in ascending order.
+
+    ``at(version)`` is the value of the newest row at or below the version; an unknown
+    version gets ``unknown`` (by default the newest row). Extend a spec with one of these
+    per fact that moves between releases (flag spellings, phase tables, error signatures).
+    """
+
+    rows: tuple[tuple[Version, T], ...]
+    unknown: T | None = None
+
+    def at(self, version: str | Version | None) -> T:
+        ver = parse_version(version) if isinstance(version, str) or version is None else version
+        if ver is None:
+            return self.unknown if self.unknown is not None else self.rows[-1][1]
+        value = self.rows[0][1]
+        for since, v in self.rows:
+            if ver >= since:
+                value = v
+        return value
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """What graphdiag knows of one engine, apart from its line formats (see parsers/)."""
+
+    name: Backend
+    # sniffing: bytes that only this engine's logs contain; the engine with more hits wins
+    markers: re.Pattern[bytes]
+    # the start of the engine's own log lines, up to the logger location's closing bracket
+    line_head: bytes
+    # words of periodic one-line records (batch/stats lines): a log may be cut right after one
+    # for parallel scanning, as no multi-line block is open there
+    periodic_words: tuple[bytes, ...]
+    # the line parser, as "module:Class" (parsers/ sits above this package)
+    parser: str
+    # config keys of the engine's config echo
+    graphs_off_key: str  # a bool key: True means CUDA graphs are off
+    capture_sizes_key: str  # the explicit capture list
+    # config keys of the capture ceiling, first found wins; with none, may the capture-size
+    # table's largest size stand in?
+    ceiling_keys: tuple[str, ...]
+    ceiling_from_table: bool
+    # what the record's cudagraph_mode names: vLLM's CUDAGraphMode, or SGLang's graph backend
+    mode_names: Literal["cudagraph_mode", "graph_backend"]
+    # default capture sizes when the log prints none: (version, config echo, ceiling) -> sizes
+    default_sizes: Callable[[str | None, Config, int | None], list[int]]
+    # the flag fragment that captures exactly these sizes (notes get why, if none)
+    bucket_flags: Callable[[str | None, Config, Sequence[int], list[str]], str]
+    # graphs off on a prefill node, keeping whatever else the engine compiles
+    graphs_off_flag: Callable[[str | None, Config], str]
+    # where a capture runs, for evidence and docs: (file, function) in the engine's source
+    capture_code_paths: tuple[str, ...] = ()
+
+    def ceiling(self, config: Config) -> int | None | Literal["table"]:
+        """The capture ceiling the config echo names; "table" where the log's capture-size
+        table may tell instead."""
+        for key in self.ceiling_keys:
+            if config.get(key) is not None:
+                return as_int(config.get(key))
+        return "table" if self.ceiling_from_table else None
+
+    def graphs_off(self, config: Config) -> bool | None:
+        """What the config echo says about graphs: True off, False on, None not said."""
+        return as_bool(config.get(self.graphs_off_key))
+
+
+def as_bool(v: Any) -> bool | None:
+    """A config echo's boolean (True/False or 'true'/'false' text); None if not one."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.lower() in ("true", "false"):
+        return v.lower() == "true"
+    return None
+
+
+def as_int(v: Any) -> int | None:
+    try:
+        return None if v is None or isinstance(v, bool) else int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def truthy(v: Any) -> bool:
+    return v is True or (isinstance(v, str) and v.lower() == "true")

@@ -1,0 +1,126 @@
+"""vLLM: sniff markers, split points, config keys, default capture sizes and flags.
+
+Default sizes encode ``vllm-log-formats.md`` §11 (vllm/config: the compilation config's
+``cudagraph_capture_sizes`` default); vLLM's capture sizes are token counts. An unknown
+version gets the newest era's rule; callers label every default as an inference.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from diag.engines.spec import Config, EngineSpec, Versioned, as_int
+from diag.engines.version import parse_version
+
+NEWEST = (0, 11, 1)
+
+MARKERS = re.compile(
+    rb"vllm|vLLM|model_runner\.py|gpu_model_runner|Avg prompt throughput|# GPU blocks|"
+    rb"# cuda blocks|KV cache size: [\d,]+ tokens|Graph capturing finished|"
+    rb"Capturing CUDA graph|Maximum concurrency for|\(EngineCore|\(VllmWorker|"
+    rb"(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d"
+)
+
+# 0.11.1 renamed the ceiling key max_capture_size -> max_cudagraph_capture_size
+CEILING_KEY: Versioned[str] = Versioned(
+    (((0,), "max_capture_size"), ((0, 11, 1), "max_cudagraph_capture_size"))
+)
+
+
+def _s(m: int) -> list[int]:
+    return [x for x in [1, 2, 4] if x <= m] + list(range(8, m + 1, 8))
+
+
+def _t(m: int) -> list[int]:
+    small = [x for x in [1, 2, 4] if x <= m] + [x for x in range(8, 256, 8) if x <= m]
+    return small + list(range(256, m + 1, 16))
+
+
+def default_capture_sizes(
+    version: str | None,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None = None,
+    v0: bool = False,
+) -> list[int]:
+    """vLLM's capture sizes with no override (§11)."""
+    ver = parse_version(version) or NEWEST
+    if v0 or ver < (0, 6, 5):
+        seqs = max_num_seqs or 256
+        pad = seqs if seqs <= 2 else 4 if seqs <= 4 else -(-seqs // 8) * 8
+        cap = min(pad, 256 if ver < (0, 6, 0) else 8192)
+        return [x for x in _s(8192) if x <= cap]
+    if ver < (0, 10, 0):
+        sizes = _s(512)
+    elif ver < (0, 11, 1):
+        seqs = max_num_seqs or 256
+        sizes = sorted(set(_s(min(2 * seqs, 512))) | {1, 2, 4})
+    else:
+        seqs = max_num_seqs or 256
+        sizes = _t(min(2 * seqs, 512, max_num_batched_tokens or 512))
+    if max_num_batched_tokens:
+        sizes = [x for x in sizes if x <= max_num_batched_tokens] or sizes[:1]
+    return sizes
+
+
+def _defaults_from_config(version: str | None, config: Config, ceiling: int | None) -> list[int]:
+    sizes = default_capture_sizes(
+        version, as_int(config.get("max_num_seqs")), as_int(config.get("max_num_batched_tokens"))
+    )
+    if ceiling:
+        sizes = [s for s in sizes if s <= ceiling] or sizes
+    return sizes
+
+
+def bucket_flags(
+    version: str | None, config: Config, sizes: Sequence[int], notes: list[str]
+) -> str:
+    """``--compilation-config`` JSON (the long form of ``-O`` before 0.12 and of ``-cc`` after,
+    so one spelling works from 0.6.5 on) with ``cudagraph_capture_sizes`` and, from 0.11.1,
+    ``max_cudagraph_capture_size`` equal to the list's max (before 0.11.1 the ceiling
+    ``max_capture_size`` is computed from the list and is not a user field)."""
+    ss = sorted(set(int(s) for s in sizes))
+    ver = parse_version(version) or NEWEST
+    if ver < (0, 6, 5):
+        notes.append(
+            f"vLLM {version} has no cudagraph_capture_sizes (V0 list is fixed, §11): "
+            "upgrade to >= 0.6.5 to set buckets"
+        )
+        return ""
+    cc: dict[str, Any] = {"cudagraph_capture_sizes": ss}
+    if ver >= (0, 11, 1):
+        cc["max_cudagraph_capture_size"] = ss[-1]
+    return f"--compilation-config '{json.dumps(cc, separators=(', ', ': '))}'"
+
+
+def graphs_off_flag(version: str | None, config: Config) -> str:
+    # cudagraph_mode exists from 0.10.2; --enforce-eager would also drop torch.compile (-O0 from 0.12)
+    if (parse_version(version) or NEWEST) >= (0, 10, 2):
+        return '--compilation-config \'{"cudagraph_mode": "NONE"}\''
+    return "--enforce-eager"
+
+
+VLLM = EngineSpec(
+    name="vllm",
+    markers=MARKERS,
+    line_head=rb"(?:\([^)\n]*pid=\d+\) )?(?:INFO|DEBUG) \d\d-\d\d [^\n]*?\]",
+    periodic_words=(b"Avg prompt throughput", b"Running batch with"),
+    parser="diag.parsers.vllm:VLLMParser",
+    graphs_off_key="enforce_eager",
+    capture_sizes_key="compilation_config.cudagraph_capture_sizes",
+    ceiling_keys=(
+        "compilation_config.max_cudagraph_capture_size",
+        "compilation_config.max_capture_size",
+    ),
+    ceiling_from_table=True,
+    mode_names="cudagraph_mode",
+    default_sizes=_defaults_from_config,
+    bucket_flags=bucket_flags,
+    graphs_off_flag=graphs_off_flag,
+    capture_code_paths=(
+        "vllm/v1/worker/gpu_model_runner.py:GPUModelRunner.capture_model",
+        "vllm/worker/model_runner.py:GPUModelRunnerBase.capture_model",
+    ),
+)

@@ -1,0 +1,150 @@
+"""Ingestion: inputs -> event tables, snapshot summaries and standalone profiler tables.
+
+Every input ends up in ``inputs`` with a status (ok / partial / skipped) and the reason,
+so one unreadable file never stops the others and nothing is silently dropped.
+
+* :mod:`diag.ingest.inputs`: the one loop over inputs and the one in-process file scan;
+* :mod:`diag.ingest.parallel`: the same streams cut into segments for worker processes;
+* :mod:`diag.ingest.artifacts`: snapshots and profiler-table files.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from diag.events import EventSink, EventTables
+from diag.ingest.inputs import (
+    Artifacts,
+    Meter,
+    ProgressFn,
+    close_stream,
+    logs_by_stream,
+    scan_file,
+    size_of,
+)
+from diag.model import InputStatus, Snapshot, Stream
+from diag.parsers.registry import parsers_for
+from diag.parsers.scan import StreamScanner
+from diag.sources.discover import InputFile, discover
+from diag.sources.readers import detect_backend
+
+SNAPSHOT_LIMIT_BYTES = 512 * 1024 * 1024
+PARALLEL_MIN_BYTES = 64 * 1024 * 1024  # auto mode uses worker processes above this input size
+AUTO_JOBS_MAX = 8
+
+
+@dataclass
+class Ingested:
+    tables: EventTables
+    inputs: list[InputStatus]
+    streams: list[Stream]
+    snapshots: list[Snapshot]
+    profiles: list[dict[str, Any]]  # standalone table files
+
+
+def ingest(
+    paths: Sequence[str],
+    progress: ProgressFn | None = None,
+    snapshot_limit: int = SNAPSHOT_LIMIT_BYTES,
+    jobs: int | None = None,
+    chunk_bytes: int | None = None,
+) -> Ingested:
+    """Read every input into event tables.
+
+    ``jobs``: worker processes. None or 0 = auto: one per core (at most AUTO_JOBS_MAX) when
+    the inputs total more than PARALLEL_MIN_BYTES, else 1; 1 = everything in this process.
+    Both paths give identical results (tests/test_parallel.py). ``chunk_bytes``: size of
+    the byte ranges big plain files are split into (default about eight per worker, 8-64
+    MiB); tests set it small to force splits. stdin is always read in this process.
+    """
+    files, problems = discover(paths)
+    inputs: list[InputStatus] = [
+        InputStatus(p.path, status="skipped", reason=p.reason) for p in problems
+    ]
+    groups: dict[str, list[InputFile]] = {}
+    for f in files:
+        groups.setdefault(f.group, []).append(f)
+    total = sum(size_of(f) for f in files)
+    meter = Meter(progress, total)
+    n_jobs = resolve_jobs(jobs, total)
+    if n_jobs > 1 and files and all(f.fs_path is not None for f in files):
+        from diag.ingest.parallel import ingest_parallel
+
+        sink, streams, found = ingest_parallel(
+            groups, inputs, meter, snapshot_limit, n_jobs, chunk_bytes
+        )
+    else:
+        sink, streams, found = _ingest_here(groups, inputs, meter, snapshot_limit)
+    return Ingested(_to_tables(sink), inputs, streams, found.snapshots, found.profiles)
+
+
+def _ingest_here(
+    groups: dict[str, list[InputFile]],
+    inputs: list[InputStatus],
+    meter: Meter,
+    snapshot_limit: int,
+) -> tuple[EventSink, list[Stream], Artifacts]:
+    """Everything in this process: each stream read by one scanner, file after file."""
+    sink = EventSink()
+    streams: list[Stream] = []
+    found = Artifacts()
+    scanner: StreamScanner | None = None
+    current: Stream | None = None
+    last: InputStatus | None = None
+
+    def skipped(item: InputFile) -> None:
+        meter.set(meter.done + size_of(item), force=True)
+
+    for stream, lf, opened in logs_by_stream(
+        groups, inputs, found, snapshot_limit, streams, skipped
+    ):
+        if stream is not current:
+            if scanner is not None and last is not None:
+                close_stream(scanner, last)
+            scanner = StreamScanner(parsers_for(stream.backend), sink, stream.backend)
+            current = stream
+        assert scanner is not None
+        base = meter.done
+        scan_file(scanner, lf, opened, meter, base)
+        meter.set(base + lf.size, force=True)
+        last = lf.status
+    if scanner is not None and last is not None:
+        close_stream(scanner, last)
+    meter.finish()
+    return sink, streams, found
+
+
+def resolve_jobs(jobs: int | None, total_bytes: int) -> int:
+    """The number of processes ``jobs`` asks for (None/0 = auto)."""
+    if jobs is not None and jobs > 0:
+        return jobs
+    if total_bytes <= PARALLEL_MIN_BYTES:
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, AUTO_JOBS_MAX))
+
+
+def _to_tables(sink: EventSink) -> EventTables:
+    """``sink.to_tables()``, freeing each column buffer as soon as its frame exists."""
+    frames = {}
+    for name in list(sink.tables):
+        frames[name] = sink.tables.pop(name).frame()
+    return EventTables(frames)
+
+
+__all__ = [
+    "PARALLEL_MIN_BYTES",
+    "Ingested",
+    "InputStatus",
+    "Stream",
+    "detect_backend",
+    "ingest",
+    "parsers_for",
+    "resolve_jobs",
+]

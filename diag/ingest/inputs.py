@@ -1,0 +1,218 @@
+"""The one loop over inputs, and the one way a log file is scanned in this process.
+
+:func:`logs_by_stream` opens every input once, in order: snapshots and table files are
+loaded on the spot, unreadable inputs get their status, and each log file comes back
+opened with the stream (rotated set) it belongs to. The serial path scans them right
+there with :func:`scan_file`; the parallel path plans segments from them, and falls back
+to :func:`scan_file` for a stream whose workers failed. :func:`close_stream` ends a
+stream the same way on every path.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from diag.ingest.artifacts import load_snapshot, load_tables
+from diag.model import InputStatus, Snapshot, Stream
+from diag.parsers.scan import StreamScanner
+from diag.sources.discover import InputFile
+from diag.sources.readers import (
+    InputError,
+    Sniff,
+    iter_blocks,
+    open_binary,
+    raw_position,
+    read_head,
+    sniff,
+)
+
+ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total)
+
+PROGRESS_SECONDS = 0.5
+PROGRESS_BYTES = 64 * 1024 * 1024
+
+
+class Meter:
+    """Throttled progress: every PROGRESS_SECONDS or PROGRESS_BYTES, and at each file end."""
+
+    def __init__(self, fn: ProgressFn | None, total: int) -> None:
+        self.fn = fn
+        self.total = total
+        self.done = 0
+        self._t = time.monotonic()
+        self._b = 0
+
+    def set(self, done: int, force: bool = False) -> None:
+        self.done = done
+        if self.fn is None:
+            return
+        now = time.monotonic()
+        if force or now - self._t >= PROGRESS_SECONDS or done - self._b >= PROGRESS_BYTES:
+            self._t, self._b = now, done
+            self.fn(min(done, self.total), self.total)
+
+    def finish(self) -> None:
+        self.set(self.done, force=True)
+
+
+@dataclass
+class Artifacts:
+    """What the input loop loads besides logs."""
+
+    snapshots: list[Snapshot] = field(default_factory=list)
+    profiles: list[dict[str, Any]] = field(default_factory=list)  # standalone table files
+
+
+@dataclass
+class LogFile:
+    item: InputFile
+    status: InputStatus
+    gzip: bool
+    size: int
+
+
+@dataclass
+class Opened:
+    """A log file, open, with its first bytes already read and sniffed."""
+
+    stream: Any
+    head: bytes
+    error: str | None  # a read error met in the head (the file is partial)
+    info: Sniff
+
+
+def logs_by_stream(
+    groups: dict[str, list[InputFile]],
+    inputs: list[InputStatus],
+    found: Artifacts,
+    snapshot_limit: int,
+    streams: list[Stream],
+    skipped: Callable[[InputFile], None],
+) -> Iterator[tuple[Stream, LogFile, Opened]]:
+    """Every log file, opened, with its stream; the file is closed when the caller moves on.
+    Every input gets its row in ``inputs``; non-log inputs are reported to ``skipped``."""
+    for gid, members in groups.items():
+        stream: Stream | None = None
+        for item in members:
+            status = InputStatus(item.path)
+            inputs.append(status)
+            opened = open_input(item, status, found, snapshot_limit)
+            if opened is None:
+                skipped(item)
+                continue
+            try:
+                if stream is None:
+                    # a rotated set (or a single file) is named by the set or the file
+                    stream = Stream(gid if len(members) > 1 else item.path, opened.info.backend)
+                    streams.append(stream)
+                stream.sources.append(item.path)
+                status.stream = stream.id
+                gz = isinstance(opened.stream, gzip.GzipFile)
+                yield stream, LogFile(item, status, gz, size_of(item)), opened
+            finally:
+                close_quietly(opened.stream)
+
+
+def open_input(
+    item: InputFile, status: InputStatus, found: Artifacts, snapshot_limit: int
+) -> Opened | None:
+    """Open an input and sniff it. Snapshots and table files are loaded here, unreadable or
+    non-log inputs get their status; only a log comes back, opened, with its head bytes."""
+    try:
+        stream_obj = open_binary(item)
+    except OSError as exc:
+        status.status, status.reason = "skipped", os_reason(exc)
+        return None
+    keep = False
+    try:
+        head, err = read_head(stream_obj)
+        if err is not None and not head:
+            status.status, status.reason = "skipped", err
+            return None
+        info = sniff(head, compressed=False)
+        status.kind, status.backend = info.kind, info.backend
+        if info.kind == "memory_snapshot":
+            close_quietly(stream_obj)
+            found.snapshots.append(load_snapshot(item, status, snapshot_limit))
+            return None
+        if info.kind == "profile_table":
+            found.profiles.extend(load_tables(item, head, stream_obj, status))
+            return None
+        if info.kind != "log":
+            status.status, status.reason = "skipped", info.reason
+            return None
+        keep = True
+        return Opened(stream_obj, head, err, info)
+    except InputError as exc:
+        status.status, status.reason = "skipped", str(exc)
+        return None
+    finally:
+        if not keep:
+            close_quietly(stream_obj)
+
+
+def scan_file(scanner: StreamScanner, lf: LogFile, opened: Opened, meter: Meter, base: int) -> None:
+    """Scan one opened log file into the scanner's sink; fills lines, events, partial."""
+    status = lf.status
+    sink = scanner.sink
+    before = sink.count()
+    errors: list[str] = []
+    read = 0
+
+    def tick(n: int) -> None:
+        nonlocal read
+        read += n
+        pos = raw_position(opened.stream)
+        meter.set(base + min(lf.size, read if pos is None else pos) if lf.size else base)
+
+    try:
+        status.lines = scanner.scan_blocks(
+            lf.item.path, iter_blocks(opened.stream, opened.head, errors), on_block=tick
+        )
+        status.events = sink.count() - before
+        if errors:
+            status.status, status.reason = "partial", errors[0]
+        if opened.error and status.status == "ok":
+            status.status, status.reason = "partial", opened.error
+    except InputError as exc:
+        status.status, status.reason = "skipped", str(exc)
+
+
+def close_stream(scanner: StreamScanner, last: InputStatus) -> None:
+    """End of a stream: close the blocks still open; their events count for its last file."""
+    before = scanner.sink.count()
+    scanner.close()
+    n = scanner.sink.count() - before
+    if n:
+        last.events = (last.events or 0) + n
+
+
+def size_of(item: InputFile) -> int:
+    if item.fs_path is None:
+        return 0
+    try:
+        return os.path.getsize(item.fs_path)
+    except OSError:
+        return 0
+
+
+def close_quietly(stream: Any) -> None:
+    try:
+        if (
+            stream is not None
+            and getattr(stream, "name", None) != "<stdin>"
+            and stream is not getattr(sys.stdin, "buffer", None)
+        ):
+            stream.close()
+    except OSError:
+        pass
+
+
+def os_reason(exc: OSError) -> str:
+    return (exc.strerror or str(exc)).lower()

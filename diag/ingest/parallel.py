@@ -1,0 +1,461 @@
+"""Scanning in worker processes: streams cut into segments, verified in order.
+
+Each stream (rotated set) is cut into segments: whole gzip files, and byte ranges of plain
+files that start at a line start (right after a periodic batch/stats line of the engine
+spec, where no multi-line block is open) with their exact first line number, counted by
+the parent. Workers scan segments with a scanner restored from a state snapshot and return
+the events plus their end state. The first segment of a stream starts fresh and is kept
+small; later ones are speculatively given the latest verified state of their stream (after
+start-up, per-stream state rarely changes). The parent accepts segments strictly in order,
+and only if the state a segment started from equals the end state of its predecessor;
+otherwise it scans that segment again from the true state. So the result is the
+in-process result, row for row; speculation only costs time.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import re
+import signal
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from diag.engines import ENGINES
+from diag.events import EventSink
+from diag.ingest.inputs import (
+    PROGRESS_SECONDS,
+    Artifacts,
+    LogFile,
+    Meter,
+    Opened,
+    close_quietly,
+    close_stream,
+    logs_by_stream,
+    os_reason,
+    scan_file,
+    size_of,
+)
+from diag.model import InputStatus, Stream
+from diag.parsers.registry import parsers_for
+from diag.parsers.scan import StreamScanner, same_state
+from diag.sources.discover import InputFile
+from diag.sources.readers import (
+    BLOCK_BYTES,
+    Sniff,
+    iter_blocks,
+    iter_range,
+    open_binary,
+    raw_position,
+    read_head,
+)
+
+# ---------------------------------------------------------------------- worker processes
+# Parallel design. Each stream (rotated set) is cut into segments: whole gzip files, and
+# byte ranges of plain files that start at a line start (preferably right after a periodic
+# batch/stats line, where no multi-line block is open) with their exact first line number,
+# counted by the parent. Workers scan segments with a scanner restored from a state
+# snapshot and return the events plus their end state. The first segment of a stream starts
+# fresh and is kept small; later ones are speculatively given the latest verified state of
+# their stream (after start-up, per-stream state rarely changes). The parent accepts
+# segments strictly in order, and only if the state a segment started from equals the end
+# state of its predecessor; otherwise it scans that segment again from the true state. So
+# the result is the in-process result, row for row; speculation only costs time.
+
+# a line that ends a periodic record of some engine: a safe place to cut a plain file
+_SAFE_BOUNDARY = re.compile(
+    rb"\n(?:"
+    + b"|".join(spec.line_head for spec in ENGINES.values())
+    + rb") [^\n]*?(?:"
+    + b"|".join(re.escape(w) for spec in ENGINES.values() for w in spec.periodic_words)
+    + rb")[^\n]*\n"
+)
+_BOUNDARY_WINDOW = 1 << 20
+
+
+@dataclass(frozen=True)
+class _Task:
+    """One segment, as sent to a worker."""
+
+    k: int
+    file_no: int
+    source: str
+    fs_path: str
+    gzip: bool
+    start: int
+    end: int | None
+    first_lineno: int
+    backend: str
+    snap: bytes | None = None
+
+
+@dataclass
+class _Result:
+    sink: EventSink
+    lines: int
+    errors: list[str]
+    end_snap: bytes
+
+
+_COUNTER: Any = None  # shared byte counter for progress, set in each worker
+
+
+def _init_worker(counter: Any) -> None:
+    global _COUNTER
+    _COUNTER = counter
+    # Ctrl-C reaches the whole process group: the parent handles it and ends the workers,
+    # which must neither raise KeyboardInterrupt (tracebacks, a broken pool) nor run the
+    # parent's SIGTERM handler they inherited through fork
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def _scan_segment(task: _Task) -> _Result:
+    """Worker: scan one segment from the given state."""
+    sink = EventSink()
+    scanner = StreamScanner(parsers_for(task.backend), sink, task.backend)
+    if task.snap is not None:
+        scanner.restore(task.snap)
+    errors: list[str] = []
+    counter = _COUNTER
+    if task.gzip:
+        stream = open_binary(InputFile(task.source, Path(task.fs_path), task.source, 0))
+        last = [0]
+
+        def tick_gz(_: int) -> None:
+            pos = raw_position(stream)
+            if counter is not None and pos is not None:
+                with counter.get_lock():
+                    counter.value += pos - last[0]
+                last[0] = pos
+
+        try:
+            head, err = read_head(stream)
+            lines = scanner.scan_blocks(
+                task.source, iter_blocks(stream, head, errors), on_block=tick_gz
+            )
+            if err is not None:
+                errors.append(err)
+        finally:
+            stream.close()
+    else:
+
+        def tick(n: int) -> None:
+            if counter is not None:
+                with counter.get_lock():
+                    counter.value += n
+
+        lines = scanner.scan_blocks(
+            task.source,
+            iter_range(task.fs_path, task.start, task.end),
+            task.first_lineno,
+            on_block=tick,
+        )
+    return _Result(sink, lines, errors, scanner.snapshot())
+
+
+@dataclass
+class _Plan:
+    """One stream's segments and their in-order verification."""
+
+    stream: Stream
+    backend: str
+    files: list[LogFile] = field(default_factory=list)
+    sink: EventSink = field(default_factory=EventSink)
+    tail: EventSink = field(default_factory=EventSink)  # events of the final close()
+    segments: Iterator[_Task] | None = None
+    exhausted: bool = False
+    dispatched: int = 0
+    verified: int = 0
+    verified_snap: bytes | None = None
+    ready: bool = True  # may dispatch speculatively (False while the head or a re-scan runs)
+    rerun: list[_Task] = field(default_factory=list)
+    buffered: dict[int, tuple[_Task, _Result]] = field(default_factory=dict)
+    failed: bool = False
+    rescans: int = 0
+    max_ahead: int = 4  # results held back waiting for an earlier segment (bounds memory)
+
+    def next_task(self) -> _Task | None:
+        if self.failed:
+            return None
+        if self.rerun:
+            return self.rerun.pop(0)
+        if not self.ready or self.exhausted or self.segments is None:
+            return None
+        if self.dispatched - self.verified > self.max_ahead:
+            return None
+        task = next(self.segments, None)
+        if task is None:
+            self.exhausted = True
+            return None
+        self.dispatched += 1
+        if task.k == 0:
+            self.ready = False  # later segments wait for the head's end state
+            return task
+        return replace(task, snap=self.verified_snap)
+
+    def accept(self, task: _Task, res: _Result) -> None:
+        lf = self.files[task.file_no]
+        st = lf.status
+        st.lines = (st.lines or 0) + res.lines
+        st.events = (st.events or 0) + res.sink.count()
+        if res.errors and st.status == "ok":
+            st.status, st.reason = "partial", res.errors[0]
+        self.sink.merge(res.sink)
+        self.verified_snap = res.end_snap
+        self.verified += 1
+        self.ready = True
+
+    def advance(self) -> None:
+        """Accept buffered results in order; re-queue a segment whose start state was wrong."""
+        while self.verified in self.buffered:
+            task, res = self.buffered.pop(self.verified)
+            expected = self.verified_snap
+            if not (task.snap is None and expected is None) and (
+                task.snap is None or expected is None or not same_state(task.snap, expected)
+            ):
+                self.rerun.append(replace(task, snap=expected))
+                self.rescans += 1
+                self.ready = False
+                return
+            self.accept(task, res)
+
+
+def _segments(plan: _Plan, chunk: int, head_chunk: int) -> Iterator[_Task]:
+    k = 0
+    for file_no, lf in enumerate(plan.files):
+        fs_path = str(lf.item.fs_path)
+        if lf.gzip:
+            ranges: Iterable[tuple[int, int | None, int]] = [(0, None, 1)]
+        else:
+            ranges = _split_plain(fs_path, lf.size, chunk, head_chunk if k == 0 else chunk)
+        for start, end, first in ranges:
+            yield _Task(k, file_no, lf.item.path, fs_path, lf.gzip, start, end, first, plan.backend)
+            k += 1
+
+
+def _split_plain(
+    path: str, size: int, chunk: int, first: int
+) -> Iterator[tuple[int, int | None, int]]:
+    """(start, end, first line number) of a plain file's segments, counted as we go."""
+    if size < first + chunk // 2:
+        yield 0, None, 1
+        return
+    with open(path, "rb") as fh:
+        start, lineno, target = 0, 1, first
+        while size - target > chunk // 2:
+            n = 0
+            pos = start
+            while pos < target:
+                data = fh.read(min(BLOCK_BYTES, target - pos))
+                if not data:
+                    break
+                n += data.count(b"\n")
+                pos += len(data)
+            found = _boundary(fh, pos)
+            if found is None:
+                break
+            boundary, extra = found
+            yield start, boundary, lineno
+            lineno += n + extra
+            start = boundary
+            fh.seek(start)
+            target = start + chunk
+        yield start, None, lineno
+
+
+def _boundary(fh: Any, pos: int) -> tuple[int, int] | None:
+    """The first safe segment start at or after ``pos`` (the file is positioned there), and
+    the newlines between; None at end of file."""
+    window = fh.read(_BOUNDARY_WINDOW)
+    m = _SAFE_BOUNDARY.search(window)
+    if m is not None:
+        return pos + m.end(), window.count(b"\n", 0, m.end())
+    nl = window.find(b"\n")
+    skipped = 0
+    while nl < 0:  # one very long line: read on to its end
+        if not window:
+            return None
+        skipped += len(window)
+        window = fh.read(_BOUNDARY_WINDOW)
+        nl = window.find(b"\n")
+    return pos + skipped + nl + 1, 1
+
+
+def _mp_context() -> Any:
+    """fork where it is safe (cheap start, nothing to re-import), else forkserver/spawn."""
+    methods = mp.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return mp.get_context("fork")
+    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def ingest_parallel(
+    groups: dict[str, list[InputFile]],
+    inputs: list[InputStatus],
+    meter: Meter,
+    snapshot_limit: int,
+    jobs: int,
+    chunk_bytes: int | None,
+) -> tuple[EventSink, list[Stream], Artifacts]:
+    """Scan every stream in worker processes; the result equals the in-process one."""
+    streams: list[Stream] = []
+    found = Artifacts()
+    plans: list[_Plan] = []
+    other_done = 0  # bytes of inputs that are not scanned by workers
+
+    def skipped(item: InputFile) -> None:
+        nonlocal other_done
+        other_done += size_of(item)
+        meter.set(other_done, force=True)
+
+    for stream, lf, _opened in logs_by_stream(
+        groups, inputs, found, snapshot_limit, streams, skipped
+    ):
+        if not plans or plans[-1].stream is not stream:
+            plans.append(_Plan(stream, stream.backend))
+        plans[-1].files.append(lf)
+
+    log_bytes = sum(lf.size for p in plans for lf in p.files)
+    chunk = chunk_bytes or max(8 << 20, min(64 << 20, log_bytes // (jobs * 8)))
+    head_chunk = min(chunk, max(chunk // 16, 1 << 20))
+    for p in plans:
+        p.segments = _segments(p, chunk, head_chunk)
+        p.max_ahead = 2 * jobs
+    try:
+        _run_pool(plans, jobs, meter, other_done)
+    except (OSError, RuntimeError):  # no processes on this system: everything in here
+        for p in plans:
+            p.failed = True
+    sink = EventSink()
+    for p in plans:
+        if p.failed:
+            _rescan_here(p, meter)
+        else:
+            _finish(p)
+        sink.merge(p.sink)
+        sink.merge(p.tail)
+    meter.set(meter.total, force=True)
+    return sink, streams, found
+
+
+def _run_pool(plans: list[_Plan], jobs: int, meter: Meter, other_done: int) -> None:
+    ctx = _mp_context()
+    counter = ctx.Value("q", 0)
+    limit = jobs + 1  # one queued task per worker keeps them busy while results are merged
+    inflight: dict[Future[_Result], tuple[_Plan, _Task]] = {}
+    pool = ProcessPoolExecutor(
+        max_workers=jobs, mp_context=ctx, initializer=_init_worker, initargs=(counter,)
+    )
+    try:
+        with _signals_held():  # the first submissions fork the workers
+            _fill(pool, plans, inflight, limit)
+        while inflight:
+            done, _ = wait(inflight, timeout=PROGRESS_SECONDS / 2, return_when=FIRST_COMPLETED)
+            meter.set(other_done + int(counter.value))
+            for fut in done:
+                plan, task = inflight.pop(fut)
+                try:
+                    res = fut.result()
+                except Exception:  # noqa: BLE001 - the stream is re-read in this process
+                    plan.failed = True
+                    continue
+                if not plan.failed:
+                    plan.buffered[task.k] = (task, res)
+                    plan.advance()
+            _fill(pool, plans, inflight, limit)
+    except BaseException:  # Ctrl-C / SIGTERM (KeyboardInterrupt in the CLI): stop the workers now
+        _stop(pool)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _fill(
+    pool: ProcessPoolExecutor,
+    plans: list[_Plan],
+    inflight: dict[Future[_Result], tuple[_Plan, _Task]],
+    limit: int,
+) -> None:
+    while len(inflight) < limit:
+        picked = _pick(plans)
+        if picked is None:
+            return
+        plan, task = picked
+        inflight[pool.submit(_scan_segment, task)] = (plan, task)
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM while workers are forked: a child must not run the parent's
+    handlers before its initializer ignores them; the parent gets them right after."""
+    if (
+        not hasattr(signal, "pthread_sigmask")
+        or threading.current_thread() is not threading.main_thread()
+    ):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel what is queued and end the worker processes without waiting for them."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    deadline = time.monotonic() + 2
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.kill()
+
+
+def _pick(plans: list[_Plan]) -> tuple[_Plan, _Task] | None:
+    for plan in plans:
+        task = plan.next_task()
+        if task is not None:
+            return plan, task
+    return None
+
+
+def _finish(plan: _Plan) -> None:
+    """End of a stream: close the blocks still open, as the in-process path does."""
+    if plan.verified_snap is None:
+        return
+    scanner = StreamScanner(parsers_for(plan.backend), plan.tail, plan.backend)
+    scanner.restore(plan.verified_snap)
+    close_stream(scanner, plan.files[-1].status)
+
+
+def _rescan_here(plan: _Plan, meter: Meter) -> None:
+    """A stream whose workers failed: read it again in this process, from scratch."""
+    plan.sink, plan.tail = EventSink(), EventSink()
+    scanner = StreamScanner(parsers_for(plan.backend), plan.sink, plan.backend)
+    for lf in plan.files:
+        st = lf.status
+        st.lines = st.events = None
+        st.status, st.reason = "ok", None
+        try:
+            stream_obj = open_binary(lf.item)
+        except OSError as exc:
+            st.status, st.reason = "skipped", os_reason(exc)
+            continue
+        try:
+            head, err = read_head(stream_obj)
+            opened = Opened(stream_obj, head, err, Sniff("log", plan.backend, lf.gzip))
+            scan_file(scanner, lf, opened, meter, meter.done)
+        finally:
+            close_quietly(stream_obj)
+    close_stream(scanner, plan.files[-1].status)

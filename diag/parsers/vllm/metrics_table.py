@@ -1,0 +1,186 @@
+"""vLLM's R-3 CUDA-graph metrics table (``| num_tokens | ... |``), read with a lark grammar."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from lark import Lark, Token, Transformer, UnexpectedInput, v_args
+
+from diag.normalize.prefix import LogLine
+from diag.parsers.base import Block, Context, parse_int_list
+from diag.parsers.vllm.patterns import ENGINE, first_time, mode_name
+from diag.resources import grammar_text
+
+
+@lru_cache(maxsize=1)
+def _metrics_parser() -> Lark:
+    return Lark(grammar_text("cudagraph_metrics.lark"), parser="lalr", propagate_positions=True)
+
+
+@dataclass
+class MetricsItem:
+    """One parsed table line: kind "title" | "setting" | "row" | "rule", 1-based line in the text."""
+
+    kind: str
+    line: int
+    values: list[Any]
+
+
+@v_args(meta=True)
+class _MetricsTransformer(Transformer):  # type: ignore[type-arg]
+    def start(self, meta: Any, items: list[MetricsItem]) -> list[MetricsItem]:
+        return items
+
+    def title(self, meta: Any, children: list[Token]) -> MetricsItem:
+        return MetricsItem("title", meta.line, [str(children[0]).strip("*: ")])
+
+    def setting(self, meta: Any, children: list[Token]) -> MetricsItem:
+        key = str(children[0]).strip()
+        value = str(children[1]).strip() if len(children) > 1 else ""
+        return MetricsItem("setting", meta.line, [key, value])
+
+    def row(self, meta: Any, children: list[Any]) -> MetricsItem:
+        return MetricsItem("row", meta.line, list(children))
+
+    def rule(self, meta: Any, children: list[Token]) -> MetricsItem:
+        return MetricsItem("rule", meta.line, [])
+
+    def int_cell(self, meta: Any, children: list[Token]) -> int:
+        return int(children[0])
+
+    def word_cell(self, meta: Any, children: list[Token]) -> str:
+        return str(children[0]).strip()
+
+
+def parse_metrics_table(lines: list[str]) -> list[MetricsItem]:
+    """Parse table message lines (headers stripped); a line the grammar rejects is skipped."""
+    text = "\n".join(part.strip() for part in lines) + "\n"
+    try:
+        result: list[MetricsItem] = _MetricsTransformer().transform(_metrics_parser().parse(text))
+        return result
+    except UnexpectedInput:
+        pass
+    items: list[MetricsItem] = []
+    for i, part in enumerate(lines, 1):
+        try:
+            one: list[MetricsItem] = _MetricsTransformer().transform(
+                _metrics_parser().parse(part.strip() + "\n")
+            )
+        except UnexpectedInput:
+            continue
+        for item in one:
+            item.line = i
+            items.append(item)
+    return items
+
+
+_COLUMNS = (
+    ("unpadded", "num_tokens"),
+    ("padded", "padded_tokens"),
+    ("mode", "mode"),
+    ("count", "count"),
+)
+
+
+def _column_map(labels: list[Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for idx, label in enumerate(labels):
+        low = str(label).lower()
+        for needle, field_name in _COLUMNS:
+            if needle in low and field_name not in out:
+                out[field_name] = idx
+                break
+    return out
+
+
+_DEFAULT_COLUMNS = {"num_tokens": 0, "padded_tokens": 1, "mode": 3, "count": 4}
+
+
+class MetricsTableBlock(Block):
+    """R-3: the ``--cudagraph-metrics`` table, one logged line per table line."""
+
+    MAX_LINES = 600
+    MAX_FOREIGN = 40
+
+    def __init__(self, first: LogLine) -> None:
+        self.lines: list[LogLine] = [first]
+        self.key = first.key
+        self.foreign = 0
+        self.done = False
+
+    def offer(self, line: LogLine) -> bool:
+        if len(self.lines) >= self.MAX_LINES:
+            self.done = True
+            return False
+        if line.key != self.key:  # another process interleaved: let it through
+            self.foreign += 1
+            if self.foreign > self.MAX_FOREIGN:
+                self.done = True
+            return False
+        msg = line.msg.strip()
+        if not msg or msg.startswith(("**CUDAGraph", "- ", "|")):
+            if msg.startswith("**CUDAGraph Config") and any("|" in seen.msg for seen in self.lines):
+                self.done = True  # the next interval's table
+                return False
+            self.lines.append(line)
+            return True
+        self.done = True
+        return False
+
+    def finish(self, ctx: Context) -> None:
+        items = parse_metrics_table([seen.msg for seen in self.lines])
+        columns = dict(_DEFAULT_COLUMNS)
+        mode_setting: str | None = None
+        for item in items:
+            src = self.lines[min(item.line, len(self.lines)) - 1]
+            if item.kind == "setting":
+                key, value = item.values
+                if key.lower() == "mode":
+                    mode_setting = mode_name(value) or value
+                    if mode_setting and first_time(ctx, "metrics_mode", mode_setting):
+                        ctx.emit(
+                            "graph_mode",
+                            src,
+                            engine=ENGINE,
+                            mode=mode_setting,
+                            origin="metrics",
+                            downgraded=False,
+                            text=src.msg.strip()[:300],
+                        )
+                elif "capture sizes" in key.lower():
+                    sizes = sorted(set(parse_int_list(value) or []))
+                    if first_time(ctx, "metrics_sizes", tuple(sizes)):
+                        ctx.emit(
+                            "capture_sizes",
+                            src,
+                            engine=ENGINE,
+                            phase="metrics",
+                            mode=mode_setting,
+                            sizes=sizes,
+                            count=len(sizes),
+                            largest=max(sizes) if sizes else None,
+                        )
+            elif item.kind == "row":
+                cells = item.values
+                if all(isinstance(c, str) for c in cells):
+                    columns = {**_DEFAULT_COLUMNS, **_column_map(cells)}
+                    continue
+                row = {k: cells[i] if i < len(cells) else None for k, i in columns.items()}
+                if not all(
+                    isinstance(row[k], int) for k in ("num_tokens", "padded_tokens", "count")
+                ):
+                    continue
+                ctx.emit(
+                    "graph_step",
+                    src,
+                    engine=ENGINE,
+                    mode=str(row["mode"]) if row["mode"] is not None else None,
+                    num_tokens=row["num_tokens"],
+                    padded_tokens=row["padded_tokens"],
+                    num_reqs=None,
+                    uniform=None,
+                    count=row["count"],
+                    origin="metrics_table",
+                )

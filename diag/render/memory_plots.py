@@ -1,0 +1,180 @@
+"""Memory plots: the GPU memory budget (logs and snapshots) and capture time per rank.
+
+Like :mod:`diag.render.plots`, these only read tables and records computed before them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from diag.model import GIB, Snapshot
+from diag.render.plots import MEMORY_COLORS, layout, plot_text
+
+
+# ------------------------------------------------------------------ memory budget
+def memory_budget_rows(
+    sizing: pd.DataFrame,
+    record: Mapping[str, Any],
+    capture_end: pd.DataFrame,
+    snapshots: Iterable[Snapshot] = (),
+) -> list[tuple[str, dict[str, float]]]:
+    """The GPU memory split as printed by the logs (rank 0), plus one row per snapshot.
+
+    Only figures the inputs show are used; nothing is derived by subtraction except the
+    vLLM reserve ``total x (1 - gpu_memory_utilization)``, which both numbers define.
+    """
+
+    def size(name: str) -> float | None:
+        if sizing is None or sizing.empty:
+            return None
+        part = sizing[sizing["name"] == name]
+        if "rank" in part and not part.empty:
+            r0 = part[part["rank"].map(is_rank0)]
+            part = r0 if not r0.empty else part
+        vals = pd.to_numeric(part["value"], errors="coerce").dropna()
+        return float(vals.iloc[-1]) if not vals.empty else None
+
+    logs: dict[str, float] = {}
+    weights = size("weights_gib")
+    if weights is not None:
+        logs["weights"] = weights
+    kv = (
+        record.get("kv_cache_gib")
+        if record.get("kv_cache_gib") is not None
+        else size("kv_cache_gib")
+    )
+    if kv is not None:
+        logs["KV cache pool"] = float(kv)
+    graph = record.get("capture_mem_gib")
+    if graph is None:
+        graph = size("graph_pool_actual_gib") or size("graph_mem_actual_gib")
+    if graph is not None:
+        logs["CUDA graph capture"] = float(graph)
+    else:
+        est = size("graph_mem_est_gib")
+        if est is not None:
+            logs["CUDA graph capture (estimated)"] = est
+    for name, label in (("activation_peak_gib", "activation peak"), ("non_torch_gib", "non-torch")):
+        v = size(name)
+        if v is not None:
+            logs[label] = v
+    free = None
+    if capture_end is not None and not capture_end.empty and "avail_mem_gib" in capture_end:
+        part = (
+            capture_end[capture_end["rank"].map(is_rank0)] if "rank" in capture_end else capture_end
+        )
+        vals = pd.to_numeric(
+            (part if not part.empty else capture_end)["avail_mem_gib"], errors="coerce"
+        ).dropna()
+        free = float(vals.iloc[-1]) if not vals.empty else None
+    if free is None:
+        free = size("available_gpu_mem_gib")
+    if free is not None:
+        logs["free after capture"] = free
+    total, util = size("total_gpu_memory_gib"), size("gpu_memory_utilization")
+    if total is not None and util is not None and 0 < util < 1:
+        logs["reserve (1 - gpu_memory_utilization)"] = total * (1 - util)
+    out: list[tuple[str, dict[str, float]]] = []
+    if logs:
+        out.append(("logs (rank 0)", logs))
+    for snap in snapshots:
+        pools: dict[str, float] = {}
+        for pool in snap.pools:  # labels in the order the pools come
+            if pool.kind == "graph":
+                pools["graph pool"] = snap.graph_pool_bytes / GIB
+            else:
+                pools["default pool"] = snap.default_pool_bytes / GIB
+        if pools:
+            name = snap.path.replace("\\", "/").rsplit("/", 1)[-1]
+            out.append((f"snapshot {name}", pools))
+    return out
+
+
+def is_rank0(rank: Any) -> bool:
+    if not rank or not isinstance(rank, str):
+        return True
+    return all(int(n) == 0 for n in re.findall(r"\d+", rank))
+
+
+def memory_figure(rows: Sequence[tuple[str, Mapping[str, float]]]) -> go.Figure | None:
+    """Horizontal stacked bars, one per source (logs, each snapshot), in GiB."""
+    rows = [(label, parts) for label, parts in rows if parts]
+    if not rows:
+        return None
+    fig = go.Figure()
+    components: list[str] = []
+    for _, parts in rows:
+        components += [c for c in parts if c not in components]
+    ylabels = [plot_text(label if len(label) <= 48 else label[:45] + "…") for label, _ in rows]
+    for comp in components:
+        values = [parts.get(comp) for _, parts in rows]
+        fig.add_trace(
+            go.Bar(
+                y=ylabels,
+                x=[v if v is not None else 0 for v in values],
+                orientation="h",
+                name=comp,
+                marker={"color": MEMORY_COLORS.get(comp, "#868e96")},
+                text=[f"{v:.2f}" if v else "" for v in values],
+                textposition="inside",
+                hovertemplate="%{x:.2f} GiB<extra>" + comp + "</extra>",
+            )
+        )
+    fig.update_xaxes(title_text="GiB", rangemode="tozero")
+    fig.update_yaxes(autorange="reversed")
+    return layout(fig, "GPU memory budget", height=150 + 70 * len(rows), barmode="stack")
+
+
+# ------------------------------------------------------------------ capture per rank
+def capture_time_figure(capture_end: pd.DataFrame) -> go.Figure | None:
+    """Capture duration per rank and phase (memory taken in the hover)."""
+    if capture_end is None or capture_end.empty or "time_s" not in capture_end:
+        return None
+    f = capture_end.copy()
+    f["time_s"] = pd.to_numeric(f["time_s"], errors="coerce")
+    f = f[f["time_s"].notna()]
+    if f.empty:
+        return None
+    f["rank"] = f["rank"].astype("object").fillna("").map(lambda r: r or "(no rank)")
+    f["phase"] = f["phase"].astype("object").fillna("capture") if "phase" in f else "capture"
+    mem = (
+        pd.to_numeric(f["mem_gib"], errors="coerce")
+        if "mem_gib" in f
+        else pd.Series(np.nan, index=f.index)
+    )
+    f["mem_gib"] = mem
+    f = (
+        f.groupby(["rank", "phase"], sort=False)
+        .agg(time_s=("time_s", "last"), mem_gib=("mem_gib", "last"))
+        .reset_index()
+    )
+    ranks = sorted(f["rank"].unique(), key=natural_key)
+    fig = go.Figure()
+    phase_colors = ["#1c7ed6", "#f08c00", "#7048e8", "#0ca678"]
+    for i, (phase, part) in enumerate(f.groupby("phase", sort=True)):
+        part = part.set_index("rank").reindex(ranks)
+        fig.add_trace(
+            go.Bar(
+                x=[plot_text(r) for r in ranks],
+                y=part["time_s"].to_numpy(),
+                name=plot_text(phase),
+                marker={"color": phase_colors[i % len(phase_colors)]},
+                customdata=part["mem_gib"].to_numpy(),
+                hovertemplate="%{y:.2f} s, %{customdata:.2f} GiB<extra>"
+                + plot_text(phase)
+                + "</extra>",
+            )
+        )
+    fig.update_yaxes(title_text="seconds", rangemode="tozero")
+    fig.update_xaxes(title_text="rank", type="category")
+    return layout(fig, "Capture time per rank", height=300, barmode="group")
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))

@@ -1,0 +1,195 @@
+"""The import contract: data flows one way through the layers of diag/, no module imports
+one above it, nothing imports in a cycle, no package reaches into another's private names,
+and no module of diag/ grows past 600 lines.
+
+Every import counts, at the top of a module, inside a function or under TYPE_CHECKING:
+a lazy import still couples the two modules. The layers, bottom to top (a module may
+import its own layer or any layer below):
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+LAYERS: list[tuple[str, ...]] = [
+    # leaves: shared records, tool version, package data, engine specs (pure data)
+    ("diag.model", "diag.about", "diag.resources", "diag.engines"),
+    # bytes in: files, prefixes and physical lines, artifact formats (snapshots, tables)
+    ("diag.sources", "diag.normalize", "diag.artifacts"),
+    # the event-table schema the parsers write into
+    ("diag.events",),
+    ("diag.parsers",),
+    ("diag.ingest",),
+    ("diag.facts",),
+    ("diag.advise",),
+    ("diag.rules",),
+    ("diag.report",),
+    ("diag.render",),
+    # orchestration and outputs over everything below
+    ("diag.api", "diag.evidence", "diag.export", "diag.export_parquet", "diag.output"),
+    ("diag.cli", "diag.__main__", "diag"),
+]
+MAX_LINES = 600
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted((ROOT / "diag").rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> Iterator[tuple[str, list[str], int]]:
+    """(imported module, imported names, line) for every diag import of a module."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "diag":
+                    yield alias.name, [], node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "diag":
+                continue
+            plain = []
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                if sub in MODULES:  # `from diag.facts import classify` imports the submodule
+                    yield sub, [], node.lineno
+                else:
+                    plain.append(alias.name)
+            if plain:
+                yield target, plain, node.lineno
+
+
+def _graph() -> dict[str, set[str]]:
+    return {
+        name: {t for t, _, _ in _imports(name, path) if t in MODULES and t != name}
+        for name, path in MODULES.items()
+    }
+
+
+def _layer(module: str) -> int:
+    best, where = -1, -1
+    for i, prefixes in enumerate(LAYERS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > best:
+                best, where = len(p), i
+    return where
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [m for m in MODULES if _layer(m) < 0] == []
+
+
+def test_no_import_goes_up_a_layer() -> None:
+    bad = [
+        f"{src} (layer {_layer(src)}) imports {dst} (layer {_layer(dst)})"
+        for src, dsts in _graph().items()
+        for dst in sorted(dsts)
+        if _layer(dst) > _layer(src)
+    ]
+    assert bad == []
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one member (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _folder(module: str) -> str:
+    """diag.parsers.vllm.runtime -> diag.parsers; top-level modules are their own folder."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_import_cycle_between_modules() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_no_import_cycle_between_folders() -> None:
+    folders: dict[str, set[str]] = {}
+    for src, dsts in _graph().items():
+        folders.setdefault(_folder(src), set()).update(
+            _folder(d) for d in dsts if _folder(d) != _folder(src) and d != "diag"
+        )
+    folders.pop("diag", None)  # the package facade re-exports api lazily; nothing imports it
+    assert _cycles(folders) == []
+
+
+def test_no_private_name_crosses_a_folder() -> None:
+    bad = [
+        f"{name}:{line} imports {target}.{n}"
+        for name, path in MODULES.items()
+        for target, names, line in _imports(name, path)
+        for n in names
+        if n.startswith("_") and not n.startswith("__") and _folder(target) != _folder(name)
+    ]
+    assert bad == []
+
+
+def test_nothing_imports_the_package_facade() -> None:
+    """``diag/__init__`` imports the api lazily for users; a module of diag importing it
+    back would close the diag -> api -> ... -> diag cycle."""
+    bad = [n for n, dsts in _graph().items() if "diag" in dsts and n != "diag.__main__"]
+    assert bad == []
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module_is_short(name: str) -> None:
+    n = len(MODULES[name].read_text().splitlines())
+    assert n <= MAX_LINES, f"{MODULES[name]} has {n} lines (at most {MAX_LINES})"
+
+
+def test_the_contract_catches_an_upward_import(tmp_path: Path) -> None:
+    """The checks above can fail: an engine spec importing the rules would be reported."""
+    graph = _graph()
+    graph["diag.engines.vllm"] = graph["diag.engines.vllm"] | {"diag.rules.engine"}
+    assert any(_layer(d) > _layer(s) for s, ds in graph.items() for d in ds)
+    graph["diag.rules.engine"] = graph["diag.rules.engine"] | {"diag.engines.vllm"}
+    assert _cycles(graph) != []
