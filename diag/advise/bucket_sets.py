@@ -13,7 +13,7 @@ How a set is chosen (issue 14):
    their scheduled tokens, which decode running counts do not show.
 2. **Sets per K**: for a fixed ceiling and budget K, :func:`diag.advise.buckets.optimal_buckets`
    gives the exact minimum-padding set over the engine's conventional sizes (its own default
-   step pattern from :mod:`diag.facts.defaults`); size 1 (or the TBO/DP-attention multiple) kept.
+   step pattern from the engine specs in :mod:`diag.engines`); size 1 (or the TBO/DP-attention multiple) kept.
 3. **Validation**: folds by time block (one run: 5 blocks) or by run (several runs). For each
    fold the ceiling and the set are fitted on the other folds only and priced on the held-out
    one; held-out coverage, waste and cost are the promise.
@@ -44,7 +44,9 @@ from diag.advise.cost_model import (
     fit_parameters,
     set_cost,
 )
-from diag.facts.defaults import parse_version, sglang_default_sizes, vllm_default_sizes
+from diag.engines.sglang import default_capture_sizes as sglang_default_sizes
+from diag.engines.version import parse_version
+from diag.engines.vllm import default_capture_sizes as vllm_default_sizes
 
 __all__ = ["Advice", "EngineLimits", "FrontierRow", "advise", "ceiling_policy", "conventional_grid"]
 
