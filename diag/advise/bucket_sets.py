@@ -48,7 +48,15 @@ from diag.engines.sglang import default_capture_sizes as sglang_default_sizes
 from diag.engines.version import parse_version
 from diag.engines.vllm import default_capture_sizes as vllm_default_sizes
 
-__all__ = ["Advice", "EngineLimits", "FrontierRow", "advise", "ceiling_policy", "conventional_grid"]
+__all__ = [
+    "Advice",
+    "EngineLimits",
+    "FrontierRow",
+    "advise",
+    "ceiling_policy",
+    "conventional_grid",
+    "traffic_histogram",
+]
 
 DEFAULT_HEADROOM = 0.10
 # Costs closer than this share of the traffic's decode GPU time are "equal": the step-time fit
@@ -260,6 +268,12 @@ def _hist(sizes: np.ndarray, steps: np.ndarray) -> dict[int, float]:
     uniq, inv = np.unique(sizes[ok], return_inverse=True)
     w = np.bincount(inv, weights=steps[ok], minlength=len(uniq))
     return {int(s): float(x) for s, x in zip(uniq.tolist(), w.tolist(), strict=True) if x > 0}
+
+
+def traffic_histogram(traffic: Traffic, limits: EngineLimits) -> dict[int, float]:
+    """``{size in the engine's unit: steps}`` of one run's traffic."""
+    sizes = engine_size(traffic, limits.engine, limits.spec_tokens)
+    return _hist(sizes, np.asarray(traffic.steps, dtype=float))
 
 
 def _int_hist(hist: dict[int, float]) -> dict[int, int]:
