@@ -24,7 +24,13 @@ from typing import Literal, cast
 import numpy as np
 import pandas as pd
 
-from diag.advise.bucket_sets import Advice, EngineLimits, advise, traffic_histogram
+from diag.advise.bucket_sets import (
+    DEFAULT_HEADROOM,
+    Advice,
+    EngineLimits,
+    advise,
+    traffic_histogram,
+)
 from diag.advise.cost_model import (
     DEFAULT_BASE_STEP_S,
     CaptureMeasurement,
@@ -32,7 +38,6 @@ from diag.advise.cost_model import (
     RunEvidence,
     SetCost,
     Traffic,
-    set_cost,
     step_time_from_throughput,
 )
 from diag.engines import spec_for
@@ -41,6 +46,7 @@ from diag.facts.record import RunFacts, is_rank0
 from diag.model import GIB, Snapshot
 
 __all__ = [
+    "advise_group",
     "advise_runs",
     "advice_inputs",
     "current_sizes",
@@ -149,7 +155,10 @@ def _batch_line_traffic(frame: pd.DataFrame, inp: AdviceInputs) -> dict[str, np.
 
 def _step_traffic(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     """Per-step dispatch lines (vLLM DEBUG step lines, cudagraph-metrics rows): tokens per step,
-    mixed prefill+decode steps included (piecewise graphs serve them too)."""
+    mixed prefill+decode steps included (piecewise graphs serve them too). A graph-replayed
+    DEBUG line shows the padded descriptor only: its size is taken as that bucket, an upper
+    bound, so no size a step used is ever dropped."""
+    padded = _num(frame, "padded_tokens")
     mode = frame["mode"].astype("object").fillna("").astype(str).str.upper()
     graph = np.where(mode == "", -1, (mode != "NONE").astype(np.int64)).astype(np.int64)
     count = _num(frame, "count")
@@ -158,7 +167,7 @@ def _step_traffic(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     return {
         "ts": _num(frame, "ts"),
         "requests": _num(frame, "num_reqs"),
-        "tokens": _num(frame, "num_tokens"),
+        "tokens": np.where(np.isnan(tokens := _num(frame, "num_tokens")), padded, tokens),
         "steps": np.where(np.isnan(count) | (count <= 0), 1.0, count),
         "step_time_s": np.full(len(frame), np.nan),
         "graph": graph,
@@ -295,41 +304,66 @@ def server_groups(facts: Sequence[RunFacts]) -> list[list[RunFacts]]:
     return list(groups.values())
 
 
+def advise_group(
+    group: Sequence[RunFacts],
+    snapshots: Sequence[Snapshot] | None = None,
+    *,
+    engine: str | None = None,
+    headroom: float = DEFAULT_HEADROOM,
+    max_ceiling: int | None = None,
+    max_k: int | None = None,
+) -> tuple[Advice, list[RunFacts]] | None:
+    """One frontier for runs pooled as one server: limits from the latest run (the config the
+    next start uses), ``engine`` the one to speak for (default: the latest run's). Returns the
+    advice and the runs it used; None when none has decode traffic or advice is impossible."""
+    usable = [
+        f
+        for f in group
+        if spec_for(engine or f.backend) is not None and f.record.get("prefill_node") is not True
+    ]
+    evidence = [(f, ev) for f in usable if (ev := run_evidence(f, snapshots, engine)) is not None]
+    if not evidence:
+        return None
+    limits = engine_limits(evidence[-1][0], engine)
+    try:
+        adv = advise(
+            [ev for _, ev in evidence],
+            limits,
+            headroom=headroom,
+            max_ceiling=max_ceiling,
+            max_k=max_k,
+        )
+    except ValueError:  # degenerate input: analyze and recommend must not fail over advice
+        return None
+    ids = [f.run.id for f, _ in evidence]
+    if len(ids) > 1:
+        adv = replace(
+            adv,
+            notes=adv.notes
+            + (f"{len(ids)} runs pooled ({', '.join(ids)}); limits from the latest, {ids[-1]}",),
+        )
+    return adv, [f for f, _ in evidence]
+
+
 def advise_runs(
     facts: Sequence[RunFacts], snapshots: Sequence[Snapshot] | None = None
 ) -> dict[str, Advice]:
     """The advice per run id, for every run of a known engine with decode traffic.
 
-    One frontier per server (see :func:`server_groups`), limits from its latest run (the config
-    the next start will use); each run's ``current`` is its own set priced on its own traffic.
-    A run whose advice cannot be computed (degenerate input) is left out, never fails analyze.
+    One frontier per server (see :func:`server_groups`), validated across its runs; each
+    run's ``current`` is its own set priced on its own traffic.
     """
     out: dict[str, Advice] = {}
     for group in server_groups(facts):
-        usable = [
-            f
-            for f in group
-            if spec_for(f.backend) is not None and f.record.get("prefill_node") is not True
-        ]
-        evidence = [(f, ev) for f in usable if (ev := run_evidence(f, snapshots)) is not None]
-        if not evidence:
+        got = advise_group(group, snapshots)
+        if got is None:
             continue
-        latest = evidence[-1][0]
-        limits = engine_limits(latest)
-        try:
-            adv = advise([ev for _, ev in evidence], limits)
-        except ValueError:
-            continue
-        ids = [f.run.id for f, _ in evidence]
-        pooled = (
-            (f"{len(ids)} runs of this server pooled ({', '.join(ids)}); limits from {ids[-1]}",)
-            if len(ids) > 1
-            else ()
-        )
-        for f, ev in evidence:
-            out[f.run.id] = replace(
-                adv, current=_own_current(f, ev, adv, limits), notes=adv.notes + pooled
-            )
+        adv, used = got
+        limits = engine_limits(used[-1])
+        for f in used:
+            ev = run_evidence(f, snapshots)
+            own = _own_current(f, ev, adv, limits) if ev is not None else None
+            out[f.run.id] = replace(adv, current=own)
     return out
 
 
@@ -341,4 +375,4 @@ def _own_current(f: RunFacts, ev: RunEvidence, adv: Advice, limits: EngineLimits
     hist = traffic_histogram(ev.traffic, limits)
     if not hist:
         return None
-    return set_cost(tuple(sizes), hist, adv.parameters, padding=advice_inputs(f).padding)
+    return adv.price(sizes, hist)
