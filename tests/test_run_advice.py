@@ -168,6 +168,10 @@ def test_vllm_stats_only_never_shrinks_below_the_current_window(tmp_path: Path) 
     assert adv is not None
     assert adv.ceiling >= max(truth.capture_sizes)
     assert any("mixed prefill+decode" in n for n in adv.notes)
+    # the decode part is fitted to the running counts; above it, every captured size stays
+    rec = adv.recommended.sizes
+    decode_top = max(s for s in rec if s <= 8)
+    assert [s for s in truth.capture_sizes if s > decode_top] == [s for s in rec if s > decode_top]
 
 
 def test_html_run_section_shows_the_frontier_and_the_bucket_overlay() -> None:

@@ -268,6 +268,11 @@ def recommend(
     per_gib = p.kv_tokens_per_gib.value
     regained = int(round(saved * per_gib)) if saved is not None and per_gib else None
     flags = bucket_flags(engine, version, config, rec.sizes, notes)
+    if version is None and flags:
+        notes.append(
+            f"the {engine} version is not in the logs: the flags use the newest spelling; "
+            "check them against your version's --help"
+        )
 
     if rec.sizes == current.sizes:
         notes.append("the current set is already the cheapest on the frontier")
@@ -522,7 +527,7 @@ def render_text(rec: dict[str, Any]) -> str:
         lines = [
             f"Recommendation for {head} from {rec['decode_steps']:,} decode steps "
             f"({rec['decode_batches']} lines, main run {rec['main_run']}); sizes in {unit}:",
-            f"  ceiling {rec['ceiling']} {unit}; validated by {val['how']}",
+            f"  ceiling {rec['ceiling']} {unit}; validation: {val['how']}",
             f"  current ({cur['source']}): {_fmt_sizes(cur['sizes'])}",
             f"      coverage {_pct(cur['coverage'])}, padding waste {_pct(cur['padding_waste'])}, "
             f"cost {cur['cost_s_h']:,.2f} GPU-s/h, "
