@@ -200,3 +200,19 @@ def test_html_run_section_shows_the_frontier_and_the_bucket_overlay() -> None:
     # the bars are the advice's own histogram: every step counted once
     bars = next(t for t in overlay.data if t.name == "decode steps")
     assert float(sum(bars.y)) == pytest.approx(sum(adv.hist().values()))
+
+
+def test_odd_cluster_gets_a_conventional_set_with_headroom(tmp_path: Path) -> None:
+    """Batches of 34-41 requests: the exact set over those odd sizes saves less than the
+    step-time fit resolves, so the engine's own step pattern is kept, and the ceiling has
+    headroom above 41 (the issue's `[1, 34, 35, 36, 37, 38, 40, 41]` with max 41)."""
+    rng = np.random.default_rng(4)
+    series = [int(x) for x in rng.integers(34, 42, 400)]
+    log = write_sglang(tmp_path / "s" / "server.log", series, sg.default_sizes(160))
+    rep = analyze([str(log)])
+    rec = recommend(rep.runs, rep.snapshots)
+    grid = set(sg.default_sizes(160))
+    assert set(rec["recommended"]["sizes"]) <= grid
+    assert rec["ceiling"] > max(series)
+    picked = next(r for r in rec["frontier"] if r["recommended"])
+    assert picked["conventional"] is True
