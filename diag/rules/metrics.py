@@ -191,6 +191,19 @@ def run_metrics(
     }
 
 
+def _vllm_raise_remedy(
+    facts: RunFacts, advice: Advice | None, flags: str, peak: float | None
+) -> str:
+    """The vLLM remedy for steps above the ceiling, in the version's own keys: the advice's
+    set as the flags to paste (before 0.11.1 the ceiling is not a user field, the list is)."""
+    if advice is not None and flags:
+        return (
+            f"Capture the advised set up to {advice.ceiling} {advice.unit}: {flags} "
+            "(`graphdiag recommend` shows the frontier)."
+        )
+    return "Raise the capture ceiling to cover the observed decode steps (cudagraph_capture_sizes)."
+
+
 def _round_up(n: float | None, step: int) -> int | None:
     if n is None:
         return None
@@ -224,6 +237,7 @@ def _flags(facts: RunFacts, shape: dict[str, Any], advice: Advice | None) -> dic
         "advice_unit": advice.unit if advice is not None else None,
         "advice_sizes": list(advice.recommended.sizes) if advice is not None else None,
         "advice_flags": flags,
+        "vllm_raise_remedy": _vllm_raise_remedy(facts, advice, flags, peak),
         "advice_note": (
             f"; recommended ceiling {advice.ceiling} {advice.unit} (`graphdiag recommend`)"
             if advice is not None
