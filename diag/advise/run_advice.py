@@ -133,7 +133,7 @@ def _flag(frame: pd.DataFrame, col: str) -> np.ndarray:
 def _rank_rows(frame: pd.DataFrame, all_ranks: bool) -> pd.DataFrame:
     if frame.empty or all_ranks:
         return frame
-    mask = frame["rank"].map(is_rank0)
+    mask = frame["rank"].map(is_rank0).astype(bool)
     return frame[mask] if mask.any() else frame
 
 
