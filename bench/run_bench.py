@@ -288,7 +288,7 @@ def main() -> None:
     ap.add_argument("--folder", type=int, default=10_000, help="files in the folder (0: none)")
     args = ap.parse_args()
     results = []
-    for engine in args.engines.split(","):
+    for engine in filter(None, args.engines.split(",")):
         results.append(bench_one(engine, int(args.size), args.jobs, args.repeat))
         if args.stages:
             stage_breakdown(engine, int(args.size), args.jobs)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import gzip
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -35,6 +37,17 @@ import gen_logs  # noqa: E402
 INCIDENTS = ROOT / "fixtures" / "incidents"
 
 
+@contextmanager
+def bulk_on_every_region() -> Iterator[None]:
+    """Small inputs take the bulk path too (in use, regions under 256 KiB stay per line)."""
+    saved = HotScanner.min_region_bytes
+    HotScanner.min_region_bytes = 0
+    try:
+        yield
+    finally:
+        HotScanner.min_region_bytes = saved
+
+
 def assert_same_tables(pure: EventTables, hot: EventTables, label: str) -> None:
     assert sorted(pure) == sorted(hot), label
     for kind in pure:
@@ -45,7 +58,8 @@ def assert_same_tables(pure: EventTables, hot: EventTables, label: str) -> None:
 
 def both(paths: list[str], **kw: object) -> tuple[EventTables, EventTables]:
     pure = ingest(paths, jobs=1, hotpath=False, **kw).tables  # type: ignore[arg-type]
-    hot = ingest(paths, jobs=1, hotpath=True, **kw).tables  # type: ignore[arg-type]
+    with bulk_on_every_region():
+        hot = ingest(paths, jobs=1, hotpath=True, **kw).tables  # type: ignore[arg-type]
     return pure, hot
 
 
@@ -158,6 +172,7 @@ def test_generated_logs_with_blocks_cut_anywhere(log: tuple[str, bytes], cuts: l
     pure, n_pure = _scan(StreamScanner, engine, [data])
     sink = EventSink()
     hot_scanner = HotScanner(parsers_for(engine), sink, engine)
+    hot_scanner.min_region_bytes = 0
     n_hot = hot_scanner.scan_blocks("x.log", blocks)
     hot_scanner.close()
     assert n_hot == n_pure
@@ -172,6 +187,7 @@ def test_the_bulk_path_reads_the_periodic_lines(engine: str) -> None:
     data = ("\n".join(make(400_000, seed=1)) + "\n").encode()
     sink = EventSink()
     scanner = HotScanner(parsers_for(engine), sink, engine)
+    scanner.min_region_bytes = 0
     scanner.scan_blocks("x.log", [data])
     scanner.close()
     assert scanner.bulk_rows > 0.9 * sink.count()
@@ -211,6 +227,7 @@ def test_parallel_ingest_with_the_hot_path_equals_the_per_line_path(tmp_path: Pa
     gen_logs.write_log(vlog, gen_logs.vllm_lines(1_500_000, seed=4, restarts=1, tracebacks=2))
     paths = [str(log), str(vlog)]
     pure = ingest(paths, jobs=1, hotpath=False).tables
-    hot = ingest(paths, jobs=2, hotpath=True, chunk_bytes=200_000).tables
+    with bulk_on_every_region():
+        hot = ingest(paths, jobs=2, hotpath=True, chunk_bytes=200_000).tables
     assert pure["decode_batch"].shape[0] > 1000
     assert_same_tables(pure, hot, "parallel")
