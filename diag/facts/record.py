@@ -95,6 +95,9 @@ class RunFacts:
     requests: pd.DataFrame = field(default_factory=pd.DataFrame)
     memory_check: dict[str, Any] | None = None  # log capture memory vs snapshot graph pools
     notes: list[str] = field(default_factory=list)
+    # capture phases other than decode, and how kv_tokens is known (run JSON, beside record)
+    capture_phases: dict[str, float | None] = field(default_factory=dict)
+    kv_tokens_source: str | None = None
 
     @property
     def tables(self) -> EventTables:
@@ -336,13 +339,29 @@ def captured_size_count(tables: EventTables) -> int | None:
 
 
 # ------------------------------------------------------------------ the record
-def _capture_totals(tables: EventTables) -> tuple[float | None, float | None]:
+# capture phases by what they serve: the record's capture_time_s / capture_mem_gib are the
+# decode graphs' (what --disable-cuda-graph on a prefill node recovers, what bucket advice
+# prices); piecewise prefill and draft captures get their own fields in the run JSON
+CAPTURE_PHASE_GROUPS = {
+    "decode": ("decode", "verify", "all", "mixed", "metrics"),
+    "piecewise": ("prefill",),
+    "draft": ("draft", "draft_extend"),
+}
+
+
+def _capture_totals(
+    tables: EventTables, group: str = "decode"
+) -> tuple[float | None, float | None]:
     ends = _rank0(tables["capture_end"])
+    if ends.empty:
+        return None, None
+    phases = ends["phase"].fillna("decode")
+    ends = ends[phases.isin(CAPTURE_PHASE_GROUPS[group])]
     if ends.empty:
         return None, None
     t = ends["time_s"].dropna()
     m = ends["mem_gib"].dropna()
-    # one start-up may log several phases (decode, piecewise prefill, draft): all delay availability
+    # several ranks' or several decode captures (e.g. one per graph backend) add up
     return (
         round(float(t.sum()), 3) if not t.empty else None,
         round(float(m.sum()), 3) if not m.empty else None,
@@ -352,6 +371,28 @@ def _capture_totals(tables: EventTables) -> tuple[float | None, float | None]:
 def _kv_tokens(tables: EventTables) -> int | None:
     v = _first(sizing(tables, "kv_tokens"), sizing(tables, "max_total_num_tokens"))
     return _as_int(v)
+
+
+def kv_tokens_with_source(
+    tables: EventTables, config: dict[str, Any], backend: str
+) -> tuple[int | None, str | None]:
+    """The KV pool in tokens and how it is known: printed, or GPU blocks x block size where
+    the engine prints only blocks (vLLM V0 "# GPU blocks: N")."""
+    printed = _kv_tokens(tables)
+    if printed is not None:
+        return printed, "logged"
+    blocks = _as_int(sizing(tables, "gpu_blocks"))
+    spec = spec_for(backend)
+    if blocks is None or spec is None or spec.default_block_size is None:
+        return None, None
+    size = _as_int(_first(config.get("block_size"), config.get("cache_config.block_size")))
+    if size is not None:
+        return blocks * size, f"derived: {blocks} GPU blocks x block_size {size} (config echo)"
+    size = spec.default_block_size
+    return blocks * size, (
+        f"derived: {blocks} GPU blocks x block_size {size} ({spec.name} default; "
+        "the log does not echo block_size)"
+    )
 
 
 def _prefill_node(config: dict[str, Any], tables: EventTables) -> bool | None:
@@ -409,6 +450,12 @@ def build_facts(run: Run) -> RunFacts:
     counts = cls.batch_counts(batches)
     cap_time, cap_mem = _capture_totals(t)
     error, error_at = capture_error(t)
+    kv_tokens, kv_source = kv_tokens_with_source(t, config, run.backend)
+    phases: dict[str, float | None] = {}
+    for group in ("piecewise", "draft"):
+        g_time, g_mem = _capture_totals(t, group)
+        phases[f"{group}_capture_time_s"] = g_time
+        phases[f"{group}_capture_mem_gib"] = g_mem
     record: dict[str, Any] = {
         "graph_mode": mode,
         "cudagraph_mode": cudagraph_mode(t, config, run.backend, mode),
@@ -421,7 +468,7 @@ def build_facts(run: Run) -> RunFacts:
         "capture_time_s": cap_time,
         "capture_mem_gib": cap_mem,
         "capture_error": error,
-        "kv_tokens": _kv_tokens(t),
+        "kv_tokens": kv_tokens,
         "gpu_blocks": _as_int(sizing(t, "gpu_blocks")),
         "kv_cache_gib": sizing(t, "kv_cache_gib"),
         "max_concurrency": sizing(t, "max_concurrency"),
@@ -444,6 +491,8 @@ def build_facts(run: Run) -> RunFacts:
         error_at,
         cls.inference_agreement(batches),
         request_table(t, batches),
+        capture_phases=phases,
+        kv_tokens_source=kv_source,
     )
 
 

@@ -1,0 +1,63 @@
+"""GD160 graph-mode-downgraded."""
+
+from __future__ import annotations
+
+from diag.rules.base import Remedy, Rule
+from diag.rules.metrics import RunMetrics
+
+
+class GD160(Rule):
+    """The engine overrode the requested graph mode: the model or attention backend cannot
+    run it, so the engine downgraded it (e.g. FULL_AND_PIECEWISE to PIECEWISE) or turned
+    graphs off.
+
+    Judgement: only the engine's own override counts (vLLM "setting cudagraph_mode=...",
+    "Overriding cudagraph_mode to ..."; SGLang "Cuda graph is disabled because of using
+    torch native attention backend" and kin). A change to NONE that follows the user's own
+    --enforce-eager / cudagraph_mode=NONE is the user's choice: GD131, never GD160.
+
+    Fires::
+
+        (Worker_DP0_TP1_EP1 pid=5016) WARNING 10-24 13:22:34 [gpu_model_runner.py:4068] CUDAGraphMode.FULL_AND_PIECEWISE is not supported with MLACommonMetadataBuilder backend (support: AttentionCGSupport.NEVER); setting cudagraph_mode=PIECEWISE because attention is compiled piecewise
+
+    Near miss (vLLM started with --enforce-eager: the user's own eager mode)::
+
+        incident: vllm-enforce-eager
+    """
+
+    code = "GD160"
+    name = "graph-mode-downgraded"
+    severity = "warning"
+    impact = 65
+    evidence = "downgrade"
+    remedies = (
+        Remedy(
+            "Use an attention backend that supports graphs (flashinfer, fa3 or triton), or "
+            "DeepEP's low_latency mode on decode nodes.",
+            engine="sglang",
+        ),
+        Remedy(
+            "Pick an attention backend with the graph support you need (FULL decode graphs "
+            "need UNIFORM_BATCH or ALWAYS support), or accept cudagraph_mode=PIECEWISE.",
+            engine="vllm",
+            flags=("cudagraph_mode",),
+        ),
+        Remedy(
+            "Pick an attention backend with full-graph support, or leave full_cuda_graph off.",
+            engine="vllm",
+            flags=("full_cuda_graph",),
+        ),
+    )
+
+    def fires(self, m: RunMetrics) -> bool:
+        return bool(m.engine_downgrades)
+
+    def message(self, m: RunMetrics) -> str:
+        said = m.engine_downgrades[0].strip()
+        if len(said) > 200:
+            said = said[:197] + "..."
+        now = []
+        if m.cudagraph_mode:
+            now.append(f"mode now {m.cudagraph_mode}")
+        now.append(f"graphs {m.graph_mode}")
+        return f"The engine overrode the graph mode for this model/backend: '{said}' ({', '.join(now)})"
