@@ -48,7 +48,15 @@ from diag.engines.sglang import default_capture_sizes as sglang_default_sizes
 from diag.engines.version import parse_version
 from diag.engines.vllm import default_capture_sizes as vllm_default_sizes
 
-__all__ = ["Advice", "EngineLimits", "FrontierRow", "advise", "ceiling_policy", "conventional_grid"]
+__all__ = [
+    "Advice",
+    "EngineLimits",
+    "FrontierRow",
+    "advise",
+    "ceiling_policy",
+    "conventional_grid",
+    "traffic_histogram",
+]
 
 DEFAULT_HEADROOM = 0.10
 # Costs closer than this share of the traffic's decode GPU time are "equal": the step-time fit
@@ -241,6 +249,19 @@ class Advice:
     folds: str
     busy_s_h: float  # decode GPU-s per hour of the traffic: the scale of every cost above
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # the pooled {size in the engine's unit: steps} it was fitted on (plots and compare read it)
+    histogram: tuple[tuple[int, float], ...] = ()
+    headroom: float = DEFAULT_HEADROOM
+    max_ceiling: int | None = None
+    max_k: int | None = None
+    padding: bool = True  # SGLang --disable-cuda-graph-padding: only exact sizes replay
+
+    def hist(self) -> dict[int, float]:
+        return dict(self.histogram)
+
+    def price(self, sizes: Sequence[int], hist: dict[int, float] | None = None) -> SetCost:
+        """Any set priced with this advice's parameters (on its own traffic by default)."""
+        return set_cost(tuple(sizes), hist or self.hist(), self.parameters, padding=self.padding)
 
     @property
     def promised_coverage(self) -> float:
@@ -260,6 +281,12 @@ def _hist(sizes: np.ndarray, steps: np.ndarray) -> dict[int, float]:
     uniq, inv = np.unique(sizes[ok], return_inverse=True)
     w = np.bincount(inv, weights=steps[ok], minlength=len(uniq))
     return {int(s): float(x) for s, x in zip(uniq.tolist(), w.tolist(), strict=True) if x > 0}
+
+
+def traffic_histogram(traffic: Traffic, limits: EngineLimits) -> dict[int, float]:
+    """``{size in the engine's unit: steps}`` of one run's traffic."""
+    sizes = engine_size(traffic, limits.engine, limits.spec_tokens)
+    return _hist(sizes, np.asarray(traffic.steps, dtype=float))
 
 
 def _int_hist(hist: dict[int, float]) -> dict[int, int]:
@@ -418,6 +445,7 @@ def advise(
     pick = next(i for i, v in enumerate(key) if v <= best + eps)
     chosen = rows[pick]
     if not fold_list:
+        how = "not validated (in sample only)"
         notes.append(
             f"too few step lines to hold any out (fewer than {2 * MIN_BLOCK_LINES} in one run): "
             "coverage and waste are in sample only, and conventional sizes are kept"
@@ -428,10 +456,20 @@ def advise(
             hc, hw, ht = _heldout(
                 fold_list, chosen.k, forced_min, lambda c: None, params, limits.padding
             )
-            ht_key = ht if math.isfinite(ht) else set_cost(exact, hist, params).total_s_h
+            ht_key = (
+                ht
+                if math.isfinite(ht)
+                else set_cost(exact, hist, params, padding=limits.padding).total_s_h
+            )
             if ht_key < key[pick] - eps:
                 chosen = FrontierRow(
-                    chosen.k, exact, False, set_cost(exact, hist, params), hc, hw, ht
+                    chosen.k,
+                    exact,
+                    False,
+                    set_cost(exact, hist, params, padding=limits.padding),
+                    hc,
+                    hw,
+                    ht,
                 )
                 rows.append(chosen)
                 notes.append(
@@ -455,6 +493,11 @@ def advise(
         folds=how,
         busy_s_h=busy_s_h,
         notes=tuple(notes),
+        histogram=tuple(sorted(hist.items())),
+        headroom=headroom,
+        max_ceiling=max_ceiling,
+        max_k=max_k,
+        padding=limits.padding,
     )
 
 

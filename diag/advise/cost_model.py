@@ -231,7 +231,29 @@ def engine_size(traffic: Traffic, engine: Engine, spec_tokens: int = 0) -> np.nd
 
 
 # ------------------------------------------------------------------ fitting
-def _fit_line(size: np.ndarray, t: np.ndarray) -> tuple[float, float] | None:
+MIN_FIT_SIZES = 4  # a slope through fewer distinct step sizes is not a measurement
+MIN_SLOPE_T = 2.0  # a slope within two standard errors of zero cannot be told from zero
+
+
+@dataclass(frozen=True)
+class LineFit:
+    """``t = a + b * size`` over the median step time per size; ``b_se`` its standard error."""
+
+    a: float
+    b: float
+    b_se: float
+    sizes: int  # distinct sizes the fit covers
+
+    def slope_known(self) -> bool:
+        """Is the slope a measurement? Enough sizes, and distinguishable from zero."""
+        return (
+            self.sizes >= MIN_FIT_SIZES
+            and math.isfinite(self.b_se)
+            and self.b > MIN_SLOPE_T * self.b_se
+        )
+
+
+def _fit_line(size: np.ndarray, t: np.ndarray) -> LineFit | None:
     """Robust ``t = a + b * size``: median step time per size (idle gaps inflate single lines),
     then least squares over those medians weighted by sqrt(samples); ``a, b >= 0``."""
     ok = np.isfinite(t) & (t > 0) & (size >= 1)
@@ -242,17 +264,32 @@ def _fit_line(size: np.ndarray, t: np.ndarray) -> tuple[float, float] | None:
     med = np.array([np.median(tt[inv == i]) for i in range(len(uniq))])
     cnt = np.bincount(inv).astype(float)
     if len(uniq) == 1:
-        return float(med[0]), math.nan
+        return LineFit(float(med[0]), math.nan, math.nan, 1)
     w = np.sqrt(cnt)
-    a_mat = np.stack([np.ones_like(uniq, dtype=float), uniq.astype(float)], axis=1) * w[:, None]
+    x = uniq.astype(float)
+    a_mat = np.stack([np.ones_like(x), x], axis=1) * w[:, None]
     coef, *_ = np.linalg.lstsq(a_mat, med * w, rcond=None)
     a, b = float(coef[0]), float(coef[1])
+    se = math.inf
+    if len(uniq) > 2:
+        resid = med * w - a_mat @ coef
+        sigma2 = float(resid @ resid) / (len(uniq) - 2)
+        cov = sigma2 * np.linalg.pinv(a_mat.T @ a_mat)
+        se = math.sqrt(max(float(cov[1, 1]), 0.0))
     if b < 0:  # noise: flat in size
         a, b = float(np.average(med, weights=cnt)), 0.0
     if a < 0:  # through the origin
-        b = float(np.sum(w**2 * uniq * med) / np.sum(w**2 * uniq**2))
+        b = float(np.sum(w**2 * x * med) / np.sum(w**2 * x**2))
         a = 0.0
-    return a, b
+    return LineFit(a, b, se, len(uniq))
+
+
+def _intercept_for(size: np.ndarray, t: np.ndarray, slope: float) -> float | None:
+    """The intercept that goes with a given slope: median of ``t - slope * size``."""
+    ok = np.isfinite(t) & (t > 0) & (size >= 1)
+    if ok.sum() < 3:
+        return None
+    return max(0.0, float(np.median(t[ok] - slope * size[ok])))
 
 
 def _pooled(
@@ -288,29 +325,56 @@ def fit_parameters(
     graph_rows = p["graph"] != 0
     fit = _fit_line(p["size"][graph_rows], p["t"][graph_rows])
     fit_why = f"median step time per {unit} count over {int(graph_rows.sum())} graph-replayed lines"
-    if fit is not None:
-        base = Param(fit[0], "s/step", "run", f"intercept of a line fitted to the {fit_why}")
-    else:
-        base = Param(
-            DEFAULT_BASE_STEP_S,
-            "s/step",
-            "default",
-            "fewer than 3 lines with a step time: 25 ms, the order of the examples in the SGLang "
-            "formats (8 requests at 183.5 tok/s = 44 ms; 28 requests at 1086.6 tok/s = 26 ms)",
-        )
-    if fit is not None and math.isfinite(fit[1]):
+    default_slot = DEFAULT_SLOT_STEP_S * per_slot
+    default_slot_why = (
+        "0.04 ms per request, the slope between SGLang formats examples (8 requests 44 ms/step, "
+        "509 requests 64 ms/step; memory-bound decode)"
+        + (f", x{per_slot} draft tokens per request" if per_slot > 1 else "")
+    )
+    if fit is not None and fit.slope_known():
+        base = Param(fit.a, "s/step", "run", f"intercept of a line fitted to the {fit_why}")
         slot = Param(
-            fit[1], f"s/step per {unit}", "run", f"slope of a line fitted to the {fit_why}"
-        )
-    else:
-        slot = Param(
-            DEFAULT_SLOT_STEP_S * per_slot,
+            fit.b,
             f"s/step per {unit}",
-            "default",
-            "the run shows one step size only: 0.04 ms per request, the slope between SGLang formats "
-            "examples (8 requests 44 ms/step, 509 requests 64 ms/step; memory-bound decode)"
-            + (f", x{per_slot} draft tokens per request" if per_slot > 1 else ""),
+            "run",
+            f"slope of a line fitted to the {fit_why} ({fit.sizes} sizes, "
+            f"standard error {fit.b_se:.2g})",
         )
+    else:
+        if fit is None:
+            why_not = "fewer than 3 lines with a step time"
+        elif fit.sizes < MIN_FIT_SIZES:
+            why_not = (
+                f"the step times cover {fit.sizes} size(s) only (fewer than {MIN_FIT_SIZES}): "
+                "no slope can be measured"
+            )
+        else:
+            why_not = (
+                f"the fitted slope {fit.b:.3g} s per {unit} over {fit.sizes} sizes cannot be told "
+                f"from zero (standard error {fit.b_se:.2g}; a flat step time would make padding "
+                "free, which it never is)"
+            )
+        slot = Param(
+            default_slot, f"s/step per {unit}", "default", f"{why_not}: {default_slot_why}"
+        )
+        a = _intercept_for(p["size"][graph_rows], p["t"][graph_rows], default_slot)
+        if a is not None:
+            base = Param(
+                a,
+                "s/step",
+                "run",
+                f"median of step time minus the default slope x size over {int(graph_rows.sum())} "
+                "graph-replayed lines",
+            )
+        else:
+            base = Param(
+                DEFAULT_BASE_STEP_S,
+                "s/step",
+                "default",
+                "fewer than 3 lines with a step time: 25 ms, the order of the examples in the "
+                "SGLang formats (8 requests at 183.5 tok/s = 44 ms; 28 requests at 1086.6 tok/s "
+                "= 26 ms)",
+            )
 
     def graph_step_s(size: np.ndarray) -> np.ndarray:
         return float(base.value or 0.0) + float(slot.value or 0.0) * size

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from diag.engines.spec import Config, EngineSpec, as_int, truthy
+from diag.engines.spec import AdviceInputs, Config, EngineSpec, as_int, truthy
 from diag.engines.version import parse_version
 
 NEWEST = (0, 5, 3)
@@ -123,6 +123,29 @@ def graphs_off_flag(version: str | None, config: Config) -> str:
     return "--cuda-graph-backend-decode=disabled" if split_flags(config) else "--disable-cuda-graph"
 
 
+# sglang==0.4.10.post2:python/sglang/srt/server_args.py:120 decode_log_interval: int = 40
+DECODE_LOG_INTERVAL = 40
+
+
+def advice_inputs(config: Config, max_running: int | None) -> AdviceInputs:
+    """Running-request limit, speculative draft tokens (only with an algorithm set), DP
+    attention's attention-TP size (tp // dp), two-batch overlap, padding, log interval."""
+    tp = as_int(config.get("tp_size")) or 1
+    dp = as_int(config.get("dp_size")) or 1
+    dpa = truthy(config.get("enable_dp_attention"))
+    algo = config.get("speculative_algorithm") or None
+    return AdviceInputs(
+        max_running=max_running or as_int(config.get("max_running_requests")),
+        spec_tokens=(as_int(config.get("speculative_num_draft_tokens")) or 0) if algo else 0,
+        speculative_algorithm=str(algo) if algo else None,
+        dp_attention=dpa,
+        attn_tp=max(1, tp // dp) if dpa else tp,
+        two_batch_overlap=truthy(config.get("enable_two_batch_overlap")),
+        padding=not truthy(config.get("disable_cuda_graph_padding")),
+        steps_per_batch_line=as_int(config.get("decode_log_interval")) or DECODE_LOG_INTERVAL,
+    )
+
+
 SGLANG = EngineSpec(
     name="sglang",
     markers=MARKERS,
@@ -143,6 +166,7 @@ SGLANG = EngineSpec(
     ),
     eager_flag="--disable-cuda-graph",
     concurrency_flag="--max-running-requests",
+    advice_inputs=advice_inputs,
 )
 
 

@@ -39,6 +39,29 @@ class Versioned(Generic[T]):
 
 
 @dataclass(frozen=True)
+class AdviceInputs:
+    """What bucket advice needs of a run's config, in plain values (diag.advise reads these;
+    the engine-specific key names and defaults stay here)."""
+
+    max_running: int | None = None  # requests the engine runs at once (per rank)
+    max_num_batched_tokens: int | None = None  # vLLM token budget per step
+    spec_tokens: int = 0  # vLLM num_speculative_tokens; SGLang speculative_num_draft_tokens
+    speculative_algorithm: str | None = None
+    dp_attention: bool = False
+    attn_tp: int = 1
+    two_batch_overlap: bool = False
+    padding: bool = True
+    # steps one periodic batch line stands for (SGLang --decode-log-interval), and the seconds
+    # one stats line covers (vLLM VLLM_LOG_STATS_INTERVAL); None where the engine has none
+    steps_per_batch_line: int | None = None
+    stats_interval_s: float | None = None
+
+
+def _no_advice_inputs(config: Config, max_running: int | None) -> AdviceInputs:
+    return AdviceInputs(max_running=max_running)
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     """What graphdiag knows of one engine, apart from its line formats (see parsers/)."""
 
@@ -80,6 +103,8 @@ class EngineSpec:
     eager_flag: str = ""
     # the flag that caps concurrent decode requests (keeps decode inside a window)
     concurrency_flag: str = ""
+    # the config values bucket advice reads: (config echo, max running requests) -> inputs
+    advice_inputs: Callable[[Config, int | None], AdviceInputs] = _no_advice_inputs
 
     def ceiling(self, config: Config) -> int | None | Literal["table"]:
         """The capture ceiling the config echo names; "table" where the log's capture-size

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from diag.engines.spec import Config, EngineSpec, Versioned, as_int
+from diag.engines.spec import AdviceInputs, Config, EngineSpec, Versioned, as_int
 from diag.engines.version import parse_version
 
 NEWEST = (0, 11, 1)
@@ -103,6 +103,32 @@ def graphs_off_flag(version: str | None, config: Config) -> str:
     return "--enforce-eager"
 
 
+# vllm==0.11.0:vllm/envs.py:591 VLLM_LOG_STATS_INTERVAL defaults to 10 s between stats lines
+STATS_INTERVAL_S = 10.0
+
+
+def advice_inputs(config: Config, max_running: int | None) -> AdviceInputs:
+    """Token budget, speculative tokens (the echo's ``speculative_config``: ``num_spec_tokens``
+    from 0.10, ``num_speculative_tokens`` in the CLI spelling) and the stats interval."""
+    k = 0
+    method = None
+    for key in (
+        "speculative_config.num_speculative_tokens",
+        "speculative_config.num_spec_tokens",
+        "num_speculative_tokens",
+    ):
+        k = k or (as_int(config.get(key)) or 0)
+    for key in ("speculative_config.method", "speculative_config.model"):
+        method = method or (config.get(key) or None)
+    return AdviceInputs(
+        max_running=max_running or as_int(config.get("max_num_seqs")),
+        max_num_batched_tokens=as_int(config.get("max_num_batched_tokens")),
+        spec_tokens=k,
+        speculative_algorithm=str(method) if method and k else None,
+        stats_interval_s=STATS_INTERVAL_S,
+    )
+
+
 VLLM = EngineSpec(
     name="vllm",
     markers=MARKERS,
@@ -131,6 +157,7 @@ VLLM = EngineSpec(
     size_unit="tokens",
     eager_flag="--enforce-eager",
     concurrency_flag="--max-num-seqs",
+    advice_inputs=advice_inputs,
 )
 
 
