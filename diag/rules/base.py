@@ -182,4 +182,5 @@ def pct(x: float) -> str:
 
 
 def num(x: float) -> str:
-    return f"{x:g}" if abs(x) >= 0.01 else f"{x:.3f}"
+    """A measured figure at the precision logs carry: 3 significant digits, whole above 100."""
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}" if abs(x) >= 0.01 else f"{x:.3f}"

@@ -188,8 +188,8 @@ class GD100(Rule):
             specific=_fewer_sizes_vllm,
         ),
         Remedy(
-            "Use cudagraph_mode=PIECEWISE in --compilation-config: the op that breaks capture "
-            "then runs between graph pieces, and full graphs' memory is saved.",
+            "Use cudagraph_mode=PIECEWISE in --compilation-config: no full graphs (less graph "
+            "memory), and an op that cannot be captured runs between the graph pieces.",
             engine="vllm",
             flags=("cudagraph_mode",),
             in_effect=lambda m: (m.cudagraph_mode or "").upper() == "PIECEWISE",

@@ -12,8 +12,15 @@ from diag.rules.quotes import advised_ceiling, advised_set
 
 def _raise(m: RunMetrics) -> str | None:
     ceiling = advised_ceiling(m)
-    if ceiling is None:
+    if ceiling is None or m.advice is None:
         return None
+    if m.ceiling is not None and m.advice.ceiling <= m.ceiling:
+        why = f" ({m.advice.notes[0]})" if m.advice.notes else ""
+        cap = m.concurrency_flag or "the engine's concurrency limit"
+        return (
+            f"The advice keeps the capture ceiling at {m.advice.ceiling} {m.advice.unit}{why}: "
+            f"cap concurrency with {cap} so decode stays inside it."
+        )
     s = advised_set(m)
     return f"Raise the capture ceiling to {ceiling}" + (f", or capture {s}" if s else "") + "."
 

@@ -47,11 +47,11 @@ class GD111(Rule):
         [2025-11-03 09:00:00] server_args=ServerArgs(model_path='m', tp_size=1, cuda_graph_max_bs=8, cuda_graph_bs=[1, 8], disable_cuda_graph=False)
         [2025-11-03 09:00:05] Capture cuda graph end. Time elapsed: 2.00 s. mem usage=0.05 GB. avail mem=60.00 GB.
         [2025-11-03 09:01:00] Decode batch, #running-req: 4, #token: 4000, token usage: 0.05, cuda graph: True, gen throughput (token/s): 200.00, #queue-req: 0,
-        [2025-11-03 09:01:10] Decode batch, #running-req: 5, #token: 4100, token usage: 0.05, cuda graph: True, gen throughput (token/s): 240.00, #queue-req: 0,
+        [2025-11-03 09:01:10] Decode batch, #running-req: 5, #token: 4100, token usage: 0.05, cuda graph: True, gen throughput (token/s): 250.00, #queue-req: 0,
         [2025-11-03 09:01:20] Decode batch, #running-req: 4, #token: 4200, token usage: 0.05, cuda graph: True, gen throughput (token/s): 200.00, #queue-req: 0,
-        [2025-11-03 09:01:30] Decode batch, #running-req: 6, #token: 4300, token usage: 0.05, cuda graph: True, gen throughput (token/s): 280.00, #queue-req: 0,
-        [2025-11-03 09:01:40] Decode batch, #running-req: 5, #token: 4400, token usage: 0.05, cuda graph: True, gen throughput (token/s): 240.00, #queue-req: 0,
-        [2025-11-03 09:01:50] Decode batch, #running-req: 7, #token: 4500, token usage: 0.05, cuda graph: True, gen throughput (token/s): 320.00, #queue-req: 0,
+        [2025-11-03 09:01:30] Decode batch, #running-req: 6, #token: 4300, token usage: 0.05, cuda graph: True, gen throughput (token/s): 300.00, #queue-req: 0,
+        [2025-11-03 09:01:40] Decode batch, #running-req: 5, #token: 4400, token usage: 0.05, cuda graph: True, gen throughput (token/s): 250.00, #queue-req: 0,
+        [2025-11-03 09:01:50] Decode batch, #running-req: 7, #token: 4500, token usage: 0.05, cuda graph: True, gen throughput (token/s): 350.00, #queue-req: 0,
     """
 
     code = "GD111"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from diag.model import Finding
-from diag.rules.base import Remedy, Rule, Threshold, pct
+from diag.rules.base import Remedy, Rule, Threshold, num, pct
 from diag.rules.metrics import RunMetrics
 
 
@@ -57,7 +57,7 @@ class GD170(Rule):
     def message(self, m: RunMetrics) -> str:
         return (
             f"Out-of-window decode is {pct(m.slowdown or 0)} slower per request "
-            f"({m.speed_out:g} vs {m.speed_in:g} tok/s per request, over {m.speed_samples_out} "
+            f"({num(m.speed_out or 0)} vs {num(m.speed_in or 0)} tok/s per request, over {m.speed_samples_out} "
             f"eager and {m.speed_samples_in} graph intervals)"
         )
 

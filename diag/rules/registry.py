@@ -45,3 +45,19 @@ def readme_table() -> str:
         lines.append(f"| {r.code} | {r.name} | {r.severity} | {r.summary()} |")
     lines.append(README_END)
     return "\n".join(lines)
+
+
+def write_readme(path: str) -> None:
+    """Rewrite the rule list between the README's markers."""
+    from pathlib import Path
+
+    p = Path(path)
+    text = p.read_text(encoding="utf-8")
+    start, end = text.index(README_BEGIN), text.index(README_END) + len(README_END)
+    p.write_text(text[:start] + readme_table() + text[end:], encoding="utf-8")
+
+
+if __name__ == "__main__":
+    import sys
+
+    write_readme(sys.argv[1] if len(sys.argv) > 1 else "README.md")
