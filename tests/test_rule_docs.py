@@ -50,7 +50,9 @@ def test_thresholds_are_typed_and_explained() -> None:
 
 def test_readme_lists_the_registry() -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert readme_table() in text, "README rule list drifted: python -m diag.rules.registry README.md"
+    assert readme_table() in text, (
+        "README rule list drifted: python -m diag.rules.registry README.md"
+    )
 
 
 def test_catalogue_is_concrete_text() -> None:
@@ -63,7 +65,9 @@ def test_catalogue_is_concrete_text() -> None:
 
 def test_overrides_reach_the_rules(tmp_path: Path) -> None:
     f = tmp_path / "r.yaml"
-    f.write_text("thresholds: {GD140: {max_seconds: 5}}\nseverity: {GD112: warning}\ndisable: [GD170]\n")
+    f.write_text(
+        "thresholds: {GD140: {max_seconds: 5}}\nseverity: {GD112: warning}\ndisable: [GD170]\n"
+    )
     engine = RuleEngine.load(f)
     by = {r.code: r for r in engine.rules}
     assert by["GD140"].t("max_seconds") == 5 and by["GD112"].active_severity == "warning"

@@ -37,16 +37,24 @@ class FlagSpan:
 VLLM_FLAGS: dict[str, FlagSpan] = {
     f.name: f
     for f in (
-        FlagSpan("--enforce-eager", (0, 4, 3), None, "vllm==0.4.3..0.33.0:vllm/engine/arg_utils.py"),
         FlagSpan(
-            "--gpu-memory-utilization", (0, 4, 3), None, "vllm==0.4.3..0.33.0:vllm/engine/arg_utils.py"
+            "--enforce-eager", (0, 4, 3), None, "vllm==0.4.3..0.33.0:vllm/engine/arg_utils.py"
+        ),
+        FlagSpan(
+            "--gpu-memory-utilization",
+            (0, 4, 3),
+            None,
+            "vllm==0.4.3..0.33.0:vllm/engine/arg_utils.py",
         ),
         FlagSpan("--max-num-seqs", (0, 4, 3), None, "vllm==0.4.3..0.33.0:vllm/engine/arg_utils.py"),
         FlagSpan(
             "--kv-cache-memory-bytes", (0, 10, 2), None, "vllm==0.10.2:vllm/engine/arg_utils.py"
         ),
         FlagSpan(
-            "--disable-custom-all-reduce", (0, 4, 3), None, "vllm==0.4.3..0.33.0:vllm/engine/arg_utils.py"
+            "--disable-custom-all-reduce",
+            (0, 4, 3),
+            None,
+            "vllm==0.4.3..0.33.0:vllm/engine/arg_utils.py",
         ),
         FlagSpan(
             "--cuda-graph-sizes",
@@ -92,10 +100,16 @@ SGLANG_FLAGS: dict[str, FlagSpan] = {
     f.name: f
     for f in (
         FlagSpan(
-            "--disable-cuda-graph", (0, 2, 15), None, "sglang==0.2.15..0.5.23:sglang/srt/server_args.py"
+            "--disable-cuda-graph",
+            (0, 2, 15),
+            None,
+            "sglang==0.2.15..0.5.23:sglang/srt/server_args.py",
         ),
         FlagSpan(
-            "--mem-fraction-static", (0, 2, 15), None, "sglang==0.2.15..0.5.23:sglang/srt/server_args.py"
+            "--mem-fraction-static",
+            (0, 2, 15),
+            None,
+            "sglang==0.2.15..0.5.23:sglang/srt/server_args.py",
         ),
         FlagSpan(
             "--cuda-graph-max-bs",
@@ -131,13 +145,22 @@ SGLANG_FLAGS: dict[str, FlagSpan] = {
             "sglang==0.2.15..0.5.23:sglang/srt/server_args.py",
         ),
         FlagSpan(
-            "--enable-torch-compile", (0, 2, 15), None, "sglang==0.2.15..0.5.23:sglang/srt/server_args.py"
+            "--enable-torch-compile",
+            (0, 2, 15),
+            None,
+            "sglang==0.2.15..0.5.23:sglang/srt/server_args.py",
         ),
         FlagSpan(
-            "--torch-compile-max-bs", (0, 3, 6), None, "sglang==0.3.6.post3:sglang/srt/server_args.py"
+            "--torch-compile-max-bs",
+            (0, 3, 6),
+            None,
+            "sglang==0.3.6.post3:sglang/srt/server_args.py",
         ),
         FlagSpan(
-            "--max-running-requests", (0, 2, 15), None, "sglang==0.2.15..0.5.23:sglang/srt/server_args.py"
+            "--max-running-requests",
+            (0, 2, 15),
+            None,
+            "sglang==0.2.15..0.5.23:sglang/srt/server_args.py",
         ),
         FlagSpan(
             "--disable-custom-all-reduce",

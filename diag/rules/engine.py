@@ -40,17 +40,18 @@ def _order_key(rule: Rule) -> tuple[int, int, str]:
     return (SEVERITIES.index(rule.active_severity), -rule.impact, rule.code)
 
 
+def finding_key(f: Finding) -> tuple[int, int, str]:
+    """Sort key of findings: most severe first, then the rule's impact (a failure before a
+    warning, a KV squeeze before padding), then the code."""
+    rule = BY_CODE.get(f.code)
+    sev = SEVERITIES.index(cast(Severity, f.severity)) if f.severity in SEVERITIES else 9
+    return (sev, -(rule.impact if rule else 0), f.code)
+
+
 def first_change(findings: Sequence[Finding]) -> Finding | None:
-    """The finding to act on first: the first (most severe, highest impact) with a remedy.
-    Findings of :meth:`RuleEngine.evaluate` are already in that order; others are sorted
-    by severity, then by the rule's impact."""
-
-    def key(f: Finding) -> tuple[int, int, str]:
-        rule = BY_CODE.get(f.code)
-        sev = SEVERITIES.index(cast(Severity, f.severity)) if f.severity in SEVERITIES else 9
-        return (sev, -(rule.impact if rule else 0), f.code)
-
-    return next((f for f in sorted(findings, key=key) if f.remediation), None)
+    """The finding to act on first: the first in :func:`finding_key` order with a remedy.
+    Renderers call this; none decides it on its own."""
+    return next((f for f in sorted(findings, key=finding_key) if f.remediation), None)
 
 
 @dataclass

@@ -63,7 +63,8 @@ class GD110(Rule):
             0.10, "Below 10 % the eager steps are the long tail the bucket set rightly gives up."
         ),
         "min_batches": Threshold(
-            5, "Fewer decided batches are too few samples (SGLang logs one decode line per 40 steps)."
+            5,
+            "Fewer decided batches are too few samples (SGLang logs one decode line per 40 steps).",
         ),
     }
     remedies = (
@@ -160,7 +161,9 @@ class GD110(Rule):
         if m.observed_max is not None:
             facts.append(f"largest batch {m.observed_max:g}")
         facts.append(
-            f"capture ceiling {m.ceiling}" if m.ceiling is not None else "capture ceiling not in the log"
+            f"capture ceiling {m.ceiling}"
+            if m.ceiling is not None
+            else "capture ceiling not in the log"
         )
         if m.advice is not None:
             facts.append(f"advised ceiling {m.advice.ceiling} {m.advice.unit}")

@@ -75,7 +75,9 @@ class GD111(Rule):
             "Fewer padded slots per step do not lengthen a decode step measurably (small steps "
             "are bound by weight reads, not by batch size).",
         ),
-        "min_graph_batches": Threshold(5, "Too few graph batches say nothing about the distribution."),
+        "min_graph_batches": Threshold(
+            5, "Too few graph batches say nothing about the distribution."
+        ),
     }
     remedies = (
         Remedy(

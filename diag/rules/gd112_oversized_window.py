@@ -43,7 +43,8 @@ class GD112(Rule):
     evidence = "window"
     thresholds = {
         "min_ratio": Threshold(
-            4.0, "A ceiling 4x what the traffic needs leaves most captured sizes unused even under bursts."
+            4.0,
+            "A ceiling 4x what the traffic needs leaves most captured sizes unused even under bursts.",
         ),
         "min_batches": Threshold(20, "Needs a real traffic sample before calling sizes unused."),
         "min_ceiling": Threshold(32, "Small windows cost little; not worth a finding."),
@@ -95,5 +96,7 @@ class GD112(Rule):
         if m.observed_max is not None:
             out += f" (largest batch {m.observed_max:g})"
         cost = decode_capture_cost(m)
-        out += f"; the decode capture took {cost}" if cost else "; the capture cost is not in the log"
+        out += (
+            f"; the decode capture took {cost}" if cost else "; the capture cost is not in the log"
+        )
         return out

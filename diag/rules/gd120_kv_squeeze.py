@@ -109,7 +109,9 @@ class GD120(Rule):
         kv = f"the {num(m.kv_cache_gib)} GiB KV pool" if m.kv_cache_gib else "the KV pool"
         share = m.capture_mem_share
         if share is not None and share >= self.t("max_share"):
-            out.append(f"decode graphs hold {num(m.capture_mem_gib or 0)} GiB, {pct(share)} of {kv}")
+            out.append(
+                f"decode graphs hold {num(m.capture_mem_gib or 0)} GiB, {pct(share)} of {kv}"
+            )
         est = m.graph_mem_est_share
         if est is not None and est >= self.t("max_share"):
             out.append(
@@ -123,7 +125,11 @@ class GD120(Rule):
                     f"the engine advises raising --gpu-memory-utilization from {inc[0]:g} to {inc[1]:g}"
                 )
         big = m.largest_graph_gib
-        if (m.retractions or m.preemptions) and big is not None and big >= self.t("large_capture_gib"):
+        if (
+            (m.retractions or m.preemptions)
+            and big is not None
+            and big >= self.t("large_capture_gib")
+        ):
             out.append(
                 f"the pool saturated ({m.retractions} retractions, {m.preemptions} preemptions) "
                 f"while graphs hold {num(big)} GiB"
@@ -137,7 +143,11 @@ class GD120(Rule):
         out = "Graph memory squeezes the KV pool: " + "; ".join(self.evidence_found(m))
         known = []
         if m.kv_tokens is not None:
-            derived = " (derived from GPU blocks)" if (m.kv_tokens_source or "").startswith("derived") else ""
+            derived = (
+                " (derived from GPU blocks)"
+                if (m.kv_tokens_source or "").startswith("derived")
+                else ""
+            )
             known.append(f"KV pool {m.kv_tokens} tokens{derived}")
         if m.kv_peak_usage is not None:
             known.append(f"peak KV usage {pct(m.kv_peak_usage)}")

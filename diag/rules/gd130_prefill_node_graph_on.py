@@ -72,7 +72,10 @@ class GD130(Rule):
         if m.piecewise_capture_time_s is not None or m.piecewise_capture_mem_gib is not None:
             parts = [
                 f"{num(v)} {u}"
-                for v, u in ((m.piecewise_capture_time_s, "s"), (m.piecewise_capture_mem_gib, "GiB"))
+                for v, u in (
+                    (m.piecewise_capture_time_s, "s"),
+                    (m.piecewise_capture_mem_gib, "GiB"),
+                )
                 if v is not None
             ]
             out += f" (the piecewise prefill capture, {' / '.join(parts)}, serves prefill and is not counted)"

@@ -58,7 +58,9 @@ class GD131(Rule):
     )
 
     def fires(self, m: RunMetrics) -> bool:
-        return m.graph_mode == "disabled" and m.prefill_node is not True and m.user_eager is not None
+        return (
+            m.graph_mode == "disabled" and m.prefill_node is not True and m.user_eager is not None
+        )
 
     def message(self, m: RunMetrics) -> str:
         ran = f" ({m.batches_eager} decode batches ran eagerly)" if m.batches_eager else ""

@@ -47,7 +47,10 @@ class GD150(Rule):
             when=lambda m: _match(m) is not None,
             specific=_match,
         ),
-        Remedy("Measure without torch.compile: with graphs on the gain is often negligible.", engine="vllm"),
+        Remedy(
+            "Measure without torch.compile: with graphs on the gain is often negligible.",
+            engine="vllm",
+        ),
     )
 
     def fires(self, m: RunMetrics) -> bool:
@@ -59,4 +62,6 @@ class GD150(Rule):
             parts.append(f"torch_compile_max_bs {m.torch_compile_max_bs}")
         if m.ceiling is not None:
             parts.append(f"graph ceiling {m.ceiling}")
-        return "--enable-torch-compile with CUDA graphs" + (f" ({', '.join(parts)})" if parts else "")
+        return "--enable-torch-compile with CUDA graphs" + (
+            f" ({', '.join(parts)})" if parts else ""
+        )

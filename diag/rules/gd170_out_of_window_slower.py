@@ -31,7 +31,8 @@ class GD170(Rule):
     evidence = "speed"
     thresholds = {
         "min_slowdown": Threshold(
-            0.15, "Interval-to-interval noise in logged throughput is ~10 %; 15 % is a real difference."
+            0.15,
+            "Interval-to-interval noise in logged throughput is ~10 %; 15 % is a real difference.",
         ),
         "min_samples": Threshold(3, "Both sides need a few logged intervals."),
     }

@@ -161,9 +161,9 @@ class RunMetrics:
 
     @property
     def eager_breakdown(self) -> str:
-        return ", ".join(
-            f"{n} {EAGER_LABELS[c]}" for c, n in self.eager_by_cause.items() if n
-        ) or ("no reason recorded")
+        return ", ".join(f"{n} {EAGER_LABELS[c]}" for c, n in self.eager_by_cause.items() if n) or (
+            "no reason recorded"
+        )
 
     @property
     def capture_mem_share(self) -> float | None:
@@ -224,9 +224,12 @@ def run_metrics(
     sizes = rec["graph_capture_sizes"] or list(facts.window.sizes or [])
     adv = t["advisory"]
     memory_advisories = tuple(
-        Advisory(str(r["topic"]), None if pd.isna(r["value"]) else float(r["value"]), str(r["text"]))
-        for r in (adv[adv["topic"].isin(NUMERIC_MEMORY_ADVISORIES)] if not adv.empty else adv)
-        .to_dict("records")
+        Advisory(
+            str(r["topic"]), None if pd.isna(r["value"]) else float(r["value"]), str(r["text"])
+        )
+        for r in (
+            adv[adv["topic"].isin(NUMERIC_MEMORY_ADVISORIES)] if not adv.empty else adv
+        ).to_dict("records")
     )
     topics = set(adv["topic"]) if not adv.empty else set()
     stats = t["stats"]
