@@ -166,7 +166,7 @@ class GD110(Rule):
             else "capture ceiling not in the log"
         )
         if m.advice is not None:
-            facts.append(f"advised ceiling {m.advice.ceiling} {m.advice.unit}")
+            facts.append(f"recommended ceiling {m.advice.ceiling} {m.advice.unit}")
         out += "; " + ", ".join(facts) + f" (batches source: {m.batches_source})"
         if m.graph_mode == "unknown":
             out += (

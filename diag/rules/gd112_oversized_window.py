@@ -89,7 +89,7 @@ class GD112(Rule):
         needed = self._needed(m) or 1.0
         ratio = (m.ceiling or 0) / needed
         if m.advice is not None:
-            against = f"the advised ceiling {m.advice.ceiling} {m.advice.unit}"
+            against = f"the recommended ceiling {m.advice.ceiling} {m.advice.unit}"
         else:
             against = f"the observed p99 batch size {needed:g}"
         out = f"Capture ceiling {m.ceiling} is {ratio:.1f}x {against}"
