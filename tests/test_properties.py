@@ -5,7 +5,7 @@ nobody controls, so every parser is driven here with arbitrary text and with *mu
 real-format lines* (lines of the fixture incidents, the fixture generators and, when
 present, ``../shared/corpus/real``, with random character insertions, deletions,
 truncations and digit swaps). A parser may only fail in the documented way
-(``ConditionError``, ``ProfileTableError``, ``SnapshotError``), never with a traceback.
+(``ProfileTableError``, ``SnapshotError``), never with a traceback.
 
 The last property checks that one log gives the same analysis whether it is read whole,
 gzipped or split into a rotated set (``x.log.2.gz``, ``x.log.1``, ``x.log``).
@@ -27,6 +27,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -358,6 +359,7 @@ def test_split_logical_and_clean_arbitrary_text(text: str) -> None:
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", out)
 
 
+@pytest.mark.slow
 @fuzz(1000)
 @given(mutated(text_lines))
 def test_split_logical_and_clean_mutated_lines(text: str) -> None:
@@ -379,6 +381,7 @@ def test_peel_arbitrary_text(text: str) -> None:
         _check_peel(peel("x.log", 1, logical))
 
 
+@pytest.mark.slow
 @fuzz(1000)
 @given(mutated(text_lines))
 @example("2025-11-03T09:00:00+14:00 INFO 01-01 00:00:00 [x.py:1] msg")
@@ -426,12 +429,14 @@ def mutated_windows(draw: st.DrawFn) -> list[bytes]:
     return out
 
 
+@pytest.mark.slow
 @fuzz(400)
 @given(st.sampled_from(sorted(PARSERS)), mutated_windows())
 def test_line_parsers_never_raise_on_mutated_logs(backend: str, lines: list[bytes]) -> None:
     _scan(backend, lines)
 
 
+@pytest.mark.slow
 @fuzz(300)
 @given(
     st.sampled_from(sorted(PARSERS)),
@@ -445,6 +450,7 @@ def test_line_parsers_never_raise_on_arbitrary_bytes(backend: str, raws: list[by
     _scan(backend, [r.replace(b"\n", b" ") + b"\n" for r in raws])
 
 
+@pytest.mark.slow
 @fuzz(100)
 @given(
     st.sampled_from(sorted(PARSERS)), mutated_windows(), st.lists(st.integers(1, 4000), max_size=6)
@@ -468,6 +474,7 @@ def _scan_blocks(backend: str, blocks: list[bytes]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- config echoes
+@pytest.mark.slow
 @fuzz(1000)
 @given(ARBITRARY)
 @example("a=" + "[" * 3000 + "]" * 3000)
@@ -477,6 +484,7 @@ def test_parse_kwargs_arbitrary_text(text: str) -> None:
     assert isinstance(parse_kwargs(text), dict)
 
 
+@pytest.mark.slow
 @fuzz(600)
 @given(mutated(config_texts))
 def test_parse_kwargs_mutated_config_echoes(text: str) -> None:
@@ -490,6 +498,7 @@ def _check_tb(parsed: ParsedTraceback) -> None:
     assert all(isinstance(e, str) for e in parsed.exceptions)
 
 
+@pytest.mark.slow
 @fuzz(600)
 @given(st.lists(ARBITRARY, max_size=12))
 def test_parse_traceback_arbitrary_lines(lines: list[str]) -> None:
@@ -504,6 +513,7 @@ def mutated_traceback(draw: st.DrawFn) -> list[str]:
     return [draw(mutate(ln)) if draw(st.integers(0, 2)) == 0 else ln for ln in block]
 
 
+@pytest.mark.slow
 @fuzz(500)
 @given(mutated_traceback())
 def test_parse_traceback_mutated_tracebacks(lines: list[str]) -> None:
@@ -546,6 +556,7 @@ def mutated_table(draw: st.DrawFn) -> list[str]:
     return lines
 
 
+@pytest.mark.slow
 @fuzz(700)
 @given(mutated_table())
 def test_profile_table_mutated_tables(lines: list[str]) -> None:
@@ -562,12 +573,14 @@ def _snapshot(data: bytes) -> None:
     summary.to_dict()
 
 
+@pytest.mark.slow
 @fuzz(1200)
 @given(st.deferred(lambda: st.sampled_from(snapshot_blobs())).flatmap(mutate_bytes))
 def test_snapshot_loader_mutated_snapshots(data: bytes) -> None:
     _snapshot(data)
 
 
+@pytest.mark.slow
 @fuzz(1000)
 @given(st.binary(max_size=300))
 def test_snapshot_loader_arbitrary_bytes(data: bytes) -> None:
@@ -617,6 +630,7 @@ def _normalised(folder: Path, parts: list[tuple[str, int]]) -> dict[str, Any]:
     return {"runs": walk(runs), "n_runs": len(runs)}
 
 
+@pytest.mark.slow
 @fuzz(8)
 @given(st.sampled_from(ROTATION_INCIDENTS), st.integers(0, 10**6), st.integers(0, 10**6))
 def test_whole_gzipped_and_rotated_give_the_same_analysis(name: str, a: int, b: int) -> None:

@@ -80,7 +80,7 @@ def test_three_run_rotated_log_covers_the_last_runs_peak(tmp_path: Path) -> None
     is the server's: every run's advice covers run 3's peak, validated run against run."""
     clock = sg.Clock()
     peaks = (40, 53, 55)
-    sizes = sg.default_sizes(48)
+    sizes = [1, 2, 4, 8, 12, 16, 24, 32, 40, 48]  # SGLang's default step pattern up to 48
     texts = []
     for i, peak in enumerate(peaks):
         series = sg.traffic(80, low=8, high=30, seed=20 + i, burst_every=10, burst_to=peak)
@@ -168,3 +168,51 @@ def test_vllm_stats_only_never_shrinks_below_the_current_window(tmp_path: Path) 
     assert adv is not None
     assert adv.ceiling >= max(truth.capture_sizes)
     assert any("mixed prefill+decode" in n for n in adv.notes)
+    # the decode part is fitted to the running counts; above it, every captured size stays
+    rec = adv.recommended.sizes
+    decode_top = max(s for s in rec if s <= 8)
+    assert [s for s in truth.capture_sizes if s > decode_top] == [s for s in rec if s > decode_top]
+
+
+def test_html_run_section_shows_the_frontier_and_the_bucket_overlay() -> None:
+    from diag.render.advice_plots import bucket_overlay_figure, frontier_figure
+    from diag.render.html import render_html
+
+    report = analyze([str(INCIDENTS / "sglang-out-of-window")], generated_at="fixed")
+    adv = report.runs[0].advice
+    assert adv is not None
+    page = render_html(report)
+    for label in ("Bucket sets by K", "Current vs recommended buckets", "Cost model parameters"):
+        assert label in page
+    fig = frontier_figure(adv)
+    assert fig is not None
+    star = [t for t in fig.data if t.name == "recommended"]
+    assert len(star) == 1 and list(star[0].x) == [len(adv.recommended.sizes)]
+    current = [t for t in fig.data if t.name == "current set"]
+    assert adv.current is not None and list(current[0].x) == [len(adv.current.sizes)]
+    overlay = bucket_overlay_figure(adv, adv.current.sizes)
+    assert overlay is not None
+    marks = {t.name: list(t.x) for t in overlay.data if t.name and "buckets" in t.name}
+    assert marks[f"recommended buckets ({len(adv.recommended.sizes)})"] == list(
+        adv.recommended.sizes
+    )
+    assert marks[f"current buckets ({len(adv.current.sizes)})"] == list(adv.current.sizes)
+    # the bars are the advice's own histogram: every step counted once
+    bars = next(t for t in overlay.data if t.name == "decode steps")
+    assert float(sum(bars.y)) == pytest.approx(sum(adv.hist().values()))
+
+
+def test_odd_cluster_gets_a_conventional_set_with_headroom(tmp_path: Path) -> None:
+    """Batches of 34-41 requests: the exact set over those odd sizes saves less than the
+    step-time fit resolves, so the engine's own step pattern is kept, and the ceiling has
+    headroom above 41 (the issue's `[1, 34, 35, 36, 37, 38, 40, 41]` with max 41)."""
+    rng = np.random.default_rng(4)
+    series = [int(x) for x in rng.integers(34, 42, 400)]
+    log = write_sglang(tmp_path / "s" / "server.log", series, sg.default_sizes(160))
+    rep = analyze([str(log)])
+    rec = recommend(rep.runs, rep.snapshots)
+    grid = set(sg.default_sizes(160))
+    assert set(rec["recommended"]["sizes"]) <= grid
+    assert rec["ceiling"] > max(series)
+    picked = next(r for r in rec["frontier"] if r["recommended"])
+    assert picked["conventional"] is True

@@ -297,14 +297,20 @@ def _int_hist(hist: dict[int, float]) -> dict[int, int]:
 
 
 def _fit_set(
-    hist: dict[int, float], k: int, ceiling: int, forced_min: int, grid: Sequence[int] | None
+    hist: dict[int, float],
+    k: int,
+    ceiling: int,
+    forced_min: int,
+    grid: Sequence[int] | None,
+    kept: Sequence[int] = (),
 ) -> tuple[int, ...]:
-    """Exact minimum-padding set of <= k sizes with this ceiling (None grid: any size)."""
+    """Exact minimum-padding set of <= k sizes with this ceiling (None grid: any size), plus
+    the ``kept`` sizes above it (vLLM mixed steps the logs do not size, see :func:`advise`)."""
     below = {s: w for s, w in hist.items() if s <= ceiling} or {ceiling: 1.0}
     forced = (forced_min, ceiling) if k >= 2 and forced_min < ceiling else (ceiling,)
     allowed = _allowed(grid) if grid is not None else None
     plan = optimal_buckets(_int_hist(below), max(k, len(forced)), 0.0, forced, allowed)
-    return tuple(plan.sizes)
+    return tuple(sorted(set(plan.sizes) | {s for s in kept if s > ceiling}))
 
 
 @dataclass(frozen=True)
@@ -352,6 +358,7 @@ def _heldout(
     grid_for: Callable[[int], Sequence[int] | None],
     params: CostParameters,
     padding: bool,
+    kept: Sequence[int] = (),
 ) -> tuple[float, float | None, float]:
     """Held-out coverage, waste and cost (GPU-s/h), weighted by held-out steps."""
     if not folds:
@@ -359,7 +366,7 @@ def _heldout(
     cov = tot = pad_num = pad_den = 0.0
     weight = 0.0
     for f in folds:
-        sizes = _fit_set(f.train, k, f.ceiling, forced_min, grid_for(f.ceiling))
+        sizes = _fit_set(f.train, k, f.ceiling, forced_min, grid_for(f.ceiling), kept)
         c = set_cost(sizes, f.test, params, padding=padding)
         w = sum(f.test.values())
         cov += c.coverage * w
@@ -407,6 +414,29 @@ def advise(
         "has_token_counts": has_tokens,
     }
     ceiling, notes = ceiling_policy(all_s, all_w, limits, **ceil_kw)  # type: ignore[arg-type]
+    # vLLM, piecewise graphs, stats lines only: the decode steps are sized from running counts,
+    # the mixed prefill+decode steps not at all. The set is fitted to the decode steps and the
+    # current (or default) sizes above them are kept: mixed steps use those, and no line says
+    # which, so none is dropped.
+    kept: tuple[int, ...] = ()
+    fit_ceiling = ceiling
+    if limits.mixed_served() and not has_tokens:
+        ceil_kw["has_token_counts"] = True  # the folds fit decode ceilings too
+        fit_ceiling, _ = ceiling_policy(all_s, all_w, limits, **ceil_kw)  # type: ignore[arg-type]
+        if fit_ceiling < ceiling:
+            base = limits.current_sizes or tuple(
+                vllm_default_sizes(
+                    limits.version, limits.max_running, limits.max_num_batched_tokens
+                )
+            )
+            kept = tuple(sorted({s for s in base if fit_ceiling < s <= ceiling} | {ceiling}))
+            notes.append(
+                f"sizes above {fit_ceiling} tokens kept as the run has them ({len(kept)} sizes up "
+                f"to {ceiling}): mixed prefill+decode steps replay those piecewise graphs and "
+                "the stats lines do not show their token counts"
+            )
+        else:
+            fit_ceiling = ceiling
     notes.extend(_engine_notes(limits))
     hist = _hist(all_s, all_w)
     forced_min = limits.multiple()
@@ -416,19 +446,26 @@ def advise(
         return [g for g in grid if g <= c] + ([c] if c not in grid else [])
 
     fold_list, how = _folds(per_run, limits, folds, ceil_kw)
-    k_hi = min(len(grid_for(ceiling)), max_k or MAX_FRONTIER_K)
-    k_lo = 1 if forced_min >= ceiling else 2
+    n_kept = len([s for s in kept if s > fit_ceiling])
+    k_hi = min(len(grid_for(fit_ceiling)), (max_k or MAX_FRONTIER_K) - n_kept)
+    k_lo = 1 if forced_min >= fit_ceiling else 2
     rows: list[FrontierRow] = []
     seen: set[tuple[int, ...]] = set()
     for k in range(k_lo, max(k_lo, k_hi) + 1):
-        sizes = _fit_set(hist, k, ceiling, forced_min, grid_for(ceiling))
+        sizes = _fit_set(hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept)
         if sizes in seen:  # the budget is no longer binding: larger K gives the same set
             break
         seen.add(sizes)
-        hc, hw, ht = _heldout(fold_list, k, forced_min, grid_for, params, limits.padding)
+        hc, hw, ht = _heldout(fold_list, k, forced_min, grid_for, params, limits.padding, kept)
         rows.append(
             FrontierRow(
-                k, sizes, True, set_cost(sizes, hist, params, padding=limits.padding), hc, hw, ht
+                len(sizes),
+                sizes,
+                True,
+                set_cost(sizes, hist, params, padding=limits.padding),
+                hc,
+                hw,
+                ht,
             )
         )
     key = [
@@ -451,10 +488,11 @@ def advise(
             "coverage and waste are in sample only, and conventional sizes are kept"
         )
     elif len(hist) <= 600:  # exact sets over observed sizes: O(K m^2); skipped for huge spreads
-        exact = _fit_set(hist, chosen.k, ceiling, forced_min, None)
+        budget = chosen.k - n_kept
+        exact = _fit_set(hist, budget, fit_ceiling, forced_min, None, kept)
         if exact != chosen.sizes:
             hc, hw, ht = _heldout(
-                fold_list, chosen.k, forced_min, lambda c: None, params, limits.padding
+                fold_list, budget, forced_min, lambda c: None, params, limits.padding, kept
             )
             ht_key = (
                 ht

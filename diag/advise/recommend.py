@@ -75,33 +75,9 @@ def graphs_off_flags(engine: str, version: str | None, config: dict[str, Any]) -
 
 
 def _kv_note(engine: str, version: str | None, saved_gib: float) -> str:
-    """Where capture memory saved (or added) lands: KV tokens only where the engine sizes KV
-    after capture (SGLang sizes its pool first; vLLM >= 0.20 subtracts the graph estimate)."""
-    if engine == "sglang":
-        if saved_gib < 0:
-            return (
-                "SGLang sizes the KV pool before capture: the extra capture memory comes out of the "
-                "reserve outside --mem-fraction-static; check the capture-end avail mem headroom, "
-                "lower --mem-fraction-static by it if short (that is where the KV tokens above are lost)"
-            )
-        return (
-            "SGLang sizes the KV pool before capture: saved capture memory becomes KV tokens only if "
-            "--mem-fraction-static is raised by it (0.5.3+ default reserves 2 MiB x cuda_graph_max_bs, "
-            "so a lower ceiling also raises the default fraction)"
-        )
-    from diag.engines import parse_version
-
-    if (parse_version(version) or (0, 11, 1)) >= (0, 20, 0):
-        return "vLLM >= 0.20 subtracts the graph estimate from the KV budget: the KV pool changes by the amount above"
-    if saved_gib < 0:
-        return (
-            "this vLLM allocates KV before capture: the extra capture memory comes out of the "
-            "(1 - gpu_memory_utilization) headroom (OOM risk), lower --gpu-memory-utilization if short"
-        )
-    return (
-        "this vLLM allocates KV before capture: saved capture memory is headroom; raise "
-        "--gpu-memory-utilization by it to turn it into KV tokens"
-    )
+    """Where capture memory saved (or added) lands: the engine spec says (SGLang sizes its KV
+    pool before capture; vLLM >= 0.20 subtracts the graph estimate)."""
+    return ENGINES[engine].kv_note(version, saved_gib)
 
 
 # ------------------------------------------------------------------ picking runs
@@ -268,6 +244,11 @@ def recommend(
     per_gib = p.kv_tokens_per_gib.value
     regained = int(round(saved * per_gib)) if saved is not None and per_gib else None
     flags = bucket_flags(engine, version, config, rec.sizes, notes)
+    if version is None and flags:
+        notes.append(
+            f"the {engine} version is not in the logs: the flags use the newest spelling; "
+            "check them against your version's --help"
+        )
 
     if rec.sizes == current.sizes:
         notes.append("the current set is already the cheapest on the frontier")
@@ -522,7 +503,7 @@ def render_text(rec: dict[str, Any]) -> str:
         lines = [
             f"Recommendation for {head} from {rec['decode_steps']:,} decode steps "
             f"({rec['decode_batches']} lines, main run {rec['main_run']}); sizes in {unit}:",
-            f"  ceiling {rec['ceiling']} {unit}; validated by {val['how']}",
+            f"  ceiling {rec['ceiling']} {unit}; validation: {val['how']}",
             f"  current ({cur['source']}): {_fmt_sizes(cur['sizes'])}",
             f"      coverage {_pct(cur['coverage'])}, padding waste {_pct(cur['padding_waste'])}, "
             f"cost {cur['cost_s_h']:,.2f} GPU-s/h, "

@@ -62,6 +62,16 @@ def _no_advice_inputs(config: Config, max_running: int | None) -> AdviceInputs:
 
 
 @dataclass(frozen=True)
+class BucketRule:
+    """Which capture sizes the engine keeps: multiples of ``multiple_of`` (forced instead of
+    1 when above 1), none above ``at_most``; ``note`` says why, for the advice's notes."""
+
+    multiple_of: int = 1
+    at_most: int | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     """What graphdiag knows of one engine, apart from its line formats (see parsers/)."""
 
@@ -92,6 +102,13 @@ class EngineSpec:
     graphs_off_flag: Callable[[str | None, Config], str]
     # the flag that sets the capture ceiling for a version, with a value when given ("" if none)
     ceiling_flag: Callable[[str | None, Config, int | None], str]
+    # the sizes the engine keeps of a requested bucket set (version, config echo)
+    bucket_rule: Callable[[str | None, Config], BucketRule]
+    # where capture memory saved (> 0 GiB) or added (< 0) ends up, for the advice's notes
+    kv_note: Callable[[str | None, float], str]
+    # a bool config key that, when on, means only exact sizes replay; and what to say then
+    padding_off_key: str | None = None
+    padding_off_note: str | None = None
     # where a capture runs, for evidence and docs: (file, function) in the engine's source
     capture_code_paths: tuple[str, ...] = ()
     # tokens per KV block when the log prints blocks but not tokens (and no block_size echo)
