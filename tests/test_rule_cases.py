@@ -3,7 +3,8 @@
 Every rule has at least one case where it must fire and one near miss where it must not. A
 firing case asserts the message (``message``: substrings, in the log's own numbers) and the
 evidence lines (``evidence``: substrings, each found in some evidence line's text); it may
-assert remedies (``remedy`` / ``remedy_absent``: substrings). Every finding of every case is
+assert remedies (``remedy`` / ``remedy_absent``: substrings), the first change of the run
+(``first_change``), and run with ``--rules`` overrides (``rules``). Every finding of every case is
 checked for unfilled templates and ``n/a`` / ``None``.
 """
 
@@ -17,6 +18,7 @@ import pytest
 import yaml
 
 from diag.api import analyze
+from diag.rules.engine import first_change
 from diag.rules.registry import ALL_CODES
 from tests.conftest import ROOT
 
@@ -62,7 +64,11 @@ def test_rule_case(rule: str, case: dict[str, Any], tmp_path: Path) -> None:
     else:
         target = tmp_path / "case.log"
         target.write_text(case["log"])
-    report = analyze([str(target)], generated_at="fixed")
+    rules_file = None
+    if "rules" in case:  # threshold overrides, as --rules FILE gives them
+        rules_file = tmp_path / "rules.yaml"
+        rules_file.write_text(yaml.safe_dump(case["rules"]))
+    report = analyze([str(target)], rules_file=rules_file, generated_at="fixed")
     for f in report.findings:
         for text in [f.message, *f.remediation]:
             assert not PLACEHOLDER.search(text), f"{f.code}: unfilled or empty value in {text!r}"
@@ -90,5 +96,8 @@ def test_rule_case(rule: str, case: dict[str, Any], tmp_path: Path) -> None:
         assert part not in remedies, f"{part!r} offered: {remedies!r}"
     if "first_remedy" in case:
         assert case["first_remedy"] in finding.remediation[0], finding.remediation
+    if "first_change" in case:
+        first = first_change(report.findings)
+        assert first is not None and first.code == case["first_change"], first
     if "class" in case:
         assert report.runs[0].record["capture_error"]["class"] == case["class"]

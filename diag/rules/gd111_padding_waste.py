@@ -133,6 +133,12 @@ class GD111(Rule):
     def adjust(self, m: RunMetrics, fired: Mapping[str, Finding], remedies: list[str]) -> list[str]:
         if "GD120" not in fired:
             return remedies
+        if m.advice is not None:
+            return [
+                "Take only the set GD120 advises (it prices graph memory against the squeezed "
+                "KV pool, and pads less than today's); add no buckets beyond it while the pool "
+                "is squeezed."
+            ]
         return [
             "Keep the bucket set as it is for now: graph memory already squeezes the KV pool "
             "(GD120), and more buckets would take more of it; apply GD120's remedy first, then "

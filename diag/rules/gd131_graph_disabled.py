@@ -63,7 +63,8 @@ class GD131(Rule):
         )
 
     def message(self, m: RunMetrics) -> str:
-        ran = f" ({m.batches_eager} decode batches ran eagerly)" if m.batches_eager else ""
+        n = m.batches_eager
+        ran = f" ({n} decode batch{'es' if n != 1 else ''} ran eagerly)" if n else ""
         return (
             f"CUDA graphs are off on this serving node by the user's own {m.user_eager}{ran}; "
             "its throughput is not the graph path's"

@@ -32,15 +32,42 @@ class GD160(Rule):
     evidence = "downgrade"
     remedies = (
         Remedy(
-            "Use an attention backend that supports graphs (flashinfer, fa3 or triton), or "
-            "DeepEP's low_latency mode on decode nodes.",
+            "Use an attention backend that supports graphs (flashinfer, fa3 or triton) instead "
+            "of torch native or flex attention.",
             engine="sglang",
+            causes=("attention_backend", "other"),
+        ),
+        Remedy(
+            "Use DeepEP's low_latency mode on decode nodes: normal mode cannot run graphs.",
+            engine="sglang",
+            causes=("deepep",),
         ),
         Remedy(
             "Pick an attention backend with the graph support you need (FULL decode graphs "
             "need UNIFORM_BATCH or ALWAYS support), or accept cudagraph_mode=PIECEWISE.",
             engine="vllm",
+            causes=("attention_backend", "other"),
             flags=("cudagraph_mode",),
+        ),
+        Remedy(
+            "With speculative decoding pick an attention backend whose full graphs support "
+            "spec-decode, or accept the piecewise graphs the engine chose.",
+            engine="vllm",
+            causes=("spec_decode",),
+        ),
+        Remedy(
+            "Graphs need the compiled path: leave the compilation mode at its default "
+            "(VLLM_COMPILE) instead of 0; cudagraph_mode alone cannot turn graphs on without it.",
+            engine="vllm",
+            causes=("compilation_mode",),
+            source="vllm==0.12.0:vllm/config/vllm.py:650-655",
+        ),
+        Remedy(
+            "Decode/prefill context parallelism runs piecewise graphs only: expected, no change "
+            "unless full graphs matter more than context parallelism.",
+            engine="vllm",
+            causes=("context_parallel",),
+            source="vllm==0.12.0:vllm/config/vllm.py:650-705",
         ),
         Remedy(
             "Pick an attention backend with full-graph support, or leave full_cuda_graph off.",
@@ -48,6 +75,19 @@ class GD160(Rule):
             flags=("full_cuda_graph",),
         ),
     )
+
+    def cause(self, m: RunMetrics) -> str | None:
+        said = m.engine_downgrades[0] if m.engine_downgrades else ""
+        low = said.lower()
+        if "compilation mode" in low:
+            return "compilation_mode"
+        if "spec-decode" in low or "speculative" in low:
+            return "spec_decode"
+        if "context parallel" in low or "(dcp)" in low or "(pcp)" in low:
+            return "context_parallel"
+        if "deepep" in low:
+            return "deepep"
+        return "attention_backend"
 
     def fires(self, m: RunMetrics) -> bool:
         return bool(m.engine_downgrades)

@@ -350,14 +350,40 @@ def _user_eager(facts: RunFacts) -> str | None:
     spec = spec_for(facts.backend)
     if spec is not None and spec.graphs_off(cfg):
         return spec.eager_flag
-    mode = str(cfg.get("compilation_config.cudagraph_mode") or "")
-    if mode.upper().endswith("NONE") or "mode_none" in reasons:
+    if _user_set_mode_none(facts, reasons):
         return "cudagraph_mode=NONE"
     if "tensor_dump" in reasons:
         return "tensor dump mode"
     if "skipping_capture" in reasons:
         return "a setting that skips capture"
     return None
+
+
+USER_ARG_ORIGINS = ("non_default_args", "args", "server_args")
+
+
+def _user_set_mode_none(facts: RunFacts, reasons: set[str]) -> bool:
+    """cudagraph_mode NONE is the user's when the user's own args say so (vLLM 0.10.1+
+    "non-default args"), or the config echo says so and the engine printed no override to
+    NONE (an engine override is GD160's, even though the echo then shows NONE too)."""
+    cfg = facts.tables["config"]
+    if not cfg.empty:
+        rows = cfg[cfg["key"] == "compilation_config.cudagraph_mode"]
+        user = rows[rows["origin"].isin(USER_ARG_ORIGINS)]
+        if not user.empty:
+            return "NONE" in str(user["value"].iloc[-1]).upper()
+    echoed = str(facts.config.get("compilation_config.cudagraph_mode") or "").upper()
+    if not (echoed.endswith("NONE") or "mode_none" in reasons):
+        return False
+    modes = facts.tables["graph_mode"]
+    overridden = (
+        not modes.empty
+        and (
+            (modes["downgraded"] == True)  # noqa: E712
+            & (modes["mode"].astype(str).str.upper() == "NONE")
+        ).any()
+    )
+    return not overridden
 
 
 def _engine_downgrades(facts: RunFacts) -> tuple[str, ...]:

@@ -131,6 +131,7 @@ def config(f: RunFacts) -> list[Evidence]:
         "disaggregation_mode",
         "disable_cuda_graph",
         "enforce_eager",
+        "compilation_config.cudagraph_mode",
         "enable_torch_compile",
         "torch_compile_max_bs",
         "kv_transfer_config",
