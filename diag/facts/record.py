@@ -352,11 +352,11 @@ CAPTURE_PHASE_GROUPS = {
 def _capture_totals(
     tables: EventTables, group: str = "decode"
 ) -> tuple[float | None, float | None]:
-    ends = _rank0(tables["capture_end"])
+    ends = tables["capture_end"]
     if ends.empty:
         return None, None
-    phases = ends["phase"].fillna("decode")
-    ends = ends[phases.isin(CAPTURE_PHASE_GROUPS[group])]
+    # phase first, then rank 0 of that phase (a draft model may capture on another rank only)
+    ends = _rank0(ends[ends["phase"].fillna("decode").isin(CAPTURE_PHASE_GROUPS[group])])
     if ends.empty:
         return None, None
     t = ends["time_s"].dropna()
