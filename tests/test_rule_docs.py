@@ -97,3 +97,21 @@ def test_v0_kv_tokens_derived_from_gpu_blocks(tmp_path: Path) -> None:
     run = analyze([str(log)]).runs[0]
     assert run.record["gpu_blocks"] == 2000 and run.record["kv_tokens"] == 32000
     assert "derived" in run.to_dict()["kv_tokens_source"]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in INCIDENTS.iterdir() if p.is_dir()))
+def test_remedies_name_only_flags_the_version_accepts(name: str) -> None:
+    """Every --flag a rendered remedy names is in the engine's flag table (read from that
+    engine's released source) and accepted by the run's version."""
+    from diag.engines.flags import TABLES, accepts
+
+    report = analyze([str(INCIDENTS / name)], generated_at="fixed")
+    for run in report.runs:
+        table = TABLES.get(run.facts.backend, {})
+        for f in run.findings:
+            for text in f.remediation:
+                for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", text):
+                    assert flag in table, f"{name} {f.code}: {flag} not in the flag table"
+                    assert accepts(run.facts.backend, flag, run.facts.engine_version), (
+                        f"{name} {f.code}: {flag} not accepted by {run.facts.engine_version}"
+                    )

@@ -88,6 +88,12 @@ VLLM_FLAGS: dict[str, FlagSpan] = {
             "vllm==0.9.2:vllm/config.py CompilationConfig; deprecated for cudagraph_mode from 0.10.1",
         ),
         FlagSpan(
+            "--compilation-config",
+            (0, 6, 6),
+            None,
+            "vllm==0.6.6.post1:vllm/engine/arg_utils.py; absent 0.6.3.post1",
+        ),
+        FlagSpan(
             "--max-seq-len-to-capture",
             (0, 4, 3),
             (0, 10, 2),
@@ -186,6 +192,20 @@ SGLANG_FLAGS: dict[str, FlagSpan] = {
             (0, 5, 15),
             "sglang==0.3.6.post3:sglang/srt/server_args.py; deprecated for --attn-dp-size in "
             "sglang==0.5.23:sglang/srt/server_args.py:418-423",
+        ),
+        FlagSpan(
+            "--attention-backend",
+            (0, 3, 6),
+            None,
+            "sglang==0.3.6.post3:sglang/srt/server_args.py; absent 0.2.15; "
+            "sglang==0.5.23:sglang/srt/arg_groups/fields/exec_.py:207",
+        ),
+        FlagSpan(
+            "--chunked-prefill-size",
+            (0, 2, 15),
+            None,
+            "sglang==0.2.15:sglang/srt/server_args.py; "
+            "sglang==0.5.23:sglang/srt/arg_groups/fields/schedule.py:52",
         ),
         FlagSpan(
             "--piecewise-cuda-graph-max-tokens",
