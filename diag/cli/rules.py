@@ -22,6 +22,7 @@ def rules(fmt: str) -> None:
         click.echo(f"{r.code} {r.name} [{r.severity}]")
         for line in r.doc().splitlines():
             click.echo(f"    {line}" if line else "")
+        click.echo(f"    fires when: {r.trigger}")
         for k, t in r.thresholds.items():
             click.echo(f"    threshold {k} = {t.value:g}  ({t.why})")
         for rem in r.remedies:

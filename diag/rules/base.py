@@ -103,6 +103,7 @@ class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
     severity: ClassVar[Severity]
+    trigger: ClassVar[str]  # when it fires, in words (the catalogue's "what triggers it")
     # rank among findings of the same severity for "first change": higher acts first
     impact: ClassVar[int] = 0
     thresholds: ClassVar[Mapping[str, Threshold]] = {}
@@ -169,6 +170,7 @@ class Rule:
             "name": cls.name,
             "severity": cls.severity,
             "summary": cls.summary(),
+            "trigger": cls.trigger,
             "doc": cls.doc(),
             "thresholds": {k: t.value for k, t in cls.thresholds.items()},
             "threshold_reasons": {k: t.why for k, t in cls.thresholds.items()},

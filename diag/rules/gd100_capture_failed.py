@@ -86,6 +86,7 @@ class GD100(Rule):
     code = "GD100"
     name = "capture-failed"
     severity = "error"
+    trigger = "the record has a capture error (an exception raised while capturing graphs)"
     impact = 100
     evidence = "capture_error"
     remedies = (

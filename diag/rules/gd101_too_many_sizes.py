@@ -33,6 +33,7 @@ class GD101(Rule):
     code = "GD101"
     name = "too-many-capture-sizes"
     severity = "warning"
+    trigger = "more than max_buckets capture sizes, or more than failure_buckets with a non-OOM capture failure"
     impact = 40
     evidence = "buckets"
     thresholds = {

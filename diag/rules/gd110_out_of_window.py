@@ -56,6 +56,7 @@ class GD110(Rule):
     code = "GD110"
     name = "out-of-window"
     severity = "warning"
+    trigger = "graphs on (or unknown with logged batches), at least min_batches decided decode batches and an eager share of at least min_eager_share with a known cause"
     impact = 60
     evidence = "eager_batches"
     thresholds = {

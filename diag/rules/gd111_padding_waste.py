@@ -57,6 +57,7 @@ class GD111(Rule):
     code = "GD111"
     name = "padding-waste"
     severity = "warning"
+    trigger = "graphs on, at least min_graph_batches graph batches, and padding costing max_padded_time_share of decode GPU time (with advice) or max_waste of slots and min_padded_per_step padded slots per step (without)"
     impact = 30
     evidence = "padded_batches"
     thresholds = {

@@ -39,6 +39,7 @@ class GD112(Rule):
     code = "GD112"
     name = "oversized-window"
     severity = "info"
+    trigger = "graphs on, at least min_batches batches, a ceiling of at least min_ceiling and min_ratio times the recommended ceiling (SGLang without advice: the observed p99)"
     impact = 20
     evidence = "window"
     thresholds = {

@@ -60,6 +60,7 @@ class GD120(Rule):
     code = "GD120"
     name = "kv-squeeze"
     severity = "warning"
+    trigger = "graphs on and numeric evidence of a squeeze: capture memory or the engine's estimate at max_share of the KV pool, the engine's numeric advisory, or saturation with large_capture_gib of graphs"
     impact = 80
     evidence = "kv"
     thresholds = {

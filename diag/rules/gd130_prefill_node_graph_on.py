@@ -40,6 +40,7 @@ class GD130(Rule):
     code = "GD130"
     name = "prefill-node-graph-on"
     severity = "warning"
+    trigger = "a disaggregated prefill node with graphs on"
     impact = 50
     evidence = "config"
     remedies = (

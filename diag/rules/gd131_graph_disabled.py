@@ -40,6 +40,7 @@ class GD131(Rule):
     code = "GD131"
     name = "graph-disabled"
     severity = "warning"
+    trigger = "graphs off by the user's own setting on a node that is not a prefill node"
     impact = 70
     evidence = "config"
     remedies = (

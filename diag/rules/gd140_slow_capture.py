@@ -38,6 +38,7 @@ class GD140(Rule):
     code = "GD140"
     name = "slow-capture"
     severity = "info"
+    trigger = "all capture phases together take at least max_seconds"
     impact = 10
     evidence = "capture_time"
     thresholds = {

@@ -32,6 +32,7 @@ class GD150(Rule):
     code = "GD150"
     name = "torch-compile-with-graph"
     severity = "info"
+    trigger = "graphs on and --enable-torch-compile on"
     impact = 5
     evidence = "config"
     remedies = (

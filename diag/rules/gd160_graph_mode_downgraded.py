@@ -28,6 +28,7 @@ class GD160(Rule):
     code = "GD160"
     name = "graph-mode-downgraded"
     severity = "warning"
+    trigger = "the engine printed that it changed the graph mode or turned graphs off for the model/backend"
     impact = 65
     evidence = "downgrade"
     remedies = (

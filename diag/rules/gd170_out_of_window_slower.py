@@ -27,6 +27,7 @@ class GD170(Rule):
     code = "GD170"
     name = "out-of-window-slower"
     severity = "warning"
+    trigger = "at least min_samples graph and eager intervals and eager decode at least min_slowdown slower per request"
     impact = 55
     evidence = "speed"
     thresholds = {
