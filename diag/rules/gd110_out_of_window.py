@@ -180,6 +180,15 @@ class GD110(Rule):
         if "GD120" not in fired or m.eager_cause != "above_ceiling":
             return remedies
         cap = m.concurrency_flag or "the engine's concurrency limit"
+        a = m.advice
+        if a is not None and m.ceiling is not None and a.ceiling > m.ceiling:
+            # the advice already prices the larger set's graph memory against the squeezed pool
+            return [
+                *remedies,
+                f"GD120 holds too: the recommended ceiling is priced with its graph memory "
+                f"against the squeezed KV pool; if KV capacity matters more than these eager "
+                f"batches, cap concurrency with {cap} at the current ceiling instead.",
+            ]
         return [
             f"Graph memory already squeezes the KV pool (GD120): cap concurrency with {cap} "
             "near the current ceiling before capturing larger sizes, which would take more of "

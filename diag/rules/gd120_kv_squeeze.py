@@ -12,11 +12,17 @@ def _shrink(m: RunMetrics) -> str | None:
     a = m.advice
     if s is None or a is None:
         return None
+    freed = (a.current.capture_gib - a.recommended.cost.capture_gib) if a.current else None
+    if freed is not None and freed <= 0.01:
+        # the advice prices graph memory against this pool and still keeps (or grows) it
+        return (
+            f"Keep to the recommended set, {s}: it is priced with its graph memory against "
+            "this KV pool, and no smaller set is cheaper for this traffic; win KV memory "
+            "back with the memory settings below, not by dropping buckets."
+        )
     out = f"Shrink the bucket set first: capture {s}"
-    if a.current is not None:
-        freed = a.current.capture_gib - a.recommended.cost.capture_gib
-        if freed > 0.01:
-            out += f"; it frees about {num(freed)} GiB of graph memory for the KV pool"
+    if freed is not None:
+        out += f"; it frees about {num(freed)} GiB of graph memory for the KV pool"
     return out + "."
 
 
