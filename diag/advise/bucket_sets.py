@@ -44,9 +44,8 @@ from diag.advise.cost_model import (
     fit_parameters,
     set_cost,
 )
-from diag.engines.sglang import default_capture_sizes as sglang_default_sizes
-from diag.engines.version import parse_version
-from diag.engines.vllm import default_capture_sizes as vllm_default_sizes
+from diag.engines import spec_for
+from diag.engines.spec import AdviceRules
 
 __all__ = [
     "Advice",
@@ -87,28 +86,30 @@ class EngineLimits:
     padding: bool = True  # SGLang --disable-cuda-graph-padding turns it off
 
     @property
+    def rules(self) -> AdviceRules:
+        """How this engine counts and keeps sizes (its spec in diag.engines)."""
+        spec = spec_for(self.engine)
+        if spec is None or spec.advice_rules is None:
+            raise ValueError(f"no advice rules for engine {self.engine!r}")
+        return spec.advice_rules
+
+    @property
     def unit(self) -> str:
-        return "tokens" if self.engine == "vllm" else "requests"
+        return self.rules.unit
 
     def multiple(self) -> int:
-        """SGLang §7: TBO keeps multiples of 2*attn_tp (0.4.9.post4+, even before); DP attention
-        multiples of attn_tp (0.4.9.post4+). 1 elsewhere."""
-        if self.engine != "sglang":
-            return 1
-        ver = parse_version(self.version)
-        modern = ver is None or ver >= (0, 4, 9, 4)
-        if self.two_batch_overlap:
-            return 2 * self.attn_tp if modern else 2
-        if self.dp_attention and modern and self.attn_tp > 1:
-            return self.attn_tp
-        return 1
+        """The multiple the engine keeps sizes at (SGLang §7: TBO, DP attention), else 1."""
+        return self.rules.capture_multiple(
+            self.version, self.two_batch_overlap, self.dp_attention, self.attn_tp
+        )
 
     def mixed_served(self) -> bool:
-        return self.engine == "vllm" and (self.cudagraph_mode or "").upper() != "FULL_DECODE_ONLY"
+        """Do the graphs also serve mixed prefill+decode steps (vLLM piecewise modes)?"""
+        return self.rules.mixed_steps_in_graphs(self.cudagraph_mode)
 
     def cap(self) -> int | None:
         """The largest size the engine can use."""
-        if self.engine == "sglang":
+        if self.unit == "requests":
             return self.max_running
         if self.mixed_served():
             return self.max_num_batched_tokens
@@ -121,13 +122,9 @@ class EngineLimits:
 def conventional_grid(limits: EngineLimits, upto: int) -> list[int]:
     """The engine's own step pattern up to ``upto``: its default list for the version, extended
     past the default top with the list's last step; then the TBO/DP-attention multiple."""
-    if limits.engine == "vllm":
-        base = vllm_default_sizes(limits.version, 4096, 8192)
-    else:
-        base = sglang_default_sizes(
-            limits.version, 4096, speculative=bool(limits.speculative_algorithm)
-        )
-    base = sorted(set(base))
+    base = sorted(
+        set(limits.rules.step_pattern(limits.version, bool(limits.speculative_algorithm)))
+    )
     step = base[-1] - base[-2] if len(base) > 1 else 8
     grid = [*base]
     while grid[-1] < upto:
@@ -164,7 +161,9 @@ def ceiling_policy(
     floor_ = 0
     if limits.mixed_served() and not has_token_counts:
         default_top = max(
-            vllm_default_sizes(limits.version, limits.max_running, limits.max_num_batched_tokens)
+            limits.rules.default_window(
+                limits.version, limits.max_running, limits.max_num_batched_tokens
+            )
         )
         floor_ = max([default_top, *limits.current_sizes])
         if limits.max_num_batched_tokens:
@@ -425,7 +424,7 @@ def advise(
         fit_ceiling, _ = ceiling_policy(all_s, all_w, limits, **ceil_kw)  # type: ignore[arg-type]
         if fit_ceiling < ceiling:
             base = limits.current_sizes or tuple(
-                vllm_default_sizes(
+                limits.rules.default_window(
                     limits.version, limits.max_running, limits.max_num_batched_tokens
                 )
             )
@@ -540,24 +539,18 @@ def advise(
 
 
 def _engine_notes(limits: EngineLimits) -> list[str]:
-    """Notes that apply to this engine and config only."""
+    """Notes that apply to this engine and config only (texts from the engine spec)."""
     notes: list[str] = []
-    if limits.engine == "vllm" and limits.spec_tokens > 0:
-        notes.append(
-            f"speculative decoding ({limits.speculative_algorithm or 'on'}, k={limits.spec_tokens}): "
-            f"a decode step of n requests is n x {1 + limits.spec_tokens} tokens; sizes above are tokens"
-        )
-    if limits.engine == "sglang" and limits.speculative_algorithm and limits.spec_tokens > 0:
-        notes.append(
-            f"speculative decoding ({limits.speculative_algorithm}): SGLang captures request counts, "
-            f"each verify graph runs {limits.spec_tokens} draft tokens per request; sizes above are requests"
-        )
+    rules = limits.rules
+    # tokens: every spec step counts k+1 tokens; requests: only a named algorithm runs drafts
+    if limits.spec_tokens > 0 and (rules.unit == "tokens" or limits.speculative_algorithm):
+        notes.append(rules.spec_note(limits.speculative_algorithm, limits.spec_tokens))
     m = limits.multiple()
     if m > 1:
         why = "two-batch-overlap" if limits.two_batch_overlap else "DP attention"
-        notes.append(f"{why}: SGLang captures only multiples of {m}; {m} is kept instead of 1")
-    if limits.engine == "sglang" and limits.dp_attention:
-        notes.append("DP attention: sizes are per DP rank (each rank's Decode batch line)")
+        notes.append(f"{why}: only multiples of {m} are captured; {m} is kept instead of 1")
+    if limits.dp_attention and rules.dp_attention_note:
+        notes.append(rules.dp_attention_note)
     if not limits.padding:
         notes.append(
             "--disable-cuda-graph-padding is on: only exact sizes replay, the rest run eager"

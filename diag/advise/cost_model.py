@@ -31,6 +31,7 @@ from typing import Literal
 import numpy as np
 
 from diag.advise.buckets import estimate_capture_memory, estimate_capture_time
+from diag.engines import spec_for
 
 __all__ = [
     "CaptureMeasurement",
@@ -224,10 +225,18 @@ def engine_size(traffic: Traffic, engine: Engine, spec_tokens: int = 0) -> np.nd
     ``num_draft_tokens`` tokens per request, but ``--cuda-graph-bs`` still counts requests).
     """
     req = np.asarray(traffic.requests, dtype=np.int64)
-    if engine == "sglang":
+    if _unit(engine) == "requests":
         return np.where(req >= 1, req, 0)
     tok = traffic.col("tokens", -1).astype(np.int64)
     return np.where(tok >= 1, tok, np.where(req >= 1, req * (1 + spec_tokens), 0))
+
+
+def _unit(engine: Engine) -> str:
+    """What the engine's capture sizes count (its spec in diag.engines)."""
+    spec = spec_for(engine)
+    if spec is None or spec.advice_rules is None:
+        raise ValueError(f"no advice rules for engine {engine!r}")
+    return spec.advice_rules.unit
 
 
 # ------------------------------------------------------------------ fitting
@@ -320,8 +329,9 @@ def fit_parameters(
     per graph from the main run's (most steps) measurement; KV tokens per GiB from its KV line.
     """
     p = _pooled(evidence, engine, spec_tokens)
-    unit = "token" if engine == "vllm" else "request"
-    per_slot = 1 + spec_tokens if engine == "sglang" else 1
+    unit = _unit(engine).rstrip("s")
+    # a request-counted slot of a speculative verify graph runs its draft tokens
+    per_slot = 1 + spec_tokens if unit == "request" else 1
     graph_rows = p["graph"] != 0
     fit = _fit_line(p["size"][graph_rows], p["t"][graph_rows])
     fit_why = f"median step time per {unit} count over {int(graph_rows.sum())} graph-replayed lines"

@@ -509,10 +509,19 @@ def render_text(rec: dict[str, Any]) -> str:
             f"cost {cur['cost_s_h']:,.2f} GPU-s/h, "
             f"capture {_num(cur['capture_mem_gib'], ' GiB')} / {_num(cur['capture_time_s'], ' s')}",
             f"  recommended: {_fmt_sizes(new['sizes'])}",
-            f"      coverage {_pct(new['coverage'])} (promised on new traffic: "
-            f"{_pct(new['promised_coverage'])}), padding waste {_pct(new['padding_waste'])} "
-            f"(held out: {_pct(new['heldout_waste'])}), cost {new['cost_s_h']:,.2f} GPU-s/h "
-            f"of {val['decode_gpu_s_h']:,.1f} decode GPU-s/h",
+            f"      coverage {_pct(new['coverage'])} ("
+            + (
+                f"promised on new traffic: {_pct(new['promised_coverage'])}"
+                if val["heldout_cost_s_h"] is not None
+                else "in sample only, too few lines to hold any out"
+            )
+            + f"), padding waste {_pct(new['padding_waste'])}"
+            + (
+                f" (held out: {_pct(new['heldout_waste'])})"
+                if new["heldout_waste"] is not None
+                else ""
+            )
+            + f", cost {new['cost_s_h']:,.2f} GPU-s/h of {val['decode_gpu_s_h']:,.1f} decode GPU-s/h",
             f"      capture {_num(new['capture_mem_gib_est'], ' GiB')} / "
             f"{_num(new['capture_time_s_est'], ' s')} (est.)",
         ]

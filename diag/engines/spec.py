@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from diag.engines.phases import PhaseTable, phase_table
 from diag.engines.version import Version, parse_version
 
 Backend = Literal["vllm", "sglang", "unknown"]
@@ -71,6 +72,30 @@ class BucketRule:
     note: str | None = None
 
 
+CaptureUnit = Literal["tokens", "requests"]
+
+
+@dataclass(frozen=True)
+class AdviceRules:
+    """How the engine counts and keeps capture sizes, for bucket advice (diag.advise reads
+    these instead of asking which engine it is)."""
+
+    unit: CaptureUnit  # what a capture size counts per step
+    # the engine's own step pattern, long enough to pick conventional sizes from:
+    # (version, speculative decoding on) -> sizes
+    step_pattern: Callable[[str | None, bool], list[int]]
+    # do the graphs of this mode also serve mixed prefill+decode steps? (graph mode) -> bool
+    mixed_steps_in_graphs: Callable[[str | None], bool]
+    # the default window: (version, max running requests, token budget) -> sizes
+    default_window: Callable[[str | None, int | None, int | None], list[int]]
+    # the multiple the engine keeps sizes at: (version, two-batch overlap, DP attention, attn TP)
+    capture_multiple: Callable[[str | None, bool, bool, int], int]
+    # what speculative decoding means for the sizes: (algorithm, tokens per step) -> note
+    spec_note: Callable[[str | None, int], str]
+    # said when DP attention is on (sizes per DP rank), None where it does not apply
+    dp_attention_note: str | None = None
+
+
 @dataclass(frozen=True)
 class EngineSpec:
     """What graphdiag knows of one engine, apart from its line formats (see parsers/)."""
@@ -122,6 +147,14 @@ class EngineSpec:
     concurrency_flag: str = ""
     # the config values bucket advice reads: (config echo, max running requests) -> inputs
     advice_inputs: Callable[[Config, int | None], AdviceInputs] = _no_advice_inputs
+    # how bucket advice counts and keeps sizes on this engine
+    advice_rules: AdviceRules | None = None
+
+    @property
+    def phases(self) -> PhaseTable:
+        """The start-up phase model (data/phases.yaml): deciding, wrapper and dispatch frames
+        of the capture path and the log lines that open each phase, with their sources."""
+        return phase_table(self.name)
 
     def ceiling(self, config: Config) -> int | None | Literal["table"]:
         """The capture ceiling the config echo names; "table" where the log's capture-size

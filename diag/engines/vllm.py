@@ -12,7 +12,15 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from diag.engines.spec import AdviceInputs, BucketRule, Config, EngineSpec, Versioned, as_int
+from diag.engines.spec import (
+    AdviceInputs,
+    AdviceRules,
+    BucketRule,
+    Config,
+    EngineSpec,
+    Versioned,
+    as_int,
+)
 from diag.engines.version import parse_version
 
 NEWEST = (0, 11, 1)
@@ -154,6 +162,25 @@ def kv_note(version: str | None, saved_gib: float) -> str:
     )
 
 
+def _spec_note(algorithm: str | None, k: int) -> str:
+    return (
+        f"speculative decoding ({algorithm or 'on'}, k={k}): a decode step of n requests is "
+        f"n x {1 + k} tokens; sizes above are tokens"
+    )
+
+
+ADVICE_RULES = AdviceRules(
+    unit="tokens",
+    step_pattern=lambda version, speculative: default_capture_sizes(version, 4096, 8192),
+    # FULL_DECODE_ONLY captures uniform decode only; every other mode's piecewise graphs
+    # also serve mixed prefill+decode steps, sized by their scheduled tokens
+    mixed_steps_in_graphs=lambda mode: (mode or "").upper() != "FULL_DECODE_ONLY",
+    default_window=lambda version, seqs, tokens: default_capture_sizes(version, seqs, tokens),
+    capture_multiple=lambda version, tbo, dp_attention, attn_tp: 1,
+    spec_note=_spec_note,
+)
+
+
 VLLM = EngineSpec(
     name="vllm",
     markers=MARKERS,
@@ -185,6 +212,7 @@ VLLM = EngineSpec(
     eager_flag="--enforce-eager",
     concurrency_flag="--max-num-seqs",
     advice_inputs=advice_inputs,
+    advice_rules=ADVICE_RULES,
 )
 
 
