@@ -20,6 +20,13 @@ from diag.engines.phases import CAPTURE_PHASES
 from diag.engines.spec import as_bool
 from diag.events import EventTables
 from diag.facts import classify as cls
+from diag.facts.access import _as_int, _first, _last, _plain, _rank0, sizing
+from diag.facts.access import is_rank0 as is_rank0  # re-exported: callers read it from here
+from diag.facts.capture_totals import (
+    _capture_totals,
+    _kv_tokens,
+    kv_tokens_with_source,
+)
 from diag.facts.requests import request_table
 from diag.facts.runs import Run
 
@@ -71,13 +78,6 @@ DISABLING_REASONS = {
     "dp_attention",
 }
 DECODE_PHASES = {"decode", "verify", "all", "draft", "draft_extend"}
-
-
-def is_rank0(rank: str | None) -> bool:
-    """'' / 'TP0' / 'DP0-TP0' / 'GPU0' count as rank 0; anything with a non-zero index does not."""
-    if not rank:
-        return True
-    return all(int(n) == 0 for n in re.findall(r"-?\d+", rank))
 
 
 @dataclass
@@ -136,35 +136,6 @@ class RunFacts:
         return self.run.year_source
 
 
-# ------------------------------------------------------------------ small accessors
-def _rank0(frame: pd.DataFrame) -> pd.DataFrame:
-    if frame.empty:
-        return frame
-    mask = frame["rank"].map(is_rank0)
-    return frame[mask] if mask.any() else frame
-
-
-def _last(frame: pd.DataFrame, col: str) -> Any:
-    if frame.empty:
-        return None
-    s = frame[col].dropna()
-    return None if s.empty else _plain(s.iloc[-1])
-
-
-def _plain(v: Any) -> Any:
-    if hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
-
-
-def sizing(tables: EventTables, name: str, rank0: bool = True) -> float | None:
-    f = tables["sizing"]
-    f = f[f["name"] == name]
-    return _last(_rank0(f) if rank0 else f, "value")
-
-
 def config_values(tables: EventTables) -> dict[str, Any]:
     """Effective settings: later echoes override earlier ones, rank 0 preferred."""
     f = _rank0(tables["config"])
@@ -175,20 +146,6 @@ def config_values(tables: EventTables) -> dict[str, Any]:
         except (TypeError, ValueError):
             out[key] = value
     return out
-
-
-def _first(*values: Any) -> Any:
-    for v in values:
-        if v is not None:
-            return v
-    return None
-
-
-def _as_int(v: Any) -> int | None:
-    try:
-        return None if v is None or isinstance(v, bool) else int(v)
-    except (TypeError, ValueError):
-        return None
 
 
 # ------------------------------------------------------------------ graph mode and window
@@ -424,62 +381,6 @@ def captured_size_count(tables: EventTables) -> int | None:
 
 
 # ------------------------------------------------------------------ the record
-# capture phases by what they serve: the record's capture_time_s / capture_mem_gib are the
-# decode graphs' (what --disable-cuda-graph on a prefill node recovers, what bucket advice
-# prices); piecewise prefill and draft captures get their own fields in the run JSON
-CAPTURE_PHASE_GROUPS = {
-    "decode": ("decode", "verify", "all", "mixed", "metrics"),
-    "piecewise": ("prefill",),
-    "draft": ("draft", "draft_extend"),
-}
-
-
-def _capture_totals(
-    tables: EventTables, group: str = "decode"
-) -> tuple[float | None, float | None]:
-    ends = tables["capture_end"]
-    if ends.empty:
-        return None, None
-    # phase first, then rank 0 of that phase (a draft model may capture on another rank only)
-    ends = _rank0(ends[ends["phase"].fillna("decode").isin(CAPTURE_PHASE_GROUPS[group])])
-    if ends.empty:
-        return None, None
-    t = ends["time_s"].dropna()
-    m = ends["mem_gib"].dropna()
-    # several ranks' or several decode captures (e.g. one per graph backend) add up
-    return (
-        round(float(t.sum()), 3) if not t.empty else None,
-        round(float(m.sum()), 3) if not m.empty else None,
-    )
-
-
-def _kv_tokens(tables: EventTables) -> int | None:
-    v = _first(sizing(tables, "kv_tokens"), sizing(tables, "max_total_num_tokens"))
-    return _as_int(v)
-
-
-def kv_tokens_with_source(
-    tables: EventTables, config: dict[str, Any], backend: str
-) -> tuple[int | None, str | None]:
-    """The KV pool in tokens and how it is known: printed, or GPU blocks x block size where
-    the engine prints only blocks (vLLM V0 "# GPU blocks: N")."""
-    printed = _kv_tokens(tables)
-    if printed is not None:
-        return printed, "logged"
-    blocks = _as_int(sizing(tables, "gpu_blocks"))
-    spec = spec_for(backend)
-    if blocks is None or spec is None or spec.default_block_size is None:
-        return None, None
-    size = _as_int(_first(config.get("block_size"), config.get("cache_config.block_size")))
-    if size is not None:
-        return blocks * size, f"derived: {blocks} GPU blocks x block_size {size} (config echo)"
-    size = spec.default_block_size
-    return blocks * size, (
-        f"derived: {blocks} GPU blocks x block_size {size} ({spec.name} default; "
-        "the log does not echo block_size)"
-    )
-
-
 def _prefill_node(config: dict[str, Any], tables: EventTables) -> bool | None:
     mode = config.get("disaggregation_mode")
     if isinstance(mode, str):

@@ -1,0 +1,60 @@
+"""Small accessors of the event tables that facts modules share (rank 0, last value, sizing)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import pandas as pd
+
+from diag.events import EventTables
+
+
+def is_rank0(rank: str | None) -> bool:
+    """'' / 'TP0' / 'DP0-TP0' / 'GPU0' count as rank 0; anything with a non-zero index does not."""
+    if not rank:
+        return True
+    return all(int(n) == 0 for n in re.findall(r"-?\d+", rank))
+
+
+def _rank0(frame: pd.DataFrame) -> pd.DataFrame:
+    if frame.empty:
+        return frame
+    mask = frame["rank"].map(is_rank0)
+    return frame[mask] if mask.any() else frame
+
+
+def _last(frame: pd.DataFrame, col: str) -> Any:
+    if frame.empty:
+        return None
+    s = frame[col].dropna()
+    return None if s.empty else _plain(s.iloc[-1])
+
+
+def _plain(v: Any) -> Any:
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def sizing(tables: EventTables, name: str, rank0: bool = True) -> float | None:
+    f = tables["sizing"]
+    f = f[f["name"] == name]
+    return _last(_rank0(f) if rank0 else f, "value")
+
+
+def _first(*values: Any) -> Any:
+    for v in values:
+        if v is not None:
+            return v
+    return None
+
+
+def _as_int(v: Any) -> int | None:
+    try:
+        return None if v is None or isinstance(v, bool) else int(v)
+    except (TypeError, ValueError):
+        return None
