@@ -20,6 +20,10 @@ def _nccl_first(m: RunMetrics) -> str | None:
     )
 
 
+def _nccl_not_capturable(m: RunMetrics) -> bool:
+    return "cannot be captured in a graph" in (m.capture_error_message or "")
+
+
 def _car_in_effect(m: RunMetrics) -> bool:
     return m.custom_all_reduce_off is not None
 
@@ -144,9 +148,17 @@ class GD100(Rule):
             causes=("stream_capture_invalid", "unsupported_op", "other"),
         ),
         Remedy(
+            "Install an NCCL that can be captured: NCCL says it must be built with CUDA runtime "
+            ">= 11.3 and run on a CUDA driver >= R465; point the engine at a current "
+            "libnccl.so.2 (VLLM_NCCL_SO_PATH for vLLM) and check the driver.",
+            when=lambda m: _nccl_not_capturable(m),
+            source="NCCL's own warning 'NCCL cannot be captured in a graph if ...'",
+        ),
+        Remedy(
             "Fix the NCCL/gloo transport first (network, NCCL_SOCKET_IFNAME, firewall): lowering "
             "memory does not help a distributed failure.",
             causes=("distributed",),
+            in_effect=lambda m: _nccl_not_capturable(m),
         ),
         Remedy(
             "Try --disable-custom-all-reduce: custom all-reduce registers graph buffers during capture.",
