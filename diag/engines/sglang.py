@@ -140,4 +140,6 @@ SGLANG = EngineSpec(
     capture_code_paths=(
         "python/sglang/srt/model_executor/cuda_graph_runner.py:CudaGraphRunner.capture",
     ),
+    # sglang==0.3.6.post3:sglang/srt/managers/scheduler.py:904 "#retracted_reqs"
+    eviction_word="retractions",
 )

@@ -69,6 +69,8 @@ class EngineSpec:
     graphs_off_flag: Callable[[str | None, Config], str]
     # where a capture runs, for evidence and docs: (file, function) in the engine's source
     capture_code_paths: tuple[str, ...] = ()
+    # what the engine calls requests pushed out of a full KV pool (its log's own word)
+    eviction_word: str = "preemptions"
 
     def ceiling(self, config: Config) -> int | None | Literal["table"]:
         """The capture ceiling the config echo names; "table" where the log's capture-size
