@@ -125,12 +125,28 @@ def _headline(report: Report) -> str:
 
 
 def _first_changes(runs: list[tuple[RunRow, RunReport]], limit: int | None) -> list[FirstChange]:
-    out = []
+    """Each run's first change; with a limit (many runs) one line per distinct change,
+    naming its first run and how many others share it."""
+    out: list[FirstChange] = []
+    seen: dict[tuple[str, str], list[RunRow]] = {}
     for row, run in sorted(runs, key=lambda rr: SEVERITY_ORDER.get(rr[1].worst() or "", 9)):
         fix = next((f for f in _by_sev(run.findings) if f.remediation), None)
-        if fix:
-            out.append(FirstChange(row.anchor, row.name, fix.code, fix.remediation[0]))
-    return out if limit is None else out[:limit]
+        if not fix:
+            continue
+        key = (fix.code, fix.remediation[0])
+        if limit is not None and key in seen:
+            seen[key].append(row)
+            continue
+        seen[key] = [row]
+        out.append(FirstChange(row.anchor, row.name, fix.code, fix.remediation[0]))
+    if limit is None:
+        return out
+    named = []
+    for c in out[:limit]:
+        more = len(seen[(c.code, c.text)]) - 1
+        also = f" and {more} other run{'s' if more != 1 else ''}" if more else ""
+        named.append(FirstChange(c.anchor, c.run_name, c.code, c.text, also))
+    return named
 
 
 def _by_run(items: Iterable[_T], run_ids: set[str]) -> tuple[dict[str, list[_T]], list[_T]]:

@@ -127,3 +127,4 @@ class FirstChange:
     run_name: str
     code: str
     text: str
+    more: str = ""  # "and 5 other runs" when several runs share this change
