@@ -9,6 +9,7 @@ break a row in GitHub or Jira.
 from __future__ import annotations
 
 import textwrap
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,9 @@ from diag.report import SEVERITY_ORDER, Report, RunReport
 
 WIDTH = 100
 MAX_REMEDIES = 2
+
+#: flags like --cuda-graph-max-bs are never split at their hyphens
+wrap = partial(textwrap.wrap, break_on_hyphens=False, break_long_words=False)
 
 HEAD = {"error": "FAIL", "warning": "WARN", "info": "NOTE", None: "OK"}
 
@@ -146,7 +150,7 @@ def render_text(report: Report) -> str:
         out.append(f"Findings ({len(findings)}), worst first:")
         for f, run in findings:
             out.extend(
-                textwrap.wrap(
+                wrap(
                     f"{f.severity.upper():7} {f.code} {f.name} [{run.id}]: {f.message}",
                     WIDTH,
                     subsequent_indent="        ",
@@ -154,7 +158,7 @@ def render_text(report: Report) -> str:
             )
             for i, remedy in enumerate(f.remediation[:MAX_REMEDIES]):
                 out.extend(
-                    textwrap.wrap(
+                    wrap(
                         f"{i + 1}. {remedy}",
                         WIDTH,
                         initial_indent="        ",
@@ -163,7 +167,7 @@ def render_text(report: Report) -> str:
                 )
             for ev in f.evidence[:1]:
                 out.extend(
-                    textwrap.wrap(f"at {ev.path}:{ev.line}", WIDTH, initial_indent="        ")
+                    wrap(f"at {ev.path}:{ev.line}", WIDTH, initial_indent="        ")
                 )
         out.append("")
     else:
@@ -171,10 +175,10 @@ def render_text(report: Report) -> str:
         out.append("")
     out.append("Runs:")
     for run in report.runs:
-        out.extend(textwrap.wrap(verdict(run), WIDTH, subsequent_indent="     "))
+        out.extend(wrap(verdict(run), WIDTH, subsequent_indent="     "))
         for line in record_lines(run) + [f"note: {n}" for n in run.facts.notes]:
             out.extend(
-                textwrap.wrap(line, WIDTH, initial_indent="     ", subsequent_indent="       ")
+                wrap(line, WIDTH, initial_indent="     ", subsequent_indent="       ")
             )
     skipped = [
         i
@@ -186,7 +190,7 @@ def render_text(report: Report) -> str:
         out.append("Inputs not fully read:")
         for i in skipped:
             out.extend(
-                textwrap.wrap(
+                wrap(
                     f"{i.status}: {i.path}: {i.reason}",
                     WIDTH,
                     initial_indent="  ",
