@@ -311,7 +311,9 @@ def test_log_markup_comes_out_inert(tmp_path: Path) -> None:
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in html_text
     # MarkupSafe writes a double quote as &#34;
     assert "&#34;&gt;&lt;img src=x onerror=&#34;window.__pwned=2&#34;&gt;" in html_text
-    assert "sglang-&#34;&gt;&lt;img src=x onerror=window.__pwned=3&gt;&lt;script&gt;x.log" in html_text
+    assert (
+        "sglang-&#34;&gt;&lt;img src=x onerror=window.__pwned=3&gt;&lt;script&gt;x.log" in html_text
+    )
     text = visible_text(html_text)
     assert XSS_SCRIPT in text and XSS_FILE in text
 
@@ -451,3 +453,29 @@ def test_memory_budget_uses_logged_figures(serving_report: Report) -> None:
     assert got["KV cache pool"] == pytest.approx(50.5)
     assert got["CUDA graph capture"] == pytest.approx(3.42)
     assert got["free after capture"] == pytest.approx(9.28)
+
+
+def test_log_text_is_never_a_template(tmp_path: Path) -> None:
+    """Values go into templates, never through them: Jinja syntax in a log stays literal."""
+    log = tmp_path / "jinja.log"
+    trap = "{{ 7*7 }} {% raw %} {#"
+    log.write_text(
+        sglang_failed_capture_log().replace("CUDA out of memory", trap + " CUDA out of memory")
+    )
+    html_text = render_html(analyze([str(log)]))
+    assert "{{ 7*7 }} {% raw %} {#" in visible_text(html_text)
+    assert "49 {%" not in html_text
+
+
+def test_raw_markup_only_where_allowed() -> None:
+    """Autoescape is the rule: no ``|safe`` or autoescape switch in a template, and
+    ``Markup(`` only in render/html.py (fixed scripts, CSS, figure JSON)."""
+    from diag.resources import package_file
+
+    for tpl in Path(package_file("render", "templates")).glob("*.j2"):
+        text = tpl.read_text()
+        assert "|safe" not in text.replace(" ", "") and "autoescape" not in text, tpl.name
+    render = Path(package_file("render"))
+    users = sorted(p.name for p in render.glob("*.py") if "Markup(" in p.read_text())
+    assert users == ["html.py"]
+    assert Path(package_file("render", "html.py")).read_text().count("Markup(") == 4

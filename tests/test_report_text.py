@@ -97,7 +97,7 @@ def test_markdown_of_every_fixture_incident_is_valid(incident: Path) -> None:
         head, *rows = found[-1]
         assert head[:2] == ["severity", "code"]
         assert len(rows) == len(findings)  # one row per finding, none split by a newline
-        for row, (f, run) in zip(
+        for row, (f, _run) in zip(
             rows,
             sorted(
                 ((f, r) for r in report.runs for f in r.findings),

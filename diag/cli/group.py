@@ -7,7 +7,6 @@ import click
 from diag.about import __version__
 from diag.cli.common import install_signal_handlers
 
-
 EPILOG = """\b
 Examples:
   graphdiag analyze logs/                     reports/logs.graphdiag.html + .json, summary

@@ -8,7 +8,6 @@ import click
 
 from diag.cli.common import Progress, jobs_option, quiet_option, report_inputs, warn
 
-
 SHORT = "Export the event tables (jsonl, csv, Parquet)."
 EPILOG = """\b
 Examples:

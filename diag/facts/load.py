@@ -82,9 +82,7 @@ def load_frame(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in LOAD_COLUMNS})
     out = pd.concat(parts, ignore_index=True)
-    return out.sort_values(["ts", "line"], kind="stable", na_position="last").reset_index(
-        drop=True
-    )
+    return out.sort_values(["ts", "line"], kind="stable", na_position="last").reset_index(drop=True)
 
 
 def has_load(frame: pd.DataFrame) -> bool:

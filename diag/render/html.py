@@ -213,34 +213,38 @@ def render_html(report: Report) -> str:
     title = "graphdiag report"
     if len(report.runs) == 1:
         title += " - " + Path(report.runs[0].id.split("#", 1)[0]).name
-    return environment().get_template("report.html.j2").render(
-        csp=csp,
-        version=__version__,
-        title=title,
-        generated_at=report.generated_at,
-        n_runs=len(report.runs),
-        n_inputs=len(report.inputs),
-        many=many,
-        worst=min(
-            (f.severity for f in report.findings), key=SEVERITY_ORDER.__getitem__, default=None
-        ),
-        headline=_headline(report),
-        first_changes=_first_changes(pairs, MAX_FIRST_CHANGES if many else None),
-        rows=rows,
-        n_findings=len(findings),
-        groups=_groups(findings) if many else [],
-        cards=[] if many else [_card(f, row) for f, row in findings],
-        record_yaml=record_yaml(report),
-        runs=runs,
-        loose=loose,
-        inputs=_inputs(report),
-        inputs_not_ok=sum(
-            1
-            for i in report.inputs
-            if i.status != "ok" and not (i.reason or "").startswith("not a log")
-        ),
-        figures=[{"id": fid, "json": Markup(data)} for fid, data in page.figures],
-        plotly_js=Markup(plotly_script),
-        app_js=Markup(app_js),
-        css=Markup(template("report.css")),
+    return (
+        environment()
+        .get_template("report.html.j2")
+        .render(
+            csp=csp,
+            version=__version__,
+            title=title,
+            generated_at=report.generated_at,
+            n_runs=len(report.runs),
+            n_inputs=len(report.inputs),
+            many=many,
+            worst=min(
+                (f.severity for f in report.findings), key=SEVERITY_ORDER.__getitem__, default=None
+            ),
+            headline=_headline(report),
+            first_changes=_first_changes(pairs, MAX_FIRST_CHANGES if many else None),
+            rows=rows,
+            n_findings=len(findings),
+            groups=_groups(findings) if many else [],
+            cards=[] if many else [_card(f, row) for f, row in findings],
+            record_yaml=record_yaml(report),
+            runs=runs,
+            loose=loose,
+            inputs=_inputs(report),
+            inputs_not_ok=sum(
+                1
+                for i in report.inputs
+                if i.status != "ok" and not (i.reason or "").startswith("not a log")
+            ),
+            figures=[{"id": fid, "json": Markup(data)} for fid, data in page.figures],
+            plotly_js=Markup(plotly_script),
+            app_js=Markup(app_js),
+            css=Markup(template("report.css")),
+        )
     )

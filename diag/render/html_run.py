@@ -2,7 +2,7 @@
 the KV and queue timeline, eager traffic, batch panels, capture cost, ranks, operator
 tables and snapshot pools, each read from the run's facts, never recomputed.
 
-The figure slots of a run are the functions of :data:`RUN_PANELS`, called in order with
+The figure slots of a run are the functions of :data:`RUN_PANELS` (diag.render.html_panels), called in order with
 one :class:`RunContext`; each returns panels (a chart, a small table for fewer than
 :data:`~diag.render.axes.MIN_CHART_POINTS` points, or a sentence saying what is not in
 the logs). A new figure is one more function in that list.
@@ -12,22 +12,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from diag.engines import spec_for
 from diag.facts.classify import Reason
-from diag.facts.load import has_load, load_frame
+from diag.facts.load import load_frame
 from diag.model import Snapshot
-from diag.render import load_plots, memory_plots, plots
-from diag.render.axes import TimeAxis, time_axis, wants_table
+from diag.render import memory_plots, plots
+from diag.render.axes import time_axis
 from diag.render.html_page import Page, fmt_bytes, fmt_num, fmt_pct, joined
+from diag.render.html_panels import (
+    RunContext,
+    batch_panels,
+    capture_panels,
+    load_panels,
+    throughput_panels,
+)
 from diag.render.sizes import compact_sizes
-from diag.render.view import Card, Panel, RunRow, SmallTable
+from diag.render.view import Card, Panel, RunRow
 from diag.report import RunReport
 
 MAX_PROFILE_ROWS = 15
@@ -76,12 +81,12 @@ def cards(run: RunReport) -> list[Card]:
     p50 = joined(fmt_num(shape.get("p50")), fmt_num(shape.get("p99")), sep=" / ")
     if shape.get("p50") is not None and shape.get("p99") is not None and p50:
         out.append(Card("batch p50 / p99", p50))
-    cap = joined(fmt_num(rec["capture_time_s"], unit="s"), fmt_num(rec["capture_mem_gib"], unit="GiB"))
+    cap = joined(
+        fmt_num(rec["capture_time_s"], unit="s"), fmt_num(rec["capture_mem_gib"], unit="GiB")
+    )
     if cap:
         out.append(Card("capture", cap))
-    kv = joined(
-        fmt_num(rec["kv_tokens"], unit="tokens"), fmt_num(rec["kv_cache_gib"], unit="GiB")
-    )
+    kv = joined(fmt_num(rec["kv_tokens"], unit="tokens"), fmt_num(rec["kv_cache_gib"], unit="GiB"))
     if kv:
         out.append(Card("KV pool", kv))
     if rec["padding_waste"] is not None:
@@ -192,10 +197,7 @@ def ranks_view(run: RunReport) -> dict[str, Any] | None:
         return None
     rows = [
         [str(r.get("rank") or "(none)")]
-        + [
-            (fmt_pct(r.get(c)) if c == "captured_share" else fmt_num(r.get(c))) or ""
-            for c in cols
-        ]
+        + [(fmt_pct(r.get(c)) if c == "captured_share" else fmt_num(r.get(c))) or "" for c in cols]
         for r in ranks
     ]
     return {"columns": ["rank"] + [RANK_COLUMNS[c] for c in cols], "rows": rows}
@@ -235,10 +237,18 @@ def profile_view(p: Mapping[str, Any], open_: bool = True) -> dict[str, Any]:
         cells = []
         for c in cols:
             v = r.get(c)
-            text = (fmt_num(v) if c == "calls" else (None if v is None else f"{float(v) * 1e3:,.3f}")) or ""
+            text = (
+                fmt_num(v) if c == "calls" else (None if v is None else f"{float(v) * 1e3:,.3f}")
+            ) or ""
             bar = max(1, int(60 * float(v) / top)) if c == key and top > 0 and v is not None else 0
             cells.append({"text": text, "bar": bar})
-        out_rows.append({"name": str(r.get("name") or ""), "shapes": str(r.get("input_shapes") or ""), "cells": cells})
+        out_rows.append(
+            {
+                "name": str(r.get("name") or ""),
+                "shapes": str(r.get("input_shapes") or ""),
+                "cells": cells,
+            }
+        )
     totals = joined(
         *(
             f"{label} total {fmt_num(p.get(k), 4, 's')}"
@@ -250,7 +260,9 @@ def profile_view(p: Mapping[str, Any], open_: bool = True) -> dict[str, Any]:
     more = f"top {len(shown)} of {len(rows)} rows" if len(rows) > len(shown) else None
     return {
         "open": open_,
-        "title": f"Operators sorted by {sort_by}" if sort_by else "Operators (sort key not printed)",
+        "title": f"Operators sorted by {sort_by}"
+        if sort_by
+        else "Operators (sort key not printed)",
         "name": Path(str(p.get("path", ""))).name,
         "where": joined(f"{p.get('path')}:{p.get('line')}", totals, more),
         "columns": [PROFILE_COLS[c] for c in cols],
@@ -272,10 +284,22 @@ def snapshot_view(snap: Snapshot) -> dict[str, Any]:
         for p in s.get("pools") or []
     ]
     parts = [
-        (f"reserved {fmt_bytes(s.get('total_reserved_bytes'))}" if fmt_bytes(s.get("total_reserved_bytes")) else None),
-        (f"allocated {fmt_bytes(s.get('total_allocated_bytes'))}" if fmt_bytes(s.get("total_allocated_bytes")) else None),
+        (
+            f"reserved {fmt_bytes(s.get('total_reserved_bytes'))}"
+            if fmt_bytes(s.get("total_reserved_bytes"))
+            else None
+        ),
+        (
+            f"allocated {fmt_bytes(s.get('total_allocated_bytes'))}"
+            if fmt_bytes(s.get("total_allocated_bytes"))
+            else None
+        ),
         (f"peak {fmt_bytes(s.get('peak_bytes'))}" if fmt_bytes(s.get("peak_bytes")) else None),
-        (f"graph pools {fmt_bytes(snap.graph_pool_bytes)}" if fmt_bytes(snap.graph_pool_bytes) else None),
+        (
+            f"graph pools {fmt_bytes(snap.graph_pool_bytes)}"
+            if fmt_bytes(snap.graph_pool_bytes)
+            else None
+        ),
         (f"OOM events {fmt_num(s.get('oom_events'))}" if fmt_num(s.get("oom_events")) else None),
         (f"format {s.get('torch_format')}" if s.get("torch_format") else None),
         (f"status {s.get('status')}" if s.get("status") else None),
@@ -291,250 +315,6 @@ def snapshot_view(snap: Snapshot) -> dict[str, Any]:
         "pools": pools,
         "allocs": allocs,
     }
-
-
-# ------------------------------------------------------------------ figure slots
-@dataclass
-class RunContext:
-    """What the panel functions of one run read: the page (figure collector), the run,
-    its batches reduced for plotting, its load frame and the shared time axis."""
-
-    page: Page
-    run: RunReport
-    batches: pd.DataFrame
-    load: pd.DataFrame
-    axis: TimeAxis
-    sizes: list[int] | None
-    ceiling: int | None
-    snapshots: list[Snapshot]
-
-    @property
-    def evictions(self) -> str:
-        spec = spec_for(self.run.facts.backend)
-        return spec.eviction_word if spec else "preemptions"
-
-
-def capture_share(rec: Mapping[str, Any]) -> float | None:
-    """Capture memory over the KV pool, the figure the memory caption and GD120 use."""
-    graph, kv = rec.get("capture_mem_gib"), rec.get("kv_cache_gib")
-    return float(graph) / float(kv) if graph and kv else None
-
-
-def load_panels(ctx: RunContext) -> list[Panel]:
-    """KV usage, running / waiting and evictions over time, where stats lines exist."""
-    if not has_load(ctx.load):
-        return []
-    rec = ctx.run.record
-    share = capture_share(rec)
-    heading = "KV cache and queue"
-    note = load_plots.share_label(share, rec.get("capture_mem_gib")) + "." if share else None
-    if wants_table(len(ctx.load)):
-        cols, rows = load_plots.kv_timeline_rows(ctx.load, ctx.axis, ctx.evictions)
-        caption = f"KV cache and queue: {len(rows)} sample{'s' if len(rows) != 1 else ''} logged"
-        return [
-            Panel(
-                "kv-timeline",
-                table=SmallTable("kv-timeline", caption, cols, rows),
-                caption=note,
-                heading=heading,
-            )
-        ]
-    fig = load_plots.kv_timeline_figure(
-        ctx.load, ctx.axis, share, rec.get("capture_mem_gib"), ctx.evictions
-    )
-    if fig is None:
-        return []
-    chart = ctx.page.chart(fig, "KV cache and queue over time", "kv-timeline")
-    return [Panel("kv-timeline", chart=chart, heading=heading)]
-
-
-def batch_panels(ctx: RunContext) -> list[Panel]:
-    """Histogram and timeline of decode batch sizes, or one small table for few batches."""
-    rows = ctx.batches
-    if rows.empty:
-        return [
-            Panel(
-                "batches",
-                absent="Batch-size distribution, timeline and throughput split: not in the logs "
-                "(no decode batch lines).",
-            )
-        ]
-    if wants_table(len(rows)):
-        names = [plots.LABELS[v] for v in plots.VERDICTS]
-        ts = rows["ts"].to_numpy()
-        table_rows = [
-            [
-                ctx.axis.label(float(t)) if ctx.axis.kind != "sequence" else str(i + 1),
-                f"{int(size):,}",
-                str(names[int(v)]),
-            ]
-            for i, (t, size, v) in enumerate(zip(ts, rows["batch_size"], rows["v"], strict=True))
-        ]
-        caption = f"Decode batches: {len(rows)} logged" + (
-            f" (capture ceiling {ctx.ceiling})" if ctx.ceiling else ""
-        )
-        return [
-            Panel(
-                "batches",
-                table=SmallTable("batches", caption, ["time", "batch size", "served by"], table_rows),
-            )
-        ]
-    out = []
-    hist = plots.batch_size_figure(rows, ctx.sizes, ctx.run.facts.window.sizes_inferred)
-    if hist is not None:
-        out.append(
-            Panel(
-                "batch-histogram",
-                chart=ctx.page.chart(
-                    hist, "Decode batch sizes against the capture window", "batch-histogram"
-                ),
-            )
-        )
-    timeline = plots.timeline_figure(rows, ctx.ceiling, ctx.axis)
-    if timeline is not None:
-        out.append(
-            Panel(
-                "batch-timeline",
-                chart=ctx.page.chart(timeline, "Decode batch size over time", "batch-timeline"),
-            )
-        )
-    return out
-
-
-def throughput_panels(ctx: RunContext) -> list[Panel]:
-    """Per-request decode speed first (what a user feels), engine total second: the total
-    grows with batch size, so eager batches (the big ones) look faster there."""
-    table = plots.throughput_table(ctx.batches)
-    if table.empty:
-        return []
-    cols = ["served by", "batches", "per request (tok/s, median)", "p25–p75", "engine total (tok/s, median)"]
-    rows = []
-    for _, r in table.iterrows():
-        name = "in window (graph)" if r["verdict"] == "graph" else "out of window (eager)"
-        rows.append(
-            [
-                name,
-                f"{int(r['n']):,}",
-                f"{r['per_req_p50']:,.1f}",
-                f"{r['per_req_p25']:,.1f}–{r['per_req_p75']:,.1f}",
-                f"{r['gen_throughput_p50']:,.0f}",
-            ]
-        )
-    return [
-        Panel(
-            "throughput",
-            table=SmallTable("throughput", "Decode speed in vs out of the capture window", cols, rows),
-            caption=throughput_caption(table),
-        )
-    ]
-
-
-def throughput_caption(table: pd.DataFrame) -> str | None:
-    if len(table) == 1:
-        only = "graph-served" if table["verdict"].iloc[0] == "graph" else "eager"
-        return f"Only {only} batches carry a throughput figure: no in/out comparison possible from these logs."
-    g, x = (table[table["verdict"] == v].iloc[0] for v in ("graph", "eager"))
-    a, b = float(g["per_req_p50"]), float(x["per_req_p50"])
-    if a <= 0:
-        return None
-    change = (b - a) / a
-    word = "slower" if change < 0 else "faster"
-    return (
-        f"Per request, eager (out-of-window) decode runs at {b:,.1f} tok/s against {a:,.1f} in "
-        f"the window: {abs(change):.0%} {word} (medians). The engine total grows with batch "
-        "size, so it is no measure of speed per request."
-    )
-
-
-def memory_caption(rows: list[tuple[str, dict[str, float]]], rec: Mapping[str, Any]) -> str | None:
-    """Capture memory as a share of the KV pool and as KV tokens it could have held."""
-    logs = dict(rows).get("logs (rank 0)") or {}
-    graph = logs.get("CUDA graph capture", logs.get("CUDA graph capture (estimated)"))
-    kv = logs.get("KV cache pool")
-    if not graph or not kv:
-        return None
-    text = f"Graph capture holds {graph:,.2f} GiB, {graph / kv:.1%} of the KV pool ({kv:,.2f} GiB)"
-    if rec.get("kv_tokens"):
-        text += f", about {graph / kv * float(rec['kv_tokens']):,.0f} KV tokens"
-    return text + "."
-
-
-def capture_panels(ctx: RunContext) -> list[Panel]:
-    """Memory budget (a chart only with two parts or more) and capture time per rank (a
-    sentence for one rank, a table under 20 ranks)."""
-    facts, rec = ctx.run.facts, ctx.run.record
-    heading = "Capture cost"
-    mem_rows = memory_plots.memory_budget_rows(
-        facts.tables["sizing"], rec, facts.tables["capture_end"], ctx.snapshots
-    )
-    out: list[Panel] = []
-    caption = memory_caption(mem_rows, rec)
-    if memory_plots.components(mem_rows) >= 2:
-        fig = memory_plots.memory_figure(mem_rows)
-        if fig is not None:
-            out.append(
-                Panel(
-                    "memory-budget",
-                    chart=ctx.page.chart(fig, "GPU memory budget", "memory-budget"),
-                    caption=caption,
-                )
-            )
-    elif mem_rows:
-        label, parts = mem_rows[0]
-        name, value = next(iter(parts.items()))
-        out.append(Panel("memory-budget", caption=f"GPU memory budget: {name} {value:,.2f} GiB ({label}); no other part of the budget is in the logs."))
-    out.extend(capture_time_panels(facts.tables["capture_end"], ctx.page))
-    if not out:
-        out.append(
-            Panel(
-                "memory-budget",
-                absent="Memory budget and capture time: not in the logs (no weight, KV or "
-                "capture memory figures, no capture end line).",
-            )
-        )
-    return [replace(out[0], heading=heading), *out[1:]]
-
-
-def capture_time_panels(capture_end: pd.DataFrame, page: Page) -> list[Panel]:
-    timed = (
-        capture_end[pd.to_numeric(capture_end["time_s"], errors="coerce").notna()]
-        if not capture_end.empty
-        else capture_end
-    )
-    if timed.empty:
-        return []
-    if len(timed) == 1:
-        row = timed.iloc[0]
-        mem = pd.to_numeric(pd.Series([row.get("mem_gib")]), errors="coerce").iloc[0]
-        where = f"{row.get('source')}:{row.get('line')}" if row.get("source") else None
-        detail = joined(
-            f"{row.get('phase') or 'capture'} phase",
-            f"rank {row.get('rank')}" if row.get("rank") else None,
-            where,
-            sep=", ",
-        )
-        text = f"Capture time: {fmt_num(float(row['time_s']), unit='s')}"
-        if pd.notna(mem):
-            text += f", {fmt_num(float(mem), unit='GiB')}"
-        return [Panel("capture-time", caption=f"{text} ({detail}).")]
-    if wants_table(len(timed)):
-        rows = [
-            [
-                str(r.get("rank") or "(no rank)"),
-                str(r.get("phase") or "capture"),
-                fmt_num(float(r["time_s"]), unit="s") or "",
-                fmt_num(pd.to_numeric(pd.Series([r.get("mem_gib")]), errors="coerce").iloc[0], unit="GiB") or "",
-            ]
-            for _, r in timed.iterrows()
-        ]
-        return [
-            Panel(
-                "capture-time",
-                table=SmallTable("capture-time", "Capture time per rank", ["rank", "phase", "time", "memory"], rows),
-            )
-        ]
-    fig = memory_plots.capture_time_figure(capture_end)
-    return [] if fig is None else [Panel("capture-time", chart=page.chart(fig, "Capture time per rank", "capture-time"))]
 
 
 #: the run section's figure slots, in page order after the eager-traffic summary
@@ -557,9 +337,7 @@ def run_view(
     sizes = list(facts.window.sizes) if facts.window.sizes else rec["graph_capture_sizes"]
     batches = plots.prepare_batches(facts.batches)
     load = load_frame(facts.tables)
-    axis = time_axis(
-        [batches["ts"].to_numpy(), load["ts"].to_numpy()], rec.get("year_source")
-    )
+    axis = time_axis([batches["ts"].to_numpy(), load["ts"].to_numpy()], rec.get("year_source"))
     ctx = RunContext(
         page=page,
         run=run,
@@ -601,7 +379,11 @@ def unattached_view(
             memory_plots.memory_budget_rows(pd.DataFrame(), {}, pd.DataFrame(), snapshots)
         )
         if fig is not None:
-            panels.append(Panel("memory-budget", chart=page.chart(fig, "Memory snapshot pools", "memory-budget")))
+            panels.append(
+                Panel(
+                    "memory-budget", chart=page.chart(fig, "Memory snapshot pools", "memory-budget")
+                )
+            )
     return {
         "panels": panels,
         "snapshots": [snapshot_view(s) for s in snapshots],

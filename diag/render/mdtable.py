@@ -9,6 +9,7 @@ entities, and an empty cell is a single space so the row keeps its column count.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 _WS = re.compile(r"\s+")
 MAX_CELL = 400  # a cell longer than this is a paragraph: the evidence block below has it
@@ -24,9 +25,9 @@ def md_cell(value: object, limit: int = MAX_CELL) -> str:
     return text or " "
 
 
-def md_row(cells: list[object]) -> str:
+def md_row(cells: Sequence[object]) -> str:
     return "| " + " | ".join(md_cell(c) for c in cells) + " |"
 
 
-def md_table(header: list[str], rows: list[list[object]]) -> list[str]:
+def md_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     return [md_row(list(header)), "|" + "---|" * len(header), *(md_row(r) for r in rows)]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from diag.render.mdtable import md_cell, md_table
-from diag.render.plots import throughput_table, prepare_batches
+from diag.render.plots import prepare_batches, throughput_table
 from diag.render.sizes import compact_sizes
 from diag.report import SEVERITY_ORDER, Report, RunReport
 
@@ -123,7 +123,9 @@ def record_lines(run: RunReport) -> list[str]:
         )
     if shape:
         dist = " ".join(
-            f"{k} {shape[k]}" for k in ("min", "p50", "p90", "p99", "max") if shape.get(k) is not None
+            f"{k} {shape[k]}"
+            for k in ("min", "p50", "p90", "p99", "max")
+            if shape.get(k) is not None
         )
         waste = rec["padding_waste"]
         lines.append(
@@ -166,9 +168,7 @@ def render_text(report: Report) -> str:
                     )
                 )
             for ev in f.evidence[:1]:
-                out.extend(
-                    wrap(f"at {ev.path}:{ev.line}", WIDTH, initial_indent="        ")
-                )
+                out.extend(wrap(f"at {ev.path}:{ev.line}", WIDTH, initial_indent="        "))
         out.append("")
     else:
         out.append("No findings.")
@@ -177,9 +177,7 @@ def render_text(report: Report) -> str:
     for run in report.runs:
         out.extend(wrap(verdict(run), WIDTH, subsequent_indent="     "))
         for line in record_lines(run) + [f"note: {n}" for n in run.facts.notes]:
-            out.extend(
-                wrap(line, WIDTH, initial_indent="     ", subsequent_indent="       ")
-            )
+            out.extend(wrap(line, WIDTH, initial_indent="     ", subsequent_indent="       "))
     skipped = [
         i
         for i in report.inputs
@@ -188,10 +186,10 @@ def render_text(report: Report) -> str:
     if skipped:
         out.append("")
         out.append("Inputs not fully read:")
-        for i in skipped:
+        for item in skipped:
             out.extend(
                 wrap(
-                    f"{i.status}: {i.path}: {i.reason}",
+                    f"{item.status}: {item.path}: {item.reason}",
                     WIDTH,
                     initial_indent="  ",
                     subsequent_indent="    ",
