@@ -40,7 +40,8 @@ AXES_JS = """() => Array.from(document.querySelectorAll('div.plot')).filter(d =>
     const outside = labels.filter(t => { const r = t.getBoundingClientRect();
         return r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1; });
     const want = ax.type === 'category' ? Math.max(1, (ax._categories || []).length) : 2;
-    out.push({axis: name, labels: labels.length, want: want, title: title ? title.textContent.trim() : '',
+    const texts = labels.map(t => t.textContent.trim());
+    out.push({axis: name, labels: labels.length, want: want, dup: texts.length - new Set(texts).size, title: title ? title.textContent.trim() : '',
               outside: outside.map(t => t.textContent)});
   }
   const svg = div.querySelector('svg.main-svg');
@@ -83,6 +84,8 @@ def check_axes(page: Any) -> list[str]:
             where = f"{fig['label']} ({fig['id']}) {ax['axis']}"
             if ax["labels"] < ax["want"]:
                 problems.append(f"{where}: {ax['labels']} tick labels, {ax['want']} wanted")
+            if ax["dup"]:
+                problems.append(f"{where}: repeated tick labels")
             if not ax["title"]:
                 problems.append(f"{where}: no axis title")
             if ax["outside"]:

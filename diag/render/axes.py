@@ -52,6 +52,14 @@ def finish_axes(fig: go.Figure) -> go.Figure:
     return fig
 
 
+def integer_ticks(fig: go.Figure, top: float, **where: Any) -> None:
+    """Counts are whole: ``,d`` labels, and one tick per unit when the axis is short (plotly
+    would put ticks at 0.25 steps and print 0, 0, 1, 1)."""
+    fig.update_yaxes(tickformat=",d", rangemode="tozero", **where)
+    if np.isfinite(top) and top <= 6:
+        fig.update_yaxes(tick0=0, dtick=1, range=[0, max(1.0, float(top)) * 1.08], **where)
+
+
 def wants_table(n_points: int) -> bool:
     return n_points < MIN_CHART_POINTS
 
@@ -92,6 +100,15 @@ class TimeAxis:
         if self.kind == "wall":
             return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%H:%M:%S")
         return f"+{(t - self.t0) / self.divisor:,.1f} {self.unit}"
+
+    def origin(self) -> str:
+        """What the small tables' time column counts from, in words."""
+        if self.kind == "sequence" or self.t0 is None:
+            return "sample number (the log has no timestamps)"
+        start = datetime.fromtimestamp(self.t0, tz=timezone.utc)
+        if self.kind == "wall":
+            return f"time as logged, {start.strftime('%Y-%m-%d')}{self.year_note}"
+        return f"time since {start.strftime('%m-%d %H:%M:%S')} (the log prints no year)"
 
     def _range(self) -> list[Any] | None:
         if self.t0 is None or self.t1 is None:

@@ -60,7 +60,10 @@ def load_panels(ctx: RunContext) -> list[Panel]:
     note = load_plots.share_label(share, rec.get("capture_mem_gib")) + "." if share else None
     if wants_table(len(ctx.load)):
         cols, rows = load_plots.kv_timeline_rows(ctx.load, ctx.axis, ctx.evictions)
-        caption = f"KV cache and queue: {len(rows)} sample{'s' if len(rows) != 1 else ''} logged"
+        caption = (
+            f"KV cache and queue: {len(rows)} sample{'s' if len(rows) != 1 else ''} logged; "
+            f"{ctx.axis.origin()}"
+        )
         return [
             Panel(
                 "kv-timeline",
@@ -100,8 +103,10 @@ def batch_panels(ctx: RunContext) -> list[Panel]:
             ]
             for i, (t, size, v) in enumerate(zip(ts, rows["batch_size"], rows["v"], strict=True))
         ]
-        caption = f"Decode batches: {len(rows)} logged" + (
-            f" (capture ceiling {ctx.ceiling})" if ctx.ceiling else ""
+        caption = (
+            f"Decode batches: {len(rows)} logged"
+            + (f" (capture ceiling {ctx.ceiling})" if ctx.ceiling else "")
+            + f"; {ctx.axis.origin()}"
         )
         return [
             Panel(

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from diag.facts.load import has_load
-from diag.render.axes import TimeAxis, finish_axes
+from diag.render.axes import TimeAxis, finish_axes, integer_ticks
 from diag.render.plots import layout
 
 KV_COLORS = {"kv": "#1c7ed6", "running": "#2f9e44", "waiting": "#e8590c", "evict": "#c92a2a"}
@@ -78,14 +78,14 @@ def kv_timeline_figure(
                 xref="x domain",
                 y=top,
                 yref="y",
-                yanchor="top",
+                yanchor="bottom",
                 xanchor="left",
                 text=share_label(capture_share, capture_gib),
                 showarrow=False,
                 font={"color": "#b35c00", "size": 11},
             )
         fig.add_hline(y=100, line={"color": "#495057", "dash": "dot", "width": 1}, row=1, col=1)
-        fig.update_yaxes(title_text="KV usage (%)", range=[0, top * 1.04], row=1, col=1)
+        fig.update_yaxes(title_text="KV usage (%)", range=[0, top + 14], row=1, col=1)
         row = 2
     for col, name in (("running", "running"), ("waiting", "waiting (queue)")):
         v = frame[col].to_numpy(dtype="float64")
@@ -103,7 +103,10 @@ def kv_timeline_figure(
                 row=row,
                 col=1,
             )
-    fig.update_yaxes(title_text="requests", rangemode="tozero", tickformat=",d", row=row, col=1)
+    counts = frame[["running", "waiting"]].to_numpy(dtype="float64")
+    top = float(np.nanmax(counts)) if np.isfinite(counts).any() else 0.0
+    fig.update_yaxes(title_text="requests", row=row, col=1)
+    integer_ticks(fig, top, row=row, col=1)
     if evict.sum() > 0:
         hit = evict > 0
         fig.add_trace(
@@ -117,13 +120,8 @@ def kv_timeline_figure(
             row=rows,
             col=1,
         )
-        fig.update_yaxes(
-            title_text=f"{evictions} (requests)",
-            rangemode="tozero",
-            tickformat=",d",
-            row=rows,
-            col=1,
-        )
+        fig.update_yaxes(title_text=f"{evictions} (requests)", row=rows, col=1)
+        integer_ticks(fig, float(evict.max()), row=rows, col=1)
     axis.apply(fig, rows)
     title = "KV cache and queue" + ("" if evict.sum() > 0 else f" (no {evictions} logged)")
     layout(fig, title, height=200 + 110 * rows)

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from diag.render.axes import TimeAxis, finish_axes, time_axis
+from diag.render.axes import TimeAxis, finish_axes, integer_ticks, time_axis
 
 MAX_TIMELINE_POINTS = 5000
 MAX_HIST_BARS = 300
@@ -224,7 +224,9 @@ def batch_size_figure(
         title += " (marks: captured sizes" + (", engine default)" if sizes_inferred else ")")
     else:
         title += " (bucket list not in the logs)"
-    fig.update_yaxes(title_text="decode batches", rangemode="tozero", tickformat=",d")
+    fig.update_yaxes(title_text="decode batches")
+    stacked = table.groupby("lo")["weight"].sum()
+    integer_ticks(fig, float(stacked.max()))
     fig.update_xaxes(title_text="decode batch size (running requests)", rangemode="tozero")
     layout(fig, title, barmode="stack", bargap=0.05, height=360)
     return finish_axes(fig)
@@ -343,9 +345,8 @@ def timeline_figure(
     axis.apply(fig)
     if axis.kind == "sequence":
         fig.update_xaxes(title_text="decode batch # (the log has no timestamps)")
-    fig.update_yaxes(
-        title_text="decode batch size (running requests)", rangemode="tozero", tickformat=",d"
-    )
+    fig.update_yaxes(title_text="decode batch size (running requests)")
+    integer_ticks(fig, max(float(table["max"].max()), float(ceiling or 0)))
     return finish_axes(layout(fig, title))
 
 
