@@ -251,6 +251,7 @@ RSS_WRAPPER = (
 )
 
 
+@pytest.mark.slow
 def test_row_50mb_single_line(tmp_path: Path) -> None:
     """A 50 MB request dump on one line, with anchors and escapes in it, between normal lines."""
     folder = tmp_path / "incident"
@@ -442,6 +443,7 @@ def _many_small_files(folder: Path, count: int) -> list[Path]:
     return paths
 
 
+@pytest.mark.slow
 def test_row_folder_of_10000_small_files_each_listed(tmp_path: Path) -> None:
     from diag.ingest import ingest
 
@@ -457,6 +459,7 @@ def test_row_folder_of_10000_small_files_each_listed(tmp_path: Path) -> None:
     assert all(listed[str(p)].status == "ok" and listed[str(p)].lines == 2 for p in paths)
 
 
+@pytest.mark.slow
 def test_folder_of_10000_small_files_analyses_in_reasonable_time(tmp_path: Path) -> None:
     budget = 120.0
     probe = tmp_path / "probe"

@@ -70,12 +70,14 @@ def check(
 hists = st.dictionaries(st.integers(1, 40), st.integers(1, 50), min_size=1, max_size=11)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(hist=hists, k=st.integers(1, 5), q=st.sampled_from(QS))
 def test_dp_matches_brute_force_over_observed_sizes(hist: dict[int, int], k: int, q: float) -> None:
     check(hist, k, q, pool=hist)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(
     hist=st.dictionaries(st.integers(1, 14), st.integers(1, 20), min_size=1, max_size=8),

@@ -88,6 +88,7 @@ def compare(label: dict[str, Any], got: dict[str, Any]) -> list[tuple[str, Any, 
     return mismatches
 
 
+@pytest.mark.slow
 def test_real_corpus_matches_labels() -> None:
     corpus = need_corpus("real")
     labels = yaml.safe_load((corpus / "labels.yaml").read_text())["cases"]

@@ -75,6 +75,7 @@ class Watched:
         self.page.wait_for_timeout(300)
 
 
+@pytest.mark.slow
 def test_report_renders_offline_in_chromium(browser: Any, tmp_path: Path) -> None:
     log = tmp_path / "sglang-serving.log"
     log.write_text(sglang_serving_log(), encoding="utf-8")
@@ -104,6 +105,7 @@ def test_report_renders_offline_in_chromium(browser: Any, tmp_path: Path) -> Non
     page.close()
 
 
+@pytest.mark.slow
 def test_log_markup_is_inert_in_chromium(browser: Any, tmp_path: Path) -> None:
     folder = tmp_path / "incident"
     folder.mkdir()

@@ -220,6 +220,7 @@ def _popen(args: list[str], cwd: Path) -> subprocess.Popen[bytes]:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_while_analysing_leaves_no_report(
     tmp_path: Path, big_incident: Path, sig: int
@@ -249,6 +250,7 @@ def _processes_with(marker: str) -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not Path("/proc/self/cmdline").exists(), reason="needs /proc to find worker processes"
 )
@@ -335,6 +337,7 @@ main()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_during_the_write_leaves_no_partial_report(tmp_path: Path, sig: int) -> None:
     """A real signal while the report is being written (the writer is slowed down so the
@@ -403,6 +406,7 @@ def _mixed_inputs(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_nothing_is_written_into_input_folders(tmp_path: Path) -> None:
     inputs = _mixed_inputs(tmp_path / "incident")
     work = tmp_path / "cwd"
@@ -440,6 +444,7 @@ def test_nothing_is_written_into_input_folders(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- determinism
+@pytest.mark.slow
 def test_json_report_is_deterministic(tmp_path: Path) -> None:
     """Two runs in separate processes (different hash seeds): same bytes but ``generated_at``."""
     inputs = _mixed_inputs(tmp_path / "incident")

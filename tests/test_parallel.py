@@ -94,6 +94,7 @@ def incident(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
+@pytest.mark.slow
 def test_generated_incident_identical(incident: Path) -> None:
     paths = [str(incident)]
     one, two = both_ways(paths)
@@ -120,6 +121,7 @@ def test_single_file_is_split_and_line_numbers_exact(incident: Path) -> None:
         assert b"Decode batch" in lines[int(n) - 1]
 
 
+@pytest.mark.slow
 def test_speculation_failure_is_repaired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """State that changes mid-file (a capture phase opened and never closed, tracebacks cut
     by segment ends) makes speculative segments wrong; the result must still be identical."""
@@ -163,6 +165,7 @@ def test_speculation_failure_is_repaired(tmp_path: Path, monkeypatch: pytest.Mon
     assert_same_report([str(path)], one, two)
 
 
+@pytest.mark.slow
 def test_no_safe_boundary_and_long_lines(tmp_path: Path) -> None:
     """Segments cut inside tracebacks and very long lines, no trailing newline."""
     lines: list[str] = []
@@ -177,6 +180,7 @@ def test_no_safe_boundary_and_long_lines(tmp_path: Path) -> None:
     both_ways([str(path)], chunk=8 * 1024)
 
 
+@pytest.mark.slow
 def test_truncated_gzip_and_bad_inputs(tmp_path: Path) -> None:
     full = "\n".join(gen_logs.sglang_lines(3_000_000, seed=7)) + "\n"
     comp = gzip.compress(full.encode())
@@ -190,6 +194,7 @@ def test_truncated_gzip_and_bad_inputs(tmp_path: Path) -> None:
     assert status["empty.log"].status == "skipped" and status["missing.log"].status == "skipped"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (CORPUS / "real").is_dir(), reason="shared corpus not present")
 def test_real_corpus_identical(tmp_path: Path) -> None:
     paths = [str(CORPUS / "real"), str(ROOT / "tests" / "data")]
@@ -197,6 +202,7 @@ def test_real_corpus_identical(tmp_path: Path) -> None:
     assert_same_report(paths, one, two)
 
 
+@pytest.mark.slow
 def test_progress_from_workers(incident: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(inputs_mod, "PROGRESS_BYTES", 64 * 1024)
     calls: list[tuple[int, int]] = []
@@ -221,6 +227,7 @@ def _failing_segment(task: ingest_mod._Task) -> ingest_mod._Result:
     return _REAL_SCAN_SEGMENT(task)
 
 
+@pytest.mark.slow
 def test_worker_failure_falls_back_to_this_process(
     incident: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

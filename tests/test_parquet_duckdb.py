@@ -76,6 +76,7 @@ def test_readme_query_eager_share_per_node(fleet: Path, tmp_path: Path) -> None:
     assert [r[0] for r in rows] == ["node-c", "node-b", "node-a"]  # ORDER BY eager_share DESC
 
 
+@pytest.mark.slow
 def test_layout_partitions_and_types(fleet: Path, tmp_path: Path) -> None:
     out = tmp_path / "events"
     ing = ingest([str(fleet)], jobs=1)

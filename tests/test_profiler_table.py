@@ -612,6 +612,7 @@ def _rows(draw: st.DrawFn) -> list[dict[str, Any]]:
     return rows
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=_rows(), layout=st.sampled_from(["cuda", "cpu"]))
 def test_generated_tables_round_trip_property(rows: list[dict[str, Any]], layout: str) -> None:
@@ -714,6 +715,7 @@ def _check_cuts(text: str, n_rows: int, stride: int = 1) -> None:
     assert whole.complete and len(whole.frame) == n_rows
 
 
+@pytest.mark.slow
 def test_generated_table_cut_at_every_character() -> None:
     _check_cuts(format_table(ROWS[:3], layout="cuda"), 3)
 
@@ -752,6 +754,7 @@ def test_nothing_table_like_raises(lines: list[str]) -> None:
     assert find_tables(lines, "x") == []
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(
     noise=st.lists(

@@ -140,6 +140,7 @@ def test_corpus_top_allocations() -> None:
     assert all(":" in f and not f.startswith("??") for a in top for f in a.frames)
 
 
+@pytest.mark.slow
 @needs_corpus
 @pytest.mark.parametrize("name", CORPUS_PICKLES)
 def test_corpus_pickle_truncated_is_snapshot_error(name: str) -> None:
@@ -452,6 +453,7 @@ def test_size_limit_message_for_large_file(tmp_path: Path) -> None:
         load_snapshot(path)
 
 
+@pytest.mark.slow
 def test_truncated_generated_pickle_every_byte(tmp_path: Path) -> None:
     path = tmp_path / "s.pickle"
     write_snapshot(
@@ -489,6 +491,7 @@ def test_random_bytes_only_raise_snapshot_errors(data: bytes) -> None:
         pass
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_mutated_snapshot_only_raises_snapshot_errors(data: st.DataObject) -> None:

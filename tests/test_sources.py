@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from diag.api import analyze
 from diag.ingest import ingest
 from diag.sources.discover import discover, rotation_key
@@ -39,6 +41,7 @@ def test_gzip_recognised_by_magic_not_name(tmp_path: Path) -> None:
     assert list(ing.tables["decode_batch"]["batch_size"]) == [7]
 
 
+@pytest.mark.slow
 def test_stdin_dash(tmp_path: Path) -> None:
     out = subprocess.run(
         [

@@ -35,8 +35,7 @@ from diag.advise.buckets import (
     estimate_capture_time,
     optimal_buckets,
 )
-from diag.engines import ENGINES, parse_version
-from diag.engines.spec import as_int as _as_int
+from diag.engines import ENGINES
 from diag.engines.spec import truthy as _truthy
 from diag.facts.record import RunFacts, captured_size_count
 from diag.model import GIB, Snapshot
@@ -153,41 +152,18 @@ def _at_most(b: int) -> Callable[[int], bool]:
 
 
 def engine_constraints(engine: str, version: str | None, config: dict[str, Any]) -> Constraints:
-    """Sizes the engine keeps (SGLang §7 TBO / DP-attention multiples, vLLM §11 token budget)."""
-    if engine == "sglang":
-        tp = _as_int(config.get("tp_size")) or 1
-        dp = _as_int(config.get("dp_size")) or 1
-        attn_tp = max(1, tp // dp) if _truthy(config.get("enable_dp_attention")) else tp
-        ver = parse_version(version)
-        modern = ver is None or ver >= (0, 4, 9, 4)
-        step = 1
-        why = ""
-        if _truthy(config.get("enable_two_batch_overlap")):
-            step = 2 * attn_tp if modern else 2
-            why = f"two-batch-overlap captures only multiples of {step}"
-        elif _truthy(config.get("enable_dp_attention")) and modern and attn_tp > 1:
-            step = attn_tp
-            why = f"DP attention captures only multiples of attn_tp={attn_tp}"
-        if step > 1:
-            return Constraints(
-                (step,), _multiple_of(step), (why + f"; {step} is forced instead of 1",)
-            )
-        return Constraints((1,))
-    budget = _as_int(config.get("max_num_batched_tokens"))
-    if budget:
-        return Constraints(
-            (1,),
-            _at_most(budget),
-            (f"vLLM drops capture sizes above max_num_batched_tokens={budget}",),
-        )
+    """Sizes the engine keeps (the spec's bucket rule: SGLang §7 TBO / DP-attention multiples,
+    vLLM §11 token budget)."""
+    rule = ENGINES[engine].bucket_rule(version, config)
+    notes = (rule.note,) if rule.note else ()
+    if rule.multiple_of > 1:
+        return Constraints((rule.multiple_of,), _multiple_of(rule.multiple_of), notes)
+    if rule.at_most:
+        return Constraints((1,), _at_most(rule.at_most), notes)
     return Constraints((1,))
 
 
 # ------------------------------------------------------------------ flags
-def _vllm_version(version: str | None) -> tuple[int, ...]:
-    return parse_version(version) or (0, 11, 1)
-
-
 def bucket_flags(
     engine: str,
     version: str | None,
@@ -207,29 +183,7 @@ def graphs_off_flags(engine: str, version: str | None, config: dict[str, Any]) -
 
 def _kv_note(engine: str, version: str | None, saved_gib: float) -> str:
     """Where capture memory saved (or added) lands: KV tokens only where the engine sizes KV after it."""
-    if engine == "sglang":
-        if saved_gib < 0:
-            return (
-                "SGLang sizes the KV pool before capture: the extra capture memory comes out of the reserve "
-                "outside --mem-fraction-static; check the capture-end avail mem headroom, lower "
-                "--mem-fraction-static by it if short (that is where the KV tokens above are lost)"
-            )
-        return (
-            "SGLang sizes the KV pool before capture: saved capture memory becomes KV tokens only if "
-            "--mem-fraction-static is raised by it (0.5.3+ default reserves 2 MiB x cuda_graph_max_bs, "
-            "so a lower ceiling also raises the default fraction)"
-        )
-    if _vllm_version(version) >= (0, 20, 0):
-        return "vLLM >= 0.20 subtracts the graph estimate from the KV budget: the KV pool changes by the amount above"
-    if saved_gib < 0:
-        return (
-            "this vLLM allocates KV before capture: the extra capture memory comes out of the "
-            "(1 - gpu_memory_utilization) headroom (OOM risk), lower --gpu-memory-utilization if short"
-        )
-    return (
-        "this vLLM allocates KV before capture: saved capture memory is headroom; raise "
-        "--gpu-memory-utilization by it to turn it into KV tokens"
-    )
+    return ENGINES[engine].kv_note(version, saved_gib)
 
 
 # ------------------------------------------------------------------ the recommendation
@@ -343,11 +297,9 @@ def recommend(
 
     if plan.sizes == current.sizes:
         notes.append("the current set is already the optimum for this budget and coverage")
-    if engine == "sglang" and _truthy(config.get("disable_cuda_graph_padding")):
-        notes.append(
-            "--disable-cuda-graph-padding is on: only exact sizes replay, so in-between batches run eager; "
-            "the figures above assume padding, drop that flag with this set"
-        )
+    spec = ENGINES[engine]
+    if spec.padding_off_key and spec.padding_off_note and _truthy(config.get(spec.padding_off_key)):
+        notes.append(spec.padding_off_note)
     measured = main.record.get("captured_share")
     if measured is not None and cur_source != "default" and measured + 0.01 < current.coverage:
         notes.append(

@@ -9,10 +9,19 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from diag.engines.spec import Config, EngineSpec, as_int, truthy
+from diag.engines.spec import BucketRule, Config, EngineSpec, as_int, truthy
 from diag.engines.version import parse_version
 
-NEWEST = (0, 5, 3)
+NEWEST = (
+    0,
+    5,
+    23,
+)  # the newest release whose defaults were checked (tests/data/engine_defaults.yaml)
+
+# since when the default list ends in max_bs itself (0.5.9's server_args does not append it)
+APPENDS_MAX_BS = (0, 5, 10)
+# the speculative list's 40..step-4 run reaches 64 from 0.5.4.post2 (0.5.3: 40..60)
+SPEC_RUN_TO_64 = (0, 5, 4, 2)
 
 MARKERS = re.compile(
     rb"sglang|Decode batch|Prefill batch|server_args=ServerArgs|Capture cuda graph|"
@@ -55,7 +64,7 @@ def default_capture_sizes(
             sizes = (
                 list(range(1, 9))
                 + list(range(10, 33, 2))
-                + list(range(40, 65, 4))
+                + list(range(40, 65 if ver >= SPEC_RUN_TO_64 else 64, 4))
                 + list(range(72, 257, 8))
                 + list(range(272, max_bs + 1, 16))
             )
@@ -67,10 +76,12 @@ def default_capture_sizes(
                 + list(range(512, max_bs + 1, 32))
             )
         sizes = [x for x in sizes if x <= max_bs]
-        if max_bs not in sizes:
+        if ver >= APPENDS_MAX_BS and max_bs not in sizes:
             sizes.append(max_bs)
         return sizes
-    if disable_padding:
+    if disable_padding and (0, 4, 5) <= ver <= (0, 4, 6, 5):  # cuda_graph_runner 0.4.6.post5
+        base = list(range(1, 33)) + list(range(40, 161, 16))
+    elif disable_padding:
         base = list(range(1, 33)) + [48, 64, 80, 96, 112, 128, 144, 160]
     elif ver < (0, 2, 13):
         base = [1, 2, 4] + list(range(8, 129, 8))
@@ -123,6 +134,40 @@ def graphs_off_flag(version: str | None, config: Config) -> str:
     return "--cuda-graph-backend-decode=disabled" if split_flags(config) else "--disable-cuda-graph"
 
 
+def bucket_rule(version: str | None, config: Config) -> BucketRule:
+    """§7: two-batch overlap and DP attention keep only multiples of a step."""
+    tp = as_int(config.get("tp_size")) or 1
+    dp = as_int(config.get("dp_size")) or 1
+    attn_tp = max(1, tp // dp) if truthy(config.get("enable_dp_attention")) else tp
+    ver = parse_version(version)
+    modern = ver is None or ver >= (0, 4, 9, 4)
+    step = 1
+    why = ""
+    if truthy(config.get("enable_two_batch_overlap")):
+        step = 2 * attn_tp if modern else 2
+        why = f"two-batch-overlap captures only multiples of {step}"
+    elif truthy(config.get("enable_dp_attention")) and modern and attn_tp > 1:
+        step = attn_tp
+        why = f"DP attention captures only multiples of attn_tp={attn_tp}"
+    if step > 1:
+        return BucketRule(multiple_of=step, note=why + f"; {step} is forced instead of 1")
+    return BucketRule()
+
+
+def kv_note(version: str | None, saved_gib: float) -> str:
+    if saved_gib < 0:
+        return (
+            "SGLang sizes the KV pool before capture: the extra capture memory comes out of the reserve "
+            "outside --mem-fraction-static; check the capture-end avail mem headroom, lower "
+            "--mem-fraction-static by it if short (that is where the KV tokens above are lost)"
+        )
+    return (
+        "SGLang sizes the KV pool before capture: saved capture memory becomes KV tokens only if "
+        "--mem-fraction-static is raised by it (0.5.3+ default reserves 2 MiB x cuda_graph_max_bs, "
+        "so a lower ceiling also raises the default fraction)"
+    )
+
+
 SGLANG = EngineSpec(
     name="sglang",
     markers=MARKERS,
@@ -137,6 +182,13 @@ SGLANG = EngineSpec(
     default_sizes=_defaults_from_config,
     bucket_flags=bucket_flags,
     graphs_off_flag=graphs_off_flag,
+    bucket_rule=bucket_rule,
+    kv_note=kv_note,
+    padding_off_key="disable_cuda_graph_padding",
+    padding_off_note=(
+        "--disable-cuda-graph-padding is on: only exact sizes replay, so in-between batches run eager; "
+        "the figures above assume padding, drop that flag with this set"
+    ),
     capture_code_paths=(
         "python/sglang/srt/model_executor/cuda_graph_runner.py:CudaGraphRunner.capture",
     ),

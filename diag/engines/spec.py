@@ -39,6 +39,16 @@ class Versioned(Generic[T]):
 
 
 @dataclass(frozen=True)
+class BucketRule:
+    """Which capture sizes the engine keeps: multiples of ``multiple_of`` (forced instead of
+    1 when above 1), none above ``at_most``; ``note`` says why, for the advice's notes."""
+
+    multiple_of: int = 1
+    at_most: int | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     """What graphdiag knows of one engine, apart from its line formats (see parsers/)."""
 
@@ -67,6 +77,13 @@ class EngineSpec:
     bucket_flags: Callable[[str | None, Config, Sequence[int], list[str]], str]
     # graphs off on a prefill node, keeping whatever else the engine compiles
     graphs_off_flag: Callable[[str | None, Config], str]
+    # the sizes the engine keeps of a requested bucket set (version, config echo)
+    bucket_rule: Callable[[str | None, Config], BucketRule]
+    # where capture memory saved (> 0 GiB) or added (< 0) ends up, for the advice's notes
+    kv_note: Callable[[str | None, float], str]
+    # a bool config key that, when on, means only exact sizes replay; and what to say then
+    padding_off_key: str | None = None
+    padding_off_note: str | None = None
     # where a capture runs, for evidence and docs: (file, function) in the engine's source
     capture_code_paths: tuple[str, ...] = ()
     # what the engine calls requests pushed out of a full KV pool (its log's own word)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from diag.engines.spec import Config, EngineSpec, Versioned, as_int
+from diag.engines.spec import BucketRule, Config, EngineSpec, Versioned, as_int
 from diag.engines.version import parse_version
 
 NEWEST = (0, 11, 1)
@@ -102,6 +102,31 @@ def graphs_off_flag(version: str | None, config: Config) -> str:
     return "--enforce-eager"
 
 
+def bucket_rule(version: str | None, config: Config) -> BucketRule:
+    """§11: sizes above the token budget are dropped."""
+    budget = as_int(config.get("max_num_batched_tokens"))
+    if budget:
+        return BucketRule(
+            at_most=budget,
+            note=f"vLLM drops capture sizes above max_num_batched_tokens={budget}",
+        )
+    return BucketRule()
+
+
+def kv_note(version: str | None, saved_gib: float) -> str:
+    if (parse_version(version) or NEWEST) >= (0, 20, 0):
+        return "vLLM >= 0.20 subtracts the graph estimate from the KV budget: the KV pool changes by the amount above"
+    if saved_gib < 0:
+        return (
+            "this vLLM allocates KV before capture: the extra capture memory comes out of the "
+            "(1 - gpu_memory_utilization) headroom (OOM risk), lower --gpu-memory-utilization if short"
+        )
+    return (
+        "this vLLM allocates KV before capture: saved capture memory is headroom; raise "
+        "--gpu-memory-utilization by it to turn it into KV tokens"
+    )
+
+
 VLLM = EngineSpec(
     name="vllm",
     markers=MARKERS,
@@ -119,6 +144,8 @@ VLLM = EngineSpec(
     default_sizes=_defaults_from_config,
     bucket_flags=bucket_flags,
     graphs_off_flag=graphs_off_flag,
+    bucket_rule=bucket_rule,
+    kv_note=kv_note,
     capture_code_paths=(
         "vllm/v1/worker/gpu_model_runner.py:GPUModelRunner.capture_model",
         "vllm/worker/model_runner.py:GPUModelRunnerBase.capture_model",

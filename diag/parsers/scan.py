@@ -15,7 +15,7 @@ Hot path, in three steps, each skipped as early as possible:
 
 The scanner's per-stream state (``ctx.state``, open blocks, parser attributes) can be taken
 out and put back (:meth:`StreamScanner.snapshot` / :meth:`restore`), which is what lets
-:mod:`diag.ingest` scan byte ranges of one stream in parallel and check the result.
+:mod:`diag.ingest.parallel` scan byte ranges of one stream in parallel and check the result.
 """
 
 from __future__ import annotations
