@@ -144,6 +144,7 @@ def _page_problems(browser: Any, html_path: Path, multi_run: bool, expect_kv: bo
     return run_checks(browser, html_path, multi_run=multi_run, expect_kv=expect_kv)
 
 
+@pytest.mark.slow
 def test_one_incident_reads_at_a_glance(browser: Any, tmp_path: Path) -> None:
     """SGLang KV squeeze: tick labels and titles on every chart, the KV and queue timeline
     drawn (60 decode lines) with the capture band, tiles uncut, no unknown marker."""
@@ -157,6 +158,7 @@ def test_one_incident_reads_at_a_glance(browser: Any, tmp_path: Path) -> None:
     w.page.close()
 
 
+@pytest.mark.slow
 def test_few_stats_lines_are_a_table(browser: Any, tmp_path: Path) -> None:
     """vLLM KV squeeze has 5 stats lines: the KV timeline is a small table, time since start
     (the log prints no year), never a chart of 5 dots or a date in 2000."""
@@ -183,6 +185,7 @@ def _many_runs_folder(root: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_many_runs_fit_a_few_screens(browser: Any, tmp_path: Path) -> None:
     html_path = _analyze([_many_runs_folder(tmp_path)], tmp_path / "out")
     assert _page_problems(browser, html_path, multi_run=True, expect_kv=True) == []
@@ -193,6 +196,7 @@ def test_many_runs_fit_a_few_screens(browser: Any, tmp_path: Path) -> None:
     w.page.close()
 
 
+@pytest.mark.slow
 @pytest.mark.corpus
 def test_real_folder_of_55_files(browser: Any, tmp_path: Path) -> None:
     from tests.conftest import need_corpus

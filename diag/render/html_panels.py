@@ -227,10 +227,12 @@ def capture_panels(ctx: RunContext) -> list[Panel]:
     elif mem_rows:
         label, parts = mem_rows[0]
         name, value = next(iter(parts.items()))
+        where = "rank 0, as logged" if label.startswith("logs") else label
         out.append(
             Panel(
                 "memory-budget",
-                caption=f"GPU memory budget: {name} {value:,.2f} GiB ({label}); no other part of the budget is in the logs.",
+                caption=f"GPU memory budget: {name} {value:,.2f} GiB ({where}); no other part "
+                "of the budget is in the logs, so no chart.",
             )
         )
     out.extend(capture_time_panels(facts.tables["capture_end"], ctx.page))

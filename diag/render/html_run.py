@@ -70,14 +70,13 @@ def cards(run: RunReport) -> list[Card]:
     if decided:
         out.append(Card("eager batches", f"{b['eager']:,}", cls="bad" if b["eager"] else ""))
     ceiling, top = rec["cuda_graph_max_bs"], shape.get("max")
-    if ceiling is not None or top is not None:
-        out.append(
-            Card(
-                "ceiling / max batch",
-                f"{fmt_num(ceiling) or '?'} / {fmt_num(top) or '?'}",
-                cls="bad" if ceiling and top and top > ceiling else "",
-            )
-        )
+    if ceiling is not None and top is not None:
+        bad = "bad" if top > ceiling else ""
+        out.append(Card("ceiling / max batch", f"{fmt_num(ceiling)} / {fmt_num(top)}", cls=bad))
+    elif ceiling is not None:
+        out.append(Card("capture ceiling", str(fmt_num(ceiling))))
+    elif top is not None:
+        out.append(Card("largest decode batch", str(fmt_num(top))))
     p50 = joined(fmt_num(shape.get("p50")), fmt_num(shape.get("p99")), sep=" / ")
     if shape.get("p50") is not None and shape.get("p99") is not None and p50:
         out.append(Card("batch p50 / p99", p50))
