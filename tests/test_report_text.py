@@ -183,3 +183,27 @@ def test_load_frame_from_the_engines_own_lines(incident: str, evictions: int) ->
     if not stats.empty:
         assert len(usage) == len(stats)
         assert usage.max() == pytest.approx(stats["kv_usage"].max() / 100)
+
+
+def test_data_parallel_stats_keep_one_engine() -> None:
+    """Two vLLM DP engines interleave their stats lines: the timeline follows engine 0."""
+    import pandas as pd
+
+    from diag.facts.load import first_rank
+
+    stats = pd.DataFrame(
+        {
+            "ts": [1.0, 1.0, 2.0, 2.0],
+            "rank": [None] * 4,
+            "source": ["a.log"] * 4,
+            "line": [1, 2, 3, 4],
+            "kv_usage": [10.0, 90.0, 12.0, 95.0],
+            "running": [1, 9, 2, 9],
+            "waiting": [0, 5, 0, 6],
+            "preemptions": [None] * 4,
+            "engine_index": [0, 1, 0, 1],
+        }
+    )
+    frame = first_rank(load_frame({"stats": stats}))
+    assert list(frame["kv_usage"]) == [0.10, 0.12]
+    assert set(frame["rank"]) == {"engine 0"}

@@ -88,3 +88,14 @@ def load_frame(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
 def has_load(frame: pd.DataFrame) -> bool:
     """Any KV usage or request count logged (evictions alone do not make a timeline)."""
     return bool(frame["kv_usage"].notna().any() or frame["running"].notna().any())
+
+
+def first_rank(frame: pd.DataFrame) -> pd.DataFrame:
+    """The samples of the first rank / engine when several print them (data-parallel
+    engines each log their own stats: interleaved, one line would zigzag between them)."""
+    ranks = [r for r in pd.unique(frame["rank"]) if r not in ("", None)]
+    if len(ranks) <= 1:
+        return frame
+    first = sorted(ranks, key=str)[0]
+    keep = frame["rank"].isin([first, "", None])
+    return frame[keep].reset_index(drop=True)

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from diag.facts.classify import Reason
-from diag.facts.load import load_frame
+from diag.facts.load import first_rank, load_frame
 from diag.model import Snapshot
 from diag.render import memory_plots, plots
 from diag.render.axes import time_axis
@@ -335,7 +335,7 @@ def run_view(
     rec = run.record
     sizes = list(facts.window.sizes) if facts.window.sizes else rec["graph_capture_sizes"]
     batches = plots.prepare_batches(facts.batches)
-    load = load_frame(facts.tables)
+    load = first_rank(load_frame(facts.tables))
     axis = time_axis([batches["ts"].to_numpy(), load["ts"].to_numpy()], rec.get("year_source"))
     ctx = RunContext(
         page=page,
