@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diag.about import __version__
+from diag.advise.bucket_sets import Advice
 from diag.events import EventTables
 from diag.facts.record import RunFacts
 from diag.facts.requests import request_summary
@@ -23,6 +24,7 @@ class RunReport:
     facts: RunFacts
     findings: list[Finding] = field(default_factory=list)
     recommendation: dict[str, Any] | None = None
+    advice: Advice | None = None  # computed from facts before the rules (diag.advise.run_advice)
 
     @property
     def id(self) -> str:

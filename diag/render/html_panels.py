@@ -16,7 +16,7 @@ import pandas as pd
 from diag.engines import spec_for
 from diag.facts.load import has_load
 from diag.model import Snapshot
-from diag.render import load_plots, memory_plots, plots
+from diag.render import advice_plots, load_plots, memory_plots, plots
 from diag.render.axes import TimeAxis, wants_table
 from diag.render.html_page import Page, fmt_num, joined
 from diag.render.view import Panel, SmallTable
@@ -300,3 +300,8 @@ def capture_time_panels(capture_end: pd.DataFrame, page: Page) -> list[Panel]:
         if fig is None
         else [Panel("capture-time", chart=page.chart(fig, "Capture time per rank", "capture-time"))]
     )
+
+
+def advice_panels(ctx: RunContext) -> list[Panel]:
+    """The run's bucket advice (issue 14): frontier over K, current vs recommended buckets."""
+    return advice_plots.advice_panels(ctx.page, ctx.run.advice)

@@ -26,6 +26,7 @@ from diag.render.axes import time_axis
 from diag.render.html_page import Page, fmt_bytes, fmt_num, fmt_pct, joined
 from diag.render.html_panels import (
     RunContext,
+    advice_panels,
     batch_panels,
     capture_panels,
     load_panels,
@@ -320,6 +321,7 @@ def snapshot_view(snap: Snapshot) -> dict[str, Any]:
 RUN_PANELS: list[Callable[[RunContext], list[Panel]]] = [
     batch_panels,
     throughput_panels,
+    advice_panels,
     capture_panels,
 ]
 

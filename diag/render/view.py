@@ -63,6 +63,7 @@ class Panel:
     absent: str | None = None
     caption: str | None = None
     heading: str | None = None  # an <h3> before the panel (first panel of a group)
+    fold: bool = False  # the table folded under its caption (reference material)
 
 
 @dataclass(frozen=True)
