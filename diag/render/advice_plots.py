@@ -258,7 +258,8 @@ def advice_panels(page: Page, advice: Advice | None) -> list[Panel]:
             f"({advice.folds}).",
         )
     ]
-    frontier = frontier_figure(advice)
+    # a frontier needs two K values or more: one K is a point, said in the caption above
+    frontier = frontier_figure(advice) if len(advice.frontier_frame()) >= 2 else None
     if frontier is not None:
         out.append(
             Panel(
