@@ -164,7 +164,8 @@ def test_time_axis_without_year_is_time_since_start() -> None:
     assert (hi - lo) / np.timedelta64(1, "s") >= 10  # a 0.5 ms span is widened
     # an explicit fact wins over the stamps
     assert time_axis([np.array([real, real + 5])], "unknown").kind == "elapsed"
-    assert time_axis([np.array([t0, t0 + 5])], "mtime").kind == "wall"
+    assert time_axis([np.array([t0, t0 + 5])], "log").kind == "wall"
+    assert time_axis([np.array([real, real + 5])], "mtime").kind == "elapsed"  # a guessed year
 
 
 # ------------------------------------------------------------------ load frame

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from diag.engines.phases import PhaseTable, phase_table
 from diag.engines.version import Version, parse_version
 
 Backend = Literal["vllm", "sglang", "unknown"]
@@ -139,6 +140,12 @@ class EngineSpec:
     advice_rules: AdviceRules | None = None
     # what the engine calls requests pushed out of a full KV pool (its log's own word)
     eviction_word: str = "preemptions"
+
+    @property
+    def phases(self) -> PhaseTable:
+        """The start-up phase model (data/phases.yaml): deciding, wrapper and dispatch frames
+        of the capture path and the log lines that open each phase, with their sources."""
+        return phase_table(self.name)
 
     def ceiling(self, config: Config) -> int | None | Literal["table"]:
         """The capture ceiling the config echo names; "table" where the log's capture-size

@@ -82,7 +82,6 @@ class TimeAxis:
     t1: float | None = None
     divisor: float = 1.0  # elapsed seconds -> unit
     unit: str = "s"
-    year_note: str = ""
 
     def x(self, ts: np.ndarray) -> list[str] | np.ndarray:
         ts = np.asarray(ts, dtype="float64")
@@ -107,7 +106,7 @@ class TimeAxis:
             return "sample number (the log has no timestamps)"
         start = datetime.fromtimestamp(self.t0, tz=timezone.utc)
         if self.kind == "wall":
-            return f"time as logged, {start.strftime('%Y-%m-%d')}{self.year_note}"
+            return f"time as logged, {start.strftime('%Y-%m-%d')}"
         return f"time since {start.strftime('%m-%d %H:%M:%S')} (the log prints no year)"
 
     def _range(self) -> list[Any] | None:
@@ -143,7 +142,7 @@ class TimeAxis:
                     hoverformat="%Y-%m-%d %H:%M:%S.%L",
                     range=self._range(),
                 )
-                title = f"time as logged, {days}{self.year_note}"
+                title = f"time as logged, {days}"
             else:
                 fig.update_xaxes(type="linear", ticksuffix=f" {self.unit}", range=self._range())
                 title = (
@@ -176,8 +175,11 @@ def time_axis(ts_columns: Sequence[np.ndarray], year_source: str | None = None) 
     """One axis for all the run's time series (batches, stats, retractions): the union of
     their stamps sets the range and the origin, so the panels line up.
 
-    ``year_source`` is the run's fact (``log``: printed; ``mtime``: taken from the file's
-    modification time; ``unknown``); without it the stamps decide (year 2000 = unknown).
+    ``year_source`` is the run's fact: ``log`` (a dated line or wrapper gave the year) draws
+    wall-clock time; ``mtime`` (the year was taken from the file's modification time, which
+    is when a file was copied as often as when it was written) and ``unknown`` draw time since
+    the first sample, whose month, day and time the title gives. Without the fact the stamps
+    decide (year :data:`NO_YEAR` = not printed).
     """
     parts = [np.asarray(c, dtype="float64") for c in ts_columns if c is not None and len(c)]
     allts = np.concatenate(parts) if parts else np.array([])
@@ -185,15 +187,9 @@ def time_axis(ts_columns: Sequence[np.ndarray], year_source: str | None = None) 
     if finite.size == 0 or finite.size < 0.5 * allts.size:
         return TimeAxis("sequence")
     t0, t1 = float(finite.min()), float(finite.max())
-    if year_source in ("log", "mtime"):
-        known = True
-    elif year_source == "unknown":
-        known = False
-    else:
-        known = year_in_stamps(finite)
+    known = year_source == "log" if year_source is not None else year_in_stamps(finite)
     if known:
-        note = " (year from the file's modification time)" if year_source == "mtime" else ""
-        return TimeAxis("wall", t0, t1, year_note=note)
+        return TimeAxis("wall", t0, t1)
     span = t1 - t0
     if span >= 3 * 3600:
         return TimeAxis("elapsed", t0, t1, 3600.0, "h")

@@ -338,7 +338,7 @@ def run_view(
     sizes = list(facts.window.sizes) if facts.window.sizes else rec["graph_capture_sizes"]
     batches = plots.prepare_batches(facts.batches)
     load = first_rank(load_frame(facts.tables))
-    axis = time_axis([batches["ts"].to_numpy(), load["ts"].to_numpy()], rec.get("year_source"))
+    axis = time_axis([batches["ts"].to_numpy(), load["ts"].to_numpy()], facts.year_source)
     ctx = RunContext(
         page=page,
         run=run,
