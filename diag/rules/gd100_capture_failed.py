@@ -7,6 +7,10 @@ from diag.rules.metrics import RunMetrics
 
 _CAPTURE_CLASSES = ("oom", "stream_capture_invalid", "unsupported_op", "distributed", "other")
 _NON_OOM = ("stream_capture_invalid", "unsupported_op", "distributed", "other")
+# SGLang prints one "Possible solutions" list whatever the error; with no class to go on
+# ("other") that printed order is the best guide, so "other" follows the OOM order there
+_PRINTED_ORDER = ("oom", "other")
+_NAMED_CAUSE = ("stream_capture_invalid", "unsupported_op", "distributed")
 
 
 def _nccl_first(m: RunMetrics) -> str | None:
@@ -71,7 +75,8 @@ class GD100(Rule):
     decides the remedy: lowering memory does not help a stream-capture or NCCL failure.
     Remedies follow the engine's own printed order for the version (SGLang's "Possible
     solutions": 0.2.15-0.4.3 disable first; 0.4.6-0.5.13 mem-fraction, max-bs, torch
-    compile, disable last; 0.5.15+ per-phase flags) and name the cause first when the log
+    compile, disable last; 0.5.15+ per-phase flags; an error of class "other" follows that
+    printed order too) and name the cause first when the log
     shows one (vLLM's "Failed to load NCCL library" before a stream-capture failure).
     Never offered when already in effect: --disable-custom-all-reduce when the log says
     custom all-reduce is off or TP is 1; torch compile only when it is on.
@@ -106,7 +111,7 @@ class GD100(Rule):
             "Turn graphs off with --disable-cuda-graph (SGLang before 0.4.6 lists this first).",
             engine="sglang",
             until=(0, 4, 6),
-            causes=("oom",),
+            causes=_PRINTED_ORDER,
             flags=("--disable-cuda-graph",),
             source="sglang==0.4.0.post2:sglang/srt/model_executor/cuda_graph_runner.py",
         ),
@@ -114,7 +119,7 @@ class GD100(Rule):
             "Lower --mem-fraction-static (e.g. 0.8 or 0.7): capture memory comes out of what "
             "the KV pool leaves.",
             engine="sglang",
-            causes=("oom",),
+            causes=_PRINTED_ORDER,
             flags=("--mem-fraction-static",),
             in_effect=_mem_fraction_low,
         ),
@@ -123,7 +128,7 @@ class GD100(Rule):
             "fewer and smaller graphs need less memory.",
             engine="sglang",
             since=(0, 4, 3),
-            causes=("oom",),
+            causes=_PRINTED_ORDER,
             flags=("--cuda-graph-max-bs",),
             in_effect=_max_bs_small,
             specific=_sglang_max_bs,
@@ -132,20 +137,20 @@ class GD100(Rule):
             "Drop --enable-torch-compile: compiled graphs add capture memory and often break capture.",
             engine="sglang",
             until=(0, 5, 15),
-            causes=("oom",),
+            causes=_PRINTED_ORDER,
             when=lambda m: m.torch_compile,
         ),
         Remedy(
             "Drop --enable-torch-compile: compile-time autotuning and syncs inside capture break it.",
             engine="sglang",
-            causes=_NON_OOM,
+            causes=_NAMED_CAUSE,
             when=lambda m: m.torch_compile,
         ),
         Remedy(
             "Try another --attention-backend (flashinfer, triton or fa3): the failing kernel "
             "belongs to the backend.",
             engine="sglang",
-            causes=("stream_capture_invalid", "unsupported_op", "other"),
+            causes=("stream_capture_invalid", "unsupported_op"),
         ),
         Remedy(
             "Install an NCCL that can be captured: NCCL says it must be built with CUDA runtime "
@@ -170,7 +175,7 @@ class GD100(Rule):
         Remedy(
             "Lower --cuda-graph-max-bs to capture fewer sizes and find the failing one.",
             engine="sglang",
-            causes=_NON_OOM,
+            causes=_NAMED_CAUSE,
             flags=("--cuda-graph-max-bs",),
             in_effect=_max_bs_small,
         ),
