@@ -129,9 +129,30 @@ def _plain(v: Any) -> Any:
 
 
 def sizing(tables: EventTables, name: str, rank0: bool = True) -> float | None:
-    f = tables["sizing"]
-    f = f[f["name"] == name]
-    return _last(_rank0(f) if rank0 else f, "value")
+    return sizing_values(tables["sizing"], rank0).get(name)
+
+
+def sizing_values(frame: pd.DataFrame, rank0: bool = True) -> dict[str, Any]:
+    """Every sizing name's last logged value (rank 0's if rank 0 logged that name), in one
+    pass over the rows: a filter per name cost a few pandas calls per name and run."""
+    if frame.empty:
+        return {}
+    last_any: dict[str, Any] = {}
+    last_rank0: dict[str, Any] = {}
+    has_rank0: set[str] = set()
+    for name, rank, value in zip(frame["name"], frame["rank"], frame["value"], strict=True):
+        zero = rank0 and is_rank0(rank)
+        if zero:
+            has_rank0.add(name)
+        value = _plain(value)
+        if value is None:
+            continue
+        last_any[name] = value
+        if zero:
+            last_rank0[name] = value
+    out = {n: v for n, v in last_any.items() if n not in has_rank0}
+    out.update(last_rank0)
+    return out
 
 
 def config_values(tables: EventTables) -> dict[str, Any]:
@@ -349,9 +370,8 @@ def _capture_totals(tables: EventTables) -> tuple[float | None, float | None]:
     )
 
 
-def _kv_tokens(tables: EventTables) -> int | None:
-    v = _first(sizing(tables, "kv_tokens"), sizing(tables, "max_total_num_tokens"))
-    return _as_int(v)
+def _kv_tokens(values: dict[str, Any]) -> int | None:
+    return _as_int(_first(values.get("kv_tokens"), values.get("max_total_num_tokens")))
 
 
 def _prefill_node(config: dict[str, Any], tables: EventTables) -> bool | None:
@@ -409,6 +429,7 @@ def build_facts(run: Run) -> RunFacts:
     counts = cls.batch_counts(batches)
     cap_time, cap_mem = _capture_totals(t)
     error, error_at = capture_error(t)
+    sized = sizing_values(t["sizing"])
     record: dict[str, Any] = {
         "graph_mode": mode,
         "cudagraph_mode": cudagraph_mode(t, config, run.backend, mode),
@@ -421,10 +442,10 @@ def build_facts(run: Run) -> RunFacts:
         "capture_time_s": cap_time,
         "capture_mem_gib": cap_mem,
         "capture_error": error,
-        "kv_tokens": _kv_tokens(t),
-        "gpu_blocks": _as_int(sizing(t, "gpu_blocks")),
-        "kv_cache_gib": sizing(t, "kv_cache_gib"),
-        "max_concurrency": sizing(t, "max_concurrency"),
+        "kv_tokens": _kv_tokens(sized),
+        "gpu_blocks": _as_int(sized.get("gpu_blocks")),
+        "kv_cache_gib": sized.get("kv_cache_gib"),
+        "max_concurrency": sized.get("max_concurrency"),
         "decode_batch_shape": cls.batch_shape(batches),
         "batches": counts,
         "captured_share": cls.captured_share(counts),
@@ -470,16 +491,17 @@ def _ranks(run: Run, batches: pd.DataFrame) -> list[dict[str, Any]]:
     for rank in sorted(ranks, key=_rank_sort_key):
         sub = EventTables({k: f[f["rank"] == rank] for k, f in small.items()})
         cap_time, cap_mem = _capture_totals(sub)
+        sized = sizing_values(sub["sizing"])
         rb = batches[batches["rank"] == rank] if not batches.empty else batches
         counts = cls.batch_counts(rb)
         entry = {
             "rank": rank,
             "capture_time_s": cap_time,
             "capture_mem_gib": cap_mem,
-            "kv_tokens": _kv_tokens(sub),
-            "gpu_blocks": _as_int(sizing(sub, "gpu_blocks")),
-            "kv_cache_gib": sizing(sub, "kv_cache_gib"),
-            "max_concurrency": sizing(sub, "max_concurrency"),
+            "kv_tokens": _kv_tokens(sized),
+            "gpu_blocks": _as_int(sized.get("gpu_blocks")),
+            "kv_cache_gib": sized.get("kv_cache_gib"),
+            "max_concurrency": sized.get("max_concurrency"),
             "captured_share": cls.captured_share(counts),
             "padding_waste": cls.padding_waste(rb),
         }

@@ -33,10 +33,10 @@ class Run:
 
 def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
     """Sources whose timestamps mostly decrease with the line number."""
-    frames = [f[["source", "line", "ts"]] for f in tables._frames.values() if not f.empty]
-    if not frames:
-        return set()
     if len(sources) == 1:  # one file: no concat and per-source filter (thousands of streams)
+        frames = [f for f in tables._frames.values() if not f.empty]
+        if not frames:
+            return set()
         line = np.concatenate([f["line"].to_numpy(dtype="int64") for f in frames])
         ts = np.concatenate([f["ts"].to_numpy(dtype="float64") for f in frames])
         keep = ~np.isnan(ts)
@@ -47,6 +47,9 @@ def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
             d = d[d != 0]
             if len(d) >= 1 and (d < 0).mean() > 0.6:
                 return set(sources)
+        return set()
+    frames = [f[["source", "line", "ts"]] for f in tables._frames.values() if not f.empty]
+    if not frames:
         return set()
     allf = pd.concat(frames)
     out: set[str] = set()
@@ -167,7 +170,10 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
         parts: list[dict[str, pd.DataFrame]] = [{} for _ in range(n_runs)]
         for kind, frame in keyed.items():
             if n_runs == 1:  # no restart: the grouping below would make one group of all rows
-                parts[0][kind] = frame.sort_values("_order", kind="stable").reset_index(drop=True)
+                order = frame["_order"].to_numpy()
+                if len(order) > 1 and (order[1:] < order[:-1]).any():
+                    frame = frame.sort_values("_order", kind="stable")
+                parts[0][kind] = frame.reset_index(drop=True)  # already in order: no sort
                 continue
             run_no = np.searchsorted(
                 np.asarray(bounds, dtype="int64"), frame["_order"].to_numpy(), side="right"
