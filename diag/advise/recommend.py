@@ -37,8 +37,8 @@ from diag.advise.buckets import (
 )
 from diag.engines import ENGINES
 from diag.engines.spec import truthy as _truthy
-from diag.facts.record import RunFacts, captured_size_count
-from diag.model import GIB, Snapshot
+from diag.facts.record import RunFacts, captured_size_count, snapshot_graph_pool_gib
+from diag.model import Snapshot
 
 __all__ = [
     "NoDecodeBatches",
@@ -128,10 +128,14 @@ def default_bucket_count(f: RunFacts, engine: str) -> int:
     return len(current_sizes(f, engine)[0])
 
 
-def graph_pool_gib(run_id: str, snapshots: Sequence[Snapshot] | None) -> float | None:
-    """Reserved bytes of the graph pools of the snapshots attached to this run, in GiB."""
-    total = sum(s.graph_pool_bytes for s in snapshots or [] if s.run == run_id)
-    return round(total / GIB, 3) if total > 0 else None
+def graph_pool_gib(f: RunFacts, snapshots: Sequence[Snapshot] | None) -> float | None:
+    """The run's snapshot graph-pool total from its facts (``RunFacts.snapshot_graph_pool_gib``);
+    snapshots handed in but not joined by ``analyze`` go through the same definition. Pools
+    of 0 GiB give nothing to scale capture memory from."""
+    gib = f.snapshot_graph_pool_gib
+    if gib is None and snapshots:
+        gib = snapshot_graph_pool_gib(f.run.id, snapshots)
+    return gib if gib else None
 
 
 @dataclass(frozen=True)
@@ -276,7 +280,7 @@ def recommend(
         raise RecommendError(f"no bucket set fits: {exc}") from exc
     current = BucketPlan.evaluate(cur_sizes, hist)
 
-    snap_gib = graph_pool_gib(main.run.id, snapshots)
+    snap_gib = graph_pool_gib(main, snapshots)
     cur_mem = snap_gib if snap_gib is not None else main.record.get("capture_mem_gib")
     mem_source = "snapshot graph pools" if snap_gib is not None else "logged capture mem usage"
     cur_time = main.record.get("capture_time_s")
@@ -370,7 +374,7 @@ def _prefill_advice(
     version = f.engine_version if same else None
     config = f.config if same else {}
     sizes = sorted(f.window.sizes) if f.window.sizes else []
-    snap = graph_pool_gib(f.run.id, snapshots)
+    snap = graph_pool_gib(f, snapshots)
     mem = snap if snap is not None else f.record.get("capture_mem_gib")
     kv_tokens, kv_gib = f.record.get("kv_tokens"), f.record.get("kv_cache_gib")
     regained = (

@@ -73,10 +73,7 @@ def run_metrics(facts: RunFacts, snapshots: Sequence[Snapshot] | None = None) ->
         kv_peak = max(kv_peak or 0.0, float(stats["kv_usage"].max()) / 100.0)
     disabled = t["graph_disabled"]
     modes = t["graph_mode"]
-    snap_gib = None
-    for s in snapshots or []:
-        if s.run == facts.run.id and s.pools:
-            snap_gib = round(s.graph_pool_gib, 3)
+    snap_gib = facts.snapshot_graph_pool_gib  # one fact, set where snapshots join runs
     speed = _per_request_speed(batches)
     ceiling = rec["cuda_graph_max_bs"] or (max(sizes) if sizes else None)
     torch_compile = as_bool(cfg.get("enable_torch_compile"))
