@@ -63,7 +63,12 @@ def default_capture_sizes(
         sizes = sorted(set(_s(min(2 * seqs, 512))) | {1, 2, 4})
     else:
         seqs = max_num_seqs or 256
-        sizes = _t(min(2 * seqs, 512, max_num_batched_tokens or 512))
+        cap = min(2 * seqs, 512, max_num_batched_tokens or 512)
+        sizes = _t(cap)
+        # the token budget itself is captured when within the ceiling: in vllm==0.20.2 and
+        # later (vllm==0.20.2:vllm/config/vllm.py:1527-1532), not in vllm==0.15.1
+        if ver >= (0, 20, 0) and max_num_batched_tokens and max_num_batched_tokens <= cap:
+            sizes = sorted({*sizes, max_num_batched_tokens})
     if max_num_batched_tokens:
         sizes = [x for x in sizes if x <= max_num_batched_tokens] or sizes[:1]
     return sizes
