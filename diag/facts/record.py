@@ -7,6 +7,7 @@ do not show stays ``None``.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -479,7 +480,7 @@ def build_facts(run: Run) -> RunFacts:
         window,
         batches,
         record,
-        _ranks(run, batches),
+        _ranks(run, batches, record),
         error_at,
         cls.inference_agreement(batches),
         request_table(t, batches),
@@ -499,13 +500,24 @@ def _ceiling(
     return _as_int(_plain(largest.max())) if len(largest) else None
 
 
-def _ranks(run: Run, batches: pd.DataFrame) -> list[dict[str, Any]]:
+def _ranks(run: Run, batches: pd.DataFrame, record: dict[str, Any]) -> list[dict[str, Any]]:
     ranks: set[str] = set()
     for frame in run.tables._frames.values():
         ranks.update(r for r in pd.unique(frame["rank"]) if isinstance(r, str) and r)
     out = []
     # per-rank figures need only these tables: never copy the big batch tables per rank
     small = {k: run.tables[k] for k in ("capture_end", "sizing")}
+    only = next(iter(ranks)) if len(ranks) == 1 else None
+    if only is not None and all(
+        bool((f["rank"] == only).all()) for f in [*small.values(), batches] if not f.empty
+    ):
+        # one rank logged every row: its figures are the run's (same rows, same rank-0 choice)
+        per_run = [
+            *("capture_time_s", "capture_mem_gib", "kv_tokens", "gpu_blocks", "kv_cache_gib"),
+            *("max_concurrency", "captured_share", "padding_waste"),
+        ]
+        entry = {"rank": only, **{k: record[k] for k in per_run}}
+        return [copy.deepcopy(entry)]  # no dict shared with the run's record
     for rank in sorted(ranks, key=_rank_sort_key):
         sub = EventTables({k: f[f["rank"] == rank] for k, f in small.items()})
         cap_time, cap_mem = _capture_totals(sub)

@@ -67,7 +67,9 @@ def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
 
 def order_keys(frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[str]) -> np.ndarray:
     """A total order of events within a stream: file, then line (reversed files flipped)."""
-    line = frame["line"].astype("int64").to_numpy()
+    line = frame["line"].to_numpy(dtype="int64")
+    if len(file_index) == 1 and not reversed_:  # one file in order: the line is the key
+        return line
     if len(file_index) == 1:  # one file: every row maps to 0
         idx = np.zeros(len(line), dtype="int64")
     else:
@@ -199,9 +201,11 @@ def _boundaries(startup: pd.DataFrame | None) -> list[int]:
         return []
     seen: set[tuple[str, str]] = set()
     bounds: list[int] = []
-    for marker, rank, order in startup.sort_values("_order")[
-        ["marker", "rank", "_order"]
-    ].itertuples(index=False, name=None):
+    keys = startup["_order"].to_numpy()
+    by_order = np.argsort(keys, kind="quicksort")  # as sort_values("_order") orders them
+    markers = startup["marker"].to_numpy()[by_order].tolist()
+    ranks = startup["rank"].to_numpy()[by_order].tolist()
+    for marker, rank, order in zip(markers, ranks, keys[by_order].tolist(), strict=True):
         if marker not in SPLIT_MARKERS:
             continue
         key = (marker, rank)
@@ -213,10 +217,12 @@ def _boundaries(startup: pd.DataFrame | None) -> list[int]:
 
 
 def _backend_of(tables: EventTables, sniffed: str) -> str:
-    engines: list[str] = []
+    n_sglang = n_vllm = 0
     for frame in tables._frames.values():
         if "engine" in frame.columns:
-            engines.extend(e for e in frame["engine"].dropna() if e in ("vllm", "sglang"))
-    if engines:
-        return max(("sglang", "vllm"), key=engines.count)
+            engine = frame["engine"].to_numpy(dtype=object)
+            n_sglang += int((engine == "sglang").sum())
+            n_vllm += int((engine == "vllm").sum())
+    if n_sglang or n_vllm:
+        return "sglang" if n_sglang >= n_vllm else "vllm"  # a tie goes to sglang
     return sniffed
