@@ -291,6 +291,8 @@ def captured_share(counts: dict[str, object]) -> float | None:
 
 
 def padding_waste(batches: pd.DataFrame) -> float | None:
+    if batches.empty:  # runs without batches: no filter on an empty frame (per run and rank)
+        return None
     g = batches[
         (batches["verdict"] == "graph") & batches["bucket"].notna() & batches["padded"].notna()
     ]

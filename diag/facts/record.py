@@ -7,7 +7,6 @@ do not show stays ``None``.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import re
@@ -15,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from diag.engines import SGLANG, VLLM, spec_for
@@ -156,10 +156,14 @@ def sizing_values(frame: pd.DataFrame, rank0: bool = True) -> dict[str, Any]:
     pass over the rows: a filter per name cost a few pandas calls per name and run."""
     if frame.empty:
         return {}
+    return _last_sizing(zip(frame["name"], frame["rank"], frame["value"], strict=True), rank0)
+
+
+def _last_sizing(rows: Iterable[tuple[Any, Any, Any]], rank0: bool) -> dict[str, Any]:
     last_any: dict[str, Any] = {}
     last_rank0: dict[str, Any] = {}
     has_rank0: set[str] = set()
-    for name, rank, value in zip(frame["name"], frame["rank"], frame["value"], strict=True):
+    for name, rank, value in rows:
         zero = rank0 and is_rank0(rank)
         if zero:
             has_rank0.add(name)
@@ -480,7 +484,7 @@ def build_facts(run: Run) -> RunFacts:
         window,
         batches,
         record,
-        _ranks(run, batches, record),
+        _ranks(run, batches),
         error_at,
         cls.inference_agreement(batches),
         request_table(t, batches),
@@ -500,43 +504,58 @@ def _ceiling(
     return _as_int(_plain(largest.max())) if len(largest) else None
 
 
-def _ranks(run: Run, batches: pd.DataFrame, record: dict[str, Any]) -> list[dict[str, Any]]:
+def _ranks(run: Run, batches: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per-rank figures. Only capture ends, sizing and batches are read per rank, each
+    split by rank on arrays (a pandas filter per rank and table cost more than the rest)."""
     ranks: set[str] = set()
     for frame in run.tables._frames.values():
         ranks.update(r for r in pd.unique(frame["rank"]) if isinstance(r, str) and r)
+    if not ranks:
+        return []
+    ends, sized = run.tables["capture_end"], run.tables["sizing"]
+    end_rank = ends["rank"].to_numpy(dtype=object)
+    end_time = ends["time_s"].to_numpy(dtype=float)
+    end_mem = ends["mem_gib"].to_numpy(dtype=float)
+    sizing_rows = (
+        list(zip(sized["name"], sized["rank"], sized["value"], strict=True))
+        if not sized.empty
+        else []
+    )
+    no_batches = None
+    if batches.empty:  # every rank reads the same (empty) figures
+        counts = cls.batch_counts(batches)
+        no_batches = (cls.captured_share(counts), cls.padding_waste(batches))
     out = []
-    # per-rank figures need only these tables: never copy the big batch tables per rank
-    small = {k: run.tables[k] for k in ("capture_end", "sizing")}
-    only = next(iter(ranks)) if len(ranks) == 1 else None
-    if only is not None and all(
-        bool((f["rank"] == only).all()) for f in [*small.values(), batches] if not f.empty
-    ):
-        # one rank logged every row: its figures are the run's (same rows, same rank-0 choice)
-        per_run = [
-            *("capture_time_s", "capture_mem_gib", "kv_tokens", "gpu_blocks", "kv_cache_gib"),
-            *("max_concurrency", "captured_share", "padding_waste"),
-        ]
-        entry = {"rank": only, **{k: record[k] for k in per_run}}
-        return [copy.deepcopy(entry)]  # no dict shared with the run's record
     for rank in sorted(ranks, key=_rank_sort_key):
-        sub = EventTables({k: f[f["rank"] == rank] for k, f in small.items()})
-        cap_time, cap_mem = _capture_totals(sub)
-        sized = sizing_values(sub["sizing"])
-        rb = batches[batches["rank"] == rank] if not batches.empty else batches
-        counts = cls.batch_counts(rb)
-        entry = {
-            "rank": rank,
-            "capture_time_s": cap_time,
-            "capture_mem_gib": cap_mem,
-            "kv_tokens": _kv_tokens(sized),
-            "gpu_blocks": _as_int(sized.get("gpu_blocks")),
-            "kv_cache_gib": sized.get("kv_cache_gib"),
-            "max_concurrency": sized.get("max_concurrency"),
-            "captured_share": cls.captured_share(counts),
-            "padding_waste": cls.padding_waste(rb),
-        }
-        out.append(entry)
+        mine = end_rank == rank
+        cap_time, cap_mem = _sum_or_none(end_time[mine]), _sum_or_none(end_mem[mine])
+        # one rank's rows: rank 0 or not, all of them count (as _rank0 keeps them all)
+        values = _last_sizing((r for r in sizing_rows if r[1] == rank), rank0=False)
+        if no_batches is not None:
+            share, waste = no_batches
+        else:
+            rb = batches[batches["rank"] == rank]
+            share, waste = cls.captured_share(cls.batch_counts(rb)), cls.padding_waste(rb)
+        out.append(
+            {
+                "rank": rank,
+                "capture_time_s": cap_time,
+                "capture_mem_gib": cap_mem,
+                "kv_tokens": _kv_tokens(values),
+                "gpu_blocks": _as_int(values.get("gpu_blocks")),
+                "kv_cache_gib": values.get("kv_cache_gib"),
+                "max_concurrency": values.get("max_concurrency"),
+                "captured_share": share,
+                "padding_waste": waste,
+            }
+        )
     return out
+
+
+def _sum_or_none(values: np.ndarray) -> float | None:
+    """The rounded sum of the logged values, as _capture_totals gives it for one rank."""
+    values = values[~np.isnan(values)]
+    return round(float(pd.Series(values).sum()), 3) if len(values) else None
 
 
 def _rank_sort_key(rank: str) -> tuple[Any, ...]:
