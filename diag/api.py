@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from diag.advise.recommend import attach_recommendations
+from diag.advise.run_advice import advise_runs
 from diag.events import EventTables
 from diag.evidence import resolve_evidence
 from diag.facts.record import RunFacts, build_facts, snapshot_graph_pool_gib
@@ -47,7 +48,16 @@ def analyze(
     facts = [build_facts(run) for run in split_runs(ing.tables, ing.streams)]
     _attach_artifacts(facts, ing)
     engine = RuleEngine.load(rules_file)
-    runs = [RunReport(f, engine.evaluate(f, ing.snapshots)) for f in facts]
+    # advice first, from facts alone: the rules and every renderer quote it (issue 14)
+    advice = advise_runs(facts, ing.snapshots)
+    runs = [
+        RunReport(
+            f,
+            engine.evaluate(f, ing.snapshots, advice.get(f.run.id)),
+            advice=advice.get(f.run.id),
+        )
+        for f in facts
+    ]
     resolve_evidence(runs)
     attach_recommendations(runs, ing.snapshots)
     return Report(

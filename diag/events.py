@@ -121,12 +121,28 @@ EVENT_KINDS: dict[str, EventKind] = {
         ),
         _kind(
             "error",
-            "An exception or error line; capture errors are decided from phase and frames.",
+            "An exception or error line: class and capture marks from the signature table, the phase of "
+            "its innermost deciding frame (phase) and the phase the log lines had opened (log_phase).",
             engine="str",
             error_class="str",
             message="str",
             capture_related="bool",
             explicit_capture="bool",
+            phase="str",
+            log_phase="str",
+            secondary="bool",
+            reason="str",
+        ),
+        _kind(
+            "phase",
+            "A log line opened a start-up phase (diag/engines/data/phases.yaml markers) on a process.",
+            engine="str",
+            phase="str",
+        ),
+        _kind(
+            "input_note",
+            "Something about the input itself a reader must know (a log cut inside a traceback).",
+            text="str",
         ),
         _kind(
             "sizing",

@@ -33,6 +33,9 @@ class InputStatus:
     lines: int | None = None
     events: int | None = None
     stream: str | None = None
+    # what reading changed or could not follow: NUL bytes dropped, a symlinked folder not
+    # followed, a log cut inside a traceback
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -47,6 +50,8 @@ class Stream:
     id: str
     backend: str
     sources: list[str] = field(default_factory=list)
+    # where the year of year-less log lines came from (diag.ingest.clock)
+    year_source: str = "unknown"  # log | mtime | unknown
 
 
 # --------------------------------------------------------------------------- snapshots

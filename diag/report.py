@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diag.about import __version__
+from diag.advise.bucket_sets import Advice
 from diag.events import EventTables
 from diag.facts.record import RunFacts
 from diag.facts.requests import request_summary
@@ -23,6 +24,7 @@ class RunReport:
     facts: RunFacts
     findings: list[Finding] = field(default_factory=list)
     recommendation: dict[str, Any] | None = None
+    advice: Advice | None = None  # computed from facts before the rules (diag.advise.run_advice)
 
     @property
     def id(self) -> str:
@@ -44,6 +46,8 @@ class RunReport:
             "backend": run.backend,
             "engine_version": self.facts.engine_version,
             "sources": list(run.sources),
+            "year_source": self.facts.year_source,
+            "startup_phase": self.facts.startup_phase,
             "record": clean_json(self.facts.record),
             "ranks": clean_json(self.facts.ranks),
             "findings": [f.to_dict() for f in self.findings],
@@ -76,6 +80,15 @@ class Report:
     def readable(self) -> bool:
         """Did any input yield anything at all?"""
         return any(i.status != "skipped" for i in self.inputs)
+
+    def recognised(self) -> bool:
+        """Did anything read turn out to be an engine log, a table or a snapshot?"""
+        return bool(
+            self.runs
+            or self.profiles
+            or self.snapshots
+            or any(i.backend != "unknown" and i.status != "skipped" for i in self.inputs)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -142,3 +142,36 @@ def test_cli_unreadable_side(tmp_path: Path, pair: tuple[Path, Path]) -> None:
     res = CliRunner().invoke(main, ["compare", str(tmp_path / "missing.log"), str(pair[1])])
     assert res.exit_code == 2
     assert res.stdout == "" and "before: no input could be read" in res.stderr
+
+
+def test_promise_of_the_before_advice_holds_after(pair: tuple[Path, Path]) -> None:
+    before, after = pair
+    rb = analyze([str(before)])
+    doc = compare(rb, analyze([str(after)]), [str(before)], [str(after)])
+    p = doc["promise"]
+    adv = rb.runs[0].advice
+    assert adv is not None
+    assert p["recommended_sizes"] == list(adv.recommended.sizes) == p["after_sizes"]
+    assert p["applied"] is True
+    assert p["promised_coverage"] == round(adv.promised_coverage, 4)
+    assert p["measured_coverage"] == 1.0 and p["held"] is True
+    assert "the promise held" in render_text(doc)
+
+
+def test_promise_missed_on_other_traffic(tmp_path: Path) -> None:
+    """AFTER runs the recommended set, but its traffic bursts far above BEFORE's peak."""
+    before = inc.BUILDERS["sglang-out-of-window"]().write(tmp_path / "before") / "server.log"
+    rb = analyze([str(before)])
+    adv = rb.runs[0].advice
+    assert adv is not None
+    bigger = [b if b < 90 else 150 for b in OUT_OF_WINDOW]
+    after = write_sglang(
+        tmp_path / "after" / "server.log", bigger, list(adv.recommended.sizes), explicit=True
+    )
+    doc = compare(rb, analyze([str(after)]), [str(before)], [str(after)])
+    p = doc["promise"]
+    assert p["applied"] is True and p["held"] is False and p["coverage_held"] is False
+    assert p["measured_coverage"] < p["promised_coverage"]
+    # priced on AFTER's traffic, the promised set misses the same batches the engine ran eager
+    assert p["recommended_on_after_traffic"]["coverage"] == p["measured_coverage"]
+    assert any("the promise was missed" in w for w in doc["warnings"])

@@ -1,7 +1,10 @@
-"""Conformance: analyze every real excerpt of ../shared/corpus/real and compare with labels.yaml.
+"""Conformance: analyze every real excerpt of ../shared/corpus/real and real-2 and compare
+with their labels.yaml.
 
-Prints every mismatch; passes at >= 95 % of labelled fields, with no crash and no capture
-error reported where the label has none.
+Prints every mismatch and per-field figures (``pytest -s``); passes at >= 97 % of labelled
+fields, with no crash, every labelled capture error found with its class and none reported
+where the label has none. An excerpt that makes no run fails only when its label expects
+something (see ``something_to_find``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from diag.api import analyze
 from diag.facts.record import captured_size_count, sizing
 from tests.conftest import need_corpus
 
-TARGET = 0.95
+TARGET = 0.97
 
 
 def _num(text: Any) -> float | None:
@@ -69,8 +72,7 @@ def compare(label: dict[str, Any], got: dict[str, Any]) -> list[tuple[str, Any, 
             continue
         have = got[key]
         if key == "capture_error":
-            want_class = None if want is None else re.split(r"[\s:(]", str(want), maxsplit=1)[0]
-            ok = want_class == have
+            ok = label_class(want) == have
         elif key == "capture_sizes":
             ok = (want is None and have is None) or (
                 want is not None and have is not None and sorted(want) == sorted(have)
@@ -88,28 +90,82 @@ def compare(label: dict[str, Any], got: dict[str, Any]) -> list[tuple[str, Any, 
     return mismatches
 
 
+CLASSES = ("oom", "stream_capture_invalid", "unsupported_op", "distributed", "other")
+
+
+def label_class(want: Any) -> str | None:
+    """The class a ``capture_error`` label names. Labels are written two ways: a bare class
+    (real/) or ``'class: message'`` / ``'class (prose): message'`` text (real-2/). The class is
+    the first word when it is one of the five classes; a label that names none is kept whole
+    (and so can only mismatch, never pass by accident)."""
+    if want is None:
+        return None
+    head = re.split(r"[\s:(]", str(want).strip(), maxsplit=1)[0]
+    return head if head in CLASSES else str(want)
+
+
+def something_to_find(case: dict[str, Any]) -> bool:
+    """Whether a label expects a run: a capture error, or a measured value (a number or a
+    size list) that is neither null nor zero. ``graph_enabled`` alone does not: it describes
+    the server the excerpt came from (e.g. an unmerged PR's own log wording), not a line of
+    the excerpt a released engine prints; such a file without a run is printed, not failed."""
+    if case.get("capture_error") is not None:
+        return True
+    skip = {"file", "source_url", "backend", "version", "kind", "notes", "truncated"}
+    return any(
+        v not in (None, 0, []) and not isinstance(v, bool) and isinstance(v, int | float | list)
+        for k, v in case.items()
+        if k not in skip and k != "graph_enabled"
+    )
+
+
 @pytest.mark.slow
-def test_real_corpus_matches_labels() -> None:
-    corpus = need_corpus("real")
-    labels = yaml.safe_load((corpus / "labels.yaml").read_text())["cases"]
+def test_corpus_matches_labels() -> None:
+    """Both corpora: >= 97 % of labelled fields, every labelled capture error found with its
+    class, none reported where the label has none, no crash. Per-field figures print with -s."""
     total = matched = 0
-    false_errors = []
+    per_field: dict[str, list[int]] = {}
+    false_errors, missed_errors, no_run = [], [], []
     report_lines = []
-    for case in labels:
-        path = corpus / case["file"]
-        got = observed(str(path))
-        fields = {k: v for k, v in case.items() if k in got}
-        bad = compare(fields, got)
-        total += len(fields)
-        matched += len(fields) - len(bad)
-        if case.get("capture_error") is None and got["capture_error"] is not None:
-            false_errors.append(case["file"])
-        for key, want, have in bad:
-            report_lines.append(f"MISMATCH {case['file']}: {key}: label={want!r} got={have!r}")
+    for name in ("real", "real-2"):
+        corpus = need_corpus(name)
+        labels = yaml.safe_load((corpus / "labels.yaml").read_text())["cases"]
+        for case in labels:
+            path = corpus / case["file"]
+            report = analyze([str(path)], generated_at="fixed")
+            if not report.runs:
+                if something_to_find(case):
+                    no_run.append(f"{name}/{case['file']}")
+                else:
+                    report_lines.append(f"NO RUN (label expects none) {name}/{case['file']}")
+                continue
+            got = observed(str(path))
+            fields = {k: v for k, v in case.items() if k in got}
+            bad = compare(fields, got)
+            bad_keys = {k for k, _, _ in bad}
+            for k in fields:
+                tally = per_field.setdefault(f"{name}:{k}", [0, 0])
+                tally[0] += k not in bad_keys
+                tally[1] += 1
+            total += len(fields)
+            matched += len(fields) - len(bad)
+            want = label_class(case.get("capture_error"))
+            if want is None and got["capture_error"] is not None:
+                false_errors.append(f"{name}/{case['file']}")
+            if want is not None and got["capture_error"] != want:
+                missed_errors.append(
+                    f"{name}/{case['file']}: label {want} got {got['capture_error']}"
+                )
+            for key, w, h in bad:
+                report_lines.append(f"MISMATCH {name}/{case['file']}: {key}: label={w!r} got={h!r}")
     score = matched / total
     print("\n".join(report_lines))
+    for key, (ok, n) in sorted(per_field.items()):
+        print(f"  {key:45s} {ok:3d}/{n:3d} = {ok / n:.1%}")
     print(f"conformance: {matched}/{total} labelled fields = {score:.1%}")
+    assert not no_run, f"no run where the label has something to find: {no_run}"
     assert not false_errors, f"capture error reported where the label has none: {false_errors}"
+    assert not missed_errors, f"labelled capture errors missed or misclassed: {missed_errors}"
     assert score >= TARGET, f"conformance {score:.1%} < {TARGET:.0%}"
 
 

@@ -1,4 +1,5 @@
-"""`recommend`: what it promises is what the engine then measures, flags per engine/version, CLI contract.
+"""`recommend`: what it promises is what the engine then measures, flags per engine/version, CLI
+contract; it renders the run's advice (the one the rules quote).
 
 Optimality of the bucket DP itself is tests/test_buckets.py's job; here the recommendation is
 applied: the same traffic is replayed by the generator against the recommended set (built from
@@ -19,9 +20,9 @@ from diag.advise.recommend import (
     NoDecodeBatches,
     attach_recommendations,
     bucket_flags,
-    engine_constraints,
     recommend,
 )
+from diag.advise.run_advice import engine_limits
 from diag.api import analyze
 from diag.cli import main
 from diag.model import PoolSummary, Snapshot, SnapshotSummary
@@ -80,22 +81,14 @@ def sizes_from_flags(flags: str) -> list[int]:
 @pytest.mark.parametrize(
     ("era", "k", "q"),
     [
-        (
-            "0.5.5",
-            None,
-            0.99,
-        ),  # engine logs the per-batch flag; default budget (8, what it captured)
+        ("0.5.5", None, None),  # engine logs the per-batch flag; default: peak plus headroom
         ("0.5.5", 4, 0.9),  # tight budget, bursts given up: some batches stay out of the window
-        (
-            "0.4.3",
-            None,
-            0.99,
-        ),  # no flag, no size line: verdicts inferred from the pasted --cuda-graph-bs
+        ("0.4.3", None, None),  # no flag, no size line: verdicts inferred from the pasted list
         ("2026.03", 3, 0.5),
     ],
 )
 def test_promise_equals_measurement_on_replayed_traffic(
-    tmp_path: Path, era: str, k: int | None, q: float
+    tmp_path: Path, era: str, k: int | None, q: float | None
 ) -> None:
     before = write_sglang(
         tmp_path / "before" / "server.log",
@@ -110,9 +103,11 @@ def test_promise_equals_measurement_on_replayed_traffic(
     # the model scores the current set exactly as the classifier measured it
     assert rec["current"]["coverage"] == run0["captured_share"] == 0.5
     assert rec["current"]["padding_waste"] == run0["padding_waste"]
-    assert len(rec["recommended"]["sizes"]) <= (k or 8)
-    assert rec["recommended"]["coverage"] >= q
+    assert k is None or len(rec["recommended"]["sizes"]) <= k
+    assert rec["recommended"]["coverage"] >= (q or 1.0)
     assert 1 in rec["recommended"]["sizes"]
+    if q is None:  # headroom: the largest batch fits below the ceiling with room to spare
+        assert rec["ceiling"] == max(rec["recommended"]["sizes"]) > max(OUT_OF_WINDOW)
 
     new = sizes_from_flags(rec["flags"])
     assert new == rec["recommended"]["sizes"]
@@ -123,7 +118,7 @@ def test_promise_equals_measurement_on_replayed_traffic(
     assert measured["graph_capture_sizes"] == new
     assert measured["captured_share"] == rec["recommended"]["coverage"]
     assert measured["padding_waste"] == rec["recommended"]["padding_waste"]
-    if k is None:  # same budget as the run captured: strictly better on both counts
+    if k is None:  # strictly better on both counts than the default window it replaces
         assert measured["padding_waste"] < run0["padding_waste"]
         assert measured["captured_share"] > run0["captured_share"]
 
@@ -131,8 +126,9 @@ def test_promise_equals_measurement_on_replayed_traffic(
 def test_interface_shape_and_estimates(tmp_path: Path) -> None:
     log = write_sglang(tmp_path / "s" / "server.log", OUT_OF_WINDOW, sg.default_sizes(32))
     rep = analyze([str(log)])
-    rec = recommend(rep.runs, rep.snapshots, max_buckets=4, min_coverage=0.5)
+    rec = recommend(rep.runs, rep.snapshots)
     assert {"engine", "version", "current", "recommended", "flags", "notes"} <= set(rec)
+    assert {"frontier", "parameters", "validation"} <= set(rec)
     assert {"sizes", "coverage", "padding_waste"} <= set(rec["current"])
     assert {
         "sizes",
@@ -147,14 +143,37 @@ def test_interface_shape_and_estimates(tmp_path: Path) -> None:
         and isinstance(rec["notes"], list)
     )
     new = rec["recommended"]
-    # 4 smaller graphs than the 8 captured: less memory, KV tokens back at the run's own bytes/token
-    assert new["sizes"][-1] <= 32
-    assert new["capture_mem_gib_est"] < 0.6
+    # capture memory scales from the run's own 0.6 GiB for 8 graphs; KV tokens at its bytes/token
     per_token = 20.0 / 400000
     # (capture_mem_gib_est is rounded to 1 MiB: 0.0005 GiB is 10 tokens at 20 GiB / 400k tokens)
     assert abs(new["kv_tokens_regained_est"] - (0.6 - new["capture_mem_gib_est"]) / per_token) <= 10
-    assert new["capture_time_s_est"] < 6.2
+    assert rec["parameters"]["capture_gib_per_graph"]["source"] == "run"
+    assert rec["parameters"]["capture_gib_per_graph"]["source_of"] == rep.runs[0].id
+    # the generator prints a flat step time: the slope cannot be measured, the default is used
+    # and says why (a zero slope would make padding free)
+    slot = rec["parameters"]["slot_step_s"]
+    assert slot["source"] == "default" and "cannot be told from zero" in slot["why"]
+    assert new["padding_waste"] < rec["current"]["padding_waste"]
+    rows = rec["frontier"]
+    assert [r["k"] for r in rows] == sorted(r["k"] for r in rows)
+    assert sum(r["recommended"] for r in rows) == 1
+    picked = next(r for r in rows if r["recommended"])
+    assert picked["sizes"] == new["sizes"]
+    assert rec["validation"]["promised_coverage"] == picked["heldout_coverage"]
     json.dumps(rec)  # JSON-ready
+
+
+def test_recommend_quotes_the_advice_analyze_attached(tmp_path: Path) -> None:
+    log = write_sglang(tmp_path / "s" / "server.log", OUT_OF_WINDOW, sg.default_sizes(32))
+    rep = analyze([str(log)])
+    run = rep.runs[0]
+    assert run.advice is not None
+    rec = recommend(rep.runs, rep.snapshots)
+    assert rec["ceiling"] == run.advice.ceiling
+    assert rec["recommended"]["sizes"] == list(run.advice.recommended.sizes)
+    assert run.recommendation is not None
+    assert run.recommendation["recommended"]["sizes"] == rec["recommended"]["sizes"]
+    assert run.to_dict()["recommendation"]["ceiling"] == run.advice.ceiling
 
 
 def test_snapshot_graph_pools_take_precedence(tmp_path: Path) -> None:
@@ -166,20 +185,25 @@ def test_snapshot_graph_pools_take_precedence(tmp_path: Path) -> None:
     ]
     summary = SnapshotSummary("x.pickle", None, 52 * 2**30, 52 * 2**30, 52 * 2**30, None, 0, pools)
     snap = [Snapshot("x.pickle", summary, run=rep.runs[0].id)]
-    rec = recommend(rep.runs, snap, max_buckets=8, min_coverage=0.5)
+    rec = recommend(rep.runs, snap)
     assert rec["current"]["capture_mem_gib"] == 2.0
+    assert rec["parameters"]["capture_gib_per_graph"]["source"] == "snapshot"
+    assert rec["parameters"]["capture_gib_per_graph"]["source_of"] == "x.pickle"
     assert any("snapshot graph pools" in n for n in rec["notes"])
 
 
-def test_pooled_runs_and_main_run(tmp_path: Path) -> None:
+def test_pooled_runs_of_two_servers(tmp_path: Path) -> None:
     a = write_sglang(tmp_path / "a" / "server.log", OUT_OF_WINDOW, sg.default_sizes(32))
     b = write_sglang(tmp_path / "b" / "server.log", OUT_OF_WINDOW[:30], sg.default_sizes(64))
     rep = analyze([str(a), str(b)])
     rec = recommend(rep.runs, rep.snapshots)
     assert rec["decode_batches"] == 150
-    assert rec["main_run"].startswith(str(a))
-    assert rec["current"]["sizes"] == sg.default_sizes(32)
+    assert rec["main_run"].startswith(str(b))  # limits and current set from the latest run
+    assert rec["current"]["sizes"] == sg.default_sizes(64)
     assert any("2 runs pooled" in n for n in rec["notes"])
+    assert "leave-one-run-out" in rec["validation"]["how"]
+    # the pooled set covers both runs' peaks
+    assert rec["ceiling"] > max(OUT_OF_WINDOW)
 
 
 def test_graphs_disabled_run_uses_the_default_list(tmp_path: Path) -> None:
@@ -188,8 +212,10 @@ def test_graphs_disabled_run_uses_the_default_list(tmp_path: Path) -> None:
     rec = recommend(rep.runs, rep.snapshots)
     assert rec["current"]["source"] == "default"
     assert rec["current"]["sizes"] == sg.default_sizes(160)
-    assert rec["recommended"]["capture_mem_gib_est"] is None
-    assert len(rec["recommended"]["sizes"]) <= len(sg.default_sizes(160))
+    assert rec["current"]["capture_mem_gib"] is None
+    # nothing was captured: per-graph defaults price the sets, and the parameters say so
+    assert rec["parameters"]["capture_gib_per_graph"]["source"] == "default"
+    assert rec["recommended"]["capture_mem_saved_gib_est"] is None
 
 
 def test_prefill_node_gets_graphs_off(tmp_path: Path) -> None:
@@ -223,12 +249,14 @@ def test_vllm_metrics_table_run(tmp_path: Path) -> None:
     path = tmp_path / "v.log"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     rep = analyze([str(path)])
-    rec = recommend(rep.runs, rep.snapshots, max_buckets=4, min_coverage=0.95)
-    assert rec["engine"] == "vllm" and rec["version"] == version
-    assert rec["recommended"]["sizes"] == [1, 3, 5, 9]
+    rec = recommend(rep.runs, rep.snapshots, max_buckets=4)
+    assert rec["engine"] == "vllm" and rec["version"] == version and rec["unit"] == "tokens"
+    sizes = rec["recommended"]["sizes"]
+    assert len(sizes) <= 4 and sizes[0] == 1
+    assert rec["ceiling"] == sizes[-1] >= 100  # the largest step (100 tokens) stays in the graphs
     assert rec["flags"] == (
-        '--compilation-config \'{"cudagraph_capture_sizes": [1, 3, 5, 9], '
-        '"max_cudagraph_capture_size": 9}\''
+        f'--compilation-config \'{{"cudagraph_capture_sizes": {json.dumps(sizes)}, '
+        f'"max_cudagraph_capture_size": {sizes[-1]}}}\''
     )
     # the window drops from 51 graphs to 4: memory and KV tokens come back
     assert rec["recommended"]["kv_tokens_regained_est"] > 0
@@ -273,10 +301,11 @@ def test_flag_spelling_per_version(
     assert bool(notes) == (not exact)  # anything short of the exact list says why
 
 
-def test_sglang_two_batch_overlap_constraint() -> None:
-    c = engine_constraints("sglang", "0.5.5", {"enable_two_batch_overlap": True, "tp_size": 2})
-    assert c.always_include == (4,)
-    assert c.allowed is not None and c.allowed(8) and not c.allowed(6)
+def test_sglang_two_batch_overlap_limits(tmp_path: Path) -> None:
+    log = write_sglang(tmp_path / "s" / "server.log", OUT_OF_WINDOW, sg.default_sizes(32))
+    f = analyze([str(log)]).runs[0].facts
+    f.config.update({"enable_two_batch_overlap": True, "tp_size": 2})
+    assert engine_limits(f).multiple() == 4
 
 
 def test_no_decode_batches_raises(tmp_path: Path) -> None:
@@ -311,3 +340,16 @@ def test_cli_text_json_and_exit_codes(tmp_path: Path) -> None:
 
     res = runner.invoke(main, ["recommend", str(log), "--coverage", "1.5"])
     assert res.exit_code == 2 and res.stdout == ""
+
+
+def test_no_speculative_note_without_an_algorithm(tmp_path: Path) -> None:
+    """Every SGLang config echo has speculative_* keys; a note needs an algorithm."""
+    log = write_sglang(tmp_path / "s" / "server.log", OUT_OF_WINDOW, sg.default_sizes(32))
+    rep = analyze([str(log)])
+    f = rep.runs[0].facts
+    assert "speculative_algorithm" in f.config and f.config["speculative_algorithm"] is None
+    rec = recommend(rep.runs, rep.snapshots)
+    assert not any("speculative" in n for n in rec["notes"])
+    f.config.update({"speculative_algorithm": "EAGLE", "speculative_num_draft_tokens": 4})
+    rec = recommend(rep.runs, rep.snapshots, max_buckets=6)
+    assert any("speculative decoding (EAGLE)" in n and "requests" in n for n in rec["notes"])

@@ -1,43 +1,32 @@
-"""`graphdiag recommend`: from the observed decode batches to the next capture bucket set.
+"""`graphdiag recommend`: the run's :class:`~diag.advise.bucket_sets.Advice`, as text and JSON.
 
-The set is the exact minimum-padding set of :func:`diag.advise.buckets.optimal_buckets` over the
-pooled decode batch-size histogram, under the engine's own constraints:
+Nothing is chosen here. The set, the ceiling, the frontier and every cost come from
+:mod:`diag.advise.run_advice` (the same advice the rules quote, computed once from facts);
+this module only picks the runs (engine, prefill nodes), turns the CLI options into the
+advice's options, spells the flags in the engine version's own terms (the engine spec's
+``bucket_flags``) and renders. With default options and the runs of one server, the advice
+is the one ``analyze`` attached to the run, so GD110 and ``recommend`` name the same ceiling.
 
-* Budget ``K`` (``max_buckets``) defaults to what the run already pays for: the number of sizes it
-  captured (logged list, else the tqdm total, else the inferred default window), else the length
-  of the engine's default list for its version. So the default answer costs no more graphs.
-* Size 1 is always captured. Every default list of both engines starts with 1 (SGLang §7,
-  vLLM §11) and single-request decode is the latency-critical tail; forcing 2 and 4 as the vLLM
-  defaults do would only spend budget on sizes the histogram may never show, so they are not
-  forced. SGLang two-batch-overlap / DP-attention keep only multiples of ``2*attn_tp`` /
-  ``attn_tp`` (§7): then sizes are restricted to those multiples and the smallest one is forced.
-  vLLM filters capture sizes above ``max_num_batched_tokens`` (§11): those are not allowed.
-* Memory and time are the linear per-graph models of ``buckets.estimate_capture_*`` fitted on
-  the run's own measurement: the graph pools of an attached allocator snapshot when present
-  (measured, not a free-memory delta), else the capture ``mem usage`` the engine logged.
-  KV tokens regained = memory saved / (kv_cache_gib / kv_tokens); negative means tokens lost.
+* ``--max-buckets K`` limits the frontier to K sizes (the pick is then the best K' <= K).
+* ``--coverage Q`` lets the ceiling drop to the size that covers a Q share of the steps
+  (the default keeps the observed peak plus headroom: coverage is a promise measured out of
+  sample, not a constraint fitted to the day).
 
-Flags are spelled for the engine and version at hand (see :func:`bucket_flags`). A prefill node
-of a disaggregated deployment gets "graphs off" instead of a bucket set (DOMAIN.md remedies).
+A prefill node of a disaggregated deployment gets "graphs off" instead of a bucket set.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
-from diag.advise.buckets import (
-    BucketPlan,
-    estimate_capture_memory,
-    estimate_capture_time,
-    optimal_buckets,
-)
+from diag.advise.bucket_sets import Advice
+from diag.advise.cost_model import SetCost
+from diag.advise.run_advice import advise_group, current_sizes, graph_pool_gib, server_groups
 from diag.engines import ENGINES
-from diag.engines.spec import truthy as _truthy
-from diag.facts.record import RunFacts, captured_size_count, snapshot_graph_pool_gib
+from diag.facts.record import RunFacts
 from diag.model import Snapshot
 
 __all__ = [
@@ -45,13 +34,10 @@ __all__ = [
     "RecommendError",
     "attach_recommendations",
     "bucket_flags",
-    "decode_histogram",
     "recommend",
     "recommend_run",
     "render_text",
 ]
-
-DEFAULT_COVERAGE = 0.99
 
 
 class RunReport(Protocol):
@@ -59,6 +45,7 @@ class RunReport(Protocol):
 
     facts: RunFacts
     recommendation: dict[str, Any] | None
+    advice: Advice | None
 
 
 class RecommendError(ValueError):
@@ -67,104 +54,6 @@ class RecommendError(ValueError):
 
 class NoDecodeBatches(RecommendError):
     """No observed decode batch to size buckets for."""
-
-
-# ------------------------------------------------------------------ inputs
-def decode_histogram(facts: Iterable[RunFacts]) -> dict[int, int]:
-    """Pooled ``{batch size: batches}`` from the runs' classified decode batches.
-
-    Rows without a known size (and idle size 0) cannot be placed in a bucket and are skipped;
-    fractional weights (aggregated metrics rows) are rounded only after summing.
-    """
-    acc: dict[int, float] = {}
-    for f in facts:
-        b = f.batches
-        if b.empty:
-            continue
-        sizes = b["batch_size"].to_numpy(dtype="float64", na_value=np.nan)
-        weights = b["weight"].to_numpy(dtype="float64", na_value=1.0)
-        keep = ~np.isnan(sizes) & (sizes >= 1) & (weights > 0)
-        keys = np.rint(sizes[keep]).astype(np.int64)
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        sums = np.bincount(inverse, weights=weights[keep], minlength=len(uniq))
-        for s, w in zip(uniq.tolist(), sums.tolist(), strict=True):
-            acc[s] = acc.get(s, 0.0) + w
-    return {s: int(round(w)) for s, w in sorted(acc.items()) if round(w) > 0}
-
-
-def _n_batches(f: RunFacts) -> float:
-    b = f.batches
-    if b.empty:
-        return 0.0
-    ok = b["batch_size"].astype("float64").fillna(0) >= 1
-    return float(b.loc[ok, "weight"].astype("float64").fillna(1.0).sum())
-
-
-def _default_sizes(engine: str, version: str | None, config: dict[str, Any]) -> list[int]:
-    return ENGINES[engine].default_sizes(version, config, None)
-
-
-def current_sizes(f: RunFacts, engine: str) -> tuple[list[int], str]:
-    """The set the run captured and where it comes from: ``logged``, ``inferred`` or ``default``.
-
-    ``default`` (graphs off, or no window at all) is the engine's default list for the version:
-    what "just turn graphs back on" would capture, the natural baseline to beat.
-    """
-    if f.record.get("graph_capture_sizes"):
-        return sorted(int(s) for s in f.record["graph_capture_sizes"]), "logged"
-    if f.window.sizes:
-        return sorted(f.window.sizes), "inferred" if f.window.sizes_inferred else "logged"
-    version = f.engine_version if f.backend == engine else None
-    return _default_sizes(engine, version, f.config if f.backend == engine else {}), "default"
-
-
-def default_bucket_count(f: RunFacts, engine: str) -> int:
-    """K: the sizes the run captured, else the engine's default list length for its version."""
-    if f.record.get("graph_capture_sizes"):
-        return len(f.record["graph_capture_sizes"])
-    counted = captured_size_count(f.tables)
-    if counted:
-        return counted
-    return len(current_sizes(f, engine)[0])
-
-
-def graph_pool_gib(f: RunFacts, snapshots: Sequence[Snapshot] | None) -> float | None:
-    """The run's snapshot graph-pool total from its facts (``RunFacts.snapshot_graph_pool_gib``);
-    snapshots handed in but not joined by ``analyze`` go through the same definition. Pools
-    of 0 GiB give nothing to scale capture memory from."""
-    gib = f.snapshot_graph_pool_gib
-    if gib is None and snapshots:
-        gib = snapshot_graph_pool_gib(f.run.id, snapshots)
-    return gib if gib else None
-
-
-@dataclass(frozen=True)
-class Constraints:
-    """What the engine accepts as a bucket set, and why (the why goes to the notes)."""
-
-    always_include: tuple[int, ...] = (1,)
-    allowed: Callable[[int], bool] | None = None
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-
-def _multiple_of(m: int) -> Callable[[int], bool]:
-    return lambda s: s % m == 0
-
-
-def _at_most(b: int) -> Callable[[int], bool]:
-    return lambda s: s <= b
-
-
-def engine_constraints(engine: str, version: str | None, config: dict[str, Any]) -> Constraints:
-    """Sizes the engine keeps (the spec's bucket rule: SGLang §7 TBO / DP-attention multiples,
-    vLLM §11 token budget)."""
-    rule = ENGINES[engine].bucket_rule(version, config)
-    notes = (rule.note,) if rule.note else ()
-    if rule.multiple_of > 1:
-        return Constraints((rule.multiple_of,), _multiple_of(rule.multiple_of), notes)
-    if rule.at_most:
-        return Constraints((1,), _at_most(rule.at_most), notes)
-    return Constraints((1,))
 
 
 # ------------------------------------------------------------------ flags
@@ -186,21 +75,18 @@ def graphs_off_flags(engine: str, version: str | None, config: dict[str, Any]) -
 
 
 def _kv_note(engine: str, version: str | None, saved_gib: float) -> str:
-    """Where capture memory saved (or added) lands: KV tokens only where the engine sizes KV after it."""
+    """Where capture memory saved (or added) lands: the engine spec says (SGLang sizes its KV
+    pool before capture; vLLM >= 0.20 subtracts the graph estimate)."""
     return ENGINES[engine].kv_note(version, saved_gib)
 
 
-# ------------------------------------------------------------------ the recommendation
-def _r(v: float | None, nd: int) -> float | None:
-    return None if v is None else round(float(v), nd)
-
-
-def _plan_dict(plan: BucketPlan) -> dict[str, Any]:
-    return {
-        "sizes": list(plan.sizes),
-        "coverage": _r(plan.coverage, 4),
-        "padding_waste": _r(plan.padding_waste, 4),
-    }
+# ------------------------------------------------------------------ picking runs
+def _steps(f: RunFacts) -> float:
+    b = f.batches
+    if b.empty:
+        return 0.0
+    ok = b["batch_size"].astype("float64").fillna(0) >= 1
+    return float(b.loc[ok, "weight"].astype("float64").fillna(1.0).sum())
 
 
 def _pick_engine(
@@ -213,7 +99,7 @@ def _pick_engine(
             raise RecommendError(
                 "cannot tell the engine from the inputs; pass --engine vllm|sglang"
             )
-        engine = max(known, key=_n_batches).backend
+        engine = max(known, key=_steps).backend
     chosen = [f for f in facts if f.backend == engine]
     others = sorted({f.backend for f in facts if f.backend != engine})
     if chosen and others:
@@ -230,140 +116,243 @@ def _pick_engine(
     return engine, chosen, notes
 
 
+def _coverage_ceiling(adv: Advice, q: float) -> int | None:
+    """The smallest observed size whose steps and those below cover a ``q`` share."""
+    hist = adv.hist()
+    if not hist:
+        return None
+    sizes = np.array(sorted(hist))
+    cum = np.cumsum([hist[s] for s in sizes.tolist()])
+    return int(sizes[min(int(np.searchsorted(cum, q * cum[-1] - 1e-9)), len(sizes) - 1)])
+
+
+def _advice_for(
+    runs: Sequence[RunReport],
+    decode: list[RunFacts],
+    snapshots: Sequence[Snapshot] | None,
+    engine: str,
+    max_buckets: int | None,
+    min_coverage: float | None,
+) -> tuple[Advice, list[RunFacts], list[str]]:
+    """The advice analyze attached where it is the same question, else the same function
+    with the user's options."""
+    notes: list[str] = []
+    by_id = {r.facts.run.id: r for r in runs}
+    attached = [by_id[f.run.id].advice for f in decode if f.run.id in by_id]
+    one_server = (
+        len(server_groups(decode)) == 1
+        and bool(attached)
+        and all(f.backend == engine for f in decode)
+    )
+    with_advice = [f for f in decode if f.run.id in by_id and by_id[f.run.id].advice is not None]
+    got: tuple[Advice, list[RunFacts]] | None
+    main_advice = by_id[with_advice[-1].run.id].advice if with_advice else None
+    # a snapshot given here that analyze did not join would change the memory parameters
+    new_snapshot = (
+        main_advice is not None
+        and graph_pool_gib(with_advice[-1], snapshots) is not None
+        and main_advice.parameters.capture_gib_per_graph.source != "snapshot"
+    )
+    if one_server and max_buckets is None and main_advice is not None and not new_snapshot:
+        # the very advice analyze computed for this server (rules quote the same object)
+        got = main_advice, with_advice
+    else:
+        got = advise_group(decode, snapshots, engine=engine, max_k=max_buckets)
+    if got is None:
+        raise NoDecodeBatches(
+            "no decode batches with a known batch size in the inputs: nothing to size buckets for"
+        )
+    adv, used = got
+    if min_coverage is not None:
+        limit = _coverage_ceiling(adv, min_coverage)
+        if limit is not None and limit < adv.ceiling:
+            again = advise_group(
+                decode, snapshots, engine=engine, max_k=max_buckets, max_ceiling=limit
+            )
+            if again is not None:
+                adv, used = again
+                notes.append(
+                    f"--coverage {min_coverage:g}: ceiling allowed down to {limit} {adv.unit} "
+                    f"(the size covering {min_coverage:.1%} of the steps); larger steps run eager"
+                )
+        else:
+            notes.append(
+                f"--coverage {min_coverage:g}: the default ceiling (peak plus headroom) already "
+                "covers that share"
+            )
+    return adv, used, notes
+
+
+# ------------------------------------------------------------------ the recommendation
+def _r(v: float | None, nd: int) -> float | None:
+    return None if v is None else round(float(v), nd)
+
+
+def _cost_dict(c: SetCost) -> dict[str, Any]:
+    return {
+        "sizes": list(c.sizes),
+        "coverage": _r(c.coverage, 4),
+        "padding_waste": _r(c.padding_waste, 4),
+        "cost_s_h": _r(c.total_s_h, 3),
+    }
+
+
 def recommend(
     runs: Sequence[RunReport],
     snapshots: Sequence[Snapshot] | None = None,
     *,
     engine: str | None = None,
     max_buckets: int | None = None,
-    min_coverage: float = DEFAULT_COVERAGE,
+    min_coverage: float | None = None,
 ) -> dict[str, Any]:
-    """The INTERFACE ``recommend`` document for the pooled decode batches of ``runs``.
-
-    The main run (most decode batches) supplies the current set, version, config, capture
-    cost and KV figures. Prefill nodes are not pooled: they get "graphs off" in the notes, or
-    as the whole answer when only prefill nodes are given. Raises :class:`NoDecodeBatches`
-    when nothing is left to size buckets for, :class:`RecommendError` on infeasible requests.
-    """
+    """The INTERFACE ``recommend`` document for the decode runs of ``runs`` (pooled, validated
+    across each other), from their :class:`Advice`. Raises :class:`NoDecodeBatches` when there
+    is nothing to size buckets for, :class:`RecommendError` on infeasible requests."""
     if engine is not None and engine not in ENGINES:
         raise RecommendError(f"unknown engine {engine!r} (vllm or sglang)")
+    if max_buckets is not None and max_buckets < 1:
+        raise RecommendError(f"--max-buckets must be >= 1, got {max_buckets}")
     facts = [r.facts for r in runs]
     engine, chosen, notes = _pick_engine(facts, engine)
     prefill = [f for f in chosen if f.record.get("prefill_node") is True]
     decode = [f for f in chosen if f.record.get("prefill_node") is not True]
-    hist = decode_histogram(decode)
-    if not hist:
+    if not decode or all(f.batches.empty for f in decode):
         if prefill:
             return _prefill_advice(prefill[0], engine, snapshots)
-        raise NoDecodeBatches(
-            "no decode batches with a known batch size in the inputs: nothing to size buckets for"
-        )
-    main = max(decode, key=_n_batches)  # ties: the first (earliest) run
+    adv, used, more = _advice_for(runs, decode, snapshots, engine, max_buckets, min_coverage)
+    notes.extend(more)
+    main = used[-1]
     same = main.backend == engine
     version = main.engine_version if same else None
     config = main.config if same else {}
     cur_sizes, cur_source = current_sizes(main, engine)
-    k = max_buckets if max_buckets is not None else default_bucket_count(main, engine)
-    if k < 1:
-        raise RecommendError(f"--max-buckets must be >= 1, got {k}")
-    cons = engine_constraints(engine, version, config)
-    notes.extend(cons.notes)
-    forced: tuple[int, ...] = cons.always_include
-    if k < 2 and forced:
+    current = adv.current if adv.current is not None and cur_source != "default" else None
+    if current is None and cur_sizes:
+        current = adv.price(cur_sizes)
+    if current is None:
+        raise RecommendError("no current bucket set to compare with")
+    rec = adv.recommended
+    p = adv.parameters
+    measured = p.capture_gib_per_graph.source != "default"
+    cur_mem = current.capture_gib if measured and cur_source != "default" else None
+    cur_time = (
+        current.capture_time_s
+        if p.capture_s_per_graph.source != "default" and cur_source != "default"
+        else None
+    )
+    saved = None if cur_mem is None else cur_mem - rec.cost.capture_gib
+    per_gib = p.kv_tokens_per_gib.value
+    regained = int(round(saved * per_gib)) if saved is not None and per_gib else None
+    flags = bucket_flags(engine, version, config, rec.sizes, notes)
+    if version is None and flags:
         notes.append(
-            f"a budget of {k} bucket leaves no room for size {forced[0]} besides the ceiling: not forced"
+            f"the {engine} version is not in the logs: the flags use the newest spelling; "
+            "check them against your version's --help"
         )
-        forced = ()
-    try:
-        plan = optimal_buckets(hist, k, min_coverage, always_include=forced, allowed=cons.allowed)
-    except ValueError as exc:
-        raise RecommendError(f"no bucket set fits: {exc}") from exc
-    current = BucketPlan.evaluate(cur_sizes, hist)
 
-    snap_gib = graph_pool_gib(main, snapshots)
-    cur_mem = snap_gib if snap_gib is not None else main.record.get("capture_mem_gib")
-    mem_source = "snapshot graph pools" if snap_gib is not None else "logged capture mem usage"
-    cur_time = main.record.get("capture_time_s")
+    if rec.sizes == current.sizes:
+        notes.append("the current set is already the cheapest on the frontier")
     if cur_source == "default":
-        cur_mem = cur_time = None  # nothing was captured: no cost to scale from
         notes.append(
-            "graphs were off in the main run: 'current' is the engine's default list for this version, "
-            "and capture memory/time cannot be estimated without a measured capture"
+            "graphs were off in the main run: 'current' is the engine's default list for this "
+            "version; capture memory and time of the sets are per-graph defaults (see parameters)"
         )
-    new_mem = estimate_capture_memory(cur_sizes, cur_mem, plan.sizes)
-    new_time = estimate_capture_time(cur_sizes, cur_time, plan.sizes)
-    saved = None if new_mem is None or cur_mem is None else cur_mem - new_mem
-    kv_tokens, kv_gib = main.record.get("kv_tokens"), main.record.get("kv_cache_gib")
-    regained = None
-    if saved is not None and kv_tokens and kv_gib:
-        regained = int(round(saved / (kv_gib / kv_tokens)))
-    flags = bucket_flags(engine, version, config, plan.sizes, notes)
-
-    if plan.sizes == current.sizes:
-        notes.append("the current set is already the optimum for this budget and coverage")
-    spec = ENGINES[engine]
-    if spec.padding_off_key and spec.padding_off_note and _truthy(config.get(spec.padding_off_key)):
-        notes.append(spec.padding_off_note)
-    measured = main.record.get("captured_share")
-    if measured is not None and cur_source != "default" and measured + 0.01 < current.coverage:
+    captured = main.record.get("captured_share")
+    if captured is not None and cur_source != "default" and captured + 0.01 < current.coverage:
         notes.append(
-            f"the engine ran {current.coverage - measured:.1%} of in-window batches eagerly for other "
+            f"the engine ran {current.coverage - captured:.1%} of in-window batches eagerly for other "
             "reasons (DP prefill, penalties, hidden states...): buckets cannot recover those"
         )
-    if len(decode) > 1:
+    for pf in prefill:
         notes.append(
-            f"{len(decode)} runs pooled ({sum(hist.values())} batches); current set, capture cost "
-            f"and KV figures from the main run {main.run.id} (most decode batches)"
+            f"{pf.run.id} is a prefill node: turn graphs off there "
+            f"({graphs_off_flags(engine, version, config)}), size buckets on decode nodes only"
         )
-    for p in prefill:
-        notes.append(
-            f"{p.run.id} is a prefill node: turn graphs off there ({graphs_off_flags(engine, version, config)})"
-            ", size buckets on decode nodes only"
+    if measured:
+        src = (
+            "snapshot graph pools"
+            if p.capture_gib_per_graph.source == "snapshot"
+            else "capture line"
         )
-    if new_mem is not None:
         notes.append(
-            f"capture memory/time: linear per-graph model fitted on the main run's {mem_source} "
-            f"and capture time; an order of magnitude, not a budget"
+            f"capture memory/time: linear per-graph model fitted on the main run's {src} "
+            "and capture time; an order of magnitude, not a budget"
         )
     if regained is not None and saved is not None:
         notes.append(_kv_note(engine, version, saved))
-    if any(k_.startswith("speculative") and main.config.get(k_) for k_ in main.config):
-        notes.append(
-            "speculative decoding is on: vLLM capture sizes count tokens (requests x (1+k)); "
-            "scale the list if the batches above are request counts"
-        )
-
+    notes.extend(adv.notes)
+    hist = adv.hist()
     return {
         "engine": engine,
         "version": version,
+        "unit": adv.unit,
         "main_run": main.run.id,
-        "runs": [f.run.id for f in decode],
-        "decode_batches": sum(hist.values()),
+        "runs": [f.run.id for f in used],
+        "decode_batches": int(round(sum(_steps(f) for f in used))),
+        "decode_steps": int(round(sum(hist.values()))),
+        "ceiling": adv.ceiling,
         "current": {
-            **_plan_dict(current),
+            **_cost_dict(current),
             "source": cur_source,
-            "capture_mem_gib": cur_mem,
-            "capture_time_s": cur_time,
-            "measured_captured_share": measured,
+            "capture_mem_gib": main_capture_mem(main, snapshots)
+            if cur_source != "default"
+            else None,
+            "capture_time_s": main.record.get("capture_time_s")
+            if cur_source != "default"
+            else None,
+            "measured_captured_share": captured,
         },
         "recommended": {
-            **_plan_dict(plan),
-            "capture_mem_gib_est": _r(new_mem, 3),
+            **_cost_dict(rec.cost),
+            "promised_coverage": _r(adv.promised_coverage, 4),
+            "heldout_waste": _r(rec.heldout_waste, 4),
+            "capture_mem_gib_est": _r(rec.cost.capture_gib, 3),
             "kv_tokens_regained_est": regained,
             "capture_mem_saved_gib_est": _r(saved, 3),
-            "capture_time_s_est": _r(new_time, 2),
+            "capture_time_s_est": _r(rec.cost.capture_time_s, 2),
             "capture_time_saved_s_est": (
-                None if new_time is None or cur_time is None else round(cur_time - new_time, 2)
+                None if cur_time is None else round(cur_time - rec.cost.capture_time_s, 2)
             ),
         },
         "constraints": {
-            "max_buckets": k,
+            "max_buckets": max_buckets,
             "min_coverage": min_coverage,
-            "always_include": list(forced),
+            "headroom": adv.headroom,
+            "max_ceiling": adv.max_ceiling,
         },
+        "frontier": [r.to_dict() for r in adv.frontier],
+        "parameters": {
+            name: {**prm.to_dict(), "source_of": _source_of(prm.source, main, snapshots)}
+            for name, prm in p.table().items()
+        },
+        "validation": {
+            "how": adv.folds,
+            "promised_coverage": _r(adv.promised_coverage, 4),
+            "heldout_waste": _r(rec.heldout_waste, 4),
+            "heldout_cost_s_h": _r(rec.heldout_total_s_h, 3)
+            if np.isfinite(rec.heldout_total_s_h)
+            else None,
+            "decode_gpu_s_h": _r(adv.busy_s_h, 3),
+        },
+        "cost_unit": "GPU-seconds per hour of the observed traffic, per rank",
         "flags": flags,
         "notes": notes,
     }
+
+
+def main_capture_mem(f: RunFacts, snapshots: Sequence[Snapshot] | None) -> float | None:
+    snap = graph_pool_gib(f, snapshots)
+    return snap if snap is not None else f.record.get("capture_mem_gib")
+
+
+def _source_of(source: str, main: RunFacts, snapshots: Sequence[Snapshot] | None) -> str | None:
+    """Which input a parameter came from: the run id, the snapshot path, or None (default)."""
+    if source == "run":
+        return main.run.id
+    if source == "snapshot":
+        paths = [s.path for s in snapshots or [] if s.run == main.run.id]
+        return ", ".join(paths) or main.run.id
+    return None
 
 
 def _prefill_advice(
@@ -374,16 +363,15 @@ def _prefill_advice(
     version = f.engine_version if same else None
     config = f.config if same else {}
     sizes = sorted(f.window.sizes) if f.window.sizes else []
-    snap = graph_pool_gib(f, snapshots)
-    mem = snap if snap is not None else f.record.get("capture_mem_gib")
+    mem = main_capture_mem(f, snapshots)
     kv_tokens, kv_gib = f.record.get("kv_tokens"), f.record.get("kv_cache_gib")
     regained = (
         int(round(mem / (kv_gib / kv_tokens))) if mem is not None and kv_tokens and kv_gib else None
     )
     on = f.record.get("graph_mode") == "enabled"
     notes = [
-        f"{f.run.id} is a disaggregated prefill node: long, shape-varying prefill batches gain little from "
-        "graphs; keep graphs on the decode nodes and size buckets there"
+        f"{f.run.id} is a disaggregated prefill node: long, shape-varying prefill batches gain "
+        "little from graphs; keep graphs on the decode nodes and size buckets there"
     ]
     if not on:
         notes.append("graphs are already off on this node: nothing to change")
@@ -420,13 +408,15 @@ def _prefill_advice(
 def recommend_run(
     run: RunReport, snapshots: Sequence[Snapshot] | None = None
 ) -> dict[str, Any] | None:
-    """The recommendation for one run with default budget and coverage; None where there is
-    nothing to base one on (no decode batches and not a prefill node, unknown engine, infeasible)."""
+    """The run's recommendation from its own advice (None where there is none and it is not
+    a prefill node); never raises: analyze must not fail over advice."""
     if run.facts.backend not in ENGINES:
+        return None
+    if run.advice is None and run.facts.record.get("prefill_node") is not True:
         return None
     try:
         return recommend([run], snapshots)
-    except ValueError:  # RecommendError, or a degenerate input: analyze must not fail over advice
+    except ValueError:
         return None
 
 
@@ -448,12 +438,12 @@ def _fmt_sizes(sizes: Sequence[int]) -> str:
 
 
 def _pct(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.1%}"
+    return "not measured" if v is None else f"{v:.1%}"
 
 
 def _num(v: float | int | None, unit: str, signed: bool = False) -> str:
     if v is None:
-        return "n/a"
+        return "not measured"
     return (f"{v:+,g}" if signed else f"{v:,g}") + unit
 
 
@@ -461,8 +451,44 @@ def _neg(v: float | None) -> float | None:
     return None if v is None else round(-v, 3) + 0.0  # + 0.0: no "-0"
 
 
+def _frontier_lines(rec: dict[str, Any]) -> list[str]:
+    rows = rec.get("frontier") or []
+    if not rows:
+        return []
+    out = [
+        "  frontier (cost in GPU-s per hour of this traffic; * = recommended):",
+        f"    {'K':>3} {'coverage':>8} {'held-out':>8} {'waste':>6} {'GiB':>6} {'padded':>8} "
+        f"{'eager':>8} {'capture':>7} {'memory':>7} {'total':>8}  sizes",
+    ]
+    for r in rows:
+        held = r["heldout_coverage"]
+        waste = r["padding_waste"]
+        out.append(
+            f"  {'*' if r['recommended'] else ' '} {r['k']:>3} {r['coverage']:>8.2%} "
+            f"{'in sample' if held is None else f'{held:.2%}':>8} "
+            f"{'-' if waste is None else f'{waste:.1%}':>6} "
+            f"{r['capture_gib']:>6.3f} {r['padded_s_h']:>8.2f} {r['eager_s_h']:>8.2f} "
+            f"{r['capture_s_h']:>7.3f} {r['memory_s_h']:>7.3f} {r['total_s_h']:>8.2f}  "
+            f"{_fmt_sizes(r['sizes'])}"
+        )
+    return out
+
+
+def _parameter_lines(rec: dict[str, Any]) -> list[str]:
+    params = rec.get("parameters") or {}
+    if not params:
+        return []
+    out = ["  parameters (value, source, why):"]
+    for name, p in params.items():
+        v = "unknown" if p["value"] is None else f"{p['value']:.4g}"
+        src = p["source"] + (f" {p['source_of']}" if p.get("source_of") else "")
+        out.append(f"    {name:22s} {v:>10s} {p['unit']:18s} [{src}] {p['why']}")
+    return out
+
+
 def render_text(rec: dict[str, Any]) -> str:
-    """Terminal summary: the two sets side by side, the cost deltas, the flags to paste, notes."""
+    """Terminal summary: the two sets side by side, the promise, the frontier, the parameters,
+    the flags to paste, notes."""
     cur, new = rec["current"], rec["recommended"]
     head = f"{rec['engine']} {rec['version'] or '(version unknown)'}"
     if rec.get("node") == "prefill":
@@ -472,25 +498,54 @@ def render_text(rec: dict[str, Any]) -> str:
             f"  KV tokens regained (est.): {_num(new['kv_tokens_regained_est'], '')}",
         ]
     else:
-        c = rec.get("constraints", {})
+        val = rec["validation"]
+        unit = rec["unit"]
         lines = [
-            f"Recommendation for {head} from {rec['decode_batches']} decode batches "
-            f"(main run {rec['main_run']}; at most {c.get('max_buckets')} buckets, "
-            f"coverage >= {c.get('min_coverage')}):",
+            f"Recommendation for {head} from {rec['decode_steps']:,} decode steps "
+            f"({rec['decode_batches']} lines, main run {rec['main_run']}); sizes in {unit}:",
+            f"  ceiling {rec['ceiling']} {unit}; validation: {val['how']}",
             f"  current ({cur['source']}): {_fmt_sizes(cur['sizes'])}",
             f"      coverage {_pct(cur['coverage'])}, padding waste {_pct(cur['padding_waste'])}, "
+            f"cost {cur['cost_s_h']:,.2f} GPU-s/h, "
             f"capture {_num(cur['capture_mem_gib'], ' GiB')} / {_num(cur['capture_time_s'], ' s')}",
             f"  recommended: {_fmt_sizes(new['sizes'])}",
-            f"      coverage {_pct(new['coverage'])}, padding waste {_pct(new['padding_waste'])}, "
-            f"capture {_num(new['capture_mem_gib_est'], ' GiB')} / {_num(new['capture_time_s_est'], ' s')} (est.)",
-            f"  change (est.): capture memory {_num(_neg(new['capture_mem_saved_gib_est']), ' GiB', True)}, "
-            f"capture time {_num(_neg(new['capture_time_saved_s_est']), ' s', True)}, "
-            f"KV tokens {_num(new['kv_tokens_regained_est'], '', True)}",
+            f"      coverage {_pct(new['coverage'])} ("
+            + (
+                f"promised on new traffic: {_pct(new['promised_coverage'])}"
+                if val["heldout_cost_s_h"] is not None
+                else "in sample only, too few lines to hold any out"
+            )
+            + f"), padding waste {_pct(new['padding_waste'])}"
+            + (
+                f" (held out: {_pct(new['heldout_waste'])})"
+                if new["heldout_waste"] is not None
+                else ""
+            )
+            + f", cost {new['cost_s_h']:,.2f} GPU-s/h of {val['decode_gpu_s_h']:,.1f} decode GPU-s/h",
+            f"      capture {_num(new['capture_mem_gib_est'], ' GiB')} / "
+            f"{_num(new['capture_time_s_est'], ' s')} (est.)",
         ]
+        if new["capture_mem_saved_gib_est"] is not None:
+            lines.append(
+                f"  change (est.): capture memory {_num(_neg(new['capture_mem_saved_gib_est']), ' GiB', True)}"
+                + (
+                    f", capture time {_num(_neg(new['capture_time_saved_s_est']), ' s', True)}"
+                    if new["capture_time_saved_s_est"] is not None
+                    else ""
+                )
+                + (
+                    f", KV tokens {_num(new['kv_tokens_regained_est'], '', True)}"
+                    if new["kv_tokens_regained_est"] is not None
+                    else ""
+                )
+            )
     lines.append("  flags:")
     lines.append(
         f"    {rec['flags']}" if rec["flags"] else "    (none for this version, see notes)"
     )
+    if rec.get("node") != "prefill":
+        lines.extend(_frontier_lines(rec))
+        lines.extend(_parameter_lines(rec))
     if rec["notes"]:
         lines.append("  notes:")
         lines.extend(f"  - {n}" for n in rec["notes"])

@@ -49,9 +49,9 @@ def _analyze(paths: list[str], quiet: bool, what: str = "") -> Any:
 @click.option(
     "--coverage",
     type=click.FloatRange(0.0, 1.0),
-    default=0.99,
-    show_default=True,
-    help="Least share of decode batches inside the window.",
+    default=None,
+    help="Let the ceiling drop to the size covering this share of decode steps "
+    "(default: the observed peak plus 10% headroom).",
 )
 @format_option(["text", "json"])
 @quiet_option()
@@ -59,7 +59,7 @@ def recommend(
     paths: tuple[str, ...],
     engine: str | None,
     max_buckets: int | None,
-    coverage: float,
+    coverage: float | None,
     fmt: str,
     quiet: bool,
 ) -> None:

@@ -82,6 +82,12 @@ def analyze(
         if not report.readable():
             warn("no input could be read")
             sys.exit(2)
+        if not report.recognised():
+            warn(
+                "nothing recognised: no vLLM or SGLang log line, error, profiler table or "
+                "allocator snapshot in the input"
+            )
+            sys.exit(2)
         stem = _stem(paths)
         out = Path(out_dir)
         json_text = to_json(report)

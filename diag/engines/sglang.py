@@ -9,7 +9,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from diag.engines.spec import BucketRule, Config, EngineSpec, as_int, truthy
+from diag.engines.spec import (
+    AdviceInputs,
+    AdviceRules,
+    BucketRule,
+    Config,
+    EngineSpec,
+    as_int,
+    truthy,
+)
 from diag.engines.version import parse_version
 
 NEWEST = (
@@ -134,21 +142,54 @@ def graphs_off_flag(version: str | None, config: Config) -> str:
     return "--cuda-graph-backend-decode=disabled" if split_flags(config) else "--disable-cuda-graph"
 
 
+# sglang==0.4.10.post2:python/sglang/srt/server_args.py:120 decode_log_interval: int = 40
+DECODE_LOG_INTERVAL = 40
+
+
+def advice_inputs(config: Config, max_running: int | None) -> AdviceInputs:
+    """Running-request limit, speculative draft tokens (only with an algorithm set), DP
+    attention's attention-TP size (tp // dp), two-batch overlap, padding, log interval."""
+    tp = as_int(config.get("tp_size")) or 1
+    dp = as_int(config.get("dp_size")) or 1
+    dpa = truthy(config.get("enable_dp_attention"))
+    algo = config.get("speculative_algorithm") or None
+    return AdviceInputs(
+        max_running=max_running or as_int(config.get("max_running_requests")),
+        spec_tokens=(as_int(config.get("speculative_num_draft_tokens")) or 0) if algo else 0,
+        speculative_algorithm=str(algo) if algo else None,
+        dp_attention=dpa,
+        attn_tp=max(1, tp // dp) if dpa else tp,
+        two_batch_overlap=truthy(config.get("enable_two_batch_overlap")),
+        padding=not truthy(config.get("disable_cuda_graph_padding")),
+        steps_per_batch_line=as_int(config.get("decode_log_interval")) or DECODE_LOG_INTERVAL,
+    )
+
+
+def capture_multiple(version: str | None, tbo: bool, dp_attention: bool, attn_tp: int) -> int:
+    """§7: two-batch overlap keeps multiples of 2*attn_tp (2 before 0.4.9.post4), DP attention
+    multiples of attn_tp (0.4.9.post4+); 1 elsewhere."""
+    ver = parse_version(version)
+    modern = ver is None or ver >= (0, 4, 9, 4)
+    if tbo:
+        return 2 * attn_tp if modern else 2
+    if dp_attention and modern and attn_tp > 1:
+        return attn_tp
+    return 1
+
+
 def bucket_rule(version: str | None, config: Config) -> BucketRule:
     """§7: two-batch overlap and DP attention keep only multiples of a step."""
     tp = as_int(config.get("tp_size")) or 1
     dp = as_int(config.get("dp_size")) or 1
-    attn_tp = max(1, tp // dp) if truthy(config.get("enable_dp_attention")) else tp
-    ver = parse_version(version)
-    modern = ver is None or ver >= (0, 4, 9, 4)
-    step = 1
-    why = ""
-    if truthy(config.get("enable_two_batch_overlap")):
-        step = 2 * attn_tp if modern else 2
-        why = f"two-batch-overlap captures only multiples of {step}"
-    elif truthy(config.get("enable_dp_attention")) and modern and attn_tp > 1:
-        step = attn_tp
-        why = f"DP attention captures only multiples of attn_tp={attn_tp}"
+    dpa = truthy(config.get("enable_dp_attention"))
+    tbo = truthy(config.get("enable_two_batch_overlap"))
+    attn_tp = max(1, tp // dp) if dpa else tp
+    step = capture_multiple(version, tbo, dpa, attn_tp)
+    why = (
+        f"two-batch-overlap captures only multiples of {step}"
+        if tbo
+        else f"DP attention captures only multiples of attn_tp={attn_tp}"
+    )
     if step > 1:
         return BucketRule(multiple_of=step, note=why + f"; {step} is forced instead of 1")
     return BucketRule()
@@ -166,6 +207,26 @@ def kv_note(version: str | None, saved_gib: float) -> str:
         "--mem-fraction-static is raised by it (0.5.3+ default reserves 2 MiB x cuda_graph_max_bs, "
         "so a lower ceiling also raises the default fraction)"
     )
+
+
+def _spec_note(algorithm: str | None, k: int) -> str:
+    return (
+        f"speculative decoding ({algorithm}): SGLang captures request counts, each verify graph "
+        f"runs {k} draft tokens per request; sizes above are requests"
+    )
+
+
+ADVICE_RULES = AdviceRules(
+    unit="requests",
+    step_pattern=lambda version, speculative: default_capture_sizes(
+        version, 4096, speculative=speculative
+    ),
+    mixed_steps_in_graphs=lambda mode: False,  # decode graphs serve decode batches only
+    default_window=lambda version, running, tokens: default_capture_sizes(version, None),
+    capture_multiple=capture_multiple,
+    spec_note=_spec_note,
+    dp_attention_note="DP attention: sizes are per DP rank (each rank's Decode batch line)",
+)
 
 
 SGLANG = EngineSpec(
@@ -192,4 +253,6 @@ SGLANG = EngineSpec(
     capture_code_paths=(
         "python/sglang/srt/model_executor/cuda_graph_runner.py:CudaGraphRunner.capture",
     ),
+    advice_inputs=advice_inputs,
+    advice_rules=ADVICE_RULES,
 )

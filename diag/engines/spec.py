@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from diag.engines.phases import PhaseTable, phase_table
 from diag.engines.version import Version, parse_version
 
 Backend = Literal["vllm", "sglang", "unknown"]
@@ -39,6 +40,29 @@ class Versioned(Generic[T]):
 
 
 @dataclass(frozen=True)
+class AdviceInputs:
+    """What bucket advice needs of a run's config, in plain values (diag.advise reads these;
+    the engine-specific key names and defaults stay here)."""
+
+    max_running: int | None = None  # requests the engine runs at once (per rank)
+    max_num_batched_tokens: int | None = None  # vLLM token budget per step
+    spec_tokens: int = 0  # vLLM num_speculative_tokens; SGLang speculative_num_draft_tokens
+    speculative_algorithm: str | None = None
+    dp_attention: bool = False
+    attn_tp: int = 1
+    two_batch_overlap: bool = False
+    padding: bool = True
+    # steps one periodic batch line stands for (SGLang --decode-log-interval), and the seconds
+    # one stats line covers (vLLM VLLM_LOG_STATS_INTERVAL); None where the engine has none
+    steps_per_batch_line: int | None = None
+    stats_interval_s: float | None = None
+
+
+def _no_advice_inputs(config: Config, max_running: int | None) -> AdviceInputs:
+    return AdviceInputs(max_running=max_running)
+
+
+@dataclass(frozen=True)
 class BucketRule:
     """Which capture sizes the engine keeps: multiples of ``multiple_of`` (forced instead of
     1 when above 1), none above ``at_most``; ``note`` says why, for the advice's notes."""
@@ -46,6 +70,30 @@ class BucketRule:
     multiple_of: int = 1
     at_most: int | None = None
     note: str | None = None
+
+
+CaptureUnit = Literal["tokens", "requests"]
+
+
+@dataclass(frozen=True)
+class AdviceRules:
+    """How the engine counts and keeps capture sizes, for bucket advice (diag.advise reads
+    these instead of asking which engine it is)."""
+
+    unit: CaptureUnit  # what a capture size counts per step
+    # the engine's own step pattern, long enough to pick conventional sizes from:
+    # (version, speculative decoding on) -> sizes
+    step_pattern: Callable[[str | None, bool], list[int]]
+    # do the graphs of this mode also serve mixed prefill+decode steps? (graph mode) -> bool
+    mixed_steps_in_graphs: Callable[[str | None], bool]
+    # the default window: (version, max running requests, token budget) -> sizes
+    default_window: Callable[[str | None, int | None, int | None], list[int]]
+    # the multiple the engine keeps sizes at: (version, two-batch overlap, DP attention, attn TP)
+    capture_multiple: Callable[[str | None, bool, bool, int], int]
+    # what speculative decoding means for the sizes: (algorithm, tokens per step) -> note
+    spec_note: Callable[[str | None, int], str]
+    # said when DP attention is on (sizes per DP rank), None where it does not apply
+    dp_attention_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +134,16 @@ class EngineSpec:
     padding_off_note: str | None = None
     # where a capture runs, for evidence and docs: (file, function) in the engine's source
     capture_code_paths: tuple[str, ...] = ()
+    # the config values bucket advice reads: (config echo, max running requests) -> inputs
+    advice_inputs: Callable[[Config, int | None], AdviceInputs] = _no_advice_inputs
+    # how bucket advice counts and keeps sizes on this engine
+    advice_rules: AdviceRules | None = None
+
+    @property
+    def phases(self) -> PhaseTable:
+        """The start-up phase model (data/phases.yaml): deciding, wrapper and dispatch frames
+        of the capture path and the log lines that open each phase, with their sources."""
+        return phase_table(self.name)
 
     def ceiling(self, config: Config) -> int | None | Literal["table"]:
         """The capture ceiling the config echo names; "table" where the log's capture-size

@@ -12,7 +12,15 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from diag.engines.spec import BucketRule, Config, EngineSpec, Versioned, as_int
+from diag.engines.spec import (
+    AdviceInputs,
+    AdviceRules,
+    BucketRule,
+    Config,
+    EngineSpec,
+    Versioned,
+    as_int,
+)
 from diag.engines.version import parse_version
 
 NEWEST = (0, 11, 1)
@@ -111,6 +119,32 @@ def graphs_off_flag(version: str | None, config: Config) -> str:
     return "--enforce-eager"
 
 
+# vllm==0.11.0:vllm/envs.py:591 VLLM_LOG_STATS_INTERVAL defaults to 10 s between stats lines
+STATS_INTERVAL_S = 10.0
+
+
+def advice_inputs(config: Config, max_running: int | None) -> AdviceInputs:
+    """Token budget, speculative tokens (the echo's ``speculative_config``: ``num_spec_tokens``
+    from 0.10, ``num_speculative_tokens`` in the CLI spelling) and the stats interval."""
+    k = 0
+    method = None
+    for key in (
+        "speculative_config.num_speculative_tokens",
+        "speculative_config.num_spec_tokens",
+        "num_speculative_tokens",
+    ):
+        k = k or (as_int(config.get(key)) or 0)
+    for key in ("speculative_config.method", "speculative_config.model"):
+        method = method or (config.get(key) or None)
+    return AdviceInputs(
+        max_running=max_running or as_int(config.get("max_num_seqs")),
+        max_num_batched_tokens=as_int(config.get("max_num_batched_tokens")),
+        spec_tokens=k,
+        speculative_algorithm=str(method) if method and k else None,
+        stats_interval_s=STATS_INTERVAL_S,
+    )
+
+
 def bucket_rule(version: str | None, config: Config) -> BucketRule:
     """§11: sizes above the token budget are dropped."""
     budget = as_int(config.get("max_num_batched_tokens"))
@@ -136,6 +170,25 @@ def kv_note(version: str | None, saved_gib: float) -> str:
     )
 
 
+def _spec_note(algorithm: str | None, k: int) -> str:
+    return (
+        f"speculative decoding ({algorithm or 'on'}, k={k}): a decode step of n requests is "
+        f"n x {1 + k} tokens; sizes above are tokens"
+    )
+
+
+ADVICE_RULES = AdviceRules(
+    unit="tokens",
+    step_pattern=lambda version, speculative: default_capture_sizes(version, 4096, 8192),
+    # FULL_DECODE_ONLY captures uniform decode only; every other mode's piecewise graphs
+    # also serve mixed prefill+decode steps, sized by their scheduled tokens
+    mixed_steps_in_graphs=lambda mode: (mode or "").upper() != "FULL_DECODE_ONLY",
+    default_window=lambda version, seqs, tokens: default_capture_sizes(version, seqs, tokens),
+    capture_multiple=lambda version, tbo, dp_attention, attn_tp: 1,
+    spec_note=_spec_note,
+)
+
+
 VLLM = EngineSpec(
     name="vllm",
     markers=MARKERS,
@@ -159,4 +212,6 @@ VLLM = EngineSpec(
         "vllm/v1/worker/gpu_model_runner.py:GPUModelRunner.capture_model",
         "vllm/worker/model_runner.py:GPUModelRunnerBase.capture_model",
     ),
+    advice_inputs=advice_inputs,
+    advice_rules=ADVICE_RULES,
 )

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from diag.engines import SGLANG, VLLM, spec_for
+from diag.engines.phases import CAPTURE_PHASES
 from diag.engines.spec import as_bool
 from diag.events import EventTables
 from diag.facts import classify as cls
@@ -109,6 +110,33 @@ class RunFacts:
     @property
     def backend(self) -> str:
         return self.run.backend
+
+    @property
+    def startup_phase(self) -> str | None:
+        """How far start-up got: the phase of the capture error if there is one, else the
+        last phase a log line opened (None when no line says)."""
+        err = self.record.get("capture_error")
+        if isinstance(err, dict) and err.get("phase") not in (None, "unknown"):
+            return str(err["phase"])
+        seen: list[tuple[int, str]] = []
+        for kind, col in (("phase", "phase"), ("error", "phase")):
+            frame = self.tables[kind]
+            if frame.empty:
+                continue
+            part = frame[frame[col].notna()]
+            key = "_order" if "_order" in part.columns else "line"
+            seen += [(int(o), str(p)) for o, p in zip(part[key], part[col], strict=True)]
+        for kind in ("decode_batch", "stats"):  # periodic serving lines
+            frame = self.tables[kind]
+            if not frame.empty:
+                key = "_order" if "_order" in frame.columns else "line"
+                seen.append((int(frame[key].min()), "serving"))
+        return max(seen)[1] if seen else None
+
+    @property
+    def year_source(self) -> str:
+        """Where the year of year-less log lines came from: log | mtime | unknown."""
+        return self.run.year_source
 
 
 def snapshot_graph_pool_gib(run_id: str, snapshots: Iterable[Snapshot]) -> float | None:
@@ -313,45 +341,102 @@ def window_of(
 
 
 # ------------------------------------------------------------------ capture error
+_LOG_CAPTURE_PHASE = {
+    "decode": "capture_decode",
+    "verify": "capture_decode",
+    "all": "capture_decode",
+    "mixed": "capture_decode",
+    "prefill": "capture_piecewise",
+    "piecewise": "capture_piecewise",
+    "draft": "capture_draft",
+    "draft_extend": "capture_draft",
+}
+
+
+def _flag(v: Any) -> bool:
+    return bool(v) if v is not None and v is not pd.NA and not _isnan(v) else False
+
+
+def _isnan(v: Any) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+def _text(v: Any) -> str | None:
+    return None if v is None or v is pd.NA or _isnan(v) or v == "" else str(v)
+
+
 def capture_error(tables: EventTables) -> tuple[dict[str, Any] | None, tuple[str, int] | None]:
+    """The run's capture error: an error placed in a capture phase.
+
+    Placement (data: diag/engines/data/phases.yaml): the innermost deciding traceback frame
+    first; with none, the phase the log lines had opened before the error (the engine
+    parsers' capture begin/end events, then the phase markers); an error whose text is raised
+    only while capturing (errors.yaml ``capture: true``) is one wherever no frame places it
+    elsewhere. A frame in memory profiling or serving rules GD100 out, even under a graph
+    wrapper's frame. Among several, a root error beats a follow-on (CUDA 901) and a cut
+    traceback, then the earliest wins.
+    """
     errors = tables["error"]
     if errors.empty:
         return None, None
     order = _order(tables)
-    begins = [order(r) for r in _frame_rows(tables["capture_begin"])] + [
-        order(r) for r in _frame_rows(tables["capture_progress"])
+    begins = [(order(r), r.get("phase")) for r in _frame_rows(tables["capture_begin"])] + [
+        (order(r), r.get("phase")) for r in _frame_rows(tables["capture_progress"])
     ]
     ends = [order(r) for r in _frame_rows(tables["capture_end"])]
-    first_begin = min(begins) if begins else None
 
-    def in_capture(key: tuple[int, int]) -> bool:
-        if first_begin is None or key < first_begin:
-            return False
-        return not any(first_begin <= e <= key for e in ends)
+    def log_capture_phase(key: tuple[int, int]) -> str | None:
+        opened = [(k, p) for k, p in begins if k <= key]
+        if not opened:
+            return None
+        k0, p = max(opened, key=lambda kp: kp[0])
+        first = min(k for k, _ in opened)
+        if any(first <= e <= key for e in ends) and not any(e < k0 for e in ends if e >= first):
+            return None
+        if any(k0 <= e <= key for e in ends):
+            return None
+        return _LOG_CAPTURE_PHASE.get(str(p), "capture_decode")
 
     chosen = None
     for row in _frame_rows(errors):
         key = order(row)
-        explicit = bool(row["explicit_capture"]) if row["explicit_capture"] is not pd.NA else False
-        related = bool(row["capture_related"]) if row["capture_related"] is not pd.NA else False
-        phase_hit = in_capture(key) and row["error_class"] != "other"
-        if explicit or related or phase_hit:
-            rank = 0 if explicit else 1 if related else 2
-            if chosen is None or (rank, key) < (chosen[0], chosen[1]):
-                chosen = (rank, key, row)
+        explicit = _flag(row.get("explicit_capture"))
+        frame_phase = _text(row.get("phase"))
+        marker_phase = _text(row.get("log_phase"))
+        log_phase = log_capture_phase(key) or marker_phase
+        cls_ = str(row["error_class"])
+        if frame_phase is not None:
+            phase, placed_by = frame_phase, "frames"
+            in_capture = frame_phase in CAPTURE_PHASES
+        elif log_phase is not None and log_phase in CAPTURE_PHASES:
+            phase, placed_by = log_phase, "log"
+            in_capture = cls_ != "other" or explicit or _text(row.get("reason")) is not None
+        else:
+            phase = log_phase or "unknown"
+            placed_by = "log" if log_phase else "none"
+            in_capture = explicit
+        if not in_capture:
+            continue
+        quality = 0 if not _flag(row.get("secondary")) and _text(row.get("reason")) is None else 1
+        rank = (quality, 0 if cls_ != "other" else 1)
+        if chosen is None or (rank, key) < (chosen[0], chosen[1]):
+            chosen = (rank, key, row, phase, placed_by)
     if chosen is None:
         return None, None
-    row = chosen[2]
+    _, _, row, phase, placed_by = chosen
     message = str(row["message"]).split("\n", 1)[0]
-    return (
-        {
-            "class": row["error_class"],
-            "message": message,
-            "path": row["source"],
-            "line": int(row["line"]),
-        },
-        (str(row["source"]), int(row["line"])),
-    )
+    out: dict[str, Any] = {
+        "class": row["error_class"],
+        "message": message,
+        "path": row["source"],
+        "line": int(row["line"]),
+        "phase": phase,
+        "placed_by": placed_by,
+    }
+    reason = _text(row.get("reason"))
+    if reason is not None:
+        out["reason"] = reason
+    return out, (str(row["source"]), int(row["line"]))
 
 
 def _frame_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:

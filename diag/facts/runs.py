@@ -29,6 +29,7 @@ class Run:
     backend: str
     sources: list[str]
     tables: EventTables
+    year_source: str = "unknown"  # where year-less lines got their year: log | mtime | unknown
 
 
 def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
@@ -153,7 +154,8 @@ def _by_instance(tables: EventTables, streams: list[Stream]) -> list[tuple[Strea
             part = {k: f for k, f in part.items() if not f.empty}
             if part:
                 label = f"{stream.id}[{name}]" if name else stream.id
-                out.append((Stream(label, stream.backend, list(stream.sources)), EventTables(part)))
+                sub = Stream(label, stream.backend, list(stream.sources), stream.year_source)
+                out.append((sub, EventTables(part)))
     return out
 
 
@@ -191,7 +193,16 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
                 {s for f in p.values() for s in f["source"].unique()},
                 key=lambda s: file_index.get(s, 0),
             )
-            runs.append(Run(f"{stream.id}#{i + 1}", stream.id, backend, srcs, EventTables(p)))
+            runs.append(
+                Run(
+                    f"{stream.id}#{i + 1}",
+                    stream.id,
+                    backend,
+                    srcs,
+                    EventTables(p),
+                    stream.year_source,
+                )
+            )
     return runs
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diag.events import EventSink, EventTables
+from diag.ingest.clock import settle_years
 from diag.ingest.inputs import (
     Artifacts,
     Meter,
@@ -78,7 +79,22 @@ def ingest(
         )
     else:
         sink, streams, found = _ingest_here(groups, inputs, meter, snapshot_limit)
-    return Ingested(_to_tables(sink), inputs, streams, found.snapshots, found.profiles)
+    tables = _to_tables(sink)
+    settle_years(tables, streams)
+    _attach_notes(tables, inputs)
+    return Ingested(tables, inputs, streams, found.snapshots, found.profiles)
+
+
+def _attach_notes(tables: EventTables, inputs: list[InputStatus]) -> None:
+    """Input notes that parsers found (a log cut inside a traceback) onto their input's row."""
+    notes = tables["input_note"]
+    if notes.empty:
+        return
+    by_path = {i.path: i for i in inputs}
+    for src, text in notes[["source", "text"]].itertuples(index=False, name=None):
+        status = by_path.get(str(src))
+        if status is not None and text not in status.notes:
+            status.notes.append(str(text))
 
 
 def _ingest_here(

@@ -75,6 +75,8 @@ class LogFile:
     status: InputStatus
     gzip: bool
     size: int
+    nul_count: int = 0  # NUL bytes the parallel path met, summed over the file's segments
+    nul_first: int | None = None
 
 
 @dataclass
@@ -171,10 +173,13 @@ def scan_file(scanner: StreamScanner, lf: LogFile, opened: Opened, meter: Meter,
         pos = raw_position(opened.stream)
         meter.set(base + min(lf.size, read if pos is None else pos) if lf.size else base)
 
+    nuls = NulCount()
     try:
         status.lines = scanner.scan_blocks(
-            lf.item.path, iter_blocks(opened.stream, opened.head, errors), on_block=tick
+            lf.item.path, nuls.watch(iter_blocks(opened.stream, opened.head, errors)), on_block=tick
         )
+        if nuls.count:
+            status.notes.append(nuls.note())
         status.events = sink.count() - before
         if errors:
             status.status, status.reason = "partial", errors[0]
@@ -182,6 +187,35 @@ def scan_file(scanner: StreamScanner, lf: LogFile, opened: Opened, meter: Meter,
             status.status, status.reason = "partial", opened.error
     except InputError as exc:
         status.status, status.reason = "skipped", str(exc)
+
+
+class NulCount:
+    """NUL bytes in a stream (crash padding, copytruncate holes): the normaliser drops them,
+    the input's notes say how many and from which line."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first_line: int | None = None
+        self._newlines = 0
+
+    def watch(self, blocks: Iterator[bytes]) -> Iterator[bytes]:
+        for block in blocks:
+            if self.first_line is None:
+                at = block.find(b"\x00")
+                if at >= 0:
+                    self.first_line = self._newlines + block.count(b"\n", 0, at) + 1
+                else:
+                    self._newlines += block.count(b"\n")
+            if self.first_line is not None:
+                self.count += block.count(b"\x00")
+            yield block
+
+    def note(self) -> str:
+        return nul_note(self.count, self.first_line)
+
+
+def nul_note(count: int, first_line: int | None) -> str:
+    return f"{count} NUL byte(s) dropped, the first on line {first_line}"
 
 
 def close_stream(scanner: StreamScanner, last: InputStatus) -> None:

@@ -33,10 +33,12 @@ from diag.ingest.inputs import (
     Artifacts,
     LogFile,
     Meter,
+    NulCount,
     Opened,
     close_quietly,
     close_stream,
     logs_by_stream,
+    nul_note,
     os_reason,
     scan_file,
     size_of,
@@ -100,6 +102,8 @@ class _Result:
     lines: int
     errors: list[str]
     end_snap: bytes
+    nul_count: int = 0
+    nul_first: int | None = None  # line number in the file
 
 
 _COUNTER: Any = None  # shared byte counter for progress, set in each worker
@@ -125,6 +129,7 @@ def _scan_segment(task: _Task) -> _Result:
         scanner.restore(task.snap)
     errors: list[str] = []
     counter = _COUNTER
+    nuls = NulCount()
     if task.gzip:
         stream = open_binary(InputFile(task.source, Path(task.fs_path), task.source, 0))
         last = [0]
@@ -139,7 +144,7 @@ def _scan_segment(task: _Task) -> _Result:
         try:
             head, err = read_head(stream)
             lines = scanner.scan_blocks(
-                task.source, iter_blocks(stream, head, errors), on_block=tick_gz
+                task.source, nuls.watch(iter_blocks(stream, head, errors)), on_block=tick_gz
             )
             if err is not None:
                 errors.append(err)
@@ -154,11 +159,12 @@ def _scan_segment(task: _Task) -> _Result:
 
         lines = scanner.scan_blocks(
             task.source,
-            iter_range(task.fs_path, task.start, task.end),
+            nuls.watch(iter_range(task.fs_path, task.start, task.end)),
             task.first_lineno,
             on_block=tick,
         )
-    return _Result(sink, lines, errors, scanner.snapshot())
+    first = None if nuls.first_line is None else task.first_lineno + nuls.first_line - 1
+    return _Result(sink, lines, errors, scanner.snapshot(), nuls.count, first)
 
 
 @dataclass
@@ -208,6 +214,9 @@ class _Plan:
         st.events = (st.events or 0) + res.sink.count()
         if res.errors and st.status == "ok":
             st.status, st.reason = "partial", res.errors[0]
+        if res.nul_count:
+            lf.nul_count += res.nul_count
+            lf.nul_first = lf.nul_first if lf.nul_first is not None else res.nul_first
         self.sink.merge(res.sink)
         self.verified_snap = res.end_snap
         self.verified += 1
@@ -340,6 +349,9 @@ def ingest_parallel(
             _rescan_here(p, meter)
         else:
             _finish(p)
+            for lf in p.files:
+                if lf.nul_count:
+                    lf.status.notes.append(nul_note(lf.nul_count, lf.nul_first))
         sink.merge(p.sink)
         sink.merge(p.tail)
     meter.set(meter.total, force=True)

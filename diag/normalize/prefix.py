@@ -191,11 +191,18 @@ def _wrappers(text: str) -> tuple[str, str | None, float | None, str]:
     return rest, wrapper, wrapper_ts, instance
 
 
+_TRACEBACK_PART = re.compile(
+    r"^\s*(?:Traceback \(most recent call last\)|File \"|During handling of the above|"
+    r"The above exception was|(?:[A-Za-z_][\w.]*)?(?:Error|Exception)(?::\s|$))"
+)
+
+
 def _looks_like_log(text: str) -> bool:
     return bool(text) and (
         text[0] in "[("
         or VLLM_HEADER.match(text) is not None
         or text.startswith(("INFO", "WARNING", "ERROR", "DEBUG"))
+        or _TRACEBACK_PART.match(text) is not None  # a traceback a collector prefixed
     )
 
 

@@ -315,6 +315,8 @@ class StreamScanner:
     def close(self) -> None:
         """End of stream: finish blocks cut off by the end of input."""
         for block in list(self.blocks):
+            if hasattr(block, "at_end"):
+                block.at_end = True  # the input ends inside it
             self._close(block)
 
     # ------------------------------------------------------------------ state hand-over

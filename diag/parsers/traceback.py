@@ -1,11 +1,18 @@
 """Errors and tracebacks, common to every engine, and their capture-error class.
 
-Tracebacks are collected as blocks (every line prefixed in vLLM, only the first in
-SGLang) and parsed with the ``traceback.lark`` grammar into frames and exception lines.
-Each exception becomes an ``error`` event with its class; whether it is a *capture*
-error is decided later per run from the capture phase, but what the text itself says
-(an explicit "Capture cuda graph failed", frames inside the capture code) is recorded
-here.
+Tracebacks are collected as blocks, whatever wraps them: vLLM's logger repeats its header on
+every traceback line (one ``ERROR`` line per traceback line, grouped by process), SGLang
+prints a tagged header and bare lines, pastes carry markdown/HTML markup or have lost their
+line breaks. Each block is parsed with the ``traceback.lark`` grammar into sections (one per
+chained exception), each with its frames and exception text.
+
+Every exception becomes an ``error`` event with what the text and the frames say, and
+nothing else: its class and capture marks from the signature table
+(:mod:`diag.engines.errors`), the phase of its innermost deciding frame
+(:mod:`diag.engines.phases`), and the phase the log lines had opened before it. Whether it is
+*the* capture error of a run is decided per run (``diag.facts.record``). Lines outside any
+traceback are scanned too: NCCL ``WARN`` lines, torch's "Search for `cudaError...'" hint,
+C++ watchdog lines.
 """
 
 from __future__ import annotations
@@ -16,66 +23,56 @@ from functools import lru_cache
 
 from lark import Lark, Token, Tree, UnexpectedInput
 
+from diag.engines import errors as sigs
+from diag.engines.phases import CAPTURE_PHASES, engine_of_frames, phase_table, place
 from diag.normalize.prefix import LogLine
 from diag.parsers.base import Block, Context, LineParser
 from diag.resources import grammar_text
 
-# ---------------------------------------------------------------- classification
-_OOM = re.compile(
-    r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|HIP out of memory|"
-    r"out of memory\. Tried to allocate|cudaErrorMemoryAllocation|Not enough memory\. Please try to increase",
-    re.I,
-)
-_UNSUPPORTED = re.compile(
-    r"Cannot call \S+ during CUDA graph capture|not supported (?:in|during|with) (?:CUDA )?graph|"
-    r"is not supported for CUDA graph|does not support (?:CUDA ?graph|cudagraph)|"
-    r"NotImplemented(?:Error)|Unsupported(?:Op|Operator)|operation not supported",
-    re.I,
-)
-_STREAM = re.compile(
-    r"cudaErrorStreamCapture\w*|operation not permitted when stream is capturing|"
-    r"operation failed due to a previous error during capture|capture(?:d)? (?:is|was) invalidated|"
-    r"CUDA graph capturing detected at an inappropriate time|stream is capturing|"
-    r"cudaStreamCaptureStatusInvalidated|operation would make the legacy stream depend on a capturing",
-    re.I,
-)
-_DISTRIBUTED = re.compile(
-    r"\bNCCL\b|nccl|\bgloo\b|all_reduce|all-reduce|allreduce|custom_all_reduce|ProcessGroup|"
-    r"DistBackendError|torch\.distributed|c10d|Connection (?:closed|reset|refused)|Broken pipe",
-    re.I,
-)
-_EXPLICIT_CAPTURE = re.compile(
-    r"Capture (?:cuda|CUDA|cpu|CPU|npu|NPU|device|prefill CUDA|frozen-KV MTP cuda) graph failed|"
-    r"during (?:CUDA )?graph capture|during cudagraph capture|during capture|capture_end|"
-    r"CUDA graph capturing detected",
-    re.I,
-)
-_CAPTURE_FRAMES = re.compile(
-    r"capture_one_batch_size|_capture_one_stream|cuda_graph_runner\.py|init_cuda_graphs|"
-    r"init_device_graphs|capture_decode_graph|CudaGraphRunner|capture_model|_capture_cudagraphs|"
-    r"_warmup_and_capture|graph_runner\.capture|torch/cuda/graphs\.py|compilation/cuda_graph\.py|"
-    r"cuda_piecewise_backend\.py|torch\.cuda\.graph\(|capture_end|capture_begin|cudagraph_utils\.py|"
-    r"piecewise_cuda_graph_runner|eagle_draft\w*cuda_graph|cuda_graph_setup\.py"
-)
+
+@dataclass
+class PhaseState:
+    """Per-stream state: the start-up phase each process has opened ("": the stream's last)."""
+
+    opened: dict[str, str] = field(default_factory=dict)  # process key -> phase
 
 
 def classify(message: str, frames: str = "") -> str:
-    """The capture-error class of an exception message: oom, unsupported_op,
-    stream_capture_invalid, distributed or other (checked in that order: an OOM
-    surfaced through NCCL is still an OOM)."""
-    if _OOM.search(message):
-        return "oom"
-    if _UNSUPPORTED.search(message):
-        return "unsupported_op"
-    if _STREAM.search(message):
-        return "stream_capture_invalid"
-    if _DISTRIBUTED.search(message):
-        return "distributed"
-    return "other"
+    """The capture-error class of an error text (see ``diag/engines/data/errors.yaml``)."""
+    return sigs.judge(message).error_class
 
 
 def explicit_capture(message: str) -> bool:
-    return _EXPLICIT_CAPTURE.search(message) is not None
+    """Whether the text names an error raised only while capturing."""
+    return sigs.capture_only(message)
+
+
+# ---------------------------------------------------------------- markup around pastes
+_QUOTE = re.compile(r"^\s*(?:>\s?)+")
+_FENCE = re.compile(r"^\s*(?:```|~~~)\w*\s*")
+_TAGS = re.compile(r"</?(?:pre|code|br|p|div|span)\b[^>]*>", re.I)
+_QUOTES = {("`", "`"), ('"', '"'), ("'", "'"), ("\u201c", "\u201d")}  # one quoted line
+_ENTITIES = (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&#39;", "'"), ("&amp;", "&"))
+
+
+def unmark(text: str) -> str:
+    """A pasted line without the markup around it: > quotes, code fences, <pre> tags,
+    backticks quoting one exception line, HTML entities."""
+    if not text:
+        return text
+    if text.lstrip().startswith(">"):
+        text = _QUOTE.sub("", text)
+    if "```" in text or "~~~" in text:
+        text = _FENCE.sub("", text).replace("```", "")
+    if "<" in text and _TAGS.search(text):
+        text = _TAGS.sub("", text)
+    if "&" in text:
+        for a, b in _ENTITIES:
+            text = text.replace(a, b)
+    s = text.strip()
+    if len(s) > 2 and (s[0], s[-1]) in _QUOTES and s[0] not in s[1:-1]:
+        text = s[1:-1]
+    return text
 
 
 # ---------------------------------------------------------------- grammar
@@ -85,56 +82,116 @@ def _parser() -> Lark:
 
 
 @dataclass
+class Section:
+    """One traceback of a (possibly chained) block: its frames and its exception text."""
+
+    frames: list[str] = field(default_factory=list)
+    exception: str | None = None
+
+
+@dataclass
 class ParsedTraceback:
-    frames: list[str] = field(default_factory=list)  # 'File "...", line N, in f' + code
-    exceptions: list[str] = field(default_factory=list)  # exception line + message tail
+    sections: list[Section] = field(default_factory=list)
+
+    @property
+    def frames(self) -> list[str]:
+        return [f for s in self.sections for f in s.frames]
+
+    @property
+    def exceptions(self) -> list[str]:
+        return [s.exception for s in self.sections if s.exception is not None]
 
 
 def parse_traceback(lines: list[str]) -> ParsedTraceback:
-    """Frames and exception messages of a traceback block (never raises)."""
+    """Sections of a traceback block: frames and exception per chained traceback (never raises)."""
     text = "\n".join(ln.rstrip() for ln in lines) + "\n"
     out = ParsedTraceback()
     try:
         tree = _parser().parse(text)
     except UnexpectedInput:
         return _fallback(lines)
-    current: list[str] | None = None
+    sec = Section()
+    out.sections.append(sec)
+    in_exc = False
     for node in tree.children:
         if not isinstance(node, Tree):
             continue
         kind = node.data
         tokens = [t for t in node.scan_values(lambda v: isinstance(v, Token))]
         first = str(tokens[0]).strip() if tokens else ""
-        if kind == "frame":
-            out.frames.append(" ".join(str(t).strip() for t in tokens))
-            current = None
+        if kind in ("header", "chain"):
+            if sec.frames or sec.exception is not None:
+                sec = Section()
+                out.sections.append(sec)
+            in_exc = False
+        elif kind == "frame":
+            if sec.exception is not None:
+                sec = Section()
+                out.sections.append(sec)
+            sec.frames.append(" ".join(str(t).strip() for t in tokens))
+            in_exc = False
         elif kind == "exception":
-            out.exceptions.append(first)
-            current = out.exceptions
-        elif kind == "text" and current is not None and current:
-            current[-1] = current[-1] + "\n" + first
-        elif kind in ("header", "chain"):
-            current = None
+            if sec.exception is not None:
+                sec = Section()
+                out.sections.append(sec)
+            sec.exception = first
+            in_exc = True
+        elif kind == "text" and in_exc and sec.exception is not None:
+            sec.exception += "\n" + first
+    out.sections = [s for s in out.sections if s.frames or s.exception is not None]
     return out
 
 
 def _fallback(lines: list[str]) -> ParsedTraceback:
     out = ParsedTraceback()
+    sec = Section()
+    out.sections.append(sec)
     for ln in lines:
         s = ln.strip()
         if s.startswith('File "'):
-            out.frames.append(s)
+            if sec.exception is not None:
+                sec = Section()
+                out.sections.append(sec)
+            sec.frames.append(s)
         elif _EXC_LINE.match(s):
-            out.exceptions.append(s)
+            if sec.exception is not None:
+                sec = Section()
+                out.sections.append(sec)
+            sec.exception = s
+        elif sec.exception is not None and s and not s.startswith(_CHAIN_WORDS):
+            sec.exception += "\n" + s
     return out
 
 
-# ---------------------------------------------------------------- block + parser
-_EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failure)(?::\s|$)")
+# ---------------------------------------------------------------- lines lost
+_EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failure|Interrupt)(?::\s|:$|$)")
+_CHAIN_WORDS = ("During handling of the above", "The above exception")
 _CONTINUATION = re.compile(r"^(?:\s|Traceback|During handling|The above exception|\^|~)")
+_GLUED_FRAME = re.compile(r"\s+(?=File \"[^\"]+\", line \d+)")
+_GLUED_CHAIN = re.compile(r"\s+(?=During handling of the above|The above exception was)")
+_GLUED_EXC = re.compile(r"\s+(?=(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Failure):\s)")
 MAX_BLOCK_LINES = 2000
+MAX_FOREIGN_LINES = 200  # a per-line ERROR traceback waits this long for its process's next line
 
 
+def split_glued(text: str) -> list[str]:
+    """A traceback pasted with its line breaks lost, back into lines: before every
+    ``File "..."`` frame and chain sentence, and before the exception after the last frame."""
+    if 'File "' not in text:
+        return [text]
+    text = _GLUED_CHAIN.sub("\n", text)
+    pieces: list[str] = []
+    for part in text.split("\n"):
+        frames = _GLUED_FRAME.split(part)
+        last = frames[-1]
+        m = _GLUED_EXC.search(last)
+        if m and last.startswith('File "'):
+            frames[-1:] = [last[: m.start()], last[m.end() :]]
+        pieces.extend("  " + f if f.startswith('File "') else f for f in frames if f.strip())
+    return pieces
+
+
+# ---------------------------------------------------------------- block + parser
 class TracebackBlock(Block):
     """Collects one traceback (plus the message lines that follow its exception)."""
 
@@ -142,9 +199,20 @@ class TracebackBlock(Block):
         self.first = first
         self.key = first.key
         self.headed = first.header == "vllm"  # vLLM repeats the prefix on every line
-        self.lines: list[str] = [text]
-        self.seen_exception = bool(_EXC_LINE.match(text))
-        self.done = False
+        self.lines: list[str] = []
+        self.last_lineno = first.lineno
+        self.seen_exception = False
+        self.at_end = False  # set by the scanner when the input ends inside the block
+        self.foreign = 0  # other processes' lines since our last one
+        self.log_phase: str | None = None
+        for piece in split_glued(text):
+            self._add(piece)
+
+    def _add(self, msg: str) -> None:
+        if _EXC_LINE.match(msg.strip()):
+            self.seen_exception = True
+            self._exc_at = len(self.lines)
+        self.lines.append(msg)
 
     def offer(self, line: LogLine) -> bool:
         if len(self.lines) >= MAX_BLOCK_LINES:
@@ -156,25 +224,36 @@ class TracebackBlock(Block):
                 and line.key == self.key
                 and line.level in ("ERROR", "CRITICAL")
             ):
-                self.lines.append(line.msg)
+                self.last_lineno = line.lineno
+                self.foreign = 0
+                for piece in split_glued(line.msg):
+                    self._add(piece)
                 return True
             if line.header is None and line.msg.startswith(("--",)):
                 return True  # CI separator lines inside a pasted traceback
+            if line.header == "vllm" and line.key != self.key and line.proc and self.key:
+                # another process's line between two of ours (ranks fail together): stay open
+                # for our own lines, a while
+                self.foreign += 1
+                if self.foreign > MAX_FOREIGN_LINES:
+                    self.done = True
+                return False
             self.done = True
             return False
         if line.header is not None:
             self.done = True
             return False
-        msg = line.msg
+        msg = unmark(line.msg)
+        if not msg.strip():
+            return True
         if self.seen_exception and not _CONTINUATION.match(msg) and not _EXC_LINE.match(msg):
             # message tail after the exception ("Possible solutions:", "1. ...")
             if len(self.lines) - self._exc_index() > 12:
                 self.done = True
                 return False
-        if _EXC_LINE.match(msg):
-            self.seen_exception = True
-            self._exc_at = len(self.lines)
-        self.lines.append(msg)
+        self.last_lineno = line.lineno
+        for piece in split_glued(msg):
+            self._add(piece)
         return True
 
     def _exc_index(self) -> int:
@@ -182,44 +261,146 @@ class TracebackBlock(Block):
 
     def finish(self, ctx: Context) -> None:
         parsed = parse_traceback(self.lines)
-        frames = "\n".join(parsed.frames)
-        capture_frames = _CAPTURE_FRAMES.search(frames) is not None
+        all_frames = parsed.frames
+        engine = _engine(ctx, self.first, all_frames)
+        known = ctx.backend != "unknown" or engine_of_frames(all_frames) is not None
         if not parsed.exceptions:
-            if parsed.frames and capture_frames:
+            phase = place(all_frames)
+            if all_frames and (phase is not None or known):
+                cut = (
+                    f"the log ends inside a traceback (line {self.last_lineno})"
+                    if self.at_end
+                    else f"traceback cut before its exception line (line {self.last_lineno})"
+                )
                 ctx.emit(
                     "error",
                     self.first,
-                    engine=ctx.backend,
+                    engine=engine,
                     error_class="other",
-                    message="traceback inside graph capture; the exception line is not in the log",
-                    capture_related=True,
+                    message=f"traceback in {phase or 'an unknown phase'}; the exception line "
+                    f"is not in the log: {cut}",
+                    capture_related=phase in CAPTURE_PHASES,
                     explicit_capture=False,
+                    phase=phase,
+                    log_phase=self.log_phase,
+                    secondary=False,
+                    reason=cut,
+                )
+            if self.at_end and all_frames:
+                ctx.emit(
+                    "input_note",
+                    self.first,
+                    text=f"cut inside a traceback at line {self.last_lineno}",
                 )
             return
-        for exc in parsed.exceptions:
-            head = exc.split("\n", 1)[0]
+        for sec in parsed.sections:
+            if sec.exception is None:
+                continue
+            verdict = sigs.judge(sec.exception)
+            if not known and not verdict.capture and verdict.error_class == "other":
+                continue  # an unknown text's exception names nothing graphdiag knows
+            phase = place(sec.frames) or place(all_frames)
+            reason = None
+            head = sec.exception.split("\n", 1)[0]
+            if verdict.error_class == "other" and _EMPTY_REASON.search(head):
+                reason = "the capture error gives no reason (its cause was logged before it)"
             ctx.emit(
                 "error",
                 self.first,
-                engine=ctx.backend,
-                error_class=classify(exc, frames),
-                message=_clip(exc),
-                capture_related=capture_frames or explicit_capture(head),
-                explicit_capture=explicit_capture(head),
+                engine=engine,
+                error_class=verdict.error_class,
+                message=_clip(sec.exception),
+                capture_related=verdict.capture or phase in CAPTURE_PHASES,
+                explicit_capture=verdict.capture,
+                phase=phase,
+                log_phase=self.log_phase,
+                secondary=verdict.secondary,
+                reason=reason,
             )
+
+
+_EMPTY_REASON = re.compile(r"graph failed:\s*$")
 
 
 def _clip(text: str, limit: int = 600) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-_STANDALONE_OOM = re.compile(
-    r"(?:CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|HIP out of memory)"
+_VLLM_PROC = re.compile(r"^(?:EngineCore|Worker|VllmWorker|APIServer|DPCoordinator|RayWorker)")
+
+
+def _engine(ctx: Context, line: LogLine, frames: list[str]) -> str:
+    """The engine an error belongs to: the stream's, else its frames' package, else its prefix."""
+    if ctx.backend != "unknown":
+        return ctx.backend
+    own = engine_of_frames(frames)
+    if own is not None:
+        return own
+    if line.header == "sglang":
+        return "sglang"
+    if line.header == "vllm" or (line.proc and _VLLM_PROC.match(line.proc)):
+        return "vllm"
+    return "unknown"
+
+
+@lru_cache(maxsize=4)
+def _markers(engines: tuple[str, ...]) -> tuple[tuple[str, ...], re.Pattern[str], tuple[str, ...]]:
+    """The markers' literal anchors, and one regex over every phase-opening log line
+    (group i opens phase i)."""
+    rows = [m for e in engines for m in phase_table(e).markers]
+    rx = re.compile("|".join(f"({m.regex.pattern})" for m in rows))
+    if rx.groups != len(rows):
+        raise ValueError("phases.yaml: a marker regex has its own capturing group")
+    anchors = tuple(sorted({a for m in rows for a in m.anchors}))
+    return anchors, rx, tuple(m.phase for m in rows)
+
+
+_NCCL_LINE = "NCCL WARN"
+# words every signature a line is reported for contains (capture rows, NCCL rows, OOM rows):
+# only lines holding one are matched against the signature table
+_SIGNATURE_WORDS = (
+    "aptur",
+    "CAPTUR",
+    "NCCL",
+    "nccl",
+    "memory",
+    "Memory",
+    "rror",
+    "graph",
+    "Fail when",
 )
+# OOM rows an error line is reported for on its own (engine parsers report their own OOM lines)
+_LINE_OOM = frozenset({"torch_cuda_oom", "cuda_error_oom", "nccl_cuda_failure_oom"})
+# what stands before the message on C++ lines: torchrun "[rank0]:", glog/c10d "[E1030 hh:mm:ss.us
+# file:N]", NCCL "host:pid:tid [dev] file:line (func)"
+_CPP_HEAD = re.compile(
+    r"^(?:\[(?:default)?rank\d+\]:\s*)?(?:\[?[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.]+:\d+\]\s*)?"
+)
+_NCCL_HEAD = re.compile(r"^\S+:\d+:\d+ \[\d+\] (?:[\w./]+:\d+ )?(?:\(\w+\) )?(?=NCCL )")
+
+
+_HINT = re.compile(r"Search for `(?P<name>(?:cuda|hip)Error\w+)'")
+
+
+def _hint_message(msg: str) -> str:
+    """torch's "Search for `cudaError...'" hint line said as the error it names."""
+    m = _HINT.search(msg)
+    if m is None:
+        return msg
+    name = m.group("name")
+    known = next((s.message for s in sigs.signatures() if s.message and s.regex.search(name)), None)
+    said = f"{name} ({known})" if known else name
+    return f"{said}, named by torch's error hint (the exception line is not in the log)"
+
+
+def line_message(msg: str) -> str:
+    """An error line's message without the C++/NCCL log header in front of it."""
+    out = _NCCL_HEAD.sub("", _CPP_HEAD.sub("", msg.strip()))
+    return out or msg.strip()
 
 
 class ErrorParser(LineParser):
-    """Tracebacks, bare exception lines and engine error lines."""
+    """Tracebacks, bare exception lines, engine error lines, and the phase log lines open."""
 
     engine = "common"
     anchors = (
@@ -228,34 +409,87 @@ class ErrorParser(LineParser):
         "Error",
         "Exception",
         "out of memory",
-        "Capture cuda graph failed",
-        "Capture CUDA graph failed",
         "graph failed",
         "During handling of the above",
+        "The above exception",
+        "NCCL WARN",
+        "Search for `",
+        "cannot be captured",
+        # phase-opening lines the engine parsers do not anchor on already
+        "Memory profiling",
+        "Model loading",
+        "Load weight",
+        "startup complete",
+        "fired up",
     )
 
     def feed(self, line: LogLine, ctx: Context) -> Block | None:
         msg = line.msg
+        phase = self._track_phase(line, ctx)
+        if line.header is None or line.header == "pylog":
+            msg = unmark(msg)
         idx = msg.find("Traceback (most recent call last)")
         if idx >= 0:
-            return TracebackBlock(line, msg[idx:])
+            return self._block(line, msg[idx:], phase)
         stripped = msg.lstrip()
         if stripped.startswith('File "') and line.header in (None, "vllm"):
-            return TracebackBlock(line, msg)
-        if stripped.startswith(("During handling of the above", "The above exception")):
-            return TracebackBlock(line, stripped)
-        if line.header is None and _EXC_LINE.match(msg):
-            block = TracebackBlock(line, msg)
-            return block
-        if line.level in ("ERROR", "CRITICAL") or line.header not in ("vllm", "sglang", "glog"):
-            if _STANDALONE_OOM.search(msg) or explicit_capture(msg) and "failed" in msg:
+            return self._block(line, msg, phase)
+        if stripped.startswith(_CHAIN_WORDS):
+            return self._block(line, stripped, phase)
+        erring = line.level in ("ERROR", "CRITICAL") or line.header not in (
+            "vllm",
+            "sglang",
+            "glog",
+        )
+        if erring and _EXC_LINE.match(stripped) and line.header in (None, "vllm", "pylog"):
+            # an exception line with its traceback above it cut off (or a quoted one)
+            return self._block(line, stripped, phase)
+        if (erring or _NCCL_LINE in msg) and any(w in msg for w in _SIGNATURE_WORDS):
+            verdict = sigs.judge(msg)
+            if verdict.capture or (
+                verdict.error_class != "other"
+                and (_NCCL_LINE in msg or verdict.signature in _LINE_OOM)
+            ):
                 ctx.emit(
                     "error",
                     line,
-                    engine=ctx.backend,
-                    error_class=classify(msg),
-                    message=_clip(msg.strip()),
-                    capture_related=explicit_capture(msg),
-                    explicit_capture=explicit_capture(msg),
+                    engine=_engine(ctx, line, []),
+                    error_class=verdict.error_class,
+                    message=_clip(_hint_message(line_message(msg))),
+                    capture_related=verdict.capture,
+                    explicit_capture=verdict.capture,
+                    phase=None,
+                    log_phase=phase,
+                    secondary=verdict.secondary,
+                    reason=None,
                 )
         return None
+
+    @staticmethod
+    def _block(line: LogLine, text: str, phase: str | None) -> TracebackBlock:
+        block = TracebackBlock(line, text)
+        block.log_phase = phase
+        return block
+
+    @staticmethod
+    def _track_phase(line: LogLine, ctx: Context) -> str | None:
+        """The phase the log lines have opened: on this line's process, and stream-wide; a
+        capture phase on either wins (workers print capture progress for their peers)."""
+        engines = (ctx.backend,) if ctx.backend in ("vllm", "sglang") else ("vllm", "sglang")
+        anchors, rx, phases = _markers(engines)
+        state = ctx.state_of(PhaseState).opened
+        msg = line.msg
+        m = None
+        if line.level != "DEBUG" and any(a in msg for a in anchors):
+            m = rx.search(msg)
+        if m is not None and m.lastindex is not None:
+            opened = phases[m.lastindex - 1]
+            if state.get(line.key) != opened:
+                ctx.emit("phase", line, engine=ctx.backend, phase=opened)
+            state[line.key] = opened
+            state[""] = opened
+        mine, anywhere = state.get(line.key), state.get("")
+        for p in (mine, anywhere):
+            if p is not None and p.startswith("capture_"):
+                return p
+        return mine or anywhere

@@ -19,7 +19,15 @@ from diag.model import Snapshot, clean_json
 from diag.report import Report, RunReport
 from diag.rules.metrics import run_metrics
 
-__all__ = ["SCHEMA", "compare", "main_run", "render_html", "render_json", "render_text"]
+__all__ = [
+    "SCHEMA",
+    "compare",
+    "main_run",
+    "promise_held",
+    "render_html",
+    "render_json",
+    "render_text",
+]
 
 SCHEMA = "graphdiag.compare/1"
 
@@ -165,6 +173,10 @@ def compare(
         "disappeared": [_finding(codes_b[c]) for c in sorted(set(codes_b) - set(codes_a))],
         "persisting": [_finding(codes_a[c]) for c in sorted(set(codes_a) & set(codes_b))],
     }
+    promise = promise_held(rb, ra)
+    warnings = _warnings(runs, values)
+    if promise is not None and promise["held"] is False:
+        warnings.append(promise["summary"])
     doc = {
         "schema": SCHEMA,
         "tool_version": __version__,
@@ -172,9 +184,94 @@ def compare(
         "after": sides["after"],
         "metrics": metrics,
         "findings": findings,
-        "warnings": _warnings(runs, values),
+        "promise": promise,
+        "warnings": warnings,
     }
     return clean_json(doc)  # type: ignore[no-any-return]
+
+
+PROMISE_TOLERANCE = 0.005  # half a point: below the resolution of a day's coverage figure
+
+
+def promise_held(before: RunReport | None, after: RunReport | None) -> dict[str, Any] | None:
+    """Did BEFORE's advice hold on AFTER? The promise is the recommended set's held-out coverage
+    and waste (``Advice.promised_coverage`` / ``heldout_waste``); the measurement is what AFTER's
+    engine logged with the set it captured. Also the promised set priced on AFTER's traffic, so
+    a miss can be told apart: other traffic (that price misses too) or another set applied."""
+    if before is None or after is None or before.advice is None:
+        return None
+    adv = before.advice
+    rec = adv.recommended
+    promised_cov = adv.promised_coverage
+    promised_waste = rec.heldout_waste if rec.heldout_waste is not None else rec.cost.padding_waste
+    after_sizes = after.record.get("graph_capture_sizes") or (
+        sorted(after.facts.window.sizes) if after.facts.window.sizes else []
+    )
+    cov, waste = after.record.get("captured_share"), after.record.get("padding_waste")
+    on_after = (
+        adv.price(rec.sizes, after.advice.hist())
+        if after.advice is not None and after.advice.unit == adv.unit
+        else None
+    )
+    applied = list(after_sizes) == list(rec.sizes)
+    cov_ok = None if cov is None else cov >= promised_cov - PROMISE_TOLERANCE
+    waste_ok = (
+        None
+        if waste is None or promised_waste is None
+        else waste <= promised_waste + PROMISE_TOLERANCE
+    )
+    held = None if cov_ok is None else bool(cov_ok and waste_ok is not False)
+    parts = [
+        f"promised coverage {promised_cov:.1%}" + ("" if cov is None else f", measured {cov:.1%}"),
+    ]
+    if promised_waste is not None:
+        parts.append(
+            f"promised padding waste {promised_waste:.1%}"
+            + ("" if waste is None else f", measured {waste:.1%}")
+        )
+    if held is None:
+        verdict = "AFTER logged no decided decode batch: the promise cannot be checked"
+    elif held:
+        verdict = "the promise held"
+    else:
+        verdict = "the promise was missed"
+    summary = f"BEFORE's recommended set {list(rec.sizes)}: {verdict} ({'; '.join(parts)})"
+    if not applied:
+        summary += f"; AFTER captured {list(after_sizes) or 'no set'}, not the recommended one"
+    if held is False and on_after is not None:
+        summary += (
+            f"; the recommended set on AFTER's traffic would cover {on_after.coverage:.1%}"
+            + (
+                ""
+                if on_after.padding_waste is None
+                else f" with {on_after.padding_waste:.1%} waste"
+            )
+        )
+    return {
+        "recommended_sizes": list(rec.sizes),
+        "ceiling": adv.ceiling,
+        "unit": adv.unit,
+        "validation": adv.folds,
+        "promised_coverage": round(promised_cov, 4),
+        "promised_padding_waste": None if promised_waste is None else round(promised_waste, 4),
+        "after_sizes": list(after_sizes),
+        "applied": applied,
+        "measured_coverage": cov,
+        "measured_padding_waste": waste,
+        "recommended_on_after_traffic": None
+        if on_after is None
+        else {
+            "coverage": round(on_after.coverage, 4),
+            "padding_waste": None
+            if on_after.padding_waste is None
+            else round(on_after.padding_waste, 4),
+        },
+        "coverage_held": cov_ok,
+        "waste_held": waste_ok,
+        "held": held,
+        "tolerance": PROMISE_TOLERANCE,
+        "summary": summary,
+    }
 
 
 def _warnings(runs: dict[str, RunReport | None], values: dict[str, dict[str, Any]]) -> list[str]:
@@ -275,6 +372,9 @@ def render_text(doc: dict[str, Any]) -> str:
     ):
         items = ", ".join(f"{x['code']} {x['name']}" for x in f[key]) or "none"
         lines.append(f"{title}: {items}")
+    promise = doc.get("promise")
+    if promise is not None and promise["held"] is not False:  # a miss is among the warnings
+        lines.extend(["", promise["summary"]])
     if doc["warnings"]:
         lines.append("")
         lines.extend(f"WARNING: {w_}" for w_ in doc["warnings"])
@@ -312,6 +412,9 @@ def render_html(doc: dict[str, Any]) -> str:
     parts.append("</ul>")
     for w in doc["warnings"]:
         parts.append(f'<p class="warn">{e(w)}</p>')
+    promise = doc.get("promise")
+    if promise is not None and promise["held"] is not False:
+        parts.append(f"<p>{e(promise['summary'])}</p>")
     parts.append(
         "<table><thead><tr><th>metric</th><th>before</th><th>after</th><th>delta</th></tr></thead><tbody>"
     )

@@ -13,7 +13,7 @@ import pandas as pd
 
 from diag.facts.classify import Reason
 from diag.model import Snapshot
-from diag.render import memory_plots, plots
+from diag.render import advice_plots, memory_plots, plots
 from diag.render.html_page import Page, badge, e, fmt_bytes, fmt_num, fmt_pct, fmt_sizes
 from diag.report import RunReport
 
@@ -457,6 +457,7 @@ def run_section(
             )
         )
         out.append(throughput_caption(batches))
+    out.append(advice_plots.advice_blocks(page, run.advice))
     out.append("<h3>Capture cost</h3>")
     mem_rows = memory_plots.memory_budget_rows(
         facts.tables["sizing"], rec, facts.tables["capture_end"], snapshots

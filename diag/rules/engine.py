@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from diag.advise.bucket_sets import Advice
 from diag.facts.record import RunFacts
 from diag.model import Finding, Snapshot
 from diag.resources import package_file
@@ -157,9 +158,12 @@ class RuleEngine:
         return cls(rules)
 
     def evaluate(
-        self, facts: RunFacts, snapshots: Sequence[Snapshot] | None = None
+        self,
+        facts: RunFacts,
+        snapshots: Sequence[Snapshot] | None = None,
+        advice: Advice | None = None,
     ) -> list[Finding]:
-        metrics = run_metrics(facts, snapshots)
+        metrics = run_metrics(facts, snapshots, advice)
         findings = []
         for rule in self.rules:
             env = {**metrics, "threshold": rule.thresholds}

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from diag.advise.bucket_sets import Advice
 from diag.engines import SGLANG, VLLM, sglang, spec_for, vllm
 from diag.facts.record import RunFacts, as_bool, captured_size_count, sizing
 from diag.model import Snapshot
@@ -37,7 +38,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 4)
 
 
-def run_metrics(facts: RunFacts, snapshots: Sequence[Snapshot] | None = None) -> dict[str, Any]:
+def run_metrics(
+    facts: RunFacts, snapshots: Sequence[Snapshot] | None = None, advice: Advice | None = None
+) -> dict[str, Any]:
     rec = facts.record
     t = facts.tables
     cfg = facts.config
@@ -181,8 +184,21 @@ def run_metrics(facts: RunFacts, snapshots: Sequence[Snapshot] | None = None) ->
             if rec["graph_mode"] == "unknown"
             else ""
         ),
-        **_flags(facts, shape),
+        **_flags(facts, shape, advice),
     }
+
+
+def _vllm_raise_remedy(
+    facts: RunFacts, advice: Advice | None, flags: str, peak: float | None
+) -> str:
+    """The vLLM remedy for steps above the ceiling, in the version's own keys: the advice's
+    set as the flags to paste (before 0.11.1 the ceiling is not a user field, the list is)."""
+    if advice is not None and flags:
+        return (
+            f"Capture the advised set up to {advice.ceiling} {advice.unit}: {flags} "
+            "(`graphdiag recommend` shows the frontier)."
+        )
+    return "Raise the capture ceiling to cover the observed decode steps (cudagraph_capture_sizes)."
 
 
 def _round_up(n: float | None, step: int) -> int | None:
@@ -191,21 +207,38 @@ def _round_up(n: float | None, step: int) -> int | None:
     return int(-(-int(n) // step) * step)
 
 
-def _flags(facts: RunFacts, shape: dict[str, Any]) -> dict[str, Any]:
-    """The engine's own flag spellings for this run's version, and suggested values."""
+def _flags(facts: RunFacts, shape: dict[str, Any], advice: Advice | None) -> dict[str, Any]:
+    """The engine's own flag spellings for this run's version, and suggested values: the
+    ceiling and set of the run's advice (the one source ``recommend`` prints too), the
+    largest batch rounded up only where there is no advice."""
     cfg = facts.config
     vllm_version = facts.engine_version if spec_for(facts.backend) is VLLM else None
     p99 = shape.get("p99") if shape else None
     ceiling = facts.record["cuda_graph_max_bs"]
     peak = shape.get("max") if shape else None
+    small = min(_round_up(p99, 8) or 0, ceiling) if p99 and ceiling else _round_up(p99, 8)
+    spec = spec_for(facts.backend)
+    flags = ""
+    if advice is not None and spec is not None:
+        flags = spec.bucket_flags(facts.engine_version, cfg, advice.recommended.sizes, [])
     return {
         "max_bs_flag": sglang.max_bs_flag(cfg),
         "disable_flag": SGLANG.graphs_off_flag(None, cfg),
         "vllm_ceiling_key": vllm.CEILING_KEY.at(vllm_version),
-        "suggest_ceiling": _round_up(peak, 8),
+        "suggest_ceiling": advice.ceiling if advice is not None else _round_up(peak, 8),
         # never suggest "lowering" the ceiling to a value above it
         "suggest_small_ceiling": (
-            min(_round_up(p99, 8) or 0, ceiling) if p99 and ceiling else _round_up(p99, 8)
+            min(advice.ceiling, ceiling) if advice is not None and ceiling else small
+        ),
+        "advice_ceiling": advice.ceiling if advice is not None else None,
+        "advice_unit": advice.unit if advice is not None else None,
+        "advice_sizes": list(advice.recommended.sizes) if advice is not None else None,
+        "advice_flags": flags,
+        "vllm_raise_remedy": _vllm_raise_remedy(facts, advice, flags, peak),
+        "advice_note": (
+            f"; recommended ceiling {advice.ceiling} {advice.unit} (`graphdiag recommend`)"
+            if advice is not None
+            else ""
         ),
     }
 

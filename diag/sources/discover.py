@@ -96,9 +96,15 @@ def _check_file(path: Path) -> str | None:
     return None
 
 
-def _walk(root: Path) -> Iterable[Path]:
+def _walk(root: Path, problems: list[Problem] | None = None) -> Iterable[Path]:
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        if problems is not None:
+            for d in dirnames:
+                if os.path.islink(os.path.join(dirpath, d)):
+                    problems.append(
+                        Problem(os.path.join(dirpath, d), "symlink to a folder, not followed")
+                    )
         for name in sorted(filenames):
             if name.startswith(".") or name.endswith(_IGNORED_SUFFIXES):
                 continue
@@ -122,7 +128,7 @@ def discover(paths: Sequence[str]) -> tuple[list[InputFile], list[Problem]]:
                 Problem(raw, reason if p.exists() or p.is_symlink() else "no such file or folder")
             )
             continue
-        candidates = list(_walk(p)) if p.is_dir() else [p]
+        candidates = list(_walk(p, problems)) if p.is_dir() else [p]
         for c in candidates:
             if p.is_dir() and c.name.lower().endswith(NOT_LOG_SUFFIXES):
                 problems.append(Problem(str(c), f"not a log ({c.suffix} file in a folder)"))

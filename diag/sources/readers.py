@@ -46,7 +46,11 @@ class Sniff:
 def open_binary(item: InputFile) -> BinaryIO:
     """The input's (decompressed) byte stream."""
     if item.fs_path is None:
-        return sys.stdin.buffer
+        stdin = sys.stdin.buffer
+        peek = getattr(stdin, "peek", None)
+        if peek is not None and peek(2)[:2] == GZIP_MAGIC:
+            return gzip.GzipFile(fileobj=stdin, mode="rb")  # type: ignore[return-value]
+        return stdin
     raw = open(item.fs_path, "rb")  # noqa: SIM115 - returned to the caller
     magic = raw.read(2)
     raw.seek(0)

@@ -1,0 +1,558 @@
+"""Bucket sets that hold on tomorrow's traffic: a ceiling with headroom, conventional sizes, and
+a frontier over K priced by :mod:`diag.advise.cost_model` and validated out of sample.
+
+How a set is chosen (issue 14):
+
+1. **Ceiling** (:func:`ceiling_policy`): the smallest conventional size at or above
+   ``max(peak, p99.9) * (1 + headroom)`` over all runs pooled (so run 3's peak is covered by a set
+   that run 2 alone would not reach), never below the peak unless the caller lowers
+   ``headroom``/passes ``max_ceiling``, never above what the engine can run
+   (SGLang ``max_running_requests``; vLLM ``max_num_batched_tokens`` for piecewise mixed steps, else
+   ``max_num_seqs * (1 + k)``). vLLM with stats lines only (no per-step token counts) keeps at least
+   the current or default ceiling: mixed prefill+decode steps served by piecewise graphs count
+   their scheduled tokens, which decode running counts do not show.
+2. **Sets per K**: for a fixed ceiling and budget K, :func:`diag.advise.buckets.optimal_buckets`
+   gives the exact minimum-padding set over the engine's conventional sizes (its own default
+   step pattern from the engine specs in :mod:`diag.engines`); size 1 (or the TBO/DP-attention multiple) kept.
+3. **Validation**: folds by time block (one run: 5 blocks) or by run (several runs). For each
+   fold the ceiling and the set are fitted on the other folds only and priced on the held-out
+   one; held-out coverage, waste and cost are the promise.
+4. **Pick**: lowest held-out total cost; costs within ``tie_tolerance`` x the traffic's decode GPU
+   time per hour are equal, and then the fewer buckets win. For that K the exact (any size) set is
+   tried too and only wins if its held-out cost is lower by more than that: conventional sizes
+   when the cost is equal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from diag.advise.buckets import optimal_buckets
+from diag.advise.cost_model import (
+    CostParameters,
+    Engine,
+    RunEvidence,
+    SetCost,
+    Traffic,
+    engine_size,
+    fit_parameters,
+    set_cost,
+)
+from diag.engines import spec_for
+from diag.engines.spec import AdviceRules
+
+__all__ = [
+    "Advice",
+    "EngineLimits",
+    "FrontierRow",
+    "advise",
+    "ceiling_policy",
+    "conventional_grid",
+    "traffic_histogram",
+]
+
+DEFAULT_HEADROOM = 0.10
+# Costs closer than this share of the traffic's decode GPU time are "equal": the step-time fit
+# that prices padding is not finer than that, so a cheaper odd set or one more bucket is noise.
+DEFAULT_TIE_TOLERANCE = 0.0025
+DEFAULT_FOLDS = 5
+MAX_FRONTIER_K = 48
+MIN_BLOCK_LINES = 20  # a held-out block smaller than this says nothing about tomorrow
+_GRID_LIMIT = 16384
+
+
+@dataclass(frozen=True)
+class EngineLimits:
+    """What the engine accepts and how it counts, from the run's config (typed, no dict)."""
+
+    engine: Engine
+    version: str | None = None
+    current_sizes: tuple[int, ...] = ()
+    current_source: Literal["logged", "inferred", "default"] = "default"
+    max_running: int | None = None  # SGLang max_running_requests / vLLM max_num_seqs (per rank)
+    max_num_batched_tokens: int | None = None  # vLLM
+    spec_tokens: int = 0  # vLLM num_speculative_tokens; SGLang speculative_num_draft_tokens
+    speculative_algorithm: str | None = None
+    cudagraph_mode: str | None = None  # vLLM; FULL_DECODE_ONLY: mixed steps never replay
+    dp_attention: bool = False  # SGLang
+    attn_tp: int = 1  # SGLang tp_size // dp_size under DP attention, else tp_size
+    two_batch_overlap: bool = False  # SGLang
+    padding: bool = True  # SGLang --disable-cuda-graph-padding turns it off
+
+    @property
+    def rules(self) -> AdviceRules:
+        """How this engine counts and keeps sizes (its spec in diag.engines)."""
+        spec = spec_for(self.engine)
+        if spec is None or spec.advice_rules is None:
+            raise ValueError(f"no advice rules for engine {self.engine!r}")
+        return spec.advice_rules
+
+    @property
+    def unit(self) -> str:
+        return self.rules.unit
+
+    def multiple(self) -> int:
+        """The multiple the engine keeps sizes at (SGLang §7: TBO, DP attention), else 1."""
+        return self.rules.capture_multiple(
+            self.version, self.two_batch_overlap, self.dp_attention, self.attn_tp
+        )
+
+    def mixed_served(self) -> bool:
+        """Do the graphs also serve mixed prefill+decode steps (vLLM piecewise modes)?"""
+        return self.rules.mixed_steps_in_graphs(self.cudagraph_mode)
+
+    def cap(self) -> int | None:
+        """The largest size the engine can use."""
+        if self.unit == "requests":
+            return self.max_running
+        if self.mixed_served():
+            return self.max_num_batched_tokens
+        if self.max_running:
+            decode = self.max_running * (1 + self.spec_tokens)
+            return min(decode, self.max_num_batched_tokens or decode)
+        return self.max_num_batched_tokens
+
+
+def conventional_grid(limits: EngineLimits, upto: int) -> list[int]:
+    """The engine's own step pattern up to ``upto``: its default list for the version, extended
+    past the default top with the list's last step; then the TBO/DP-attention multiple."""
+    base = sorted(
+        set(limits.rules.step_pattern(limits.version, bool(limits.speculative_algorithm)))
+    )
+    step = base[-1] - base[-2] if len(base) > 1 else 8
+    grid = [*base]
+    while grid[-1] < upto:
+        grid.append(grid[-1] + step)
+    m = limits.multiple()
+    grid = [g for g in grid if g <= upto]
+    if m > 1:
+        grid = sorted({g for g in grid if g % m == 0} | {m})
+    return grid
+
+
+def _allowed(grid: Sequence[int]) -> Callable[[int], bool]:
+    members = frozenset(grid)
+    return lambda s: s in members
+
+
+def ceiling_policy(
+    sizes: np.ndarray,
+    weights: np.ndarray,
+    limits: EngineLimits,
+    *,
+    headroom: float = DEFAULT_HEADROOM,
+    max_ceiling: int | None = None,
+    has_token_counts: bool = False,
+) -> tuple[int, list[str]]:
+    """The ceiling and why (see the module docstring, step 1)."""
+    notes: list[str] = []
+    ok = sizes >= 1
+    peak = int(sizes[ok].max())
+    order = np.argsort(sizes[ok])
+    cum = np.cumsum(weights[ok][order]) / weights[ok].sum()
+    p999 = int(sizes[ok][order][min(int(np.searchsorted(cum, 0.999)), len(cum) - 1)])
+    want = math.ceil(max(peak, p999) * (1 + headroom))
+    floor_ = 0
+    if limits.mixed_served() and not has_token_counts:
+        default_top = max(
+            limits.rules.default_window(
+                limits.version, limits.max_running, limits.max_num_batched_tokens
+            )
+        )
+        floor_ = max([default_top, *limits.current_sizes])
+        if limits.max_num_batched_tokens:
+            floor_ = min(floor_, limits.max_num_batched_tokens)
+        if floor_ > want:
+            notes.append(
+                f"ceiling kept at {floor_} tokens: the logs show running requests only (stats lines), "
+                "and vLLM's piecewise graphs also serve mixed prefill+decode steps whose scheduled "
+                "tokens they do not show; turn on --cudagraph-metrics or DEBUG step lines to size it"
+            )
+    cap = limits.cap()
+    grid = conventional_grid(limits, _GRID_LIMIT)
+    target = max(want, floor_)
+    if max_ceiling is not None:
+        target = min(target, max_ceiling)
+    ceiling = next((g for g in grid if g >= target), grid[-1])
+    if cap is not None and ceiling > cap:
+        below = [g for g in grid if g <= cap]
+        ceiling = cap if limits.multiple() == 1 or cap % limits.multiple() == 0 else below[-1]
+        notes.append(
+            f"ceiling {ceiling}: the engine never runs more than {cap} {limits.unit} per step"
+        )
+    if max_ceiling is not None and ceiling < peak:
+        notes.append(
+            f"ceiling {ceiling} below the observed peak {peak} as asked: larger steps run eager"
+        )
+    return ceiling, notes
+
+
+def _finite(v: float, nd: int) -> float | None:
+    """JSON has no NaN: a figure that could not be measured (no held-out data) is None."""
+    return round(v, nd) if math.isfinite(v) else None
+
+
+@dataclass(frozen=True)
+class FrontierRow:
+    """One budget K: the set fitted on all traffic, priced in sample and validated out of sample."""
+
+    k: int
+    sizes: tuple[int, ...]
+    conventional: bool
+    cost: SetCost  # in sample, all traffic
+    heldout_coverage: float
+    heldout_waste: float | None
+    heldout_total_s_h: float
+    recommended: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        c = self.cost
+        return {
+            "k": self.k,
+            "sizes": list(self.sizes),
+            "conventional": self.conventional,
+            "coverage": round(c.coverage, 5),
+            "padding_waste": None if c.padding_waste is None else round(c.padding_waste, 4),
+            "capture_gib": round(c.capture_gib, 4),
+            "capture_time_s": round(c.capture_time_s, 2),
+            "kv_tokens_lost": None if c.kv_tokens_lost is None else round(c.kv_tokens_lost),
+            "padded_s_h": round(c.padded_s_h, 3),
+            "eager_s_h": round(c.eager_s_h, 3),
+            "capture_s_h": round(c.capture_s_h, 3),
+            "memory_s_h": round(c.memory_s_h, 3),
+            "total_s_h": round(c.total_s_h, 3),
+            "heldout_coverage": _finite(self.heldout_coverage, 5),
+            "heldout_waste": None if self.heldout_waste is None else round(self.heldout_waste, 4),
+            "heldout_total_s_h": _finite(self.heldout_total_s_h, 3),
+            "recommended": self.recommended,
+        }
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The one source of bucket advice: rules and renderers quote it, none recomputes it."""
+
+    engine: Engine
+    unit: str
+    ceiling: int
+    recommended: FrontierRow
+    current: SetCost | None
+    frontier: tuple[FrontierRow, ...]
+    parameters: CostParameters
+    folds: str
+    busy_s_h: float  # decode GPU-s per hour of the traffic: the scale of every cost above
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    # the pooled {size in the engine's unit: steps} it was fitted on (plots and compare read it)
+    histogram: tuple[tuple[int, float], ...] = ()
+    headroom: float = DEFAULT_HEADROOM
+    max_ceiling: int | None = None
+    max_k: int | None = None
+    padding: bool = True  # SGLang --disable-cuda-graph-padding: only exact sizes replay
+
+    def hist(self) -> dict[int, float]:
+        return dict(self.histogram)
+
+    def price(self, sizes: Sequence[int], hist: dict[int, float] | None = None) -> SetCost:
+        """Any set priced with this advice's parameters (on its own traffic by default)."""
+        return set_cost(tuple(sizes), hist or self.hist(), self.parameters, padding=self.padding)
+
+    @property
+    def promised_coverage(self) -> float:
+        """What the recommended set promises on new traffic: its held-out coverage (in-sample
+        coverage when the traffic is too short to hold any out)."""
+        r = self.recommended
+        return r.heldout_coverage if math.isfinite(r.heldout_coverage) else r.cost.coverage
+
+    def frontier_frame(self) -> pd.DataFrame:
+        """One row per K (the HTML frontier plot reads this; plotting computes nothing)."""
+        return pd.DataFrame([r.to_dict() for r in self.frontier])
+
+
+# ------------------------------------------------------------------ fitting helpers
+def _hist(sizes: np.ndarray, steps: np.ndarray) -> dict[int, float]:
+    ok = sizes >= 1
+    uniq, inv = np.unique(sizes[ok], return_inverse=True)
+    w = np.bincount(inv, weights=steps[ok], minlength=len(uniq))
+    return {int(s): float(x) for s, x in zip(uniq.tolist(), w.tolist(), strict=True) if x > 0}
+
+
+def traffic_histogram(traffic: Traffic, limits: EngineLimits) -> dict[int, float]:
+    """``{size in the engine's unit: steps}`` of one run's traffic."""
+    sizes = engine_size(traffic, limits.engine, limits.spec_tokens)
+    return _hist(sizes, np.asarray(traffic.steps, dtype=float))
+
+
+def _int_hist(hist: dict[int, float]) -> dict[int, int]:
+    """optimal_buckets counts in ints: scale fractional step weights (argmin unchanged)."""
+    lo = min(hist.values())
+    scale = 1.0 if all(float(v).is_integer() for v in hist.values()) else 1000.0 / lo
+    return {s: max(1, int(round(v * scale))) for s, v in hist.items()}
+
+
+def _fit_set(
+    hist: dict[int, float],
+    k: int,
+    ceiling: int,
+    forced_min: int,
+    grid: Sequence[int] | None,
+    kept: Sequence[int] = (),
+) -> tuple[int, ...]:
+    """Exact minimum-padding set of <= k sizes with this ceiling (None grid: any size), plus
+    the ``kept`` sizes above it (vLLM mixed steps the logs do not size, see :func:`advise`)."""
+    below = {s: w for s, w in hist.items() if s <= ceiling} or {ceiling: 1.0}
+    forced = (forced_min, ceiling) if k >= 2 and forced_min < ceiling else (ceiling,)
+    allowed = _allowed(grid) if grid is not None else None
+    plan = optimal_buckets(_int_hist(below), max(k, len(forced)), 0.0, forced, allowed)
+    return tuple(sorted(set(plan.sizes) | {s for s in kept if s > ceiling}))
+
+
+@dataclass(frozen=True)
+class _Fold:
+    train: dict[int, float]
+    test: dict[int, float]
+    ceiling: int
+
+
+def _folds(
+    runs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    limits: EngineLimits,
+    n_blocks: int,
+    ceil_kw: dict[str, object],
+) -> tuple[list[_Fold], str]:
+    """Leave-one-run-out with several runs, else contiguous time blocks of one run."""
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    if len(runs) > 1:
+        parts = [(s, w) for s, w, _ in runs]
+        how = f"leave-one-run-out over {len(runs)} runs"
+    else:
+        s, w, t = runs[0]
+        order = np.argsort(t, kind="stable")
+        blocks = np.array_split(order, max(1, min(n_blocks, len(order) // MIN_BLOCK_LINES)))
+        parts = [(s[b], w[b]) for b in blocks if len(b)]
+        how = f"{len(parts)} time blocks (fit on the others, price the held-out one)"
+    out: list[_Fold] = []
+    for i in range(len(parts)):
+        rest = [p for j, p in enumerate(parts) if j != i]
+        if not rest:
+            continue
+        ts = np.concatenate([p[0] for p in rest])
+        tw = np.concatenate([p[1] for p in rest])
+        if not (ts >= 1).any() or not (parts[i][0] >= 1).any():
+            continue
+        c, _ = ceiling_policy(ts, tw, limits, **ceil_kw)  # type: ignore[arg-type]
+        out.append(_Fold(_hist(ts, tw), _hist(*parts[i]), c))
+    return out, how
+
+
+def _heldout(
+    folds: Sequence[_Fold],
+    k: int,
+    forced_min: int,
+    grid_for: Callable[[int], Sequence[int] | None],
+    params: CostParameters,
+    padding: bool,
+    kept: Sequence[int] = (),
+) -> tuple[float, float | None, float]:
+    """Held-out coverage, waste and cost (GPU-s/h), weighted by held-out steps."""
+    if not folds:
+        return math.nan, None, math.nan
+    cov = tot = pad_num = pad_den = 0.0
+    weight = 0.0
+    for f in folds:
+        sizes = _fit_set(f.train, k, f.ceiling, forced_min, grid_for(f.ceiling), kept)
+        c = set_cost(sizes, f.test, params, padding=padding)
+        w = sum(f.test.values())
+        cov += c.coverage * w
+        tot += c.total_s_h * w
+        if c.padding_waste is not None:
+            served = sum(v for s, v in f.test.items() if s <= max(sizes))
+            pad_num += c.padding_waste * served
+            pad_den += served
+        weight += w
+    return cov / weight, (pad_num / pad_den if pad_den else None), tot / weight
+
+
+# ------------------------------------------------------------------ the advice
+def advise(
+    runs: Sequence[RunEvidence],
+    limits: EngineLimits,
+    *,
+    headroom: float = DEFAULT_HEADROOM,
+    max_ceiling: int | None = None,
+    max_k: int | None = None,
+    folds: int = DEFAULT_FOLDS,
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
+    lifetime_h: float | None = None,
+) -> Advice:
+    """Frontier over K and the recommended set for the pooled runs of one server."""
+    if not runs:
+        raise ValueError("no runs to advise on")
+    params = fit_parameters(
+        runs, limits.engine, spec_tokens=limits.spec_tokens, lifetime_h=lifetime_h
+    )
+    per_run = []
+    has_tokens = False
+    for ev in runs:
+        tr: Traffic = ev.traffic
+        s = engine_size(tr, limits.engine, limits.spec_tokens)
+        has_tokens |= bool((tr.col("tokens", -1) >= 1).any())
+        per_run.append((s, np.asarray(tr.steps, dtype=float), np.asarray(tr.t_s, dtype=float)))
+    all_s = np.concatenate([r[0] for r in per_run])
+    all_w = np.concatenate([r[1] for r in per_run])
+    if not (all_s >= 1).any():
+        raise ValueError("no step with a known size: nothing to size buckets for")
+    ceil_kw: dict[str, object] = {
+        "headroom": headroom,
+        "max_ceiling": max_ceiling,
+        "has_token_counts": has_tokens,
+    }
+    ceiling, notes = ceiling_policy(all_s, all_w, limits, **ceil_kw)  # type: ignore[arg-type]
+    # vLLM, piecewise graphs, stats lines only: the decode steps are sized from running counts,
+    # the mixed prefill+decode steps not at all. The set is fitted to the decode steps and the
+    # current (or default) sizes above them are kept: mixed steps use those, and no line says
+    # which, so none is dropped.
+    kept: tuple[int, ...] = ()
+    fit_ceiling = ceiling
+    if limits.mixed_served() and not has_tokens:
+        ceil_kw["has_token_counts"] = True  # the folds fit decode ceilings too
+        fit_ceiling, _ = ceiling_policy(all_s, all_w, limits, **ceil_kw)  # type: ignore[arg-type]
+        if fit_ceiling < ceiling:
+            base = limits.current_sizes or tuple(
+                limits.rules.default_window(
+                    limits.version, limits.max_running, limits.max_num_batched_tokens
+                )
+            )
+            kept = tuple(sorted({s for s in base if fit_ceiling < s <= ceiling} | {ceiling}))
+            notes.append(
+                f"sizes above {fit_ceiling} tokens kept as the run has them ({len(kept)} sizes up "
+                f"to {ceiling}): mixed prefill+decode steps replay those piecewise graphs and "
+                "the stats lines do not show their token counts"
+            )
+        else:
+            fit_ceiling = ceiling
+    notes.extend(_engine_notes(limits))
+    hist = _hist(all_s, all_w)
+    forced_min = limits.multiple()
+    grid = conventional_grid(limits, _GRID_LIMIT)
+
+    def grid_for(c: int) -> list[int]:
+        return [g for g in grid if g <= c] + ([c] if c not in grid else [])
+
+    fold_list, how = _folds(per_run, limits, folds, ceil_kw)
+    n_kept = len([s for s in kept if s > fit_ceiling])
+    k_hi = min(len(grid_for(fit_ceiling)), (max_k or MAX_FRONTIER_K) - n_kept)
+    k_lo = 1 if forced_min >= fit_ceiling else 2
+    rows: list[FrontierRow] = []
+    seen: set[tuple[int, ...]] = set()
+    for k in range(k_lo, max(k_lo, k_hi) + 1):
+        sizes = _fit_set(hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept)
+        if sizes in seen:  # the budget is no longer binding: larger K gives the same set
+            break
+        seen.add(sizes)
+        hc, hw, ht = _heldout(fold_list, k, forced_min, grid_for, params, limits.padding, kept)
+        rows.append(
+            FrontierRow(
+                len(sizes),
+                sizes,
+                True,
+                set_cost(sizes, hist, params, padding=limits.padding),
+                hc,
+                hw,
+                ht,
+            )
+        )
+    key = [
+        r.heldout_total_s_h if math.isfinite(r.heldout_total_s_h) else r.cost.total_s_h
+        for r in rows
+    ]
+    s_arr = np.array(list(hist), dtype=float)
+    w_arr = np.array(list(hist.values()))
+    busy_s_h = float(np.sum(w_arr * params.step_s(s_arr)) / w_arr.sum()) * float(
+        params.steps_per_hour.value or 0.0
+    )
+    eps = tie_tolerance * busy_s_h + 1e-12
+    best = min(key)
+    pick = next(i for i, v in enumerate(key) if v <= best + eps)
+    chosen = rows[pick]
+    if not fold_list:
+        how = "not validated (in sample only)"
+        notes.append(
+            f"too few step lines to hold any out (fewer than {2 * MIN_BLOCK_LINES} in one run): "
+            "coverage and waste are in sample only, and conventional sizes are kept"
+        )
+    elif len(hist) <= 600:  # exact sets over observed sizes: O(K m^2); skipped for huge spreads
+        budget = chosen.k - n_kept
+        exact = _fit_set(hist, budget, fit_ceiling, forced_min, None, kept)
+        if exact != chosen.sizes:
+            hc, hw, ht = _heldout(
+                fold_list, budget, forced_min, lambda c: None, params, limits.padding, kept
+            )
+            ht_key = (
+                ht
+                if math.isfinite(ht)
+                else set_cost(exact, hist, params, padding=limits.padding).total_s_h
+            )
+            if ht_key < key[pick] - eps:
+                chosen = FrontierRow(
+                    chosen.k,
+                    exact,
+                    False,
+                    set_cost(exact, hist, params, padding=limits.padding),
+                    hc,
+                    hw,
+                    ht,
+                )
+                rows.append(chosen)
+                notes.append(
+                    "the exact set over observed sizes beats the conventional one "
+                    f"out of sample by more than {tie_tolerance:.2%} of decode GPU time"
+                )
+    rows = [replace(r, recommended=r is chosen) for r in rows]
+    current = (
+        set_cost(limits.current_sizes, hist, params, padding=limits.padding)
+        if limits.current_sizes
+        else None
+    )
+    return Advice(
+        engine=limits.engine,
+        unit=limits.unit,
+        ceiling=ceiling,
+        recommended=next(r for r in rows if r.recommended),
+        current=current,
+        frontier=tuple(rows),
+        parameters=params,
+        folds=how,
+        busy_s_h=busy_s_h,
+        notes=tuple(notes),
+        histogram=tuple(sorted(hist.items())),
+        headroom=headroom,
+        max_ceiling=max_ceiling,
+        max_k=max_k,
+        padding=limits.padding,
+    )
+
+
+def _engine_notes(limits: EngineLimits) -> list[str]:
+    """Notes that apply to this engine and config only (texts from the engine spec)."""
+    notes: list[str] = []
+    rules = limits.rules
+    # tokens: every spec step counts k+1 tokens; requests: only a named algorithm runs drafts
+    if limits.spec_tokens > 0 and (rules.unit == "tokens" or limits.speculative_algorithm):
+        notes.append(rules.spec_note(limits.speculative_algorithm, limits.spec_tokens))
+    m = limits.multiple()
+    if m > 1:
+        why = "two-batch-overlap" if limits.two_batch_overlap else "DP attention"
+        notes.append(f"{why}: only multiples of {m} are captured; {m} is kept instead of 1")
+    if limits.dp_attention and rules.dp_attention_note:
+        notes.append(rules.dp_attention_note)
+    if not limits.padding:
+        notes.append(
+            "--disable-cuda-graph-padding is on: only exact sizes replay, the rest run eager"
+        )
+    return notes

@@ -1,0 +1,382 @@
+"""Facts -> advice, once per server and before the rules run (issue 14: one source of truth).
+
+:func:`advise_runs` turns each run's typed facts into the inputs of
+:func:`diag.advise.bucket_sets.advise` (its sampled steps as :class:`Traffic`, its capture and
+KV sizing figures, the engine's limits from the engine spec) and prices one frontier per
+server. Runs of the same server are pooled and validated across each other: the runs of one
+stream (a rotated set, or one instance's restarts) and runs whose config echoes are
+identical. So a three-run rotated log gets a set that covers the last run's peak, even
+where the set fitted to the earlier runs would not. Each run's :class:`Advice` then carries
+its own ``current`` cost (its own set on its own traffic); the frontier, ceiling and
+recommended set are the server's.
+
+Rules (GD110/111/112/120), ``recommend``, ``compare`` and the HTML run section quote this
+advice; none of them computes a ceiling or a set of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Literal, cast
+
+import numpy as np
+import pandas as pd
+
+from diag.advise.bucket_sets import (
+    DEFAULT_HEADROOM,
+    Advice,
+    EngineLimits,
+    advise,
+    traffic_histogram,
+)
+from diag.advise.cost_model import (
+    DEFAULT_BASE_STEP_S,
+    CaptureMeasurement,
+    Engine,
+    RunEvidence,
+    SetCost,
+    Traffic,
+    step_time_from_throughput,
+)
+from diag.engines import spec_for
+from diag.engines.spec import AdviceInputs
+from diag.facts.record import RunFacts, is_rank0, snapshot_graph_pool_gib
+from diag.model import Snapshot
+
+__all__ = [
+    "advise_group",
+    "advise_runs",
+    "advice_inputs",
+    "current_sizes",
+    "engine_limits",
+    "graph_pool_gib",
+    "run_evidence",
+    "server_groups",
+]
+
+SizesSource = Literal["logged", "inferred", "default"]
+
+
+# ------------------------------------------------------------------ per-run inputs
+def current_sizes(f: RunFacts, engine: str) -> tuple[list[int], SizesSource]:
+    """The set the run captured and where it comes from: ``logged``, ``inferred`` or ``default``.
+
+    ``default`` (graphs off, or no window at all) is the engine's default list for the version:
+    what "just turn graphs back on" would capture, the natural baseline to beat.
+    """
+    if f.record.get("graph_capture_sizes"):
+        return sorted(int(s) for s in f.record["graph_capture_sizes"]), "logged"
+    if f.window.sizes:
+        return sorted(f.window.sizes), "inferred" if f.window.sizes_inferred else "logged"
+    spec = spec_for(engine)
+    if spec is None:
+        return [], "default"
+    same = f.backend == engine
+    return (
+        spec.default_sizes(f.engine_version if same else None, f.config if same else {}, None),
+        "default",
+    )
+
+
+def graph_pool_gib(f: RunFacts, snapshots: Sequence[Snapshot] | None) -> float | None:
+    """The run's snapshot graph-pool total from its facts (``RunFacts.snapshot_graph_pool_gib``);
+    snapshots handed in but not joined by ``analyze`` go through the same definition. Pools
+    of 0 GiB give nothing to scale capture memory from."""
+    gib = f.snapshot_graph_pool_gib
+    if gib is None and snapshots:
+        gib = snapshot_graph_pool_gib(f.run.id, snapshots)
+    return gib if gib else None
+
+
+def advice_inputs(f: RunFacts) -> AdviceInputs:
+    """The config values advice reads, through the engine spec (no engine names here)."""
+    spec = spec_for(f.backend)
+    max_running = f.record.get("max_running_requests")
+    if spec is None:
+        return AdviceInputs(max_running=max_running)
+    return spec.advice_inputs(f.config, max_running)
+
+
+def engine_limits(f: RunFacts, engine: str | None = None) -> EngineLimits:
+    """What the engine accepts for this run's server: limits from the run's own config when it
+    is of that engine, the engine's defaults otherwise."""
+    engine = engine or f.backend
+    same = f.backend == engine
+    inp = advice_inputs(f) if same else AdviceInputs()
+    sizes, source = current_sizes(f, engine)
+    return EngineLimits(
+        engine=cast(Engine, engine),
+        version=f.engine_version if same else None,
+        current_sizes=tuple(sizes) if source != "default" else (),
+        current_source=source,
+        max_running=inp.max_running,
+        max_num_batched_tokens=inp.max_num_batched_tokens,
+        spec_tokens=inp.spec_tokens,
+        speculative_algorithm=inp.speculative_algorithm,
+        cudagraph_mode=f.record.get("cudagraph_mode") if same else None,
+        dp_attention=inp.dp_attention,
+        attn_tp=inp.attn_tp,
+        two_batch_overlap=inp.two_batch_overlap,
+        padding=inp.padding,
+    )
+
+
+def _num(frame: pd.DataFrame, col: str) -> np.ndarray:
+    if col not in frame:
+        return np.full(len(frame), np.nan)
+    return frame[col].to_numpy(dtype="float64", na_value=np.nan)
+
+
+def _flag(frame: pd.DataFrame, col: str) -> np.ndarray:
+    """1 the line says graph, 0 it says eager, -1 it says nothing."""
+    return np.where(np.isnan(v := _num(frame, col)), -1, (v > 0).astype(np.int64)).astype(np.int64)
+
+
+def _rank_rows(frame: pd.DataFrame, all_ranks: bool) -> pd.DataFrame:
+    if frame.empty or all_ranks:
+        return frame
+    mask = frame["rank"].map(is_rank0)
+    return frame[mask] if mask.any() else frame
+
+
+def _batch_line_traffic(frame: pd.DataFrame, inp: AdviceInputs) -> dict[str, np.ndarray]:
+    """Periodic decode batch lines (SGLang ``Decode batch``): one line per log interval."""
+    req = _num(frame, "batch_size")
+    acc = _num(frame, "accept_len")
+    return {
+        "ts": _num(frame, "ts"),
+        "requests": req,
+        "tokens": np.full(len(frame), np.nan),
+        "steps": np.full(len(frame), float(inp.steps_per_batch_line or 1)),
+        "step_time_s": step_time_from_throughput(req, _num(frame, "gen_throughput"), acc),
+        "graph": _flag(frame, "cuda_graph"),
+        "mixed": np.zeros(len(frame), dtype=bool),
+        "usage": _num(frame, "token_usage"),
+    }
+
+
+def _step_traffic(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per-step dispatch lines (vLLM DEBUG step lines, cudagraph-metrics rows): tokens per step,
+    mixed prefill+decode steps included (piecewise graphs serve them too). A graph-replayed
+    DEBUG line shows the padded descriptor only: its size is taken as that bucket, an upper
+    bound, so no size a step used is ever dropped."""
+    padded = _num(frame, "padded_tokens")
+    mode = frame["mode"].astype("object").fillna("").astype(str).str.upper()
+    graph = np.where(mode == "", -1, (mode != "NONE").astype(np.int64)).astype(np.int64)
+    count = _num(frame, "count")
+    # uniform False: a mixed prefill+decode step (NaN: the row does not say, e.g. metrics rows)
+    mixed = _num(frame, "uniform") == 0.0
+    return {
+        "ts": _num(frame, "ts"),
+        "requests": _num(frame, "num_reqs"),
+        "tokens": np.where(np.isnan(tokens := _num(frame, "num_tokens")), padded, tokens),
+        "steps": np.where(np.isnan(count) | (count <= 0), 1.0, count),
+        "step_time_s": np.full(len(frame), np.nan),
+        "graph": graph,
+        "mixed": mixed,
+        "usage": np.full(len(frame), np.nan),
+    }
+
+
+def _stats_traffic(frame: pd.DataFrame, inp: AdviceInputs) -> dict[str, np.ndarray]:
+    """Periodic stats lines (vLLM): running requests and generation throughput over an interval.
+    Steps per line = interval / step time; with speculative decoding the tokens per step are
+    not known, so the step time is not measured."""
+    active = frame[(frame["running"].fillna(0) > 0) & (frame["gen_throughput"].fillna(0) > 0)]
+    req = _num(active, "running")
+    t = step_time_from_throughput(req, _num(active, "gen_throughput"))
+    if inp.spec_tokens > 0:
+        t = np.full(len(active), np.nan)
+    interval = inp.stats_interval_s or 1.0
+    steps = interval / np.where(np.isfinite(t), t, DEFAULT_BASE_STEP_S)
+    return {
+        "ts": _num(active, "ts"),
+        "requests": req,
+        "tokens": np.full(len(active), np.nan),
+        "steps": steps,
+        "step_time_s": t,
+        "graph": np.full(len(active), -1, dtype=np.int64),
+        "mixed": np.zeros(len(active), dtype=bool),
+        "usage": _num(active, "kv_usage") / 100.0,
+    }
+
+
+def run_traffic(f: RunFacts, inp: AdviceInputs | None = None) -> Traffic | None:
+    """The run's sampled decode steps, or None when it logged none with a known size.
+
+    Per-step lines win over stats intervals (as in the batch classification); batch lines
+    are read from rank 0 only unless DP attention makes every DP rank's line its own batch.
+    """
+    inp = inp or advice_inputs(f)
+    parts: list[dict[str, np.ndarray]] = []
+    batch_lines = _rank_rows(f.tables["decode_batch"], inp.dp_attention)
+    if not batch_lines.empty:
+        parts.append(_batch_line_traffic(batch_lines, inp))
+    steps = _rank_rows(f.tables["graph_step"], False)
+    if not steps.empty:
+        parts.append(_step_traffic(steps))
+    elif not f.tables["stats"].empty:
+        stats = _rank_rows(f.tables["stats"], False)
+        if not stats.empty:
+            parts.append(_stats_traffic(stats, inp))
+    if not parts:
+        return None
+    col = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    req = np.nan_to_num(col["requests"], nan=-1).astype(np.int64)
+    tok = np.nan_to_num(col["tokens"], nan=-1).astype(np.int64)
+    known = (req >= 1) | (tok >= 1)
+    if not known.any():
+        return None
+    ts = col["ts"]
+    if np.isfinite(ts).any():
+        t_s = np.where(np.isfinite(ts), ts - np.nanmin(ts), 0.0)
+    else:  # no clock: order only (time blocks still follow the log)
+        t_s = np.arange(len(ts), dtype=float)
+    has_tok = (tok >= 1).any()
+    return Traffic(
+        t_s=t_s[known],
+        requests=req[known],
+        steps=col["steps"][known],
+        tokens=tok[known] if has_tok else None,
+        step_time_s=col["step_time_s"][known],
+        graph=col["graph"][known],
+        kind=np.where(col["mixed"][known], "mixed", "decode"),
+        token_usage=col["usage"][known],
+        observed_s=None if np.isfinite(ts).any() else 0.0,
+        run_id=f.run.id,
+    )
+
+
+def run_evidence(
+    f: RunFacts, snapshots: Sequence[Snapshot] | None = None, engine: str | None = None
+) -> RunEvidence | None:
+    """Traffic, capture measurement and KV sizing of one run (None: no decode traffic)."""
+    traffic = run_traffic(f)
+    if traffic is None:
+        return None
+    sizes, source = current_sizes(f, engine or f.backend)
+    rec = f.record
+    snap = graph_pool_gib(f, snapshots)
+    measured = source != "default" and f.record.get("graph_mode") != "disabled"
+    capture = CaptureMeasurement(
+        tuple(sizes) if measured else (),
+        rec.get("capture_time_s") if measured else None,
+        (snap if snap is not None else rec.get("capture_mem_gib")) if measured else None,
+        "snapshot" if snap is not None and measured else "run",
+    )
+    kv_tokens = rec.get("kv_tokens")
+    return RunEvidence(
+        traffic,
+        capture,
+        int(kv_tokens) if kv_tokens else None,
+        rec.get("kv_cache_gib"),
+    )
+
+
+# ------------------------------------------------------------------ servers
+def _config_key(f: RunFacts) -> str | None:
+    if not f.config:
+        return None
+    return f.backend + json.dumps(f.config, sort_keys=True, default=str)
+
+
+def server_groups(facts: Sequence[RunFacts]) -> list[list[RunFacts]]:
+    """Runs of the same server, in input order: same stream (rotated set / instance) or the
+    same config echo. Prefill nodes of a disaggregated deployment are left out (no buckets)."""
+    parent: dict[int, int] = {}
+
+    def find(i: int) -> int:
+        while parent.setdefault(i, i) != i:
+            i = parent[i]
+        return i
+
+    first: dict[str, int] = {}
+    for i, f in enumerate(facts):
+        find(i)
+        for key in (f"stream:{f.backend}:{f.run.stream}", _config_key(f)):
+            if key is None:
+                continue
+            if key in first:
+                parent[find(i)] = find(first[key])
+            else:
+                first[key] = i
+    groups: dict[int, list[RunFacts]] = {}
+    for i, f in enumerate(facts):
+        groups.setdefault(find(i), []).append(f)
+    return list(groups.values())
+
+
+def advise_group(
+    group: Sequence[RunFacts],
+    snapshots: Sequence[Snapshot] | None = None,
+    *,
+    engine: str | None = None,
+    headroom: float = DEFAULT_HEADROOM,
+    max_ceiling: int | None = None,
+    max_k: int | None = None,
+) -> tuple[Advice, list[RunFacts]] | None:
+    """One frontier for runs pooled as one server: limits from the latest run (the config the
+    next start uses), ``engine`` the one to speak for (default: the latest run's). Returns the
+    advice and the runs it used; None when none has decode traffic or advice is impossible."""
+    usable = [
+        f
+        for f in group
+        if spec_for(engine or f.backend) is not None and f.record.get("prefill_node") is not True
+    ]
+    evidence = [(f, ev) for f in usable if (ev := run_evidence(f, snapshots, engine)) is not None]
+    if not evidence:
+        return None
+    limits = engine_limits(evidence[-1][0], engine)
+    try:
+        adv = advise(
+            [ev for _, ev in evidence],
+            limits,
+            headroom=headroom,
+            max_ceiling=max_ceiling,
+            max_k=max_k,
+        )
+    except ValueError:  # degenerate input: analyze and recommend must not fail over advice
+        return None
+    ids = [f.run.id for f, _ in evidence]
+    if len(ids) > 1:
+        adv = replace(
+            adv,
+            notes=adv.notes
+            + (f"{len(ids)} runs pooled ({', '.join(ids)}); limits from the latest, {ids[-1]}",),
+        )
+    return adv, [f for f, _ in evidence]
+
+
+def advise_runs(
+    facts: Sequence[RunFacts], snapshots: Sequence[Snapshot] | None = None
+) -> dict[str, Advice]:
+    """The advice per run id, for every run of a known engine with decode traffic.
+
+    One frontier per server (see :func:`server_groups`), validated across its runs; each
+    run's ``current`` is its own set priced on its own traffic.
+    """
+    out: dict[str, Advice] = {}
+    for group in server_groups(facts):
+        got = advise_group(group, snapshots)
+        if got is None:
+            continue
+        adv, used = got
+        limits = engine_limits(used[-1])
+        for f in used:
+            ev = run_evidence(f, snapshots)
+            own = _own_current(f, ev, adv, limits) if ev is not None else None
+            out[f.run.id] = replace(adv, current=own)
+    return out
+
+
+def _own_current(f: RunFacts, ev: RunEvidence, adv: Advice, limits: EngineLimits) -> SetCost | None:
+    """This run's own set priced on this run's own traffic (the server's parameters)."""
+    sizes, source = current_sizes(f, limits.engine)
+    if source == "default" or not sizes:
+        return None
+    hist = traffic_histogram(ev.traffic, limits)
+    if not hist:
+        return None
+    return adv.price(sizes, hist)

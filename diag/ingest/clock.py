@@ -1,0 +1,106 @@
+"""Years for lines that print none (vLLM's ``mm-dd hh:mm:ss``), per stream.
+
+The normaliser places year-less lines in the placeholder year ``NO_YEAR`` (a leap year, so
+Feb 29 parses). Once a stream is read, the year comes from any dated line of the same stream
+(docker/CI timestamps, python logging, SGLang headers), else from the modification time of its
+first file; the stream's ``year_source`` says which (``log`` | ``mtime`` | ``unknown``). With
+neither (standard input), the current year stands in and ``year_source`` is ``unknown``:
+the placeholder year never reaches an output.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from datetime import datetime, timezone
+
+import numpy as np
+import pandas as pd
+
+from diag.events import EventTables
+from diag.model import Stream
+from diag.normalize.prefix import NO_YEAR
+
+_START = datetime(NO_YEAR, 1, 1, tzinfo=timezone.utc).timestamp()
+_END = datetime(NO_YEAR + 1, 1, 1, tzinfo=timezone.utc).timestamp()
+
+
+def _mtime_year(stream: Stream) -> int | None:
+    for src in stream.sources:
+        if src == "-":
+            continue
+        try:
+            return datetime.fromtimestamp(os.path.getmtime(src), tz=timezone.utc).year
+        except OSError:
+            continue
+    return None
+
+
+def _shift(ts: np.ndarray, year: int) -> np.ndarray:
+    """Placeholder-year timestamps moved to ``year`` (same month, day and time)."""
+    out = ts.copy()
+    mask = (ts >= _START) & (ts < _END)
+    if not mask.any():
+        return out
+    days = np.floor((ts[mask] - _START) / 86400).astype("int64")
+    delta = {}
+    for d in np.unique(days):
+        old = datetime.fromtimestamp(_START + int(d) * 86400, tz=timezone.utc)
+        try:
+            new = old.replace(year=year)
+        except ValueError:  # Feb 29 in a common year
+            new = old.replace(year=year, day=28)
+        delta[int(d)] = new.timestamp() - old.timestamp()
+    out[mask] = ts[mask] + np.array([delta[int(d)] for d in days])
+    return out
+
+
+def settle_years(tables: EventTables, streams: list[Stream]) -> None:
+    """Give every stream's year-less timestamps a year, and say where it came from.
+
+    One grouped pass per event table (never one pass per stream: a folder may hold 10,000)."""
+    frames = tables._frames
+    years: dict[str, Counter[int]] = {}
+    yearless: set[str] = set()
+    for frame in frames.values():
+        if frame.empty:
+            continue
+        part = frame[["source", "ts"]].dropna()
+        if part.empty:
+            continue
+        ts = part["ts"].to_numpy(dtype="float64")
+        placeholder = (ts >= _START) & (ts < _END)
+        yearless.update(part["source"][placeholder].unique().tolist())
+        dated = part[~placeholder]
+        if not dated.empty:
+            got = pd.to_datetime(dated["ts"].to_numpy(dtype="float64"), unit="s", utc=True).year
+            for (src, year), n in Counter(zip(dated["source"], got, strict=True)).items():
+                years.setdefault(str(src), Counter())[int(year)] += n
+    target: dict[str, int] = {}
+    for stream in streams:
+        counts: Counter[int] = Counter()
+        for src in stream.sources:
+            counts.update(years.get(src, Counter()))
+        if counts:
+            year, stream.year_source = counts.most_common(1)[0][0], "log"
+        else:
+            mt = _mtime_year(stream)
+            if mt is not None:
+                year, stream.year_source = mt, "mtime"
+            else:
+                year, stream.year_source = datetime.now(timezone.utc).year, "unknown"
+        target.update({src: year for src in stream.sources if src in yearless})
+    if not target:
+        return
+    for name, frame in frames.items():
+        if frame.empty:
+            continue
+        year_of = frame["source"].map(target)
+        if year_of.isna().all():
+            continue
+        ts = frame["ts"].to_numpy(dtype="float64", na_value=np.nan)
+        new = ts.copy()
+        for year in pd.unique(year_of.dropna()):
+            mine = (year_of == year).to_numpy()
+            new[mine] = _shift(ts[mine], int(year))
+        frames[name] = frame.assign(ts=new)

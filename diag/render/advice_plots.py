@@ -1,0 +1,267 @@
+"""The run's bucket advice in the HTML report: the frontier over K and the current vs
+recommended buckets over the decode-step histogram (issue 14).
+
+Both figures read the :class:`~diag.advise.bucket_sets.Advice` the run carries (its
+``frontier_frame()`` and pooled histogram, in the engine's own unit); nothing is recomputed
+here. :func:`advice_blocks` is what the run section appends to its figure list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from diag.advise.bucket_sets import Advice
+from diag.render.html_page import Page, e
+from diag.render.plots import layout
+
+__all__ = ["advice_blocks", "bucket_overlay_figure", "frontier_figure"]
+
+COST_TERMS = (
+    ("padded_s_h", "padded compute", "#74c0fc"),
+    ("eager_s_h", "eager steps", "#e8590c"),
+    ("capture_s_h", "capture time", "#adb5bd"),
+    ("memory_s_h", "graph memory (KV lost)", "#9775fa"),
+)
+CURRENT_COLOR = "#495057"
+RECOMMENDED_COLOR = "#2f9e44"
+MAX_OVERLAY_BARS = 300
+
+
+def frontier_figure(advice: Advice) -> go.Figure | None:
+    """Cost (stacked terms), coverage and padding waste, capture memory, each against K; the
+    recommended K marked, the run's current set as a separate marker."""
+    fr = advice.frontier_frame()
+    if fr.empty:
+        return None
+    fig = make_subplots(
+        rows=3,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.06,
+        row_heights=[0.45, 0.3, 0.25],
+    )
+    k = fr["k"].to_numpy()
+    for col, name, color in COST_TERMS:
+        fig.add_trace(
+            go.Bar(
+                x=k,
+                y=fr[col].to_numpy(),
+                name=name,
+                marker={"color": color},
+                hovertemplate="K=%{x}: %{y:,.3f} GPU-s/h<extra>" + name + "</extra>",
+            ),
+            row=1,
+            col=1,
+        )
+    held = fr["heldout_coverage"].astype("float64").to_numpy()
+    coverage = np.where(np.isnan(held), fr["coverage"].to_numpy(dtype=float), held)
+    fig.add_trace(
+        go.Scatter(
+            x=k,
+            y=coverage * 100,
+            mode="lines+markers",
+            name="coverage (held out)" if not np.isnan(held).all() else "coverage (in sample)",
+            line={"color": RECOMMENDED_COLOR},
+            hovertemplate="K=%{x}: %{y:.2f}% of steps in a graph<extra></extra>",
+        ),
+        row=2,
+        col=1,
+    )
+    waste = fr["padding_waste"].astype("float64").to_numpy()
+    fig.add_trace(
+        go.Scatter(
+            x=k,
+            y=waste * 100,
+            mode="lines+markers",
+            name="padding waste",
+            line={"color": "#1c7ed6", "dash": "dot"},
+            hovertemplate="K=%{x}: %{y:.1f}% of graph slots padding<extra></extra>",
+        ),
+        row=2,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=k,
+            y=fr["capture_gib"].to_numpy(),
+            mode="lines+markers",
+            name="capture memory",
+            line={"color": "#9775fa"},
+            hovertemplate="K=%{x}: %{y:.3f} GiB<extra></extra>",
+        ),
+        row=3,
+        col=1,
+    )
+    rec = fr[fr["recommended"]]
+    if not rec.empty:
+        rk = int(rec["k"].iloc[0])
+        for row in (1, 2, 3):
+            fig.add_vline(
+                x=rk,
+                line={"color": RECOMMENDED_COLOR, "dash": "dash", "width": 1.5},
+                row=row,
+                col=1,
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=[rk],
+                y=[float(rec["total_s_h"].iloc[0])],
+                mode="markers+text",
+                text=["recommended"],
+                textposition="top center",
+                name="recommended",
+                marker={"symbol": "star", "size": 14, "color": RECOMMENDED_COLOR},
+                hovertemplate="recommended K=%{x}: %{y:,.3f} GPU-s/h<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+    cur = advice.current
+    if cur is not None:
+        ck = len(cur.sizes)
+        for row, y in (
+            (1, cur.total_s_h),
+            (2, cur.coverage * 100),
+            (3, cur.capture_gib),
+        ):
+            fig.add_trace(
+                go.Scatter(
+                    x=[ck],
+                    y=[y],
+                    mode="markers",
+                    name="current set",
+                    showlegend=row == 1,
+                    legendgroup="current",
+                    marker={"symbol": "x", "size": 11, "color": CURRENT_COLOR},
+                    hovertemplate="current set, K=%{x}: %{y:,.3f}<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
+    fig.update_yaxes(title_text="GPU-s per hour", row=1, col=1)
+    fig.update_yaxes(title_text="%", row=2, col=1)
+    fig.update_yaxes(title_text="GiB", row=3, col=1)
+    fig.update_xaxes(title_text="K (number of capture sizes)", row=3, col=1, dtick=1)
+    layout(
+        fig,
+        f"Bucket sets by K: cost, coverage and memory (ceiling {advice.ceiling} {advice.unit})",
+        height=540,
+        barmode="stack",
+    )
+    fig.update_layout(margin={"t": 96}, legend={"y": 1.06})
+    return fig
+
+
+def _binned(hist: dict[int, float], max_bars: int) -> tuple[np.ndarray, np.ndarray, int]:
+    sizes = np.array(sorted(hist), dtype=np.int64)
+    weights = np.array([hist[s] for s in sizes.tolist()], dtype=float)
+    lo = int(sizes.min())
+    width = max(1, -(-(int(sizes.max()) - lo + 1) // max_bars))
+    bins = lo + ((sizes - lo) // width) * width
+    uniq, inv = np.unique(bins, return_inverse=True)
+    return uniq + (width - 1) / 2.0, np.bincount(inv, weights=weights), width
+
+
+def bucket_overlay_figure(advice: Advice, current_sizes: Sequence[int] | None) -> go.Figure | None:
+    """Decode steps per size (the advice's pooled histogram, in the engine's unit) with the
+    current and the recommended buckets beneath and both ceilings marked."""
+    hist = advice.hist()
+    if not hist:
+        return None
+    x, y, width = _binned(hist, MAX_OVERLAY_BARS)
+    fig = make_subplots(
+        rows=2, cols=1, shared_xaxes=True, row_heights=[0.82, 0.18], vertical_spacing=0.03
+    )
+    fig.add_trace(
+        go.Bar(
+            x=x,
+            y=y,
+            width=width * 0.9,
+            name="decode steps",
+            marker={"color": "#adb5bd"},
+            hovertemplate="size %{x}: %{y:,.0f} steps<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    rows = []
+    if current_sizes:
+        rows.append(("current", list(current_sizes), CURRENT_COLOR, 1))
+    rows.append(("recommended", list(advice.recommended.sizes), RECOMMENDED_COLOR, -1))
+    for name, sizes, color, level in rows:
+        top = max(sizes)
+        fig.add_vline(
+            x=top + 0.5, line={"color": color, "dash": "dash", "width": 1.5}, row=1, col=1
+        )
+        fig.add_annotation(
+            x=top + 0.5,
+            y=1 if level > 0 else 0.9,
+            yref="y domain",
+            xanchor="left",
+            showarrow=False,
+            text=f" {name} ceiling {top}",
+            font={"color": color},
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=sizes,
+                y=[level] * len(sizes),
+                mode="markers",
+                name=f"{name} buckets ({len(sizes)})",
+                marker={"symbol": "line-ns-open", "size": 12, "color": color, "line": {"width": 2}},
+                hovertemplate=f"{name} bucket %{{x}}<extra></extra>",
+            ),
+            row=2,
+            col=1,
+        )
+    fig.update_yaxes(visible=False, row=2, col=1, range=[-2, 2], fixedrange=True)
+    fig.update_yaxes(title_text="decode steps", row=1, col=1)
+    fig.update_xaxes(title_text=f"step size ({advice.unit})", row=2, col=1)
+    layout(fig, "Decode steps against the current and the recommended buckets", height=380)
+    return fig
+
+
+def parameter_table(advice: Advice) -> str:
+    """The cost model's parameters: value, unit, where it came from and why (all escaped)."""
+    rows = []
+    for name, p in advice.parameters.table().items():
+        value = "unknown" if p.value is None else f"{p.value:.4g}"
+        rows.append(
+            f"<tr><td>{e(name)}</td><td>{e(value)}</td><td>{e(p.unit)}</td>"
+            f"<td>{e(p.source)}</td><td>{e(p.why)}</td></tr>"
+        )
+    return (
+        "<details><summary>Cost model parameters (GPU-seconds per hour of the observed "
+        "traffic)</summary><table><thead><tr><th>parameter</th><th>value</th><th>unit</th>"
+        "<th>source</th><th>why</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        "</details>"
+    )
+
+
+def advice_blocks(page: Page, advice: Advice | None) -> str:
+    """What the run section shows of its advice: both figures, the promise and parameters."""
+    if advice is None:
+        return ""
+    rec = advice.recommended
+    waste = "" if rec.heldout_waste is None else f", padding waste {rec.heldout_waste:.1%}"
+    return "".join(
+        [
+            "<h3>Bucket advice</h3>",
+            f'<p class="small">Recommended {len(rec.sizes)} sizes up to {advice.ceiling} '
+            f"{e(advice.unit)}: promised coverage {advice.promised_coverage:.2%}{e(waste)} "
+            f"({e(advice.folds)}).</p>",
+            page.plot(frontier_figure(advice), "no frontier", "Bucket sets by K"),
+            page.plot(
+                bucket_overlay_figure(advice, advice.current.sizes if advice.current else None),
+                "no decode steps",
+                "Current vs recommended buckets",
+            ),
+            parameter_table(advice),
+        ]
+    )

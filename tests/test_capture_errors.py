@@ -1,0 +1,217 @@
+"""Capture-failure detection: signatures, phase placement, reassembly, error-only runs, inputs."""
+
+from __future__ import annotations
+
+import gzip
+import html
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from diag.api import analyze
+from diag.cli import main
+from diag.engines import errors as sigs
+from diag.engines.phases import place
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "errors"
+EXPECT = yaml.safe_load((FIXTURES / "expectations.yaml").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(EXPECT))
+def test_fixture_class_phase_and_gd100(name: str) -> None:
+    want = EXPECT[name]
+    report = analyze([str(FIXTURES / name)], generated_at="fixed")
+    assert report.runs, f"{name}: an error-only log is a run"
+    run = report.runs[0]
+    err = run.record["capture_error"]
+    codes = [f.code for f in run.findings]
+    if want["phase"] != "unknown":
+        assert run.facts.startup_phase == want["phase"]
+        assert run.to_dict()["startup_phase"] == want["phase"]
+    if want["gd100"] in (True, "yes"):
+        assert err is not None and err["class"] == want["class"], err
+        assert err["phase"] == want["phase"], err
+        assert "GD100" in codes
+        if "reason" in want:
+            assert want["reason"] in err["reason"]
+    else:
+        assert err is None and "GD100" not in codes
+        errors = run.facts.tables["error"]
+        assert want["phase"] in set(errors["phase"].dropna())
+
+
+def test_every_signature_hits_its_own_message() -> None:
+    rows = [s for s in sigs.signatures() if s.message]
+    assert len(rows) >= 8
+    for sig in rows:
+        assert sig.message is not None
+        v = sigs.judge(f"RuntimeError: CUDA error: {sig.message}")
+        assert v.error_class == sig.error_class and v.capture, sig.id
+    assert sigs.judge(
+        "CUDA error: operation failed due to a previous error during capture"
+    ).secondary
+    assert sigs.judge("CUDA error: operation not permitted").error_class == "other"  # 800, not 900
+    nccl = "NCCL WARN Cuda failure 'dependency created on uncaptured work in another stream'"
+    assert sigs.judge(nccl).error_class == "distributed"
+    assert (
+        sigs.judge("Capture cuda graph failed: CUDA out of memory. Tried to allocate").error_class
+        == "oom"
+    )
+
+
+def test_wrapper_frames_never_decide() -> None:
+    frame = 'File "/x/vllm/{}", line 1, in {}'
+    wrapper = frame.format("compilation/cuda_graph.py", "__call__")
+    prof = [frame.format("v1/worker/gpu_worker.py", "determine_available_memory"), wrapper]
+    cap = [frame.format("v1/worker/gpu_model_runner.py", "_capture_cudagraphs"), wrapper]
+    assert place(prof) == "memory_profiling"
+    assert place(cap) == "capture_decode"
+    assert place([wrapper]) is None
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda s: s,
+        lambda s: "> " + s,
+        lambda s: "(RayWorkerVllm pid=77) " + s,
+        lambda s: "svc-1  | " + s,
+        lambda s: "model-server  | " + s,
+        lambda s: "<pre>" + html.escape(s) + "</pre>",
+    ],
+)
+def test_reassembled_whatever_wraps_it(tmp_path: Path, wrap) -> None:  # type: ignore[no-untyped-def]
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/x/sglang/srt/model_executor/cuda_graph_runner.py", line 9, in capture',
+        "RuntimeError: CUDA error: capturing stream has unjoined work",
+    ]
+    path = tmp_path / "paste.log"
+    path.write_text("```\r\n" + "\r\n".join(wrap(x) for x in lines) + "\n```\n")
+    err = analyze([str(path)], generated_at="x").runs[0].record["capture_error"]
+    assert err["class"] == "stream_capture_invalid" and err["phase"] == "capture_decode"
+
+
+def _cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "diag", "analyze", *args],
+        input=stdin,
+        capture_output=True,
+        check=False,
+    )
+
+
+def test_unrelated_folder_exits_2_with_one_line(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("shopping list\n- eggs\nValueError: not a server\n")
+    (tmp_path / "b.md").write_text("# notes\nnothing here\n")
+    res = CliRunner().invoke(
+        main, ["analyze", str(tmp_path), "--no-html", "-o", str(tmp_path / "o")]
+    )
+    assert res.exit_code == 2
+    assert res.stderr.strip().count("\n") == 0 and "nothing recognised" in res.stderr
+
+
+def test_stdin_gzip_is_read_by_magic_bytes(tmp_path: Path) -> None:
+    data = gzip.compress((FIXTURES / "vllm-v1-enginecore-triton-capture.log").read_bytes())
+    res = _cli("-", "--no-html", "-o", str(tmp_path), "--format", "json", stdin=data)
+    doc = yaml.safe_load(res.stdout)
+    assert doc["runs"][0]["record"]["capture_error"]["class"] == "stream_capture_invalid"
+    assert doc["runs"][0]["year_source"] == "unknown"
+
+
+def test_inputs_say_what_was_altered(tmp_path: Path) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "nul.log").write_bytes(
+        b"INFO 04-28 20:50:23 model_runner.py:1402] Capturing the model for CUDA graphs.\n"
+        b"\0\0\0INFO 04-28 20:50:29 model_runner.py:1530] Graph capturing finished in 5 secs.\n"
+    )
+    (folder / "cut.log").write_bytes((FIXTURES / "vllm-v1-capture-traceback-cut.log").read_bytes())
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    os.symlink(other, folder / "linked")
+    os.utime(folder / "nul.log", (1700000000, 1700000000))  # 2023-11-14
+    report = analyze([str(folder)], generated_at="x")
+    by = {Path(i.path).name: i for i in report.inputs}
+    assert by["nul.log"].notes == ["3 NUL byte(s) dropped, the first on line 2"]
+    assert by["cut.log"].notes == ["cut inside a traceback at line 4"]
+    assert by["linked"].status == "skipped" and "not followed" in str(by["linked"].reason)
+    nul_run = next(r for r in report.runs if r.facts.run.sources[0].endswith("nul.log"))
+    assert nul_run.facts.year_source == "mtime"
+    ts = nul_run.facts.tables["capture_end"]["ts"].dropna()
+    assert not ts.empty and all(1672531200 <= t < 1704067200 for t in ts)  # within 2023
+
+
+def test_year_from_a_dated_line_of_the_stream(tmp_path: Path) -> None:
+    path = tmp_path / "docker.log"
+    path.write_text(
+        "2025-03-10T14:43:40.000000000Z INFO 03-10 14:43:40 [gpu_model_runner.py:1] Model loading took 5 GiB\n"
+        "INFO 03-10 14:43:46 model_runner.py:1530] Graph capturing finished in 5 secs.\n"
+    )
+    run = analyze([str(path)], generated_at="x").runs[0]
+    assert run.facts.year_source == "log"
+    ts = run.facts.tables["capture_end"]["ts"].dropna()
+    assert all(1735689600 <= t < 1767225600 for t in ts)  # 2025
+
+
+def test_interleaved_per_line_tracebacks_stay_apart(tmp_path: Path) -> None:
+    head = "ERROR 05-08 19:06:38 [multiproc_executor.py:962] "
+    tp0, tp1 = f"(Worker_TP0 pid=11) {head}", f"(Worker_TP1 pid=12) {head}"
+    lines = [
+        tp0 + "Traceback (most recent call last):",
+        tp1 + "Traceback (most recent call last):",
+        tp0 + '  File "/x/vllm/v1/worker/gpu_model_runner.py", line 1, in _capture_cudagraphs',
+        tp1 + '  File "/x/vllm/v1/worker/gpu_worker.py", line 1, in determine_available_memory',
+        tp0 + "RuntimeError: CUDA error: capturing stream has unjoined work",
+        tp1 + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+    ]
+    path = tmp_path / "two-ranks.log"
+    path.write_text("\n".join(lines) + "\n")
+    run = analyze([str(path)], generated_at="x").runs[0]
+    errors = run.facts.tables["error"]
+    placed = dict(
+        zip(errors["rank"], zip(errors["error_class"], errors["phase"], strict=True), strict=True)
+    )
+    assert placed == {
+        "TP0": ("stream_capture_invalid", "capture_decode"),
+        "TP1": ("oom", "memory_profiling"),
+    }
+    assert run.record["capture_error"]["class"] == "stream_capture_invalid"
+
+
+def test_nul_note_is_the_same_on_the_parallel_path(tmp_path: Path) -> None:
+    from diag.ingest import ingest
+
+    line = b"INFO 04-28 20:50:23 model_runner.py:1402] Capturing the model for CUDA graphs.\n"
+    path = tmp_path / "big.log"
+    path.write_bytes(line * 3000 + b"\0\0" + line * 3000 + b"\0" + line)
+    here = ingest([str(path)], jobs=1).inputs[0].notes
+    there = ingest([str(path)], jobs=2, chunk_bytes=64 * 1024).inputs[0].notes
+    assert here == there == ["3 NUL byte(s) dropped, the first on line 3001"]
+
+
+def test_line_prefilter_words_cover_the_line_signatures() -> None:
+    from diag.parsers.traceback import _LINE_OOM, _SIGNATURE_WORDS
+
+    for sig in sigs.signatures():
+        if sig.capture or sig.id in _LINE_OOM:
+            assert any(w in sig.regex.pattern for w in _SIGNATURE_WORDS), sig.id
+        if sig.message:
+            assert any(w in f"CUDA error: {sig.message}" for w in _SIGNATURE_WORDS), sig.id
+
+
+@pytest.mark.parametrize("quote", ["`{}`", '"{}"', "\u201c{}\u201d", "> {}"])
+def test_one_quoted_exception_line_is_a_run_with_gd100(tmp_path: Path, quote: str) -> None:
+    path = tmp_path / "issue.txt"
+    path.write_text(
+        quote.format("torch.AcceleratorError: CUDA error: capturing stream has unjoined work")
+        + "\n"
+    )
+    run = analyze([str(path)], generated_at="x").runs[0]
+    assert run.record["capture_error"]["class"] == "stream_capture_invalid"
+    assert "GD100" in [f.code for f in run.findings]

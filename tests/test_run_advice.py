@@ -1,0 +1,218 @@
+"""Advice through the public paths (analyze, recommend, the rules) on generated logs.
+
+The cost model and the set choice are tests/test_cost_model.py's job; here the advice is
+computed from real-format logs by ``analyze`` and checked where users read it: the
+recommended flags pasted into a second day's server, GD110's message, ``recommend``'s
+output, pooled runs of one rotated log, vLLM mixed steps.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from diag.advise.recommend import recommend
+from diag.api import analyze
+from diag.cli import main
+from gen import sglang_logs as sg
+from gen import vllm_logs as vl
+from tests.conftest import ROOT
+from tests.test_recommend import sizes_from_flags, write_sglang
+
+INCIDENTS = ROOT / "fixtures" / "incidents"
+
+
+def day(seed: int, n: int = 1500) -> list[int]:
+    """One day of decode batch sizes from a fixed distribution (gamma, mean 32)."""
+    rng = np.random.default_rng(seed)
+    return [int(x) for x in np.clip(np.round(rng.gamma(4.0, 8.0, n)), 1, 400)]
+
+
+def test_default_set_keeps_its_promise_on_a_second_day(tmp_path: Path) -> None:
+    """The set `recommend` prints for day 1, pasted into day 2's server (same distribution,
+    other draws): the coverage the engine then measures is the promised one (held-out)."""
+    day1 = write_sglang(tmp_path / "d1" / "server.log", day(1), sg.default_sizes(160))
+    rep = analyze([str(day1)])
+    rec = recommend(rep.runs, rep.snapshots)
+    promised = rec["recommended"]["promised_coverage"]
+    assert promised is not None and promised >= 0.995
+    assert "time blocks" in rec["validation"]["how"]
+    new = sizes_from_flags(rec["flags"])
+    day2 = write_sglang(tmp_path / "d2" / "server.log", day(2), new, explicit=True)
+    measured = analyze([str(day2)]).runs[0].record
+    assert measured["graph_capture_sizes"] == new
+    assert measured["captured_share"] >= promised - 0.005
+    # the padding promise holds too (held-out waste, within a point)
+    assert abs(measured["padding_waste"] - rec["recommended"]["heldout_waste"]) <= 0.01
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["sglang-out-of-window", "vllm-out-of-window-inferred", "vllm-out-of-window-metrics"],
+)
+def test_gd110_and_recommend_name_the_same_ceiling(name: str) -> None:
+    folder = INCIDENTS / name
+    report = analyze([str(folder)], generated_at="fixed")
+    run = report.runs[0]
+    assert run.advice is not None
+    doc = report.to_dict()["runs"][0]
+    gd110 = [f for f in doc["findings"] if f["code"] == "GD110"]
+    assert len(gd110) == 1
+    ceiling = run.advice.ceiling
+    assert f"recommended ceiling {ceiling} {run.advice.unit}" in gd110[0]["message"]
+    assert doc["recommendation"]["ceiling"] == ceiling
+
+    res = CliRunner().invoke(main, ["recommend", "-q", str(folder), "--format", "json"])
+    assert res.exit_code == 0, res.stderr
+    rec = json.loads(res.stdout)
+    assert rec["ceiling"] == ceiling == max(rec["recommended"]["sizes"])
+    assert str(ceiling) in rec["flags"]
+    res = CliRunner().invoke(main, ["recommend", "-q", str(folder)])
+    assert f"ceiling {ceiling} {run.advice.unit}" in res.stdout
+
+
+def test_three_run_rotated_log_covers_the_last_runs_peak(tmp_path: Path) -> None:
+    """One server, three start-ups over a rotated set; peaks 40, 53 and 55 requests. The set
+    is the server's: every run's advice covers run 3's peak, validated run against run."""
+    clock = sg.Clock()
+    peaks = (40, 53, 55)
+    sizes = [1, 2, 4, 8, 12, 16, 24, 32, 40, 48]  # SGLang's default step pattern up to 48
+    texts = []
+    for i, peak in enumerate(peaks):
+        series = sg.traffic(80, low=8, high=30, seed=20 + i, burst_every=10, burst_to=peak)
+        series[-5] = peak  # the run's own peak, exactly
+        lines = [sg.server_args(clock.now, cuda_graph_max_bs=max(sizes))]
+        lines += sg.startup(clock, sizes=sizes, kv_gib_each=20.0, kv_tokens=400000)
+        served, _ = sg.serve(clock, series, sizes=sizes, seed=i)
+        texts.append("\n".join(lines + served) + "\n")
+    folder = tmp_path / "srv"
+    folder.mkdir()
+    for name, text in zip(("server.log.2", "server.log.1", "server.log"), texts, strict=True):
+        (folder / name).write_text(text, encoding="utf-8")
+    report = analyze([str(folder)])
+    assert len(report.runs) == 3
+    advice = [r.advice for r in report.runs]
+    assert all(a is not None for a in advice)
+    ceilings = {a.ceiling for a in advice if a is not None}
+    assert len(ceilings) == 1 and min(ceilings) >= 55
+    first = advice[0]
+    assert first is not None and "leave-one-run-out over 3 runs" in first.folds
+    rec = recommend(report.runs, report.snapshots)
+    assert rec["ceiling"] == first.ceiling and max(rec["recommended"]["sizes"]) >= 55
+    # each run's own set, priced on its own traffic: run 1 (peak 40) fits in 48, run 3 does not
+    cur = [a.current for a in advice if a is not None]
+    assert cur[0] is not None and cur[0].coverage == 1.0
+    assert cur[2] is not None and cur[2].coverage < 1.0
+
+
+def _vllm_log(path: Path, steps: list[tuple[int, int | None, bool]]) -> Path:
+    version = "0.13.0"
+    lines, _ = vl.server_log(version, max_num_seqs=64, max_num_batched_tokens=2048)
+    clock = vl.Clock()
+    for tokens, reqs, uniform in steps:
+        clock.advance(0.03)
+        mode = "FULL" if uniform else "PIECEWISE"
+        lines.append(
+            vl.debug_step(
+                version, mode=mode, num_tokens=tokens, num_reqs=reqs, uniform=uniform, clock=clock
+            )
+        )
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_vllm_advice_keeps_the_sizes_mixed_steps_use(tmp_path: Path) -> None:
+    """Decode steps of 4-24 tokens, mixed prefill+decode steps of 300-420 tokens (piecewise
+    graphs serve them): the ceiling covers the mixed steps, not only the decode batches."""
+    rng = np.random.default_rng(5)
+    steps: list[tuple[int, int | None, bool]] = []
+    for i in range(600):
+        if i % 6 == 0:
+            steps.append((int(rng.integers(300, 421)), None, False))
+        else:
+            n = int(rng.integers(4, 25))
+            steps.append((n, n, True))
+    log = _vllm_log(tmp_path / "v.log", steps)
+    report = analyze([str(log)])
+    adv = report.runs[0].advice
+    assert adv is not None and adv.unit == "tokens"
+    mixed_peak = max(t for t, _, u in steps if not u)
+    assert adv.ceiling >= mixed_peak
+    assert adv.recommended.cost.coverage == 1.0
+    assert adv.promised_coverage >= 0.99
+
+
+def test_vllm_stats_only_never_shrinks_below_the_current_window(tmp_path: Path) -> None:
+    """Stats lines show running requests only (here 2-6): mixed steps' tokens are not in the
+    logs, so the ceiling stays at the window the run captured, and a note says why."""
+    version = "0.11.0"
+    lines, truth = vl.server_log(version, max_num_seqs=256, max_num_batched_tokens=8192)
+    clock = vl.Clock()
+    rng = np.random.default_rng(3)
+    for _ in range(60):
+        clock.advance(10)
+        running = int(rng.integers(2, 7))
+        lines.append(
+            vl.stats_line(
+                version, gen_tput=running * 40.0, running=running, kv_usage=3.0, clock=clock
+            )
+        )
+    log = tmp_path / "v.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = analyze([str(log)])
+    adv = report.runs[0].advice
+    assert adv is not None
+    assert adv.ceiling >= max(truth.capture_sizes)
+    assert any("mixed prefill+decode" in n for n in adv.notes)
+    # the decode part is fitted to the running counts; above it, every captured size stays
+    rec = adv.recommended.sizes
+    decode_top = max(s for s in rec if s <= 8)
+    assert [s for s in truth.capture_sizes if s > decode_top] == [s for s in rec if s > decode_top]
+
+
+def test_html_run_section_shows_the_frontier_and_the_bucket_overlay() -> None:
+    from diag.render.advice_plots import bucket_overlay_figure, frontier_figure
+    from diag.render.html import render_html
+
+    report = analyze([str(INCIDENTS / "sglang-out-of-window")], generated_at="fixed")
+    adv = report.runs[0].advice
+    assert adv is not None
+    page = render_html(report)
+    for label in ("Bucket sets by K", "Current vs recommended buckets", "Cost model parameters"):
+        assert label in page
+    fig = frontier_figure(adv)
+    assert fig is not None
+    star = [t for t in fig.data if t.name == "recommended"]
+    assert len(star) == 1 and list(star[0].x) == [len(adv.recommended.sizes)]
+    current = [t for t in fig.data if t.name == "current set"]
+    assert adv.current is not None and list(current[0].x) == [len(adv.current.sizes)]
+    overlay = bucket_overlay_figure(adv, adv.current.sizes)
+    assert overlay is not None
+    marks = {t.name: list(t.x) for t in overlay.data if t.name and "buckets" in t.name}
+    assert marks[f"recommended buckets ({len(adv.recommended.sizes)})"] == list(
+        adv.recommended.sizes
+    )
+    assert marks[f"current buckets ({len(adv.current.sizes)})"] == list(adv.current.sizes)
+    # the bars are the advice's own histogram: every step counted once
+    bars = next(t for t in overlay.data if t.name == "decode steps")
+    assert float(sum(bars.y)) == pytest.approx(sum(adv.hist().values()))
+
+
+def test_odd_cluster_gets_a_conventional_set_with_headroom(tmp_path: Path) -> None:
+    """Batches of 34-41 requests: the exact set over those odd sizes saves less than the
+    step-time fit resolves, so the engine's own step pattern is kept, and the ceiling has
+    headroom above 41 (the issue's `[1, 34, 35, 36, 37, 38, 40, 41]` with max 41)."""
+    rng = np.random.default_rng(4)
+    series = [int(x) for x in rng.integers(34, 42, 400)]
+    log = write_sglang(tmp_path / "s" / "server.log", series, sg.default_sizes(160))
+    rep = analyze([str(log)])
+    rec = recommend(rep.runs, rep.snapshots)
+    grid = set(sg.default_sizes(160))
+    assert set(rec["recommended"]["sizes"]) <= grid
+    assert rec["ceiling"] > max(series)
+    picked = next(r for r in rec["frontier"] if r["recommended"])
+    assert picked["conventional"] is True
