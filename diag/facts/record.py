@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from diag.engines import SGLANG, VLLM, spec_for
@@ -22,6 +20,7 @@ from diag.engines.phases import CAPTURE_PHASES
 from diag.engines.spec import as_bool
 from diag.events import EventTables
 from diag.facts import classify as cls
+from diag.facts.ranks import as_int, is_rank0, kv_tokens, plain, rank_figures, sizing_values
 from diag.facts.requests import request_table
 from diag.facts.runs import Run
 from diag.model import Snapshot
@@ -74,13 +73,6 @@ DISABLING_REASONS = {
     "dp_attention",
 }
 DECODE_PHASES = {"decode", "verify", "all", "draft", "draft_extend"}
-
-
-def is_rank0(rank: str | None) -> bool:
-    """'' / 'TP0' / 'DP0-TP0' / 'GPU0' count as rank 0; anything with a non-zero index does not."""
-    if not rank:
-        return True
-    return all(int(n) == 0 for n in re.findall(r"-?\d+", rank))
 
 
 @dataclass
@@ -164,46 +156,11 @@ def _last(frame: pd.DataFrame, col: str) -> Any:
     if frame.empty:
         return None
     s = frame[col].dropna()
-    return None if s.empty else _plain(s.iloc[-1])
-
-
-def _plain(v: Any) -> Any:
-    if hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
+    return None if s.empty else plain(s.iloc[-1])
 
 
 def sizing(tables: EventTables, name: str, rank0: bool = True) -> float | None:
     return sizing_values(tables["sizing"], rank0).get(name)
-
-
-def sizing_values(frame: pd.DataFrame, rank0: bool = True) -> dict[str, Any]:
-    """Every sizing name's last logged value (rank 0's if rank 0 logged that name), in one
-    pass over the rows: a filter per name cost a few pandas calls per name and run."""
-    if frame.empty:
-        return {}
-    return _last_sizing(zip(frame["name"], frame["rank"], frame["value"], strict=True), rank0)
-
-
-def _last_sizing(rows: Iterable[tuple[Any, Any, Any]], rank0: bool) -> dict[str, Any]:
-    last_any: dict[str, Any] = {}
-    last_rank0: dict[str, Any] = {}
-    has_rank0: set[str] = set()
-    for name, rank, value in rows:
-        zero = rank0 and is_rank0(rank)
-        if zero:
-            has_rank0.add(name)
-        value = _plain(value)
-        if value is None:
-            continue
-        last_any[name] = value
-        if zero:
-            last_rank0[name] = value
-    out = {n: v for n, v in last_any.items() if n not in has_rank0}
-    out.update(last_rank0)
-    return out
 
 
 def config_values(tables: EventTables) -> dict[str, Any]:
@@ -223,13 +180,6 @@ def _first(*values: Any) -> Any:
         if v is not None:
             return v
     return None
-
-
-def _as_int(v: Any) -> int | None:
-    try:
-        return None if v is None or isinstance(v, bool) else int(v)
-    except (TypeError, ValueError):
-        return None
 
 
 # ------------------------------------------------------------------ graph mode and window
@@ -478,10 +428,6 @@ def _capture_totals(tables: EventTables) -> tuple[float | None, float | None]:
     )
 
 
-def _kv_tokens(values: dict[str, Any]) -> int | None:
-    return _as_int(_first(values.get("kv_tokens"), values.get("max_total_num_tokens")))
-
-
 def _prefill_node(config: dict[str, Any], tables: EventTables) -> bool | None:
     mode = config.get("disaggregation_mode")
     if isinstance(mode, str):
@@ -543,15 +489,15 @@ def build_facts(run: Run) -> RunFacts:
         "cudagraph_mode": cudagraph_mode(t, config, run.backend, mode),
         "graph_capture_sizes": sizes,
         "cuda_graph_max_bs": ceiling,
-        "max_running_requests": _as_int(
+        "max_running_requests": as_int(
             _first(config.get("max_running_requests"), config.get("max_num_seqs"))
         ),
         "prefill_node": _prefill_node(config, t),
         "capture_time_s": cap_time,
         "capture_mem_gib": cap_mem,
         "capture_error": error,
-        "kv_tokens": _kv_tokens(sized),
-        "gpu_blocks": _as_int(sized.get("gpu_blocks")),
+        "kv_tokens": kv_tokens(sized),
+        "gpu_blocks": as_int(sized.get("gpu_blocks")),
         "kv_cache_gib": sized.get("kv_cache_gib"),
         "max_concurrency": sized.get("max_concurrency"),
         "decode_batch_shape": cls.batch_shape(batches),
@@ -569,7 +515,7 @@ def build_facts(run: Run) -> RunFacts:
         window,
         batches,
         record,
-        _ranks(run, batches),
+        rank_figures(run, batches),
         error_at,
         cls.inference_agreement(batches),
         request_table(t, batches),
@@ -586,62 +532,4 @@ def _ceiling(
         return named
     cs = t["capture_sizes"]
     largest = cs["largest"].dropna() if not cs.empty else cs
-    return _as_int(_plain(largest.max())) if len(largest) else None
-
-
-def _ranks(run: Run, batches: pd.DataFrame) -> list[dict[str, Any]]:
-    """Per-rank figures. Only capture ends, sizing and batches are read per rank, each
-    split by rank on arrays (a pandas filter per rank and table cost more than the rest)."""
-    ranks: set[str] = set()
-    for frame in run.tables._frames.values():
-        ranks.update(r for r in pd.unique(frame["rank"]) if isinstance(r, str) and r)
-    if not ranks:
-        return []
-    ends, sized = run.tables["capture_end"], run.tables["sizing"]
-    end_rank = ends["rank"].to_numpy(dtype=object)
-    end_time = ends["time_s"].to_numpy(dtype=float)
-    end_mem = ends["mem_gib"].to_numpy(dtype=float)
-    sizing_rows = (
-        list(zip(sized["name"], sized["rank"], sized["value"], strict=True))
-        if not sized.empty
-        else []
-    )
-    no_batches = None
-    if batches.empty:  # every rank reads the same (empty) figures
-        counts = cls.batch_counts(batches)
-        no_batches = (cls.captured_share(counts), cls.padding_waste(batches))
-    out = []
-    for rank in sorted(ranks, key=_rank_sort_key):
-        mine = end_rank == rank
-        cap_time, cap_mem = _sum_or_none(end_time[mine]), _sum_or_none(end_mem[mine])
-        # one rank's rows: rank 0 or not, all of them count (as _rank0 keeps them all)
-        values = _last_sizing((r for r in sizing_rows if r[1] == rank), rank0=False)
-        if no_batches is not None:
-            share, waste = no_batches
-        else:
-            rb = batches[batches["rank"] == rank]
-            share, waste = cls.captured_share(cls.batch_counts(rb)), cls.padding_waste(rb)
-        out.append(
-            {
-                "rank": rank,
-                "capture_time_s": cap_time,
-                "capture_mem_gib": cap_mem,
-                "kv_tokens": _kv_tokens(values),
-                "gpu_blocks": _as_int(values.get("gpu_blocks")),
-                "kv_cache_gib": values.get("kv_cache_gib"),
-                "max_concurrency": values.get("max_concurrency"),
-                "captured_share": share,
-                "padding_waste": waste,
-            }
-        )
-    return out
-
-
-def _sum_or_none(values: np.ndarray) -> float | None:
-    """The rounded sum of the logged values, as _capture_totals gives it for one rank."""
-    values = values[~np.isnan(values)]
-    return round(float(pd.Series(values).sum()), 3) if len(values) else None
-
-
-def _rank_sort_key(rank: str) -> tuple[Any, ...]:
-    return tuple((p.rstrip("0123456789-"), int(re.sub(r"\D", "", p) or 0)) for p in rank.split("-"))
+    return as_int(plain(largest.max())) if len(largest) else None
