@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,13 @@ from diag.engines.phases import CAPTURE_PHASES
 from diag.engines.spec import as_bool
 from diag.events import EventTables
 from diag.facts import classify as cls
-from diag.facts.ranks import as_int, is_rank0, kv_tokens, plain, rank_figures, sizing_values
+from diag.facts.access import _as_int, _first, _last, _plain, _rank0, sizing
+from diag.facts.access import is_rank0 as is_rank0  # re-exported: callers read it from here
+from diag.facts.capture_totals import (
+    _capture_totals,
+    _kv_tokens,
+    kv_tokens_with_source,
+)
 from diag.facts.requests import request_table
 from diag.facts.runs import Run
 from diag.model import Snapshot
@@ -94,6 +101,9 @@ class RunFacts:
     # the run's snapshot graph-pool total (GiB), set once where artifacts are joined to runs
     # (see snapshot_graph_pool_gib); rules, advice and renderers read it from here
     snapshot_graph_pool_gib: float | None = None
+    # capture phases other than decode, and how kv_tokens is known (run JSON, beside record)
+    capture_phases: dict[str, float | None] = field(default_factory=dict)
+    kv_tokens_source: str | None = None
 
     @property
     def tables(self) -> EventTables:
@@ -144,25 +154,6 @@ def snapshot_graph_pool_gib(run_id: str, snapshots: Iterable[Snapshot]) -> float
     return gib
 
 
-# ------------------------------------------------------------------ small accessors
-def _rank0(frame: pd.DataFrame) -> pd.DataFrame:
-    if frame.empty:
-        return frame
-    mask = frame["rank"].map(is_rank0)
-    return frame[mask] if mask.any() else frame
-
-
-def _last(frame: pd.DataFrame, col: str) -> Any:
-    if frame.empty:
-        return None
-    s = frame[col].dropna()
-    return None if s.empty else plain(s.iloc[-1])
-
-
-def sizing(tables: EventTables, name: str, rank0: bool = True) -> float | None:
-    return sizing_values(tables["sizing"], rank0).get(name)
-
-
 def config_values(tables: EventTables) -> dict[str, Any]:
     """Effective settings: later echoes override earlier ones, rank 0 preferred."""
     f = _rank0(tables["config"])
@@ -173,13 +164,6 @@ def config_values(tables: EventTables) -> dict[str, Any]:
         except (TypeError, ValueError):
             out[key] = value
     return out
-
-
-def _first(*values: Any) -> Any:
-    for v in values:
-        if v is not None:
-            return v
-    return None
 
 
 # ------------------------------------------------------------------ graph mode and window
@@ -415,19 +399,6 @@ def captured_size_count(tables: EventTables) -> int | None:
 
 
 # ------------------------------------------------------------------ the record
-def _capture_totals(tables: EventTables) -> tuple[float | None, float | None]:
-    ends = _rank0(tables["capture_end"])
-    if ends.empty:
-        return None, None
-    t = ends["time_s"].dropna()
-    m = ends["mem_gib"].dropna()
-    # one start-up may log several phases (decode, piecewise prefill, draft): all delay availability
-    return (
-        round(float(t.sum()), 3) if not t.empty else None,
-        round(float(m.sum()), 3) if not m.empty else None,
-    )
-
-
 def _prefill_node(config: dict[str, Any], tables: EventTables) -> bool | None:
     mode = config.get("disaggregation_mode")
     if isinstance(mode, str):
@@ -483,23 +454,28 @@ def build_facts(run: Run) -> RunFacts:
     counts = cls.batch_counts(batches)
     cap_time, cap_mem = _capture_totals(t)
     error, error_at = capture_error(t)
-    sized = sizing_values(t["sizing"])
+    kv_tokens, kv_source = kv_tokens_with_source(t, config, run.backend)
+    phases: dict[str, float | None] = {}
+    for group in ("piecewise", "draft"):
+        g_time, g_mem = _capture_totals(t, group)
+        phases[f"{group}_capture_time_s"] = g_time
+        phases[f"{group}_capture_mem_gib"] = g_mem
     record: dict[str, Any] = {
         "graph_mode": mode,
         "cudagraph_mode": cudagraph_mode(t, config, run.backend, mode),
         "graph_capture_sizes": sizes,
         "cuda_graph_max_bs": ceiling,
-        "max_running_requests": as_int(
+        "max_running_requests": _as_int(
             _first(config.get("max_running_requests"), config.get("max_num_seqs"))
         ),
         "prefill_node": _prefill_node(config, t),
         "capture_time_s": cap_time,
         "capture_mem_gib": cap_mem,
         "capture_error": error,
-        "kv_tokens": kv_tokens(sized),
-        "gpu_blocks": as_int(sized.get("gpu_blocks")),
-        "kv_cache_gib": sized.get("kv_cache_gib"),
-        "max_concurrency": sized.get("max_concurrency"),
+        "kv_tokens": kv_tokens,
+        "gpu_blocks": _as_int(sizing(t, "gpu_blocks")),
+        "kv_cache_gib": sizing(t, "kv_cache_gib"),
+        "max_concurrency": sizing(t, "max_concurrency"),
         "decode_batch_shape": cls.batch_shape(batches),
         "batches": counts,
         "captured_share": cls.captured_share(counts),
@@ -515,10 +491,12 @@ def build_facts(run: Run) -> RunFacts:
         window,
         batches,
         record,
-        rank_figures(run, batches),
+        _ranks(run, batches),
         error_at,
         cls.inference_agreement(batches),
         request_table(t, batches),
+        capture_phases=phases,
+        kv_tokens_source=kv_source,
     )
 
 
@@ -532,4 +510,35 @@ def _ceiling(
         return named
     cs = t["capture_sizes"]
     largest = cs["largest"].dropna() if not cs.empty else cs
-    return as_int(plain(largest.max())) if len(largest) else None
+    return _as_int(_plain(largest.max())) if len(largest) else None
+
+
+def _ranks(run: Run, batches: pd.DataFrame) -> list[dict[str, Any]]:
+    ranks: set[str] = set()
+    for frame in run.tables._frames.values():
+        ranks.update(r for r in pd.unique(frame["rank"]) if isinstance(r, str) and r)
+    out = []
+    # per-rank figures need only these tables: never copy the big batch tables per rank
+    small = {k: run.tables[k] for k in ("capture_end", "sizing")}
+    for rank in sorted(ranks, key=_rank_sort_key):
+        sub = EventTables({k: f[f["rank"] == rank] for k, f in small.items()})
+        cap_time, cap_mem = _capture_totals(sub)
+        rb = batches[batches["rank"] == rank] if not batches.empty else batches
+        counts = cls.batch_counts(rb)
+        entry = {
+            "rank": rank,
+            "capture_time_s": cap_time,
+            "capture_mem_gib": cap_mem,
+            "kv_tokens": _kv_tokens(sub),
+            "gpu_blocks": _as_int(sizing(sub, "gpu_blocks")),
+            "kv_cache_gib": sizing(sub, "kv_cache_gib"),
+            "max_concurrency": sizing(sub, "max_concurrency"),
+            "captured_share": cls.captured_share(counts),
+            "padding_waste": cls.padding_waste(rb),
+        }
+        out.append(entry)
+    return out
+
+
+def _rank_sort_key(rank: str) -> tuple[Any, ...]:
+    return tuple((p.rstrip("0123456789-"), int(re.sub(r"\D", "", p) or 0)) for p in rank.split("-"))

@@ -27,6 +27,7 @@ from diag.render.html_run import run_section, unattached_section
 from diag.render.serialize import ticket_records
 from diag.render.text import verdict_text
 from diag.report import Report, RunReport
+from diag.rules.engine import first_change
 
 _T = TypeVar("_T")
 
@@ -76,8 +77,7 @@ def _verdict(report: Report) -> str:
     lines = []
     for run in report.runs:
         text = verdict_text(run).strip()
-        first = sorted(run.findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.code))
-        fix = next((f for f in first if f.remediation), None)
+        fix = first_change(run.findings)
         todo = (
             f'<div class="next">First change ({e(fix.code)}): {e(fix.remediation[0])}</div>'
             if fix

@@ -5,7 +5,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from diag.report import SEVERITY_ORDER, Report, RunReport
+from diag.report import Report, RunReport
+from diag.rules.engine import finding_key
 
 WIDTH = 100
 
@@ -86,7 +87,7 @@ def render_text(report: Report) -> str:
     out: list[str] = []
     findings = sorted(
         ((f, r) for r in report.runs for f in r.findings),
-        key=lambda fr: (SEVERITY_ORDER[fr[0].severity], fr[0].code),
+        key=lambda fr: finding_key(fr[0]),
     )
     if findings:
         out.append(f"Findings ({len(findings)}), worst first:")
@@ -155,7 +156,7 @@ def render_markdown(report: Report) -> str:
     out.append("")
     findings = sorted(
         ((f, r) for r in report.runs for f in r.findings),
-        key=lambda fr: (SEVERITY_ORDER[fr[0].severity], fr[0].code),
+        key=lambda fr: finding_key(fr[0]),
     )
     if findings:
         out += [

@@ -84,6 +84,9 @@ class VLLMParser(LineParser):
         "No available memory",
         "To serve at least one request",
         "out of memory occurred",
+        # causes and settings remedies must know (rules: cause first, never what is in effect)
+        "Failed to load NCCL library",
+        "Custom allreduce is disabled",
     )
 
     def feed(self, line: LogLine, ctx: Context) -> Block | None:

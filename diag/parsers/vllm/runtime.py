@@ -215,6 +215,15 @@ def read_graph_status(line: LogLine, ctx: Context) -> bool:
             "advisory", line, engine=ENGINE, topic="graph_memory_warning", value=None, text=text
         )
         return True
+    # causes and settings a remedy must know (vllm==0.11.0:vllm/distributed/device_communicators/
+    # pynccl_wrapper.py:265 logger.error; custom_all_reduce.py logger.warning/info)
+    for needle, topic in (
+        ("Failed to load NCCL library", "nccl_load_failed"),
+        ("Custom allreduce is disabled", "custom_all_reduce_disabled"),
+    ):
+        if needle in msg:
+            ctx.emit("advisory", line, engine=ENGINE, topic=topic, value=None, text=text)
+            return True
     return False
 
 
