@@ -258,6 +258,8 @@ SGLANG = EngineSpec(
     concurrency_flag="--max-running-requests",
     advice_inputs=advice_inputs,
     advice_rules=ADVICE_RULES,
+    # sglang==0.3.6.post3:sglang/srt/managers/scheduler.py:904 "#retracted_reqs"
+    eviction_word="retractions",
 )
 
 

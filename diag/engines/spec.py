@@ -149,6 +149,8 @@ class EngineSpec:
     advice_inputs: Callable[[Config, int | None], AdviceInputs] = _no_advice_inputs
     # how bucket advice counts and keeps sizes on this engine
     advice_rules: AdviceRules | None = None
+    # what the engine calls requests pushed out of a full KV pool (its log's own word)
+    eviction_word: str = "preemptions"
 
     @property
     def phases(self) -> PhaseTable:

@@ -9,7 +9,6 @@ for reasons other than the buckets.
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -393,50 +392,25 @@ code{background:#f3f3f3;padding:0 3px}"""
 
 
 def render_html(doc: dict[str, Any]) -> str:
-    """A self-contained page (inline CSS, no scripts, no network); every value is escaped."""
-    e = html.escape
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        "<title>graphdiag compare</title>",
-        f"<style>{_CSS}</style></head><body>",
-        "<h1>graphdiag compare</h1>",
-        "<ul>",
+    """A self-contained page (inline CSS, no scripts, no network), from a Jinja2 template
+    with autoescape: every value is escaped."""
+    from markupsafe import Markup
+
+    from diag.render.html_page import environment
+
+    metrics = [
+        {
+            "label": m["label"],
+            "before": _fmt(m["before"], m["kind"], m["unit"]),
+            "after": _fmt(m["after"], m["kind"], m["unit"]),
+            "delta": _fmt_delta(m),
+            "cls": {"after": "better", "before": "worse"}.get(m["better"] or "", ""),
+        }
+        for m in doc["metrics"]
     ]
-    for label in ("before", "after"):
-        s = doc[label]
-        parts.append(
-            f"<li><b>{label}</b>: <code>{e(str(s['main_run'] or '-'))}</code> ({e(s['why'])}) from "
-            f"{e(', '.join(s['paths']) or '-')}</li>"
-        )
-    parts.append("</ul>")
-    for w in doc["warnings"]:
-        parts.append(f'<p class="warn">{e(w)}</p>')
-    promise = doc.get("promise")
-    if promise is not None and promise["held"] is not False:
-        parts.append(f"<p>{e(promise['summary'])}</p>")
-    parts.append(
-        "<table><thead><tr><th>metric</th><th>before</th><th>after</th><th>delta</th></tr></thead><tbody>"
+    page = (
+        environment()
+        .get_template("compare.html.j2")
+        .render(doc=doc, metrics=metrics, css=Markup(_CSS))
     )
-    for m in doc["metrics"]:
-        cls = {"after": "better", "before": "worse"}.get(m["better"] or "", "")
-        parts.append(
-            f"<tr><td>{e(m['label'])}</td><td>{e(_fmt(m['before'], m['kind'], m['unit']))}</td>"
-            f"<td>{e(_fmt(m['after'], m['kind'], m['unit']))}</td>"
-            f'<td class="{cls}">{e(_fmt_delta(m))}</td></tr>'
-        )
-    parts.append("</tbody></table>")
-    parts.append(
-        "<table><thead><tr><th>finding</th><th>change</th><th>severity</th><th>message</th></tr></thead><tbody>"
-    )
-    for key in ("disappeared", "appeared", "persisting"):
-        for f in doc["findings"][key]:
-            parts.append(
-                f"<tr><td>{e(f['code'])} {e(f['name'])}</td><td>{e(key)}</td><td>{e(f['severity'])}</td>"
-                f'<td style="text-align:left">{e(f["message"])}</td></tr>'
-            )
-    parts.append("</tbody></table>")
-    parts.append(
-        f"<p><small>graphdiag {e(doc['tool_version'])}, {e(doc['schema'])}</small></p></body></html>"
-    )
-    return "\n".join(parts) + "\n"
+    return page.rstrip("\n") + "\n"
