@@ -53,9 +53,13 @@ def default_capture_sizes(
     max_num_batched_tokens: int | None = None,
     v0: bool = False,
 ) -> list[int]:
-    """vLLM's capture sizes with no override (§11)."""
+    """vLLM's capture sizes with no override (§11).
+
+    Before 0.8.0 the default engine is V0 (``VLLM_USE_V1`` defaults to 0:
+    vllm==0.7.3:vllm/envs.py:503-504), whose list stops at max_num_seqs padded
+    (vllm==0.7.3:vllm/config.py:3369-3394); from 0.8.0 V1's token list."""
     ver = parse_version(version) or NEWEST
-    if v0 or ver < (0, 6, 5):
+    if v0 or ver < (0, 8, 0):
         seqs = max_num_seqs or 256
         pad = seqs if seqs <= 2 else 4 if seqs <= 4 else -(-seqs // 8) * 8
         cap = min(pad, 256 if ver < (0, 6, 0) else 8192)
@@ -67,7 +71,12 @@ def default_capture_sizes(
         sizes = sorted(set(_s(min(2 * seqs, 512))) | {1, 2, 4})
     else:
         seqs = max_num_seqs or 256
-        sizes = _t(min(2 * seqs, 512, max_num_batched_tokens or 512))
+        cap = min(2 * seqs, 512, max_num_batched_tokens or 512)
+        sizes = _t(cap)
+        # the token budget itself is captured when within the ceiling: in vllm==0.20.2 and
+        # later (vllm==0.20.2:vllm/config/vllm.py:1527-1532), not in vllm==0.15.1
+        if ver >= (0, 20, 0) and max_num_batched_tokens and max_num_batched_tokens <= cap:
+            sizes = sorted({*sizes, max_num_batched_tokens})
     if max_num_batched_tokens:
         sizes = [x for x in sizes if x <= max_num_batched_tokens] or sizes[:1]
     return sizes

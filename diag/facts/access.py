@@ -41,9 +41,30 @@ def _plain(v: Any) -> Any:
 
 
 def sizing(tables: EventTables, name: str, rank0: bool = True) -> float | None:
-    f = tables["sizing"]
-    f = f[f["name"] == name]
-    return _last(_rank0(f) if rank0 else f, "value")
+    return sizing_values(tables["sizing"], rank0).get(name)
+
+
+def sizing_values(frame: pd.DataFrame, rank0: bool = True) -> dict[str, Any]:
+    """Every sizing name's last logged value (rank 0's if rank 0 logged that name), in one
+    pass over the few sizing rows: a pandas filter per name cost ~0.4 ms, ~18 times a run."""
+    if frame.empty:
+        return {}
+    last_any: dict[str, Any] = {}
+    last_rank0: dict[str, Any] = {}
+    has_rank0: set[str] = set()
+    for name, rank, value in zip(frame["name"], frame["rank"], frame["value"], strict=True):
+        zero = rank0 and is_rank0(rank)
+        if zero:
+            has_rank0.add(name)
+        value = _plain(value)
+        if value is None:
+            continue
+        last_any[name] = value
+        if zero:
+            last_rank0[name] = value
+    out = {n: v for n, v in last_any.items() if n not in has_rank0}
+    out.update(last_rank0)
+    return out
 
 
 def _first(*values: Any) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ from diag.facts.capture_totals import (
 )
 from diag.facts.requests import request_table
 from diag.facts.runs import Run
+from diag.model import Snapshot
 
 RECORD_KEYS = (
     "graph_mode",
@@ -96,6 +98,9 @@ class RunFacts:
     requests: pd.DataFrame = field(default_factory=pd.DataFrame)
     memory_check: dict[str, Any] | None = None  # log capture memory vs snapshot graph pools
     notes: list[str] = field(default_factory=list)
+    # the run's snapshot graph-pool total (GiB), set once where artifacts are joined to runs
+    # (see snapshot_graph_pool_gib); rules, advice and renderers read it from here
+    snapshot_graph_pool_gib: float | None = None
     # capture phases other than decode, and how kv_tokens is known (run JSON, beside record)
     capture_phases: dict[str, float | None] = field(default_factory=dict)
     kv_tokens_source: str | None = None
@@ -134,6 +139,19 @@ class RunFacts:
     def year_source(self) -> str:
         """Where the year of year-less log lines came from: log | mtime | unknown."""
         return self.run.year_source
+
+
+def snapshot_graph_pool_gib(run_id: str, snapshots: Iterable[Snapshot]) -> float | None:
+    """Reserved GiB of the CUDA-graph pools of the last snapshot joined to this run.
+
+    One snapshot is one process (one GPU) at one moment, like the log's per-rank capture
+    memory it is compared with, so several snapshots of a run are not added up: the last
+    one (the one the memory check reports) stands for the run. None: no snapshot with pools."""
+    gib = None
+    for snap in snapshots:
+        if snap.run == run_id and snap.pools:
+            gib = round(snap.graph_pool_gib, 3)
+    return gib
 
 
 def config_values(tables: EventTables) -> dict[str, Any]:

@@ -34,10 +34,10 @@ class Run:
 
 def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
     """Sources whose timestamps mostly decrease with the line number."""
-    frames = [f[["source", "line", "ts"]] for f in tables._frames.values() if not f.empty]
-    if not frames:
-        return set()
     if len(sources) == 1:  # one file: no concat and per-source filter (thousands of streams)
+        frames = [f for f in tables._frames.values() if not f.empty]
+        if not frames:
+            return set()
         line = np.concatenate([f["line"].to_numpy(dtype="int64") for f in frames])
         ts = np.concatenate([f["ts"].to_numpy(dtype="float64") for f in frames])
         keep = ~np.isnan(ts)
@@ -48,6 +48,9 @@ def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
             d = d[d != 0]
             if len(d) >= 1 and (d < 0).mean() > 0.6:
                 return set(sources)
+        return set()
+    frames = [f[["source", "line", "ts"]] for f in tables._frames.values() if not f.empty]
+    if not frames:
         return set()
     allf = pd.concat(frames)
     out: set[str] = set()
@@ -65,7 +68,9 @@ def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
 
 def order_keys(frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[str]) -> np.ndarray:
     """A total order of events within a stream: file, then line (reversed files flipped)."""
-    line = frame["line"].astype("int64").to_numpy()
+    line = frame["line"].to_numpy(dtype="int64")
+    if len(file_index) == 1 and not reversed_:  # one file in order: the line is the key
+        return line
     if len(file_index) == 1:  # one file: every row maps to 0
         idx = np.zeros(len(line), dtype="int64")
     else:
@@ -169,7 +174,10 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
         parts: list[dict[str, pd.DataFrame]] = [{} for _ in range(n_runs)]
         for kind, frame in keyed.items():
             if n_runs == 1:  # no restart: the grouping below would make one group of all rows
-                parts[0][kind] = frame.sort_values("_order", kind="stable").reset_index(drop=True)
+                order = frame["_order"].to_numpy()
+                if len(order) > 1 and (order[1:] < order[:-1]).any():
+                    frame = frame.sort_values("_order", kind="stable")
+                parts[0][kind] = frame.reset_index(drop=True)  # already in order: no sort
                 continue
             run_no = np.searchsorted(
                 np.asarray(bounds, dtype="int64"), frame["_order"].to_numpy(), side="right"
@@ -204,9 +212,11 @@ def _boundaries(startup: pd.DataFrame | None) -> list[int]:
         return []
     seen: set[tuple[str, str]] = set()
     bounds: list[int] = []
-    for marker, rank, order in startup.sort_values("_order")[
-        ["marker", "rank", "_order"]
-    ].itertuples(index=False, name=None):
+    keys = startup["_order"].to_numpy()
+    by_order = np.argsort(keys, kind="quicksort")  # as sort_values("_order") orders them
+    markers = startup["marker"].to_numpy()[by_order].tolist()
+    ranks = startup["rank"].to_numpy()[by_order].tolist()
+    for marker, rank, order in zip(markers, ranks, keys[by_order].tolist(), strict=True):
         if marker not in SPLIT_MARKERS:
             continue
         key = (marker, rank)
@@ -218,10 +228,12 @@ def _boundaries(startup: pd.DataFrame | None) -> list[int]:
 
 
 def _backend_of(tables: EventTables, sniffed: str) -> str:
-    engines: list[str] = []
+    n_sglang = n_vllm = 0
     for frame in tables._frames.values():
         if "engine" in frame.columns:
-            engines.extend(e for e in frame["engine"].dropna() if e in ("vllm", "sglang"))
-    if engines:
-        return max(("sglang", "vllm"), key=engines.count)
+            engine = frame["engine"].to_numpy(dtype=object)
+            n_sglang += int((engine == "sglang").sum())
+            n_vllm += int((engine == "vllm").sum())
+    if n_sglang or n_vllm:
+        return "sglang" if n_sglang >= n_vllm else "vllm"  # a tie goes to sglang
     return sniffed

@@ -239,10 +239,7 @@ def run_metrics(
         kv_peak = float(decode["token_usage"].max())
     if not stats.empty and stats["kv_usage"].notna().any():
         kv_peak = max(kv_peak or 0.0, float(stats["kv_usage"].max()) / 100.0)
-    snap_gib = None
-    for s in snapshots or []:
-        if s.run == facts.run.id and s.pools:
-            snap_gib = round(s.graph_pool_gib, 3)
+    snap_gib = facts.snapshot_graph_pool_gib  # one fact, set where snapshots join runs
     speed = _per_request_speed(batches)
     tp = as_int(cfg.get("tp_size") or cfg.get("tensor_parallel_size"))
     spec = spec_for(facts.backend)

@@ -24,7 +24,6 @@ from diag.parsers.vllm.patterns import (
     DESC_UNIFORM,
     ENGINE,
     ENGINE_IDX,
-    ERA,
     EST_GRAPH,
     EXC_LINE,
     FREE_ACT,
@@ -72,6 +71,7 @@ from diag.parsers.vllm.patterns import (
     mode_name,
     new_run,
     number_in,
+    vllm_state,
 )
 
 
@@ -254,7 +254,7 @@ def read_other(line: LogLine, ctx: Context) -> None:
         m = API_VERSION.search(msg)
         banner = None if m else (BANNER_VERSION.fullmatch(msg) if line.header == "vllm" else None)
         if m or banner:
-            new_run(ctx, ctx.state.get(ERA))
+            new_run(ctx, vllm_state(ctx).era)
             ctx.emit("startup", line, engine=ENGINE, marker="api_server")
             ctx.emit("version", line, engine=ENGINE, version=(m or banner).group("ver"))  # type: ignore[union-attr]
             return
