@@ -9,14 +9,14 @@ it": a rule tests for it in plain Python and either stays silent or says what is
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
 from diag.engines import spec_for
-from diag.engines.spec import as_bool, as_int
+from diag.engines.spec import EngineSpec, as_bool, as_int
 from diag.facts.record import RunFacts, captured_size_count, sizing
 from diag.model import Snapshot
 
@@ -85,6 +85,9 @@ class RunMetrics:
     piecewise_capture_time_s: float | None
     piecewise_capture_mem_gib: float | None
     n_buckets: int | None
+    # the engine's own default set for this version and config: a failure with the default
+    # set is not the user's set's fault
+    default_bucket_count: int | None
     ceiling: int | None  # the current capture ceiling (engine unit)
     max_running_requests: int | None
     # decode batches
@@ -203,6 +206,18 @@ def _max(frame: pd.DataFrame, col: str) -> float | None:
     return float(frame[col].max())
 
 
+def _default_count(
+    spec: EngineSpec | None, version: str | None, cfg: Mapping[str, Any], rec: Mapping[str, Any]
+) -> int | None:
+    """How many sizes the engine captures by default for this version and config."""
+    if spec is None:
+        return None
+    try:
+        return len(spec.default_sizes(version, cfg, rec["cuda_graph_max_bs"])) or None
+    except (TypeError, ValueError):
+        return None
+
+
 def run_metrics(
     facts: RunFacts,
     snapshots: Sequence[Snapshot] | None = None,
@@ -259,6 +274,7 @@ def run_metrics(
         or captured_size_count(t)
         or len(sizes)
         or None,
+        default_bucket_count=_default_count(spec, facts.engine_version, cfg, rec),
         ceiling=rec["cuda_graph_max_bs"] or (max(sizes) if sizes else None),
         max_running_requests=rec["max_running_requests"],
         batches_graph=int(counts["graph"]),
