@@ -16,7 +16,7 @@ from diag.advise.recommend import attach_recommendations
 from diag.advise.run_advice import advise_runs
 from diag.events import EventTables
 from diag.evidence import resolve_evidence
-from diag.facts.record import RunFacts, build_facts
+from diag.facts.record import RunFacts, build_facts, snapshot_graph_pool_gib
 from diag.facts.runs import Run, split_runs
 from diag.ingest import Ingested, ProgressFn, ingest
 from diag.report import Report, RunReport
@@ -104,6 +104,8 @@ def _attach_artifacts(facts: list[RunFacts], ing: Ingested) -> None:
         )
         if run.memory_check.get("disagrees"):
             run.notes.append(run.memory_check["summary"])
+    for f in facts:
+        f.snapshot_graph_pool_gib = snapshot_graph_pool_gib(f.run.id, ing.snapshots)
 
 
 def memory_check(log_gib: float | None, snapshot_gib: float, path: str) -> dict[str, Any]:

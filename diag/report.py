@@ -49,6 +49,9 @@ class RunReport:
             "year_source": self.facts.year_source,
             "startup_phase": self.facts.startup_phase,
             "record": clean_json(self.facts.record),
+            # beside the record (whose keys INTERFACE fixes): other capture phases, KV source
+            **clean_json(self.facts.capture_phases),
+            "kv_tokens_source": self.facts.kv_tokens_source,
             "ranks": clean_json(self.facts.ranks),
             "findings": [f.to_dict() for f in self.findings],
             "classification": {

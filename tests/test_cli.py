@@ -9,6 +9,7 @@ import yaml
 from click.testing import CliRunner
 
 from diag.cli import main
+from diag.rules.registry import ALL_CODES
 from tests.conftest import ROOT
 
 INCIDENTS = ROOT / "fixtures" / "incidents"
@@ -67,8 +68,71 @@ def test_text_summary_leads_with_findings_worst_first(tmp_path: Path) -> None:
     lines = out.splitlines()
     assert lines[0].startswith("Findings")
     assert "GD110" in lines[1]
-    assert all(len(line) <= 100 for line in lines)
-    assert "->" in out  # first remedy shown
+    # the last line names the file written (a path is never wrapped); the rest fits 100 cols
+    assert lines[-1] == f"JSON report: {tmp_path / 'sglang-out-of-window.graphdiag.json'}"
+    assert all(len(line) <= 100 for line in lines[:-1])
+    assert "        1. " in out  # first remedy shown, numbered
+
+
+def test_text_names_the_files_written_last(tmp_path: Path) -> None:
+    code, out, err = run("analyze", str(INCIDENTS / "sglang-kv-squeeze"), "-o", str(tmp_path))
+    html, js = (tmp_path / f"sglang-kv-squeeze.graphdiag.{s}" for s in ("html", "json"))
+    assert out.splitlines()[-2:] == [f"HTML report: {html}", f"JSON report: {js}"]
+    assert html.exists() and js.exists()
+    # data formats keep stdout pure: the paths go to stderr
+    code, out, err = run(
+        "analyze", str(INCIDENTS / "sglang-kv-squeeze"), "-o", str(tmp_path), "--format", "json"
+    )
+    assert json.loads(out)["schema"] == "graphdiag.report/1"
+    assert str(html) in err and str(js) in err
+
+
+def test_text_shows_two_remedies_and_no_unknown_marker(tmp_path: Path) -> None:
+    from diag.api import analyze
+    from diag.render.text import render_text
+
+    report = analyze([str(INCIDENTS / "sglang-kv-squeeze")])
+    finding = report.findings[0]
+    assert len(finding.remediation) >= 2
+    text = render_text(report)
+    flat = " ".join(text.split())
+    for i, remedy in enumerate(finding.remediation[:2], start=1):
+        assert f"{i}. {' '.join(remedy.split())}" in flat
+    runs_part = text[text.index("Runs:") :]  # render's own lines (messages are the rules')
+    assert "n/a" not in runs_part and "None" not in runs_part
+
+
+def test_help_has_examples_exit_codes_stdin_and_fail_on() -> None:
+    _, top, _ = run("--help")
+    assert "Examples:" in top and "Exit codes:" in top and " - " in top
+    _, ana, _ = run("analyze", "--help")
+    for needle in ("Examples:", "Exit codes:", "--fail-on LEVEL", "or -", "stdin"):
+        assert needle in ana, needle
+    _, par, _ = run("parse", "--help")
+    assert "Examples:" in par and "stderr" in par
+
+
+def test_parse_says_what_it_wrote(tmp_path: Path) -> None:
+    from diag.ingest import ingest
+
+    target = INCIDENTS / "sglang-kv-squeeze"
+    tables = ingest([str(target)]).tables
+    counts = {kind: len(tables[kind]) for kind in tables if len(tables[kind])}
+    out_file = tmp_path / "events.jsonl"
+    code, out, err = run("parse", str(target), "-o", str(out_file))
+    assert code == 0
+    line = out.strip()
+    rows = len(out_file.read_text().splitlines())
+    assert line.startswith(f"wrote {out_file}: {rows:,} rows (")
+    assert rows == sum(counts.values())
+    for kind, n in counts.items():
+        assert f"{kind} {n:,}" in line
+    # to stdout: the rows are stdout, the summary goes to stderr
+    code, out, err = run("parse", str(target))
+    assert len(out.splitlines()) == rows and all(json.loads(x) for x in out.splitlines())
+    assert err.strip().startswith("wrote stdout: ")
+    code, out, err = run("parse", str(target), "-q")
+    assert "wrote" not in err
 
 
 def test_yaml_and_markdown_formats(tmp_path: Path) -> None:
@@ -150,21 +214,12 @@ def test_bad_rules_file_is_a_usage_error(tmp_path: Path) -> None:
 def test_rules_catalogue() -> None:
     code, out, _ = run("rules", "--format", "json")
     cat = json.loads(out)
-    assert [r["code"] for r in cat] == [
-        "GD100",
-        "GD101",
-        "GD110",
-        "GD111",
-        "GD112",
-        "GD120",
-        "GD130",
-        "GD131",
-        "GD140",
-        "GD150",
-        "GD160",
-        "GD170",
-    ]
+    assert [r["code"] for r in cat] == list(ALL_CODES)
     assert all(r["doc"] and r["remediation"] for r in cat)
+    # the catalogue is concrete text: no template left unfilled, no n/a / None
+    blob = json.dumps(cat)
+    assert "{" not in " ".join(rem["text"] for r in cat for rem in r["remediation"])
+    assert "n/a" not in blob and "None" not in blob
     code, text, _ = run("rules")
     assert "GD110 out-of-window [warning]" in text
 

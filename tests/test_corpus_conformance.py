@@ -52,7 +52,8 @@ def observed(path: str) -> dict[str, Any]:
         "capture_mem_gib": rec["capture_mem_gib"],
         "cuda_graph_max_bs": rec["cuda_graph_max_bs"],
         "capture_sizes": rec["graph_capture_sizes"],
-        "kv_tokens": rec["kv_tokens"],
+        # labels hold the printed figure; a kv_tokens derived from GPU blocks (vLLM V0) says so
+        "kv_tokens": rec["kv_tokens"] if run.facts.kv_tokens_source == "logged" else None,
         "gpu_blocks": rec["gpu_blocks"],
         "decode_batches_cuda_graph_true": int((decode["cuda_graph"] == True).sum()),  # noqa: E712
         "decode_batches_cuda_graph_false": int((decode["cuda_graph"] == False).sum()),  # noqa: E712
@@ -62,6 +63,11 @@ def observed(path: str) -> dict[str, Any]:
         "available_kv_cache_gib": rec["kv_cache_gib"],
         "estimated_cudagraph_mem_gib": sizing(t, "graph_mem_est_gib"),
         "decode_batches_no_cg_field": int(decode["cuda_graph"].isna().sum()),
+        # beside the record: captures other than the decode graphs (record keys are decode's)
+        "draft_capture_time_s": run.facts.capture_phases.get("draft_capture_time_s"),
+        "draft_capture_mem_gib": run.facts.capture_phases.get("draft_capture_mem_gib"),
+        "piecewise_capture_time_s": run.facts.capture_phases.get("piecewise_capture_time_s"),
+        "piecewise_capture_mem_gib": run.facts.capture_phases.get("piecewise_capture_mem_gib"),
     }
 
 

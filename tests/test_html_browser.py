@@ -67,9 +67,9 @@ class Watched:
         self.page.on("request", lambda r: self.requests.append(r.url))
         self.page.goto(path.as_uri())
         self.page.wait_for_load_state("load")
-        self.page.wait_for_function(
+        self.page.wait_for_function(  # folded runs are drawn when opened
             "Array.from(document.querySelectorAll('div.plot'))"
-            ".every(d => d.querySelector('.main-svg'))",
+            ".every(d => d.querySelector('.main-svg') || d.offsetParent === null)",
             timeout=15_000,
         )
         self.page.wait_for_timeout(300)
@@ -132,3 +132,75 @@ def test_log_markup_is_inert_in_chromium(browser: Any, tmp_path: Path) -> None:
     assert blocked is not None and blocked.startswith("script-src")
     assert page.evaluate("typeof window.__pwned") == "undefined"
     page.close()
+
+
+# ------------------------------------------------------------------ what a reader sees
+INCIDENTS = ROOT / "fixtures" / "incidents"
+
+
+def _page_problems(browser: Any, html_path: Path, multi_run: bool, expect_kv: bool) -> list[str]:
+    from tests.page_checks import run_checks
+
+    return run_checks(browser, html_path, multi_run=multi_run, expect_kv=expect_kv)
+
+
+@pytest.mark.slow
+def test_one_incident_reads_at_a_glance(browser: Any, tmp_path: Path) -> None:
+    """SGLang KV squeeze: tick labels and titles on every chart, the KV and queue timeline
+    drawn (60 decode lines) with the capture band, tiles uncut, no unknown marker."""
+    html_path = _analyze([INCIDENTS / "sglang-kv-squeeze"], tmp_path / "out")
+    assert _page_problems(browser, html_path, multi_run=False, expect_kv=True) == []
+    w = Watched(browser, html_path)
+    kv = w.page.locator('div.plot[data-kind="kv-timeline"]')
+    assert kv.count() == 1
+    assert "capture memory = 30.0% of the KV pool" in kv.inner_text()
+    assert "retractions" in kv.inner_text()
+    w.page.close()
+
+
+@pytest.mark.slow
+def test_few_stats_lines_are_a_table(browser: Any, tmp_path: Path) -> None:
+    """vLLM KV squeeze has 5 stats lines: the KV timeline is a small table, time since start
+    (the log prints no year), never a chart of 5 dots or a date in 2000."""
+    html_path = _analyze([INCIDENTS / "vllm-kv-squeeze"], tmp_path / "out")
+    assert _page_problems(browser, html_path, multi_run=False, expect_kv=True) == []
+    w = Watched(browser, html_path)
+    table = w.page.locator('figure.small-table[data-kind="kv-timeline"]')
+    assert table.count() == 1
+    assert "+40.0 s" in table.inner_text() and "KV usage" in table.inner_text()
+    assert "2000" not in w.page.locator("main").inner_text()
+    w.page.close()
+
+
+def _many_runs_folder(root: Path) -> Path:
+    """A folder of every fixture incident's logs side by side (the project's own fixtures,
+    renamed so each file is its own run), as an operator's log dump would be."""
+    import shutil
+
+    folder = root / "many"
+    folder.mkdir()
+    for incident in sorted(p for p in INCIDENTS.iterdir() if p.is_dir()):
+        for log in sorted(incident.glob("*.log")):
+            shutil.copy(log, folder / f"{incident.name}-{log.name}")
+    return folder
+
+
+@pytest.mark.slow
+def test_many_runs_fit_a_few_screens(browser: Any, tmp_path: Path) -> None:
+    html_path = _analyze([_many_runs_folder(tmp_path)], tmp_path / "out")
+    assert _page_problems(browser, html_path, multi_run=True, expect_kv=True) == []
+    w = Watched(browser, html_path)
+    rows = w.page.locator("#runs table.runs > tbody > tr:not(.quiet-row)")
+    assert rows.count() >= 3
+    assert w.page.locator("#quiet-runs").count() == 1  # runs with nothing to report folded
+    w.page.close()
+
+
+@pytest.mark.slow
+@pytest.mark.corpus
+def test_real_folder_of_55_files(browser: Any, tmp_path: Path) -> None:
+    from tests.conftest import need_corpus
+
+    folder = need_corpus("real-2")
+    html_path = _analyze([folder], tmp_path / "out")
+    assert _page_problems(browser, html_path, multi_run=True, expect_kv=False) == []

@@ -187,15 +187,11 @@ def test_sections_in_order(serving_html: str) -> None:
     positions = [serving_html.index(marker) for marker in order]
     assert positions == sorted(positions)
     run = serving_html[serving_html.index('id="run-1"') : serving_html.index('id="inputs"')]
-    figures = [
-        "Decode batch sizes against the capture window",
-        "Decode batch size over time",
-        "Throughput in vs out of the capture window",
-        "GPU memory budget",
-    ]
-    at = [run.index(f'aria-label="{name}"') for name in figures]
-    assert at == sorted(at)
-    assert "Capture time: <strong>41.37 s</strong>" in run  # one rank: a sentence, not a bar
+    kinds = ["kv-timeline", "batch-histogram", "batch-timeline", "throughput", "memory-budget"]
+    at = [run.index(f'data-kind="{kind}"') for kind in kinds]
+    assert at == sorted(at)  # the KV and queue timeline first, as on a serving dashboard
+    assert '<figure class="small-table" data-kind="throughput">' in run  # 2 rows: a table
+    assert "Capture time: 41.37 s" in run  # one rank: a sentence, not a bar
 
 
 def test_essentials_read_without_javascript(serving_report: Report, serving_html: str) -> None:
@@ -323,10 +319,10 @@ def test_log_markup_comes_out_inert(tmp_path: Path) -> None:
         assert "__pwned" not in body  # nothing from the logs inside executable code or data
     # ... yet the text is there for the reader, escaped
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in html_text
-    assert "&quot;&gt;&lt;img src=x onerror=&quot;window.__pwned=2&quot;&gt;" in html_text
+    # MarkupSafe writes a double quote as &#34;
+    assert "&#34;&gt;&lt;img src=x onerror=&#34;window.__pwned=2&#34;&gt;" in html_text
     assert (
-        "sglang-&quot;&gt;&lt;img src=x onerror=window.__pwned=3&gt;&lt;script&gt;x.log"
-        in html_text
+        "sglang-&#34;&gt;&lt;img src=x onerror=window.__pwned=3&gt;&lt;script&gt;x.log" in html_text
     )
     text = visible_text(html_text)
     assert XSS_SCRIPT in text and XSS_FILE in text
@@ -447,7 +443,7 @@ def test_empty_inputs_give_no_figure() -> None:
     )
     assert plots.batch_size_figure(empty, [1, 2]) is None
     assert plots.timeline_figure(empty, 2) is None
-    assert plots.throughput_figure(empty) is None
+    assert plots.throughput_table(empty).empty
     assert memory_plots.memory_figure([]) is None
     assert (
         memory_plots.capture_time_figure(
@@ -468,3 +464,29 @@ def test_memory_budget_uses_logged_figures(serving_report: Report) -> None:
     assert got["KV cache pool"] == pytest.approx(50.5)
     assert got["CUDA graph capture"] == pytest.approx(3.42)
     assert got["free after capture"] == pytest.approx(9.28)
+
+
+def test_log_text_is_never_a_template(tmp_path: Path) -> None:
+    """Values go into templates, never through them: Jinja syntax in a log stays literal."""
+    log = tmp_path / "jinja.log"
+    trap = "{{ 7*7 }} {% raw %} {#"
+    log.write_text(
+        sglang_failed_capture_log().replace("CUDA out of memory", trap + " CUDA out of memory")
+    )
+    html_text = render_html(analyze([str(log)]))
+    assert "{{ 7*7 }} {% raw %} {#" in visible_text(html_text)
+    assert "49 {%" not in html_text
+
+
+def test_raw_markup_only_where_allowed() -> None:
+    """Autoescape is the rule: no ``|safe`` or autoescape switch in a template, and
+    ``Markup(`` only for fixed text: render/html.py (scripts, CSS, figure JSON made inert)
+    and render/compare.py (its CSS)."""
+    from diag.resources import package_file
+
+    for tpl in Path(package_file("render", "templates")).glob("*.j2"):
+        text = tpl.read_text()
+        assert "|safe" not in text.replace(" ", "") and "autoescape" not in text, tpl.name
+    render = Path(package_file("render"))
+    users = {p.name: p.read_text().count("Markup(") for p in render.glob("*.py")}
+    assert {k: v for k, v in users.items() if v} == {"html.py": 4, "compare.py": 1}

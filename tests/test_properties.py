@@ -5,7 +5,7 @@ nobody controls, so every parser is driven here with arbitrary text and with *mu
 real-format lines* (lines of the fixture incidents, the fixture generators and, when
 present, ``../shared/corpus/real``, with random character insertions, deletions,
 truncations and digit swaps). A parser may only fail in the documented way
-(``ConditionError``, ``ProfileTableError``, ``SnapshotError``), never with a traceback.
+(``ProfileTableError``, ``SnapshotError``), never with a traceback.
 
 The last property checks that one log gives the same analysis whether it is read whole,
 gzipped or split into a rotated set (``x.log.2.gz``, ``x.log.1``, ``x.log``).
@@ -44,7 +44,6 @@ from diag.parsers.scan import StreamScanner
 from diag.parsers.sglang import SGLangParser
 from diag.parsers.traceback import ErrorParser, ParsedTraceback, parse_traceback
 from diag.parsers.vllm import VLLMParser
-from diag.rules.conditions import ConditionError, evaluate
 from tests.conftest import CORPUS, ROOT
 
 SCALE = 5 if os.environ.get("HYPOTHESIS_PROFILE") == "ci" else 1
@@ -217,25 +216,6 @@ def snapshot_blobs() -> tuple[bytes, ...]:
             )
             blobs.append(path.read_bytes())
     return tuple(blobs)
-
-
-@lru_cache(maxsize=1)
-def rule_conditions() -> tuple[tuple[str, ...], dict[str, Any]]:
-    """The pack's ``when`` conditions and a real metrics namespace to evaluate them in."""
-    from diag.facts.record import build_facts
-    from diag.facts.runs import split_runs
-    from diag.ingest import ingest
-    from diag.rules.engine import RuleEngine
-    from diag.rules.metrics import run_metrics
-
-    rules = RuleEngine.load().rules
-    thresholds = {k: v for r in rules for k, v in r.thresholds.items()}
-    ing = ingest([str(INCIDENTS / "sglang-out-of-window")])
-    facts = build_facts(split_runs(ing.tables, ing.streams)[0])
-    return tuple(" ".join(r.when.split()) for r in rules), {
-        **run_metrics(facts),
-        "threshold": thresholds,
-    }
 
 
 # --------------------------------------------------------------------------- mutations
@@ -538,47 +518,6 @@ def mutated_traceback(draw: st.DrawFn) -> list[str]:
 @given(mutated_traceback())
 def test_parse_traceback_mutated_tracebacks(lines: list[str]) -> None:
     _check_tb(parse_traceback(lines))
-
-
-# --------------------------------------------------------------------------- rule conditions
-def _evaluate(text: str) -> None:
-    _, env = rule_conditions()
-    try:
-        assert isinstance(evaluate(text, env), bool)
-    except ConditionError:
-        pass
-
-
-@pytest.mark.slow
-@fuzz(1000)
-@given(ARBITRARY)
-def test_condition_arbitrary_text(text: str) -> None:
-    _evaluate(text)
-
-
-@pytest.mark.slow
-@fuzz(600)
-@given(st.deferred(lambda: st.sampled_from(rule_conditions()[0])).flatmap(mutate))
-def test_condition_mutated_pack_conditions(text: str) -> None:
-    """Mutated pack conditions only ever give a bool or a ConditionError."""
-    _evaluate(text)
-
-
-def test_condition_type_mismatch_is_a_condition_error() -> None:
-    _, env = rule_conditions()
-    with pytest.raises(ConditionError) as caught:
-        evaluate('"eager" + 1 > 0', env)
-    message = str(caught.value)
-    assert message.startswith("cannot evaluate '\"eager\" + 1 > 0'") and "\n" not in message
-
-
-def test_condition_deep_nesting_is_a_condition_error() -> None:
-    _, env = rule_conditions()
-    with pytest.raises(ConditionError) as caught:
-        evaluate("not " * 2000 + "true", env)
-    assert str(caught.value).startswith("cannot evaluate 'not not ") and "\n" not in str(
-        caught.value
-    )
 
 
 # --------------------------------------------------------------------------- operator tables

@@ -150,7 +150,7 @@ def _advice_for(
     # a snapshot given here that analyze did not join would change the memory parameters
     new_snapshot = (
         main_advice is not None
-        and graph_pool_gib(with_advice[-1].run.id, snapshots) is not None
+        and graph_pool_gib(with_advice[-1], snapshots) is not None
         and main_advice.parameters.capture_gib_per_graph.source != "snapshot"
     )
     if one_server and max_buckets is None and main_advice is not None and not new_snapshot:
@@ -341,7 +341,7 @@ def recommend(
 
 
 def main_capture_mem(f: RunFacts, snapshots: Sequence[Snapshot] | None) -> float | None:
-    snap = graph_pool_gib(f.run.id, snapshots)
+    snap = graph_pool_gib(f, snapshots)
     return snap if snap is not None else f.record.get("capture_mem_gib")
 
 

@@ -42,8 +42,8 @@ from diag.advise.cost_model import (
 )
 from diag.engines import spec_for
 from diag.engines.spec import AdviceInputs
-from diag.facts.record import RunFacts, is_rank0
-from diag.model import GIB, Snapshot
+from diag.facts.record import RunFacts, is_rank0, snapshot_graph_pool_gib
+from diag.model import Snapshot
 
 __all__ = [
     "advise_group",
@@ -80,10 +80,14 @@ def current_sizes(f: RunFacts, engine: str) -> tuple[list[int], SizesSource]:
     )
 
 
-def graph_pool_gib(run_id: str, snapshots: Sequence[Snapshot] | None) -> float | None:
-    """Reserved bytes of the graph pools of the snapshots attached to this run, in GiB."""
-    total = sum(s.graph_pool_bytes for s in snapshots or [] if s.run == run_id)
-    return round(total / GIB, 3) if total > 0 else None
+def graph_pool_gib(f: RunFacts, snapshots: Sequence[Snapshot] | None) -> float | None:
+    """The run's snapshot graph-pool total from its facts (``RunFacts.snapshot_graph_pool_gib``);
+    snapshots handed in but not joined by ``analyze`` go through the same definition. Pools
+    of 0 GiB give nothing to scale capture memory from."""
+    gib = f.snapshot_graph_pool_gib
+    if gib is None and snapshots:
+        gib = snapshot_graph_pool_gib(f.run.id, snapshots)
+    return gib if gib else None
 
 
 def advice_inputs(f: RunFacts) -> AdviceInputs:
@@ -254,7 +258,7 @@ def run_evidence(
         return None
     sizes, source = current_sizes(f, engine or f.backend)
     rec = f.record
-    snap = graph_pool_gib(f.run.id, snapshots)
+    snap = graph_pool_gib(f, snapshots)
     measured = source != "default" and f.record.get("graph_mode") != "disabled"
     capture = CaptureMeasurement(
         tuple(sizes) if measured else (),

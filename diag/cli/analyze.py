@@ -33,7 +33,36 @@ def _stem(paths: tuple[str, ...]) -> str:
     return "stdin" if paths == ("-",) else "incident"
 
 
-@click.command()
+SHORT = "Write the HTML and JSON reports of logs, tables and snapshots."
+EPILOG = """\b
+Examples:
+  graphdiag analyze logs/
+  graphdiag analyze server.log.gz rank1.log --format markdown > ticket.md
+  docker logs sglang 2>&1 | graphdiag analyze - -o out/
+  graphdiag analyze logs/ --fail-on warning --format json > report.json
+
+\b
+PATH: log files (plain, .gz, rotated; docker/k8s/ray prefixes are peeled), folders (read
+recursively: logs, profiler tables, cuda_graph_runner_memory_usage.pickle snapshots), or -
+for stdin. Several paths are one incident (e.g. one log per rank).
+
+\b
+Output: <stem>.graphdiag.html and .json in -o (the stem is the file or folder name,
+"stdin" for -, "incident" for several paths); stdout gets --format. With --format text the
+last lines name the files written; with json/yaml/markdown (data on stdout) those lines go
+to stderr. Warnings about unreadable inputs go to stderr.
+
+\b
+--fail-on LEVEL: exit 1 when a finding at or above LEVEL exists (error > warning > info);
+"never" exits 0 after any successful analysis. Reports are written either way.
+
+\b
+Exit codes: 0 no finding at or above --fail-on; 1 such a finding; 2 usage error, bad
+--rules file, or no input could be read; 130/143 interrupted (no report written).
+"""
+
+
+@click.command(epilog=EPILOG, short_help=SHORT)
 @click.argument("paths", nargs=-1, required=True)
 @click.option(
     "-o",
@@ -45,7 +74,13 @@ def _stem(paths: tuple[str, ...]) -> str:
 )
 @format_option(FORMATS)
 @click.option("--no-html", is_flag=True, help="Write only the JSON report file.")
-@click.option("--fail-on", type=click.Choice(list(FAIL_LEVELS)), default="error", show_default=True)
+@click.option(
+    "--fail-on",
+    type=click.Choice(list(FAIL_LEVELS)),
+    default="error",
+    show_default=True,
+    help="Exit 1 when a finding at or above this severity exists (never: always 0).",
+)
 @click.option(
     "--rules",
     "rules_file",
@@ -65,7 +100,8 @@ def analyze(
     jobs: int,
     quiet: bool,
 ) -> None:
-    """Analyse logs, profiler tables and snapshots; write the HTML and JSON reports."""
+    """Analyse logs, profiler tables and snapshots in PATHS (or - for stdin); write the
+    HTML and JSON reports and print a summary."""
     from diag.api import analyze as run_analysis
     from diag.output import write_atomic
     from diag.render.serialize import to_json, to_yaml
@@ -97,10 +133,14 @@ def analyze(
 
             html_text = render_html(report)
         check_interrupted()
-        write_atomic(out / f"{stem}.graphdiag.json", json_text)
+        json_path = out / f"{stem}.graphdiag.json"
+        write_atomic(json_path, json_text)
+        written = [("JSON report", json_path)]
         if html_text is not None:
             check_interrupted()
-            write_atomic(out / f"{stem}.graphdiag.html", html_text)
+            html_path = out / f"{stem}.graphdiag.html"
+            write_atomic(html_path, html_text)
+            written.insert(0, ("HTML report", html_path))
     except RulesError as exc:
         progress.finish()
         warn(str(exc))
@@ -115,6 +155,14 @@ def analyze(
         "markdown": render_markdown,
     }[fmt](report)
     click.echo(rendered, nl=False)
+    # where the files are, last: on stdout under the text summary, else on stderr (stdout
+    # then carries data only)
+    if fmt == "text":
+        click.echo("")
+        for label, path in written:
+            click.echo(f"{label}: {path}")
+    elif not quiet:
+        warn("wrote " + ", ".join(str(path) for _, path in written))
     level = FAIL_LEVELS[fail_on]
     worst = [FAIL_LEVELS[f.severity] for f in report.findings]
     sys.exit(1 if level >= 0 and any(w <= level for w in worst) else 0)

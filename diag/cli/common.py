@@ -119,10 +119,24 @@ def quiet_option(help: str | None = "No progress on stderr.") -> Callable[[F], F
     return deco
 
 
+FORMAT_HELP = {
+    "text": "text: a terminal summary",
+    "json": "json: the JSON report",
+    "yaml": "yaml: the ticket records",
+    "markdown": "markdown: a ticket body (GitHub/Jira)",
+    "html": "html: a page",
+}
+
+
 def format_option(choices: list[str], default: str = "text") -> Callable[[F], F]:
     def deco(f: F) -> F:
         return click.option(
-            "--format", "fmt", type=click.Choice(choices), default=default, show_default=True
+            "--format",
+            "fmt",
+            type=click.Choice(choices),
+            default=default,
+            show_default=True,
+            help="What stdout gets; " + "; ".join(FORMAT_HELP.get(c, c) for c in choices) + ".",
         )(f)
 
     return deco

@@ -8,8 +8,36 @@ import click
 
 from diag.cli.common import Progress, jobs_option, quiet_option, report_inputs, warn
 
+SHORT = "Export the event tables (jsonl, csv, Parquet)."
+EPILOG = """\b
+Examples:
+  graphdiag parse server.log > events.jsonl
+  graphdiag parse logs/ --format csv -o events.csv
+  graphdiag parse logs/ --format parquet -o events/
+  duckdb -c "SELECT run_id, count(*) FROM 'events/decode_batch/*/*.parquet' GROUP BY 1"
+  kubectl logs pod/sglang-0 | graphdiag parse - -o events.jsonl
 
-@click.command()
+\b
+What it wrote: one line "wrote PATH: N rows (kind n, ...)" after the export. With -o it
+goes to stdout (the data is in the file); without -o the rows themselves are stdout, so
+the line goes to stderr and a pipe of jsonl/csv stays clean. -q leaves it out.
+
+\b
+Exit codes: 0 exported; 2 usage error or no input could be read; 130/143 interrupted.
+"""
+
+
+def summary_line(counts: dict[str, int], where: str) -> str:
+    """``wrote events.jsonl: 1,234 rows (decode_batch 1,000, stats 200, ...)``, kinds by size."""
+    kinds = sorted(((n, k) for k, n in counts.items() if n), key=lambda nk: (-nk[0], nk[1]))
+    total = sum(counts.values())
+    parts = ", ".join(f"{k} {n:,}" for n, k in kinds)
+    return f"wrote {where}: {total:,} row{'s' if total != 1 else ''}" + (
+        f" ({parts})" if parts else ""
+    )
+
+
+@click.command(epilog=EPILOG, short_help=SHORT)
 @click.argument("paths", nargs=-1, required=True)
 @click.option(
     "--format",
@@ -17,18 +45,21 @@ from diag.cli.common import Progress, jobs_option, quiet_option, report_inputs, 
     type=click.Choice(["jsonl", "csv", "parquet"]),
     default="jsonl",
     show_default=True,
+    help="jsonl/csv: all events in one long table (kind, source, line, ts, rank, fields); "
+    "parquet: one dataset per kind, partitioned by run (needs pyarrow).",
 )
 @click.option(
     "-o",
     "--output",
     "output",
     default=None,
-    help="File (jsonl/csv; default stdout) or folder (parquet).",
+    help="File (jsonl/csv; default stdout) or folder (parquet, required).",
 )
 @jobs_option
-@quiet_option(None)
+@quiet_option("No progress and no summary line.")
 def parse(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int, quiet: bool) -> None:
-    """Export the event tables for your own pandas / DuckDB work."""
+    """Export the event tables of PATHS (files, folders, or - for stdin) for your own
+    pandas / DuckDB work."""
     from diag.export import export_events
     from diag.ingest import ingest
 
@@ -47,3 +78,9 @@ def parse(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int, quiet
     except ImportError as exc:
         warn(f"{exc} (pip install 'graphdiag[parquet]')")
         sys.exit(2)
+    if not quiet:
+        counts = {kind: len(ing.tables[kind]) for kind in ing.tables}
+        where = output if output else "stdout"
+        if fmt == "parquet":
+            where = f"{output}/ (one folder per kind)"
+        click.echo(summary_line(counts, where), err=not output)

@@ -1,4 +1,4 @@
-"""``graphdiag rules``: the rule catalogue."""
+"""``graphdiag rules``: the rule catalogue, generated from the rule registry."""
 
 from __future__ import annotations
 
@@ -12,22 +12,23 @@ from diag.cli.common import format_option
 @click.command()
 @format_option(["text", "json"])
 def rules(fmt: str) -> None:
-    """The rule catalogue: code, name, severity, trigger, thresholds, remediation."""
-    from diag.rules.engine import RuleEngine
+    """The rule catalogue: code, name, severity, documentation, thresholds, remediation."""
+    from diag.rules.registry import RULES
 
-    engine = RuleEngine.load()
     if fmt == "json":
-        click.echo(json.dumps([r.to_dict() for r in engine.rules], indent=2))
+        click.echo(json.dumps([r.catalogue() for r in RULES], indent=2))
         return
-    for r in engine.rules:
+    for r in RULES:
         click.echo(f"{r.code} {r.name} [{r.severity}]")
-        for line in r.doc.strip().splitlines():
-            click.echo(f"    {line}")
-        click.echo(f"    when: {' '.join(r.when.split())}")
-        for k, v in r.thresholds.items():
-            why = r.why.get(k)
-            click.echo(f"    threshold {k} = {v}" + (f"  ({why})" if why else ""))
-        first = r.remedies({"backend": "sglang", "capture_error_class": "oom"})
-        if first:
-            click.echo(f"    remedy (sglang): {first[0]}")
+        for line in r.doc().splitlines():
+            click.echo(f"    {line}" if line else "")
+        click.echo(f"    fires when: {r.trigger}")
+        for k, t in r.thresholds.items():
+            click.echo(f"    threshold {k} = {t.value:g}  ({t.why})")
+        for rem in r.remedies:
+            c = rem.catalogue()
+            scope = c["engine"] + ("" if c["versions"] == "all" else f" {c['versions']}")
+            if c["causes"] != ["any"]:
+                scope += f", {'/'.join(c['causes'])}"
+            click.echo(f"    remedy ({scope}): {rem.text}")
         click.echo("")

@@ -243,6 +243,7 @@ SGLANG = EngineSpec(
     default_sizes=_defaults_from_config,
     bucket_flags=bucket_flags,
     graphs_off_flag=graphs_off_flag,
+    ceiling_flag=lambda version, config, n: ceiling_flag(version, config, n),
     bucket_rule=bucket_rule,
     kv_note=kv_note,
     padding_off_key="disable_cuda_graph_padding",
@@ -253,6 +254,19 @@ SGLANG = EngineSpec(
     capture_code_paths=(
         "python/sglang/srt/model_executor/cuda_graph_runner.py:CudaGraphRunner.capture",
     ),
+    eager_flag="--disable-cuda-graph",
+    concurrency_flag="--max-running-requests",
     advice_inputs=advice_inputs,
     advice_rules=ADVICE_RULES,
+    # sglang==0.3.6.post3:sglang/srt/managers/scheduler.py:904 "#retracted_reqs"
+    eviction_word="retractions",
 )
+
+
+def ceiling_flag(version: str | None, config: Config, n: int | None) -> str:
+    """``--cuda-graph-max-bs`` (0.3.6+; ``-decode`` spelling where the echo shows per-phase
+    keys, 0.5.15+), with the value when given; "" where the version has no such flag."""
+    ver = parse_version(version)
+    if ver is not None and ver < (0, 3, 6):
+        return ""
+    return max_bs_flag(config) + (f" {n}" if n is not None else "")

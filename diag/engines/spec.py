@@ -125,6 +125,8 @@ class EngineSpec:
     bucket_flags: Callable[[str | None, Config, Sequence[int], list[str]], str]
     # graphs off on a prefill node, keeping whatever else the engine compiles
     graphs_off_flag: Callable[[str | None, Config], str]
+    # the flag that sets the capture ceiling for a version, with a value when given ("" if none)
+    ceiling_flag: Callable[[str | None, Config, int | None], str]
     # the sizes the engine keeps of a requested bucket set (version, config echo)
     bucket_rule: Callable[[str | None, Config], BucketRule]
     # where capture memory saved (> 0 GiB) or added (< 0) ends up, for the advice's notes
@@ -134,10 +136,21 @@ class EngineSpec:
     padding_off_note: str | None = None
     # where a capture runs, for evidence and docs: (file, function) in the engine's source
     capture_code_paths: tuple[str, ...] = ()
+    # tokens per KV block when the log prints blocks but not tokens (and no block_size echo)
+    default_block_size: int | None = None
+    # what a capture size counts: vLLM sizes are tokens of a step (decode and, through
+    # piecewise graphs, mixed prefill+decode steps); SGLang's are decode requests
+    size_unit: Literal["tokens", "requests"] = "requests"
+    # the user's own switch that turns graphs off, as the user spells it (GD131)
+    eager_flag: str = ""
+    # the flag that caps concurrent decode requests (keeps decode inside a window)
+    concurrency_flag: str = ""
     # the config values bucket advice reads: (config echo, max running requests) -> inputs
     advice_inputs: Callable[[Config, int | None], AdviceInputs] = _no_advice_inputs
     # how bucket advice counts and keeps sizes on this engine
     advice_rules: AdviceRules | None = None
+    # what the engine calls requests pushed out of a full KV pool (its log's own word)
+    eviction_word: str = "preemptions"
 
     @property
     def phases(self) -> PhaseTable:

@@ -53,9 +53,13 @@ def default_capture_sizes(
     max_num_batched_tokens: int | None = None,
     v0: bool = False,
 ) -> list[int]:
-    """vLLM's capture sizes with no override (§11)."""
+    """vLLM's capture sizes with no override (§11).
+
+    Before 0.8.0 the default engine is V0 (``VLLM_USE_V1`` defaults to 0:
+    vllm==0.7.3:vllm/envs.py:503-504), whose list stops at max_num_seqs padded
+    (vllm==0.7.3:vllm/config.py:3369-3394); from 0.8.0 V1's token list."""
     ver = parse_version(version) or NEWEST
-    if v0 or ver < (0, 6, 5):
+    if v0 or ver < (0, 8, 0):
         seqs = max_num_seqs or 256
         pad = seqs if seqs <= 2 else 4 if seqs <= 4 else -(-seqs // 8) * 8
         cap = min(pad, 256 if ver < (0, 6, 0) else 8192)
@@ -67,7 +71,12 @@ def default_capture_sizes(
         sizes = sorted(set(_s(min(2 * seqs, 512))) | {1, 2, 4})
     else:
         seqs = max_num_seqs or 256
-        sizes = _t(min(2 * seqs, 512, max_num_batched_tokens or 512))
+        cap = min(2 * seqs, 512, max_num_batched_tokens or 512)
+        sizes = _t(cap)
+        # the token budget itself is captured when within the ceiling: in vllm==0.20.2 and
+        # later (vllm==0.20.2:vllm/config/vllm.py:1527-1532), not in vllm==0.15.1
+        if ver >= (0, 20, 0) and max_num_batched_tokens and max_num_batched_tokens <= cap:
+            sizes = sorted({*sizes, max_num_batched_tokens})
     if max_num_batched_tokens:
         sizes = [x for x in sizes if x <= max_num_batched_tokens] or sizes[:1]
     return sizes
@@ -104,8 +113,9 @@ def bucket_flags(
 
 
 def graphs_off_flag(version: str | None, config: Config) -> str:
-    # cudagraph_mode exists from 0.10.2; --enforce-eager would also drop torch.compile (-O0 from 0.12)
-    if (parse_version(version) or NEWEST) >= (0, 10, 2):
+    # cudagraph_mode exists from 0.10.1 (vllm==0.10.1.1:vllm/config/compilation.py:226, absent
+    # 0.10.0); --enforce-eager would also drop torch.compile (-O0 from 0.12)
+    if (parse_version(version) or NEWEST) >= (0, 10, 1):
         return '--compilation-config \'{"cudagraph_mode": "NONE"}\''
     return "--enforce-eager"
 
@@ -197,12 +207,40 @@ VLLM = EngineSpec(
     default_sizes=_defaults_from_config,
     bucket_flags=bucket_flags,
     graphs_off_flag=graphs_off_flag,
+    ceiling_flag=lambda version, config, n: ceiling_flag(version, n),
     bucket_rule=bucket_rule,
     kv_note=kv_note,
     capture_code_paths=(
         "vllm/v1/worker/gpu_model_runner.py:GPUModelRunner.capture_model",
         "vllm/worker/model_runner.py:GPUModelRunnerBase.capture_model",
     ),
+    # V0 prints "# GPU blocks: N" only; EngineArgs.block_size defaults to 16 on CUDA
+    # (vllm==0.6.3.post1:vllm/engine/arg_utils.py block_size: int = 16)
+    default_block_size=16,
+    size_unit="tokens",
+    eager_flag="--enforce-eager",
+    concurrency_flag="--max-num-seqs",
     advice_inputs=advice_inputs,
     advice_rules=ADVICE_RULES,
 )
+
+
+def ceiling_flag(version: str | None, n: int | None) -> str:
+    """How this version sets the capture ceiling (tokens), with the value when given.
+
+    0.11.1+: ``max_cudagraph_capture_size`` (vllm==0.11.1:vllm/config/compilation.py:448);
+    0.9.2-0.11.0: ``--cuda-graph-sizes N`` (vllm==0.9.2:vllm/config.py:2133; before 0.11.1
+    ``max_capture_size`` is computed, not an input); 0.6.6-0.9.1: only an explicit
+    ``cudagraph_capture_sizes`` list; older V0 lists follow ``--max-num-seqs``."""
+    ver = parse_version(version) or NEWEST
+    if ver >= (0, 11, 1):
+        if n is None:
+            return "max_cudagraph_capture_size in --compilation-config"
+        return f"--compilation-config '{{\"max_cudagraph_capture_size\": {n}}}'"
+    if ver >= (0, 9, 2):
+        return "--cuda-graph-sizes" + (f" {n}" if n is not None else "")
+    if ver >= (0, 6, 6):
+        return "a cudagraph_capture_sizes list in --compilation-config" + (
+            f" reaching {n}" if n is not None else ""
+        )
+    return "--max-num-seqs" + (f" {n}" if n is not None else "")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,8 +21,16 @@ from diag.engines.phases import CAPTURE_PHASES
 from diag.engines.spec import as_bool
 from diag.events import EventTables
 from diag.facts import classify as cls
+from diag.facts.access import _as_int, _first, _last, _plain, _rank0, sizing
+from diag.facts.access import is_rank0 as is_rank0  # re-exported: callers read it from here
+from diag.facts.capture_totals import (
+    _capture_totals,
+    _kv_tokens,
+    kv_tokens_with_source,
+)
 from diag.facts.requests import request_table
 from diag.facts.runs import Run
+from diag.model import Snapshot
 
 RECORD_KEYS = (
     "graph_mode",
@@ -73,13 +82,6 @@ DISABLING_REASONS = {
 DECODE_PHASES = {"decode", "verify", "all", "draft", "draft_extend"}
 
 
-def is_rank0(rank: str | None) -> bool:
-    """'' / 'TP0' / 'DP0-TP0' / 'GPU0' count as rank 0; anything with a non-zero index does not."""
-    if not rank:
-        return True
-    return all(int(n) == 0 for n in re.findall(r"-?\d+", rank))
-
-
 @dataclass
 class RunFacts:
     """Everything rules and renderers need about one run."""
@@ -96,6 +98,12 @@ class RunFacts:
     requests: pd.DataFrame = field(default_factory=pd.DataFrame)
     memory_check: dict[str, Any] | None = None  # log capture memory vs snapshot graph pools
     notes: list[str] = field(default_factory=list)
+    # the run's snapshot graph-pool total (GiB), set once where artifacts are joined to runs
+    # (see snapshot_graph_pool_gib); rules, advice and renderers read it from here
+    snapshot_graph_pool_gib: float | None = None
+    # capture phases other than decode, and how kv_tokens is known (run JSON, beside record)
+    capture_phases: dict[str, float | None] = field(default_factory=dict)
+    kv_tokens_source: str | None = None
 
     @property
     def tables(self) -> EventTables:
@@ -133,33 +141,17 @@ class RunFacts:
         return self.run.year_source
 
 
-# ------------------------------------------------------------------ small accessors
-def _rank0(frame: pd.DataFrame) -> pd.DataFrame:
-    if frame.empty:
-        return frame
-    mask = frame["rank"].map(is_rank0).astype(bool)
-    return frame[mask] if mask.any() else frame
+def snapshot_graph_pool_gib(run_id: str, snapshots: Iterable[Snapshot]) -> float | None:
+    """Reserved GiB of the CUDA-graph pools of the last snapshot joined to this run.
 
-
-def _last(frame: pd.DataFrame, col: str) -> Any:
-    if frame.empty:
-        return None
-    s = frame[col].dropna()
-    return None if s.empty else _plain(s.iloc[-1])
-
-
-def _plain(v: Any) -> Any:
-    if hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
-
-
-def sizing(tables: EventTables, name: str, rank0: bool = True) -> float | None:
-    f = tables["sizing"]
-    f = f[f["name"] == name]
-    return _last(_rank0(f) if rank0 else f, "value")
+    One snapshot is one process (one GPU) at one moment, like the log's per-rank capture
+    memory it is compared with, so several snapshots of a run are not added up: the last
+    one (the one the memory check reports) stands for the run. None: no snapshot with pools."""
+    gib = None
+    for snap in snapshots:
+        if snap.run == run_id and snap.pools:
+            gib = round(snap.graph_pool_gib, 3)
+    return gib
 
 
 def config_values(tables: EventTables) -> dict[str, Any]:
@@ -172,20 +164,6 @@ def config_values(tables: EventTables) -> dict[str, Any]:
         except (TypeError, ValueError):
             out[key] = value
     return out
-
-
-def _first(*values: Any) -> Any:
-    for v in values:
-        if v is not None:
-            return v
-    return None
-
-
-def _as_int(v: Any) -> int | None:
-    try:
-        return None if v is None or isinstance(v, bool) else int(v)
-    except (TypeError, ValueError):
-        return None
 
 
 # ------------------------------------------------------------------ graph mode and window
@@ -421,24 +399,6 @@ def captured_size_count(tables: EventTables) -> int | None:
 
 
 # ------------------------------------------------------------------ the record
-def _capture_totals(tables: EventTables) -> tuple[float | None, float | None]:
-    ends = _rank0(tables["capture_end"])
-    if ends.empty:
-        return None, None
-    t = ends["time_s"].dropna()
-    m = ends["mem_gib"].dropna()
-    # one start-up may log several phases (decode, piecewise prefill, draft): all delay availability
-    return (
-        round(float(t.sum()), 3) if not t.empty else None,
-        round(float(m.sum()), 3) if not m.empty else None,
-    )
-
-
-def _kv_tokens(tables: EventTables) -> int | None:
-    v = _first(sizing(tables, "kv_tokens"), sizing(tables, "max_total_num_tokens"))
-    return _as_int(v)
-
-
 def _prefill_node(config: dict[str, Any], tables: EventTables) -> bool | None:
     mode = config.get("disaggregation_mode")
     if isinstance(mode, str):
@@ -494,6 +454,12 @@ def build_facts(run: Run) -> RunFacts:
     counts = cls.batch_counts(batches)
     cap_time, cap_mem = _capture_totals(t)
     error, error_at = capture_error(t)
+    kv_tokens, kv_source = kv_tokens_with_source(t, config, run.backend)
+    phases: dict[str, float | None] = {}
+    for group in ("piecewise", "draft"):
+        g_time, g_mem = _capture_totals(t, group)
+        phases[f"{group}_capture_time_s"] = g_time
+        phases[f"{group}_capture_mem_gib"] = g_mem
     record: dict[str, Any] = {
         "graph_mode": mode,
         "cudagraph_mode": cudagraph_mode(t, config, run.backend, mode),
@@ -506,7 +472,7 @@ def build_facts(run: Run) -> RunFacts:
         "capture_time_s": cap_time,
         "capture_mem_gib": cap_mem,
         "capture_error": error,
-        "kv_tokens": _kv_tokens(t),
+        "kv_tokens": kv_tokens,
         "gpu_blocks": _as_int(sizing(t, "gpu_blocks")),
         "kv_cache_gib": sizing(t, "kv_cache_gib"),
         "max_concurrency": sizing(t, "max_concurrency"),
@@ -529,6 +495,8 @@ def build_facts(run: Run) -> RunFacts:
         error_at,
         cls.inference_agreement(batches),
         request_table(t, batches),
+        capture_phases=phases,
+        kv_tokens_source=kv_source,
     )
 
 

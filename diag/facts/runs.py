@@ -34,10 +34,10 @@ class Run:
 
 def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
     """Sources whose timestamps mostly decrease with the line number."""
-    frames = [f[["source", "line", "ts"]] for f in tables._frames.values() if not f.empty]
-    if not frames:
-        return set()
     if len(sources) == 1:  # one file: no concat and per-source filter (thousands of streams)
+        frames = [f for f in tables._frames.values() if not f.empty]
+        if not frames:
+            return set()
         line = np.concatenate([f["line"].to_numpy(dtype="int64") for f in frames])
         ts = np.concatenate([f["ts"].to_numpy(dtype="float64") for f in frames])
         keep = ~np.isnan(ts)
@@ -48,6 +48,9 @@ def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
             d = d[d != 0]
             if len(d) >= 1 and (d < 0).mean() > 0.6:
                 return set(sources)
+        return set()
+    frames = [f[["source", "line", "ts"]] for f in tables._frames.values() if not f.empty]
+    if not frames:
         return set()
     allf = pd.concat(frames)
     out: set[str] = set()
@@ -65,7 +68,9 @@ def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
 
 def order_keys(frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[str]) -> np.ndarray:
     """A total order of events within a stream: file, then line (reversed files flipped)."""
-    line = frame["line"].astype("int64").to_numpy()
+    line = frame["line"].to_numpy(dtype="int64")
+    if len(file_index) == 1 and not reversed_:  # one file in order: the line is the key
+        return line
     if len(file_index) == 1:  # one file: every row maps to 0
         idx = np.zeros(len(line), dtype="int64")
     else:
@@ -208,9 +213,11 @@ def _boundaries(startup: pd.DataFrame | None) -> list[int]:
         return []
     seen: set[tuple[str, str]] = set()
     bounds: list[int] = []
-    for marker, rank, order in startup.sort_values("_order")[
-        ["marker", "rank", "_order"]
-    ].itertuples(index=False, name=None):
+    keys = startup["_order"].to_numpy()
+    by_order = np.argsort(keys, kind="quicksort")  # as sort_values("_order") orders them
+    markers = startup["marker"].to_numpy()[by_order].tolist()
+    ranks = startup["rank"].to_numpy()[by_order].tolist()
+    for marker, rank, order in zip(markers, ranks, keys[by_order].tolist(), strict=True):
         if marker not in SPLIT_MARKERS:
             continue
         key = (marker, rank)

@@ -11,19 +11,32 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from diag.events import EventSink
 from diag.normalize.prefix import LogLine
 
+S = TypeVar("S")
+
 
 class Context:
-    """What a parser may touch while scanning one stream: the sink and per-stream state."""
+    """What a parser may touch while scanning one stream: the sink and per-stream state.
+
+    Each parser family keeps its state in a dataclass of its own (``state_of(VllmState)``),
+    so its fields are typed and no two families share a key. ``state`` is what the scanner
+    snapshots and restores between segments (dataclasses compare and pickle by value)."""
 
     def __init__(self, sink: EventSink, backend: str) -> None:
         self.sink = sink
         self.backend = backend
-        self.state: dict[str, Any] = {}
+        self.state: dict[type, Any] = {}
+
+    def state_of(self, kind: type[S]) -> S:
+        """This stream's state of one parser family, made with its defaults on first use."""
+        st = self.state.get(kind)
+        if st is None:
+            st = self.state[kind] = kind()
+        return st  # type: ignore[no-any-return]
 
     def emit(self, kind: str, line: LogLine, **fields: Any) -> None:
         self.sink.emit(kind, line.source, line.lineno, line.ts, line.rank, line.instance, **fields)

@@ -8,6 +8,7 @@ its start) so an unknown logging prefix (``SGLANG_LOGGING_CONFIG_PATH``) still p
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from diag.normalize.prefix import LogLine
@@ -130,6 +131,13 @@ def _f(rx: re.Pattern[str], text: str) -> float | None:
 def _i(rx: re.Pattern[str], text: str) -> int | None:
     m = rx.search(text)
     return to_int(m.group(1)) if m else None
+
+
+@dataclass
+class SGLangState:
+    """Per-stream state: the capture phase each rank has open (tqdm bars carry no phase)."""
+
+    open_phase: dict[str, str] = field(default_factory=dict)  # rank -> phase
 
 
 class SGLangParser(LineParser):
@@ -291,7 +299,7 @@ class SGLangParser(LineParser):
             )
             return
         bare = _BARE_TQDM.match(msg)
-        opened = ctx.state.get("sglang.open_phase", {})
+        opened = ctx.state_of(SGLangState).open_phase
         # bars carry no prefix; only TP0 prints them, so any open phase is theirs
         open_phase = opened.get(line.rank or "") or next(iter(opened.values()), None)
         if bare and open_phase:
@@ -309,7 +317,7 @@ class SGLangParser(LineParser):
 
     def _capture(self, line: LogLine, ctx: Context) -> None:
         msg = line.msg
-        opened: dict[str, str] = ctx.state.setdefault("sglang.open_phase", {})
+        opened: dict[str, str] = ctx.state_of(SGLangState).open_phase
         m = _BEGIN.search(msg)
         if m:
             phase = _phase(m.group("role"), m.group("kind"))

@@ -30,6 +30,13 @@ from diag.parsers.base import Block, Context, LineParser
 from diag.resources import grammar_text
 
 
+@dataclass
+class PhaseState:
+    """Per-stream state: the start-up phase each process has opened ("": the stream's last)."""
+
+    opened: dict[str, str] = field(default_factory=dict)  # process key -> phase
+
+
 def classify(message: str, frames: str = "") -> str:
     """The capture-error class of an error text (see ``diag/engines/data/errors.yaml``)."""
     return sigs.judge(message).error_class
@@ -470,7 +477,7 @@ class ErrorParser(LineParser):
         capture phase on either wins (workers print capture progress for their peers)."""
         engines = (ctx.backend,) if ctx.backend in ("vllm", "sglang") else ("vllm", "sglang")
         anchors, rx, phases = _markers(engines)
-        state = ctx.state.setdefault("phase", {})
+        state = ctx.state_of(PhaseState).opened
         msg = line.msg
         m = None
         if line.level != "DEBUG" and any(a in msg for a in anchors):

@@ -3,7 +3,7 @@ recommended buckets over the decode-step histogram (issue 14).
 
 Both figures read the :class:`~diag.advise.bucket_sets.Advice` the run carries (its
 ``frontier_frame()`` and pooled histogram, in the engine's own unit); nothing is recomputed
-here. :func:`advice_blocks` is what the run section appends to its figure list.
+here. :func:`advice_panels` is one of the run section's figure slots (html_run.RUN_PANELS).
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from diag.advise.bucket_sets import Advice
-from diag.render.html_page import Page, e
+from diag.render.axes import finish_axes
+from diag.render.html_page import Page
 from diag.render.plots import layout
+from diag.render.view import Panel, SmallTable
 
-__all__ = ["advice_blocks", "bucket_overlay_figure", "frontier_figure"]
+__all__ = ["advice_panels", "bucket_overlay_figure", "frontier_figure"]
 
 COST_TERMS = (
     ("padded_s_h", "padded compute", "#74c0fc"),
@@ -227,41 +229,52 @@ def bucket_overlay_figure(advice: Advice, current_sizes: Sequence[int] | None) -
     return fig
 
 
-def parameter_table(advice: Advice) -> str:
-    """The cost model's parameters: value, unit, where it came from and why (all escaped)."""
-    rows = []
-    for name, p in advice.parameters.table().items():
-        value = "unknown" if p.value is None else f"{p.value:.4g}"
-        rows.append(
-            f"<tr><td>{e(name)}</td><td>{e(value)}</td><td>{e(p.unit)}</td>"
-            f"<td>{e(p.source)}</td><td>{e(p.why)}</td></tr>"
-        )
-    return (
-        "<details><summary>Cost model parameters (GPU-seconds per hour of the observed "
-        "traffic)</summary><table><thead><tr><th>parameter</th><th>value</th><th>unit</th>"
-        "<th>source</th><th>why</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
-        "</details>"
+def parameter_table(advice: Advice) -> SmallTable:
+    """The cost model's parameters: value, unit, where it came from and why."""
+    rows = [
+        [name, "unknown" if p.value is None else f"{p.value:.4g}", p.unit, p.source, p.why]
+        for name, p in advice.parameters.table().items()
+    ]
+    return SmallTable(
+        "cost-parameters",
+        "Cost model parameters (GPU-seconds per hour of the observed traffic)",
+        ["parameter", "value", "unit", "source", "why"],
+        rows,
     )
 
 
-def advice_blocks(page: Page, advice: Advice | None) -> str:
+def advice_panels(page: Page, advice: Advice | None) -> list[Panel]:
     """What the run section shows of its advice: both figures, the promise and parameters."""
     if advice is None:
-        return ""
+        return []
     rec = advice.recommended
     waste = "" if rec.heldout_waste is None else f", padding waste {rec.heldout_waste:.1%}"
-    return "".join(
-        [
-            "<h3>Bucket advice</h3>",
-            f'<p class="small">Recommended {len(rec.sizes)} sizes up to {advice.ceiling} '
-            f"{e(advice.unit)}: promised coverage {advice.promised_coverage:.2%}{e(waste)} "
-            f"({e(advice.folds)}).</p>",
-            page.plot(frontier_figure(advice), "no frontier", "Bucket sets by K"),
-            page.plot(
-                bucket_overlay_figure(advice, advice.current.sizes if advice.current else None),
-                "no decode steps",
-                "Current vs recommended buckets",
-            ),
-            parameter_table(advice),
-        ]
-    )
+    out = [
+        Panel(
+            "advice",
+            heading="Bucket advice",
+            caption=f"Recommended {len(rec.sizes)} sizes up to {advice.ceiling} "
+            f"{advice.unit}: promised coverage {advice.promised_coverage:.2%}{waste} "
+            f"({advice.folds}).",
+        )
+    ]
+    # a frontier needs two K values or more: one K is a point, said in the caption above
+    frontier = frontier_figure(advice) if len(advice.frontier_frame()) >= 2 else None
+    if frontier is not None:
+        out.append(
+            Panel(
+                "frontier", chart=page.chart(finish_axes(frontier), "Bucket sets by K", "frontier")
+            )
+        )
+    overlay = bucket_overlay_figure(advice, advice.current.sizes if advice.current else None)
+    if overlay is not None:
+        out.append(
+            Panel(
+                "bucket-overlay",
+                chart=page.chart(
+                    finish_axes(overlay), "Current vs recommended buckets", "bucket-overlay"
+                ),
+            )
+        )
+    out.append(Panel("cost-parameters", table=parameter_table(advice), fold=True))
+    return out

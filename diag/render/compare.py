@@ -9,7 +9,6 @@ for reasons other than the buckets.
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -81,8 +80,8 @@ def _values(run: RunReport, snapshots: list[Snapshot]) -> dict[str, Any]:
     return {
         "graph_mode": rec["graph_mode"],
         "cudagraph_mode": rec["cudagraph_mode"],
-        "n_buckets": m.get("n_buckets"),
-        "ceiling": m.get("ceiling"),
+        "n_buckets": m.n_buckets,
+        "ceiling": m.ceiling,
         "decode_batches": _decode_batches(run),
         "batch_p50": shape.get("p50"),
         "batch_p99": shape.get("p99"),
@@ -90,8 +89,8 @@ def _values(run: RunReport, snapshots: list[Snapshot]) -> dict[str, Any]:
         "padding_waste": rec["padding_waste"],
         "throughput_in_window": perf["throughput_in_window"],
         "throughput_out_window": perf["throughput_out_window"],
-        "speed_in": m.get("speed_in"),
-        "speed_out": m.get("speed_out"),
+        "speed_in": m.speed_in,
+        "speed_out": m.speed_out,
         "ttft_s_p50": perf["ttft_s_p50"],
         "ttft_s_p95": perf["ttft_s_p95"],
         "itl_s_p95": perf["itl_s_p95"],
@@ -393,50 +392,25 @@ code{background:#f3f3f3;padding:0 3px}"""
 
 
 def render_html(doc: dict[str, Any]) -> str:
-    """A self-contained page (inline CSS, no scripts, no network); every value is escaped."""
-    e = html.escape
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        "<title>graphdiag compare</title>",
-        f"<style>{_CSS}</style></head><body>",
-        "<h1>graphdiag compare</h1>",
-        "<ul>",
+    """A self-contained page (inline CSS, no scripts, no network), from a Jinja2 template
+    with autoescape: every value is escaped."""
+    from markupsafe import Markup
+
+    from diag.render.html_page import environment
+
+    metrics = [
+        {
+            "label": m["label"],
+            "before": _fmt(m["before"], m["kind"], m["unit"]),
+            "after": _fmt(m["after"], m["kind"], m["unit"]),
+            "delta": _fmt_delta(m),
+            "cls": {"after": "better", "before": "worse"}.get(m["better"] or "", ""),
+        }
+        for m in doc["metrics"]
     ]
-    for label in ("before", "after"):
-        s = doc[label]
-        parts.append(
-            f"<li><b>{label}</b>: <code>{e(str(s['main_run'] or '-'))}</code> ({e(s['why'])}) from "
-            f"{e(', '.join(s['paths']) or '-')}</li>"
-        )
-    parts.append("</ul>")
-    for w in doc["warnings"]:
-        parts.append(f'<p class="warn">{e(w)}</p>')
-    promise = doc.get("promise")
-    if promise is not None and promise["held"] is not False:
-        parts.append(f"<p>{e(promise['summary'])}</p>")
-    parts.append(
-        "<table><thead><tr><th>metric</th><th>before</th><th>after</th><th>delta</th></tr></thead><tbody>"
+    page = (
+        environment()
+        .get_template("compare.html.j2")
+        .render(doc=doc, metrics=metrics, css=Markup(_CSS))
     )
-    for m in doc["metrics"]:
-        cls = {"after": "better", "before": "worse"}.get(m["better"] or "", "")
-        parts.append(
-            f"<tr><td>{e(m['label'])}</td><td>{e(_fmt(m['before'], m['kind'], m['unit']))}</td>"
-            f"<td>{e(_fmt(m['after'], m['kind'], m['unit']))}</td>"
-            f'<td class="{cls}">{e(_fmt_delta(m))}</td></tr>'
-        )
-    parts.append("</tbody></table>")
-    parts.append(
-        "<table><thead><tr><th>finding</th><th>change</th><th>severity</th><th>message</th></tr></thead><tbody>"
-    )
-    for key in ("disappeared", "appeared", "persisting"):
-        for f in doc["findings"][key]:
-            parts.append(
-                f"<tr><td>{e(f['code'])} {e(f['name'])}</td><td>{e(key)}</td><td>{e(f['severity'])}</td>"
-                f'<td style="text-align:left">{e(f["message"])}</td></tr>'
-            )
-    parts.append("</tbody></table>")
-    parts.append(
-        f"<p><small>graphdiag {e(doc['tool_version'])}, {e(doc['schema'])}</small></p></body></html>"
-    )
-    return "\n".join(parts) + "\n"
+    return page.rstrip("\n") + "\n"

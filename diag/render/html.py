@@ -1,207 +1,153 @@
 """The self-contained HTML report: one file, readable offline and without JavaScript.
 
-Layout, top to bottom: verdict, findings (evidence, remediation), the ticket record,
-one section per run (eager traffic, plots, operator tables, snapshot pools), artifacts
-not tied to a run, and the inputs with what was skipped and why.
+Layout, top to bottom: verdict; for several runs the runs table (worst first, quiet runs
+folded into one row) linked to each run's section; findings (cards for a few runs, one
+row per code and remedy for many); the ticket record; one section per run (folded when
+there are many); artifacts not tied to a run; the inputs.
 
-Safety: log text reaches the page only through :func:`e` (``html.escape``) or as JSON
-inside ``<script type="application/json">`` with ``<``, ``>`` and ``&`` escaped, which
-the browser parses as data, never as code. The two executable scripts (plotly.js and
-ours) are fixed text, allowed by their SHA-256 in a Content-Security-Policy that also
-forbids every network fetch (``default-src 'none'``).
+Safety: the page is a Jinja2 template with autoescape on, so every value, log text
+included, is escaped unless marked :class:`markupsafe.Markup`, which happens only in
+:func:`render_html` for the two fixed scripts, the fixed CSS and figure JSON made inert
+by :func:`json_for_script` (it sits in ``<script type="application/json">``, parsed as
+data, never run). The two executable scripts are allowed by their SHA-256 in a
+Content-Security-Policy that also forbids every network fetch (``default-src 'none'``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from string import Template
 from typing import Any, TypeVar
 
-import yaml
+from markupsafe import Markup
 
 from diag.about import __version__
 from diag.model import SEVERITY_ORDER, Finding, Snapshot
-from diag.render.html_page import SEV_CLASS, Page, badge, csp_hash, e, fmt_num, plotly_js, template
-from diag.render.html_run import run_section, unattached_section
-from diag.render.serialize import ticket_records
-from diag.render.text import verdict_text
+from diag.render.html_page import Page, csp_hash, environment, fmt_num, joined, plotly_js, template
+from diag.render.html_run import run_view, unattached_view
+from diag.render.serialize import record_yaml
+from diag.render.text import run_name, verdict_text
+from diag.render.view import EvidenceLine, FindingCard, FindingGroup, FirstChange, RunRow
 from diag.report import Report, RunReport
+from diag.rules.engine import finding_key, first_change
 
 _T = TypeVar("_T")
 
 MAX_EVIDENCE = 6
+MANY_RUNS = 3  # above this, runs table first, runs folded, findings grouped
+MAX_FIRST_CHANGES = 3
+
+__all__ = ["record_yaml", "render_html"]
 
 
-# ------------------------------------------------------------------ sections
-def _header(report: Report) -> str:
-    n_runs = len(report.runs)
-    return (
-        '<header class="top"><div class="inner"><h1>graphdiag: CUDA-graph capture report</h1>'
-        f'<span class="meta">{n_runs} run{"s" if n_runs != 1 else ""} · {len(report.inputs)} input'
-        f"{'s' if len(report.inputs) != 1 else ''} · generated {e(report.generated_at or 'n/a')} · "
-        f"graphdiag {e(__version__)}</span></div></header>"
+def _by_sev(findings: Iterable[Finding]) -> list[Finding]:
+    return sorted(findings, key=finding_key)
+
+
+def _row(index: int, run: RunReport) -> RunRow:
+    rec = run.record
+    b = rec["batches"]
+    decided = b["graph"] + b["eager"]
+    share = rec["captured_share"]
+    counts = {s: sum(1 for f in run.findings if f.severity == s) for s in SEVERITY_ORDER}
+    return RunRow(
+        index=index,
+        anchor=f"run-{index}",
+        id=run.id,
+        name=run_name(run.id),
+        worst=run.worst(),
+        engine=run.facts.backend,
+        version=run.facts.engine_version,
+        share=None if share is None else f"{share:.0%} of {decided:,}",
+        capture=joined(
+            fmt_num(rec["capture_time_s"], 1, "s"), fmt_num(rec["capture_mem_gib"], 2, "GiB")
+        ),
+        kv_tokens=fmt_num(rec["kv_tokens"]),
+        counts=counts,
+        codes=sorted({f.code for f in run.findings}),
+        summary=verdict_text(run, with_id=False),
+        verdict_line=verdict_text(run),
     )
 
 
-def _toc(report: Report) -> str:
-    links = [
-        '<a href="#verdict">Verdict</a>',
-        '<a href="#findings">Findings</a>',
-        '<a href="#record">Ticket record</a>',
-    ]
-    links += [f'<a href="#run-{i}">Run {i}</a>' for i in range(1, len(report.runs) + 1)]
-    links.append('<a href="#inputs">Inputs</a>')
-    return '<nav class="toc">' + "".join(links) + "</nav>"
-
-
-def _worst(report: Report) -> str | None:
-    sevs = [f.severity for f in report.findings]
-    return min(sevs, key=SEVERITY_ORDER.__getitem__) if sevs else None
-
-
-def _verdict(report: Report) -> str:
-    worst = _worst(report)
-    counts = {s: sum(1 for f in report.findings if f.severity == s) for s in SEVERITY_ORDER}
-    if report.findings:
-        parts = [f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n]
-        headline = (
-            f"{len(report.findings)} finding{'s' if len(report.findings) != 1 else ''}: "
-            + ", ".join(parts)
-        )
-    elif report.runs:
-        headline = "No findings."
-    else:
-        headline = "No server run found in the inputs."
-    lines = []
-    for run in report.runs:
-        text = verdict_text(run).strip()
-        first = sorted(run.findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.code))
-        fix = next((f for f in first if f.remediation), None)
-        todo = (
-            f'<div class="next">First change ({e(fix.code)}): {e(fix.remediation[0])}</div>'
-            if fix
-            else ""
-        )
-        lines.append(f"<li>{badge(run.worst())} {e(text)}{todo}</li>")
-    return (
-        f'<section id="verdict" class="verdict {SEV_CLASS[worst]}">'
-        f'<p class="headline">{badge(worst)} {e(headline)}</p>'
-        f"<ul>{''.join(lines)}</ul></section>"
+def _card(f: Finding, row: RunRow) -> FindingCard:
+    shown = f.evidence[:MAX_EVIDENCE]
+    n = len(f.evidence)
+    label = f"Evidence ({n} line{'s' if n != 1 else ''}" + (
+        f", first {len(shown)} shown)" if n > len(shown) else ")"
+    )
+    return FindingCard(
+        severity=f.severity,
+        code=f.code,
+        name=f.name,
+        run=row.id,
+        anchor=row.anchor,
+        message=f.message,
+        remedies=list(f.remediation),
+        evidence=[EvidenceLine(f"{ev.path}:{ev.line}", ev.text) for ev in shown],
+        evidence_label=label,
     )
 
 
-def _finding(f: Finding, run: RunReport) -> str:
-    out = [
-        f'<article class="finding {SEV_CLASS[f.severity]}">',
-        f'<div class="title">{badge(f.severity)} <span class="code">{e(f.code)}</span>{e(f.name)}</div>',
-        f'<div class="run">run {e(run.id)}</div>',
-        f'<p class="msg">{e(f.message)}</p>',
-    ]
-    if f.remediation:
-        out.append('<div class="label">What to change</div><ol class="fix">')
-        out += [f"<li>{e(r)}</li>" for r in f.remediation]
-        out.append("</ol>")
-    if f.evidence:
-        shown = f.evidence[:MAX_EVIDENCE]
-        more = len(f.evidence) - len(shown)
+def _groups(pairs: list[tuple[Finding, RunRow]]) -> list[FindingGroup]:
+    """One row per (code, first remedy): the first instance's message, the others folded."""
+    keyed: dict[tuple[str, str], list[tuple[Finding, RunRow]]] = {}
+    for f, row in pairs:
+        keyed.setdefault((f.code, f.remediation[0] if f.remediation else ""), []).append((f, row))
+    out = []
+    for (_, remedy), items in keyed.items():
+        f0, _ = items[0]
+        runs = list(dict.fromkeys((r.anchor, r.name) for _, r in items))
         out.append(
-            f'<div class="label">Evidence ({len(f.evidence)} line{"s" if len(f.evidence) != 1 else ""}'
-            f"{', first ' + str(len(shown)) + ' shown' if more else ''})</div>"
-        )
-        out.append(
-            '<pre class="evidence">'
-            + "\n".join(
-                f'<span class="loc">{e(ev.path)}:{e(ev.line)}</span>\n{e(ev.text)}' for ev in shown
+            FindingGroup(
+                severity=f0.severity,
+                code=f0.code,
+                name=f0.name,
+                message=f0.message if len(runs) == 1 else f"{f0.message} ({runs[0][1]})",
+                remedy=remedy or None,
+                runs=runs,
+                others=[(r.anchor, r.name, f.message) for f, r in items[1:]],
             )
-            + "</pre>"
         )
-    out.append("</article>")
-    return "".join(out)
+    return sorted(out, key=lambda g: (SEVERITY_ORDER[g.severity], -len(g.runs), g.code))
 
 
-def _findings(report: Report) -> str:
-    pairs = sorted(
-        ((f, r) for r in report.runs for f in r.findings),
-        key=lambda fr: (SEVERITY_ORDER[fr[0].severity], fr[0].code),
-    )
-    body = (
-        "".join(_finding(f, r) for f, r in pairs)
-        if pairs
-        else '<p class="muted">No rule fired: capture looks healthy for the traffic in these logs.</p>'
-    )
-    return f'<section id="findings"><h2>Findings</h2>{body}</section>'
+def _headline(report: Report) -> str:
+    findings = report.findings
+    if findings:
+        counts = {s: sum(1 for f in findings if f.severity == s) for s in SEVERITY_ORDER}
+        parts = [f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n]
+        text = f"{len(findings)} finding{'s' if len(findings) != 1 else ''}: " + ", ".join(parts)
+        if len(report.runs) > 1:
+            hit = sum(1 for r in report.runs if r.findings)
+            text += f" in {hit} of {len(report.runs)} runs"
+        return text
+    return "No findings." if report.runs else "No server run found in the inputs."
 
 
-class _CompactDumper(yaml.SafeDumper):
-    """Flow style for short lists and maps of scalars (bucket lists, histograms), so the
-    record reads in one screen; the data is the same as :func:`to_yaml`'s."""
-
-
-def _is_scalar(v: Any) -> bool:
-    return v is None or isinstance(v, str | int | float | bool)
-
-
-def _repr_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
-    flow = all(_is_scalar(v) for v in data) and len(data) <= 512
-    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
-
-
-def _repr_dict(dumper: yaml.SafeDumper, data: dict[Any, Any]) -> yaml.Node:
-    flow = (
-        bool(data)
-        and all(_is_scalar(v) and not isinstance(v, str) for v in data.values())
-        and all(str(k).lstrip("-").isdigit() for k in data)
-    )
-    return dumper.represent_mapping("tag:yaml.org,2002:map", data, flow_style=flow)
-
-
-_CompactDumper.add_representer(list, _repr_list)
-_CompactDumper.add_representer(dict, _repr_dict)
-
-
-def record_yaml(report: Report) -> str:
-    """The ticket record (same content as ``to_yaml``), short lists and histograms inline."""
-    doc = {"schema": "graphdiag.ticket/1", "runs": ticket_records(report)}
-    return yaml.dump(doc, Dumper=_CompactDumper, sort_keys=False, allow_unicode=True, width=100)
-
-
-def _record(report: Report) -> str:
-    text = record_yaml(report)
-    return (
-        '<section id="record"><div class="record-head"><h2>Ticket record</h2>'
-        '<button type="button" class="copy" data-copy="record-yaml" hidden>Copy</button></div>'
-        '<p class="small muted">Paste into the ticket (YAML; <code>null</code> where the logs do not '
-        "show the field).</p>"
-        f'<pre id="record-yaml">{e(text)}</pre></section>'
-    )
-
-
-def _inputs(report: Report) -> str:
-    rows = []
-    for i in report.inputs:
-        rows.append(
-            f'<tr class="status-{e(i.status)}"><td class="name">{e(i.path)}</td><td>{e(i.kind)}</td>'
-            f"<td>{e(i.backend)}</td><td>{e(i.status)}</td><td>{e(i.reason or '')}</td>"
-            f'<td class="num">{e(fmt_num(i.lines))}</td><td class="num">{e(fmt_num(i.events))}</td></tr>'
-        )
-    skipped = [i for i in report.inputs if i.status != "ok"]
-    note = (
-        (
-            f'<p class="small">{len(skipped)} input{"s" if len(skipped) != 1 else ""} not fully read; '
-            "the reason is in the table.</p>"
-        )
-        if skipped
-        else ""
-    )
-    return (
-        '<section id="inputs"><h2>Inputs</h2>'
-        + note
-        + "<table><thead><tr><th>path</th><th>kind</th><th>backend</th><th>status</th><th>reason</th>"
-        '<th class="num">lines</th><th class="num">events</th></tr></thead><tbody>'
-        + "".join(rows)
-        + "</tbody></table></section>"
-    )
+def _first_changes(runs: list[tuple[RunRow, RunReport]], limit: int | None) -> list[FirstChange]:
+    """Each run's first change; with a limit (many runs) one line per distinct change,
+    naming its first run and how many others share it."""
+    out: list[FirstChange] = []
+    seen: dict[tuple[str, str], list[RunRow]] = {}
+    for row, run in sorted(runs, key=lambda rr: SEVERITY_ORDER.get(rr[1].worst() or "", 9)):
+        fix = first_change(run.findings)
+        if not fix:
+            continue
+        key = (fix.code, fix.remediation[0])
+        if limit is not None and key in seen:
+            seen[key].append(row)
+            continue
+        seen[key] = [row]
+        out.append(FirstChange(row.anchor, row.name, fix.code, fix.remediation[0]))
+    if limit is None:
+        return out
+    named = []
+    for c in out[:limit]:
+        more = len(seen[(c.code, c.text)]) - 1
+        also = f" and {more} other run{'s' if more != 1 else ''}" if more else ""
+        named.append(FirstChange(c.anchor, c.run_name, c.code, c.text, also))
+    return named
 
 
 def _by_run(items: Iterable[_T], run_ids: set[str]) -> tuple[dict[str, list[_T]], list[_T]]:
@@ -217,19 +163,40 @@ def _by_run(items: Iterable[_T], run_ids: set[str]) -> tuple[dict[str, list[_T]]
     return tied, loose
 
 
+def _inputs(report: Report) -> list[dict[str, Any]]:
+    return [
+        {
+            "path": i.path,
+            "kind": i.kind,
+            "backend": i.backend,
+            "status": i.status,
+            "reason": i.reason,
+            "lines": fmt_num(i.lines) or "",
+            "events": fmt_num(i.events) or "",
+        }
+        for i in report.inputs
+    ]
+
+
 def render_html(report: Report) -> str:
     """The whole report as one HTML document (plotly.js inlined once, no network use)."""
     page = Page()
+    many = len(report.runs) > MANY_RUNS
     ids = {r.id for r in report.runs}
     profiles, loose_profiles = _by_run(report.profiles, ids)
     snapshots, loose_snapshots = _by_run(report.snapshots, ids)
-    body = ["<main>", _toc(report), _verdict(report), _findings(report), _record(report)]
-    for i, run in enumerate(report.runs, start=1):
-        body.append(run_section(page, i, run, profiles.get(run.id, []), snapshots.get(run.id, [])))
-    body.append(unattached_section(page, loose_profiles, loose_snapshots))
-    body.append(_inputs(report))
-    body.append("</main>")
-    body.append(page.data_blocks())
+    pairs = [(_row(i, run), run) for i, run in enumerate(report.runs, start=1)]
+    order = sorted(pairs, key=lambda rr: (SEVERITY_ORDER.get(rr[1].worst() or "", 9), rr[0].index))
+    findings = sorted(
+        ((f, row) for row, run in pairs for f in run.findings),
+        key=lambda fr: finding_key(fr[0]),
+    )
+    runs = [
+        run_view(page, row, run, profiles.get(run.id, []), snapshots.get(run.id, []))
+        for row, run in pairs
+    ]
+    rows = [row for row, _ in (order if many else pairs)]
+    loose = unattached_view(page, loose_profiles, loose_snapshots)
     plotly_script = plotly_js()
     app_js = template("report.js")
     csp = "; ".join(
@@ -247,12 +214,38 @@ def render_html(report: Report) -> str:
     title = "graphdiag report"
     if len(report.runs) == 1:
         title += " - " + Path(report.runs[0].id.split("#", 1)[0]).name
-    return Template(template("report.html")).substitute(
-        csp=e(csp),
-        version=e(__version__),
-        title=e(title),
-        css=template("report.css"),
-        body=_header(report) + "\n" + "\n".join(body),
-        plotlyjs=plotly_script,
-        appjs=app_js,
+    return (
+        environment()
+        .get_template("report.html.j2")
+        .render(
+            csp=csp,
+            version=__version__,
+            title=title,
+            generated_at=report.generated_at,
+            n_runs=len(report.runs),
+            n_inputs=len(report.inputs),
+            many=many,
+            worst=min(
+                (f.severity for f in report.findings), key=SEVERITY_ORDER.__getitem__, default=None
+            ),
+            headline=_headline(report),
+            first_changes=_first_changes(pairs, MAX_FIRST_CHANGES if many else None),
+            rows=rows,
+            n_findings=len(findings),
+            groups=_groups(findings) if many else [],
+            cards=[] if many else [_card(f, row) for f, row in findings],
+            record_yaml=record_yaml(report),
+            runs=runs,
+            loose=loose,
+            inputs=_inputs(report),
+            inputs_not_ok=sum(
+                1
+                for i in report.inputs
+                if i.status != "ok" and not (i.reason or "").startswith("not a log")
+            ),
+            figures=[{"id": fid, "json": Markup(data)} for fid, data in page.figures],
+            plotly_js=Markup(plotly_script),
+            app_js=Markup(app_js),
+            css=Markup(template("report.css")),
+        )
     )

@@ -1,28 +1,21 @@
-"""The HTML page's plumbing: escaping, script embedding, CSP hashes, number formats,
-and the page state that collects plot data blocks."""
+"""The HTML page's plumbing: the Jinja2 environment, script embedding, CSP hashes,
+number formats, and the page state that collects plot data blocks."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import html
 import math
-from collections.abc import Sequence
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
 import plotly.io as pio
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
-from diag.render.text import HEAD
+from diag.render.axes import figure_height
+from diag.render.view import Chart
 from diag.resources import package_file
-
-SEV_CLASS = {"error": "sev-error", "warning": "sev-warning", "info": "sev-info", None: "sev-ok"}
-
-
-def e(value: Any) -> str:
-    """Escape anything for HTML text or a quoted attribute."""
-    return html.escape("" if value is None else str(value), quote=True)
 
 
 def json_for_script(text: str) -> str:
@@ -60,10 +53,31 @@ def plotly_js() -> str:
     return js
 
 
+# ------------------------------------------------------------------ templates
+@cache
+def environment() -> Environment:
+    """Jinja2 with autoescape on for every template: each ``{{ value }}`` is HTML-escaped,
+    log text included; ``StrictUndefined`` makes an unfilled placeholder a render error.
+    Raw HTML only through :class:`markupsafe.Markup`, made in :mod:`diag.render.html` for the
+    fixed scripts, the fixed CSS and figure JSON after :func:`json_for_script`."""
+    return Environment(
+        loader=FileSystemLoader(package_file("render", "templates")),
+        autoescape=select_autoescape(enabled_extensions=("html", "j2"), default=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
 # ------------------------------------------------------------------ formatting
-def fmt_num(v: Any, digits: int = 2, unit: str = "") -> str:
-    if v is None or (isinstance(v, float) and (math.isnan(v) or math.isinf(v))):
-        return "n/a"
+def known(v: Any) -> bool:
+    return v is not None and not (isinstance(v, float) and (math.isnan(v) or math.isinf(v)))
+
+
+def fmt_num(v: Any, digits: int = 2, unit: str = "") -> str | None:
+    """A number for display, or None when unknown (callers leave the field out)."""
+    if not known(v):
+        return None
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, int):
@@ -75,49 +89,29 @@ def fmt_num(v: Any, digits: int = 2, unit: str = "") -> str:
     return text + (f" {unit}" if unit else "")
 
 
-def fmt_pct(v: Any) -> str:
-    return "n/a" if v is None else f"{float(v):.0%}"
+def fmt_pct(v: Any) -> str | None:
+    return f"{float(v):.0%}" if known(v) else None
 
 
-def fmt_sizes(sizes: Sequence[int] | None) -> str:
-    if not sizes:
-        return "n/a"
-    if len(sizes) <= 16:
-        return ", ".join(str(s) for s in sizes)
-    return f"{', '.join(str(s) for s in sizes[:8])}, … {sizes[-1]} ({len(sizes)} sizes)"
+def fmt_bytes(v: Any) -> str | None:
+    return f"{float(v) / 2**30:,.2f} GiB" if known(v) else None
 
 
-def fmt_bytes(v: Any) -> str:
-    if v is None:
-        return "n/a"
-    return f"{float(v) / 2**30:,.2f} GiB"
-
-
-def badge(sev: str | None) -> str:
-    return f'<span class="badge {SEV_CLASS[sev]}">{HEAD[sev]}</span>'
+def joined(*parts: str | None, sep: str = " · ") -> str | None:
+    """Known parts joined; None when none is known."""
+    kept = [p for p in parts if p]
+    return sep.join(kept) if kept else None
 
 
 # ------------------------------------------------------------------ page state
 class Page:
-    """Collects figures while the body is written; figures become JSON data blocks."""
+    """Collects figures while the view is built; figures become JSON data blocks."""
 
     def __init__(self) -> None:
         self.figures: list[tuple[str, str]] = []
 
-    def plot(self, fig: Any, absent: str, label: str) -> str:
-        """The figure's div plus its data, or a one-line note when there is nothing to draw."""
-        if fig is None:
-            return f'<p class="absent">{e(label)}: not in the logs ({e(absent)}).</p>'
+    def chart(self, fig: Any, label: str, kind: str) -> Chart:
         fid = f"fig-{len(self.figures) + 1}"
         data = pio.to_json(fig, validate=False, pretty=False, remove_uids=True)
         self.figures.append((fid, json_for_script(data)))
-        return (
-            f'<div class="plot" id="{fid}" role="img" aria-label="{e(label)}">'
-            f'<p class="nojs">{e(label)}: interactive plot, needs JavaScript.</p></div>'
-        )
-
-    def data_blocks(self) -> str:
-        return "\n".join(
-            f'<script type="application/json" class="gd-figure" data-target="{fid}">{data}</script>'
-            for fid, data in self.figures
-        )
+        return Chart(id=fid, label=label, kind=kind, height=figure_height(fig))

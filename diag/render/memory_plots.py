@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from diag.model import GIB, Snapshot
+from diag.render.axes import finish_axes
 from diag.render.plots import MEMORY_COLORS, layout, plot_text
 
 
@@ -128,9 +129,15 @@ def memory_figure(rows: Sequence[tuple[str, Mapping[str, float]]]) -> go.Figure 
                 hovertemplate="%{x:.2f} GiB<extra>" + comp + "</extra>",
             )
         )
-    fig.update_xaxes(title_text="GiB", rangemode="tozero")
-    fig.update_yaxes(autorange="reversed")
-    return layout(fig, "GPU memory budget", height=150 + 70 * len(rows), barmode="stack")
+    fig.update_xaxes(title_text="GPU memory (GiB)", rangemode="tozero")
+    fig.update_yaxes(autorange="reversed", title_text="source")
+    layout(fig, "GPU memory budget", height=170 + 60 * len(rows), barmode="stack")
+    return finish_axes(fig)
+
+
+def components(rows: Sequence[tuple[str, Mapping[str, float]]]) -> int:
+    """How many distinct parts the budget has: one part is a sentence, not a composition."""
+    return len({c for _, parts in rows for c in parts})
 
 
 # ------------------------------------------------------------------ capture per rank
@@ -173,9 +180,10 @@ def capture_time_figure(capture_end: pd.DataFrame) -> go.Figure | None:
                 + "</extra>",
             )
         )
-    fig.update_yaxes(title_text="seconds", rangemode="tozero")
+    fig.update_yaxes(title_text="capture time (s)", rangemode="tozero")
     fig.update_xaxes(title_text="rank", type="category")
-    return layout(fig, "Capture time per rank", height=300, barmode="group")
+    layout(fig, "Capture time per rank", height=300, barmode="group")
+    return finish_axes(fig)
 
 
 def natural_key(text: str) -> tuple[Any, ...]:

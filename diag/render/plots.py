@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
+
+from diag.render.axes import TimeAxis, finish_axes, integer_ticks, time_axis
 
 MAX_TIMELINE_POINTS = 5000
 MAX_HIST_BARS = 300
@@ -166,19 +167,13 @@ def histogram_table(
 def batch_size_figure(
     batches: pd.DataFrame, sizes: Sequence[int] | None, sizes_inferred: bool = False
 ) -> go.Figure | None:
-    """Observed decode batch sizes (stacked graph / eager), the capture window shaded behind."""
+    """Observed decode batch sizes (stacked graph / eager), the capture window shaded behind
+    and each captured size a short mark at the bottom of the same axes (a rug subplot under
+    a shared x axis took the x numbers away in Chromium's relayout)."""
     table, width = histogram_table(batches)
     if table.empty:
         return None
-    has_buckets = bool(sizes)
-    fig = (
-        make_subplots(
-            rows=2, cols=1, shared_xaxes=True, row_heights=[0.9, 0.1], vertical_spacing=0.02
-        )
-        if has_buckets
-        else go.Figure()
-    )
-    pos = {"row": 1, "col": 1} if has_buckets else {}
+    fig = go.Figure()
     for verdict in VERDICTS:
         part = table[table["verdict"] == verdict]
         if part.empty:
@@ -198,26 +193,15 @@ def batch_size_figure(
                 hovertemplate="batch size %{customdata}<br>%{y:,.0f} batches<extra>"
                 + LABELS[verdict]
                 + "</extra>",
-            ),
-            **pos,
+            )
         )
     title = "Decode batch sizes against the capture window"
-    if has_buckets:
-        assert sizes is not None
+    if sizes:
         ceiling = max(sizes)
         fig.add_vrect(
-            x0=0.5,
-            x1=ceiling + 0.5,
-            fillcolor="#d3f9d8",
-            opacity=0.45,
-            line_width=0,
-            layer="below",
-            row=1,
-            col=1,
+            x0=0.5, x1=ceiling + 0.5, fillcolor="#d3f9d8", opacity=0.45, line_width=0, layer="below"
         )
-        fig.add_vline(
-            x=ceiling + 0.5, line={"color": "#2f9e44", "dash": "dash", "width": 1.5}, row=1, col=1
-        )
+        fig.add_vline(x=ceiling + 0.5, line={"color": "#2f9e44", "dash": "dash", "width": 1.5})
         fig.add_annotation(
             x=ceiling + 0.5,
             y=1,
@@ -226,35 +210,26 @@ def batch_size_figure(
             showarrow=False,
             text=f" ceiling {ceiling}",
             font={"color": "#2b8a3e"},
-            row=1,
-            col=1,
         )
-        fig.add_trace(
-            go.Scatter(
-                x=list(sizes),
-                y=[0] * len(sizes),
-                mode="markers",
-                name="capture buckets" + (" (engine default)" if sizes_inferred else ""),
-                marker={
-                    "symbol": "line-ns-open",
-                    "size": 12,
-                    "color": "#2b8a3e",
-                    "line": {"width": 2},
-                },
-                hovertemplate="bucket %{x}<extra></extra>",
-            ),
-            row=2,
-            col=1,
-        )
-        fig.update_yaxes(visible=False, row=2, col=1, range=[-1, 1], fixedrange=True)
-        fig.update_yaxes(title_text="batches", row=1, col=1)
-        fig.update_xaxes(title_text="batch size (running requests)", row=2, col=1)
+        for s in sizes:
+            fig.add_shape(
+                type="line",
+                x0=s,
+                x1=s,
+                y0=0,
+                y1=0.05,
+                yref="y domain",
+                line={"color": "#2b8a3e", "width": 1.5},
+            )
+        title += " (marks: captured sizes" + (", engine default)" if sizes_inferred else ")")
     else:
-        fig.update_yaxes(title_text="batches")
-        fig.update_xaxes(title_text="batch size (running requests)")
         title += " (bucket list not in the logs)"
+    fig.update_yaxes(title_text="decode batches")
+    stacked = table.groupby("lo")["weight"].sum()
+    integer_ticks(fig, float(stacked.max()))
+    fig.update_xaxes(title_text="decode batch size (running requests)", rangemode="tozero")
     layout(fig, title, barmode="stack", bargap=0.05, height=360)
-    return fig
+    return finish_axes(fig)
 
 
 # ------------------------------------------------------------------ timeline
@@ -310,22 +285,24 @@ def timeline_table(
     return agg[["x", "verdict", "max", "mean", "n"]], kind, True
 
 
-def _epoch_to_iso(x: np.ndarray) -> list[str]:
-    stamps = pd.to_datetime(x, unit="s", utc=True)
-    return [s.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] for s in stamps]
-
-
-def timeline_figure(batches: pd.DataFrame, ceiling: int | None) -> go.Figure | None:
-    """Batch size over time, coloured graph / eager, with the ceiling as a line."""
+def timeline_figure(
+    batches: pd.DataFrame, ceiling: int | None, axis: TimeAxis | None = None
+) -> go.Figure | None:
+    """Batch size over time, coloured graph / eager, with the ceiling as a line; x is the
+    run's shared time axis (the KV timeline uses the same one)."""
     table, kind, binned = timeline_table(batches)
     if table.empty:
         return None
+    if kind != "time":
+        axis = TimeAxis("sequence")
+    elif axis is None:
+        axis = time_axis([table["x"].to_numpy()])
     fig = go.Figure()
     for verdict in VERDICTS:
         part = table[table["verdict"] == verdict]
         if part.empty:
             continue
-        xs = _epoch_to_iso(part["x"].to_numpy()) if kind == "time" else part["x"].to_numpy()
+        xs = axis.x(part["x"].to_numpy())
         if binned:
             custom = np.column_stack([part["mean"].to_numpy(), part["n"].to_numpy()])
             hover = (
@@ -365,12 +342,12 @@ def timeline_figure(batches: pd.DataFrame, ceiling: int | None) -> go.Figure | N
     title = "Decode batch size over time"
     if binned:
         title += " (binned: each point is the largest batch of its bin)"
-    fig.update_xaxes(
-        title_text="time (UTC)" if kind == "time" else "decode batch #",
-        type="date" if kind == "time" else "linear",
-    )
-    fig.update_yaxes(title_text="batch size", rangemode="tozero")
-    return layout(fig, title)
+    axis.apply(fig)
+    if axis.kind == "sequence":
+        fig.update_xaxes(title_text="decode batch # (the log has no timestamps)")
+    fig.update_yaxes(title_text="decode batch size (running requests)")
+    integer_ticks(fig, max(float(table["max"].max()), float(ceiling or 0)))
+    return finish_axes(layout(fig, title))
 
 
 # ------------------------------------------------------------------ throughput split
@@ -389,50 +366,3 @@ def throughput_table(batches: pd.DataFrame) -> pd.DataFrame:
             entry.update({f"{col}_p25": q[0], f"{col}_p50": q[1], f"{col}_p75": q[2]})
         out.append(entry)
     return pd.DataFrame(out)
-
-
-def throughput_figure(batches: pd.DataFrame) -> go.Figure | None:
-    """Median throughput (bars, p25–p75 whiskers) for graph-served vs eager decode batches."""
-    table = throughput_table(batches)
-    if table.empty:
-        return None
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        horizontal_spacing=0.14,
-        subplot_titles=("engine generation throughput (tok/s)", "per request (tok/s ÷ batch size)"),
-    )
-    for col_i, col in enumerate(("gen_throughput", "per_req"), start=1):
-        for _, row in table.iterrows():
-            v = row["verdict"]
-            mid = row[f"{col}_p50"]
-            name = "in window (graph)" if v == "graph" else "out of window (eager)"
-            fig.add_trace(
-                go.Bar(
-                    x=[name],
-                    y=[mid],
-                    name=name,
-                    showlegend=False,
-                    marker={"color": COLORS[v]},
-                    error_y={
-                        "type": "data",
-                        "symmetric": False,
-                        "array": [row[f"{col}_p75"] - mid],
-                        "arrayminus": [mid - row[f"{col}_p25"]],
-                        "color": "#495057",
-                    },
-                    text=[f"{mid:,.1f}"],
-                    textposition="inside",
-                    insidetextanchor="start",
-                    customdata=[[row["n"], row[f"{col}_p25"], row[f"{col}_p75"]]],
-                    hovertemplate="median %{y:,.1f}<br>p25–p75 %{customdata[1]:,.1f}–%{customdata[2]:,.1f}"
-                    "<br>%{customdata[0]:,} batches<extra></extra>",
-                ),
-                row=1,
-                col=col_i,
-            )
-    layout(
-        fig, "Throughput in vs out of the capture window (median, p25–p75)", height=320, bargap=0.45
-    )
-    fig.update_annotations(font={"size": 12})
-    return fig

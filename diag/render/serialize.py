@@ -1,4 +1,12 @@
-"""JSON and YAML renderings of the report (machine-readable, deterministic)."""
+"""JSON and YAML renderings of the report (machine-readable, deterministic), and the
+ticket record as displayed in the HTML and Markdown reports.
+
+- ``to_json``: the report contract, full lists.
+- ``to_yaml`` (``--format yaml``): the ticket records, full lists, short scalar lists and
+  histograms in flow style (one wrapped line, not one line per capture size).
+- ``record_yaml``: the same records for people: a capture size list longer than
+  :data:`COMPACT_FROM` is written as ``1, 2, 4, 8-256 step 8, ... (51 sizes)``.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,10 @@ from typing import Any
 
 import yaml
 
+from diag.render.sizes import compact_sizes
 from diag.report import Report, clean_json
+
+COMPACT_FROM = 17  # lists up to 16 sizes read fine as a list
 
 
 def to_json(report: Report) -> str:
@@ -30,10 +41,46 @@ def ticket_records(report: Report) -> list[dict[str, Any]]:
     return out
 
 
-def to_yaml(report: Report) -> str:
-    return yaml.safe_dump(
-        {"schema": "graphdiag.ticket/1", "runs": ticket_records(report)},
-        sort_keys=False,
-        allow_unicode=True,
-        width=100,
+class _FlowDumper(yaml.SafeDumper):
+    """Flow style for lists and int-keyed maps of scalars (bucket lists, histograms)."""
+
+
+def _is_scalar(v: Any) -> bool:
+    return v is None or isinstance(v, str | int | float | bool)
+
+
+def _repr_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
+    flow = all(_is_scalar(v) for v in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+def _repr_dict(dumper: yaml.SafeDumper, data: dict[Any, Any]) -> yaml.Node:
+    flow = (
+        bool(data)
+        and all(_is_scalar(v) and not isinstance(v, str) for v in data.values())
+        and all(str(k).lstrip("-").isdigit() for k in data)
     )
+    return dumper.represent_mapping("tag:yaml.org,2002:map", data, flow_style=flow)
+
+
+_FlowDumper.add_representer(list, _repr_list)
+_FlowDumper.add_representer(dict, _repr_dict)
+
+
+def _dump(doc: dict[str, Any]) -> str:
+    return yaml.dump(doc, Dumper=_FlowDumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def to_yaml(report: Report) -> str:
+    return _dump({"schema": "graphdiag.ticket/1", "runs": ticket_records(report)})
+
+
+def record_yaml(report: Report) -> str:
+    """The ticket record for display: long capture size lists compacted (the JSON report
+    and ``--format yaml`` keep them in full)."""
+    runs = ticket_records(report)
+    for rec in runs:
+        sizes = rec.get("graph_capture_sizes")
+        if isinstance(sizes, list) and len(sizes) >= COMPACT_FROM:
+            rec["graph_capture_sizes"] = compact_sizes(sizes)
+    return _dump({"schema": "graphdiag.ticket/1", "runs": runs})

@@ -1,38 +1,48 @@
-"""Human summaries: plain text for the terminal (fits 100 columns) and Markdown for tickets."""
+"""Human summaries: plain text for the terminal (fits 100 columns) and Markdown for tickets.
+
+Unknown values are left out (a clause with nothing known is dropped), never printed as
+``n/a``. Long capture size lists are written compactly (:func:`compact_sizes`). Every
+Markdown table cell goes through :func:`md_cell`, so no newline or ``|`` of a message can
+break a row in GitHub or Jira.
+"""
 
 from __future__ import annotations
 
 import textwrap
+from functools import partial
+from pathlib import Path
 from typing import Any
 
-from diag.report import SEVERITY_ORDER, Report, RunReport
+from diag.render.mdtable import md_cell, md_table
+from diag.render.plots import prepare_batches, throughput_table
+from diag.render.sizes import compact_sizes
+from diag.report import Report, RunReport
+from diag.rules.engine import finding_key
 
 WIDTH = 100
+MAX_REMEDIES = 2
 
-
-def _pct(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.0%}"
-
-
-def _val(v: Any) -> str:
-    if v is None:
-        return "n/a"
-    if isinstance(v, float):
-        return f"{v:g}"
-    if isinstance(v, list):
-        return _sizes(v)
-    return str(v)
-
-
-def _sizes(sizes: list[int] | None) -> str:
-    if not sizes:
-        return "n/a"
-    if len(sizes) <= 12:
-        return "[" + ", ".join(str(s) for s in sizes) + "]"
-    return f"[{', '.join(str(s) for s in sizes[:6])}, ... {sizes[-1]}] ({len(sizes)} sizes)"
-
+#: flags like --cuda-graph-max-bs are never split at their hyphens
+wrap = partial(textwrap.wrap, break_on_hyphens=False, break_long_words=False)
 
 HEAD = {"error": "FAIL", "warning": "WARN", "info": "NOTE", None: "OK"}
+
+
+def _num(v: Any, unit: str = "") -> str | None:
+    if v is None:
+        return None
+    text = f"{v:,}" if isinstance(v, int) else f"{v:g}" if isinstance(v, float) else str(v)
+    return text + (f" {unit}" if unit else "")
+
+
+def _join(*parts: str | None, sep: str = ", ") -> str:
+    return sep.join(p for p in parts if p)
+
+
+def run_name(run_id: str) -> str:
+    """A run's short name: the file name, ``#n`` only past the first run of a stream."""
+    path, _, n = run_id.partition("#")
+    return Path(path).name + (f"#{n}" if n and n != "1" else "")
 
 
 def verdict(run: RunReport) -> str:
@@ -40,88 +50,135 @@ def verdict(run: RunReport) -> str:
     return f"{HEAD[run.worst()]:4} {verdict_text(run)}"
 
 
-def verdict_text(run: RunReport) -> str:
+def verdict_text(run: RunReport, with_id: bool = True) -> str:
     """What a run came to in one line, without the severity head (HTML shows a badge)."""
     rec = run.record
     b = rec["batches"]
     parts = [f"graphs {rec['graph_mode']}"]
     if rec["capture_error"]:
         parts.append(f"capture failed ({rec['capture_error']['class']})")
-    if b["graph"] + b["eager"]:
+    if b["graph"] + b["eager"] and rec["captured_share"] is not None:
         parts.append(
-            f"{_pct(rec['captured_share'])} of {b['graph'] + b['eager']} decode batches on graphs "
+            f"{rec['captured_share']:.0%} of {b['graph'] + b['eager']:,} decode batches on graphs "
             f"({b['source']})"
         )
     if rec["cuda_graph_max_bs"]:
         parts.append(f"ceiling {rec['cuda_graph_max_bs']}")
-    return f"{run.id} [{run.facts.backend}]: " + "; ".join(parts)
+    head = f"{run.id} [{run.facts.backend}]: " if with_id else ""
+    return head + "; ".join(parts)
 
 
-def _record_lines(run: RunReport) -> list[str]:
+def throughput_line(run: RunReport) -> str | None:
+    """Per-request decode speed first (what users feel); the engine total second, as it
+    grows with batch size and makes big eager batches look faster."""
+    table = throughput_table(prepare_batches(run.facts.batches))
+    if table.empty:
+        return None
+    by = {r["verdict"]: r for _, r in table.iterrows()}
+    g, x = by.get("graph"), by.get("eager")
+    if g is not None and x is not None:
+        a, b = float(g["per_req_p50"]), float(x["per_req_p50"])
+        change = (b - a) / a if a > 0 else 0.0
+        word = "slower" if change < 0 else "faster"
+        return (
+            f"decode speed per request: {b:,.1f} tok/s out of window vs {a:,.1f} in "
+            f"(eager {abs(change):.0%} {word}, medians); engine total "
+            f"{float(x['gen_throughput_p50']):,.0f} vs {float(g['gen_throughput_p50']):,.0f} "
+            "tok/s grows with batch size"
+        )
+    only = g if g is not None else x
+    assert only is not None
+    side = "graph-served" if g is not None else "eager"
+    return (
+        f"decode speed per request {float(only['per_req_p50']):,.1f} tok/s "
+        f"({side} batches only, median)"
+    )
+
+
+def record_lines(run: RunReport) -> list[str]:
+    """The run's figures that the logs show, one topic per line."""
     rec = run.record
     shape = rec["decode_batch_shape"]
+    sizes = compact_sizes(rec["graph_capture_sizes"])
+    mode = f"mode: {rec['graph_mode']}" + (
+        f" ({rec['cudagraph_mode']})" if rec["cudagraph_mode"] else ""
+    )
     lines = [
-        f"mode: {rec['graph_mode']} ({_val(rec['cudagraph_mode'])}), capture sizes {_sizes(rec['graph_capture_sizes'])}, "
-        f"max bs {_val(rec['cuda_graph_max_bs'])}, max running {_val(rec['max_running_requests'])}",
-        f"capture: {_val(rec['capture_time_s'])} s, {_val(rec['capture_mem_gib'])} GiB; "
-        f"KV: {_val(rec['kv_tokens'])} tokens, {_val(rec['kv_cache_gib'])} GiB, "
-        f"{_val(rec['gpu_blocks'])} blocks, concurrency {_val(rec['max_concurrency'])}",
+        _join(
+            mode,
+            f"capture sizes {sizes}" if sizes else None,
+            f"max bs {rec['cuda_graph_max_bs']}" if rec["cuda_graph_max_bs"] else None,
+            f"max running {rec['max_running_requests']}" if rec["max_running_requests"] else None,
+        )
     ]
+    capture = _join(_num(rec["capture_time_s"], "s"), _num(rec["capture_mem_gib"], "GiB"))
+    kv = _join(
+        _num(rec["kv_tokens"], "tokens"),
+        _num(rec["kv_cache_gib"], "GiB"),
+        _num(rec["gpu_blocks"], "blocks"),
+        f"concurrency {rec['max_concurrency']:g}x" if rec["max_concurrency"] else None,
+    )
+    if capture or kv:
+        lines.append(
+            _join(f"capture: {capture}" if capture else None, f"KV: {kv}" if kv else None, sep="; ")
+        )
     if shape:
-        lines.append(
-            f"decode batch sizes: n={shape['count']} min {shape['min']} p50 {shape['p50']} "
-            f"p90 {shape['p90']} p99 {shape['p99']} max {shape['max']}; "
-            f"padding waste {_pct(rec['padding_waste'])}"
+        dist = " ".join(
+            f"{k} {shape[k]}"
+            for k in ("min", "p50", "p90", "p99", "max")
+            if shape.get(k) is not None
         )
-    perf = rec["perf"]
-    if perf["throughput_in_window"] is not None or perf["throughput_out_window"] is not None:
+        waste = rec["padding_waste"]
         lines.append(
-            f"gen throughput in window {_val(perf['throughput_in_window'])} tok/s, "
-            f"out of window {_val(perf['throughput_out_window'])} tok/s"
+            f"decode batch sizes: n={shape['count']:,} {dist}"
+            + (f"; padding waste {waste:.0%}" if waste is not None else "")
         )
+    tput = throughput_line(run)
+    if tput:
+        lines.append(tput)
     return lines
+
+
+def _sorted_findings(report: Report) -> list[tuple[Any, RunReport]]:
+    return sorted(
+        ((f, r) for r in report.runs for f in r.findings),
+        key=lambda fr: finding_key(fr[0]),
+    )
 
 
 def render_text(report: Report) -> str:
     out: list[str] = []
-    findings = sorted(
-        ((f, r) for r in report.runs for f in r.findings),
-        key=lambda fr: (SEVERITY_ORDER[fr[0].severity], fr[0].code),
-    )
+    findings = _sorted_findings(report)
     if findings:
         out.append(f"Findings ({len(findings)}), worst first:")
         for f, run in findings:
             out.extend(
-                textwrap.wrap(
+                wrap(
                     f"{f.severity.upper():7} {f.code} {f.name} [{run.id}]: {f.message}",
                     WIDTH,
                     subsequent_indent="        ",
                 )
             )
-            if f.remediation:
+            for i, remedy in enumerate(f.remediation[:MAX_REMEDIES]):
                 out.extend(
-                    textwrap.wrap(
-                        f"-> {f.remediation[0]}",
+                    wrap(
+                        f"{i + 1}. {remedy}",
                         WIDTH,
                         initial_indent="        ",
                         subsequent_indent="           ",
                     )
                 )
             for ev in f.evidence[:1]:
-                out.extend(
-                    textwrap.wrap(f"at {ev.path}:{ev.line}", WIDTH, initial_indent="        ")
-                )
+                out.extend(wrap(f"at {ev.path}:{ev.line}", WIDTH, initial_indent="        "))
         out.append("")
     else:
         out.append("No findings.")
         out.append("")
     out.append("Runs:")
     for run in report.runs:
-        out.extend(textwrap.wrap(verdict(run), WIDTH, subsequent_indent="     "))
-        for line in _record_lines(run) + [f"note: {n}" for n in run.facts.notes]:
-            out.extend(
-                textwrap.wrap(line, WIDTH, initial_indent="     ", subsequent_indent="       ")
-            )
+        out.extend(wrap(verdict(run), WIDTH, subsequent_indent="     "))
+        for line in record_lines(run) + [f"note: {n}" for n in run.facts.notes]:
+            out.extend(wrap(line, WIDTH, initial_indent="     ", subsequent_indent="       "))
     skipped = [
         i
         for i in report.inputs
@@ -130,10 +187,10 @@ def render_text(report: Report) -> str:
     if skipped:
         out.append("")
         out.append("Inputs not fully read:")
-        for i in skipped:
+        for item in skipped:
             out.extend(
-                textwrap.wrap(
-                    f"{i.status}: {i.path}: {i.reason}",
+                wrap(
+                    f"{item.status}: {item.path}: {item.reason}",
                     WIDTH,
                     initial_indent="  ",
                     subsequent_indent="    ",
@@ -142,42 +199,74 @@ def render_text(report: Report) -> str:
     return "\n".join(out) + "\n"
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def render_markdown(report: Report) -> str:
-    from diag.render.serialize import to_yaml
+    """A ticket body: verdict lines, runs table (several runs), findings table with the
+    first remedy, evidence and second remedy folded per finding, then the ticket record."""
+    from diag.render.serialize import record_yaml
 
     out = ["## graphdiag report", ""]
-    for run in report.runs:
-        out.append(f"- **{_md_escape(verdict(run))}**")
-    out.append("")
-    findings = sorted(
-        ((f, r) for r in report.runs for f in r.findings),
-        key=lambda fr: (SEVERITY_ORDER[fr[0].severity], fr[0].code),
-    )
-    if findings:
-        out += [
-            "### Findings",
-            "",
-            "| severity | code | run | finding | first remedy |",
-            "|---|---|---|---|---|",
-        ]
-        for f, run in findings:
-            out.append(
-                f"| {f.severity} | {f.code} {f.name} | {_md_escape(run.id)} | {_md_escape(f.message)} | "
-                f"{_md_escape(f.remediation[0]) if f.remediation else ''} |"
+    if len(report.runs) > 1:
+        rows = []
+        for run in report.runs:
+            rec = run.record
+            share = rec["captured_share"]
+            rows.append(
+                [
+                    HEAD[run.worst()],
+                    run_name(run.id),
+                    _join(run.facts.backend, run.facts.engine_version, sep=" "),
+                    "" if share is None else f"{share:.0%}",
+                    _join(_num(rec["capture_time_s"], "s"), _num(rec["capture_mem_gib"], "GiB")),
+                    _num(rec["kv_tokens"]) or "",
+                    ", ".join(sorted({f.code for f in run.findings})),
+                ]
             )
+        out += md_table(
+            ["verdict", "run", "engine", "on graphs", "capture", "KV tokens", "findings"], rows
+        )
+    else:
+        for run in report.runs:
+            out.append(f"- **{md_cell(verdict(run))}**")
+    out.append("")
+    findings = _sorted_findings(report)
+    if findings:
+        out += ["### Findings", ""]
+        out += md_table(
+            ["severity", "code", "run", "finding", "first change"],
+            [
+                [
+                    f.severity,
+                    f"{f.code} {f.name}",
+                    run_name(run.id),
+                    f.message,
+                    f.remediation[0] if f.remediation else "",
+                ]
+                for f, run in findings
+            ],
+        )
         out.append("")
         for f, run in findings:
-            if f.evidence:
-                out.append(f"<details><summary>{f.code} evidence ({_md_escape(run.id)})</summary>")
+            if not (f.evidence or len(f.remediation) > 1):
+                continue
+            out.append(f"<details><summary>{f.code} ({md_cell(run_name(run.id))})</summary>")
+            out.append("")
+            if len(f.remediation) > 1:
+                out.append(f"Then: {md_cell(f.remediation[1])}")
                 out.append("")
+            if f.evidence:
                 out.append("```text")
                 out.extend(f"{e.path}:{e.line}: {e.text}".replace("```", "'''") for e in f.evidence)
                 out.append("```")
-                out.append("</details>")
-                out.append("")
-    out += ["### Ticket record", "", "```yaml", to_yaml(report).rstrip(), "```", ""]
+            out.append("</details>")
+            out.append("")
+    out += [
+        "### Ticket record",
+        "",
+        "Long size lists compacted; the JSON report has them in full.",
+        "",
+        "```yaml",
+        record_yaml(report).rstrip(),
+        "```",
+        "",
+    ]
     return "\n".join(out)

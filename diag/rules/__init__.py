@@ -1,1 +1,1 @@
-"""Rules: the rule engine, its condition language, metrics and evidence selectors."""
+"""Rules: one module per finding code (registry.py), typed run metrics, remediation data, evidence selectors."""

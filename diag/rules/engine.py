@@ -1,149 +1,57 @@
-"""The rule engine: rule packs are data (YAML), conditions are lark expressions.
+"""Run the rules of :mod:`diag.rules.registry` over one run's typed metrics.
 
-A rule = code, name, severity, doc, thresholds (each with the reason for its value), a
-condition over :func:`diag.rules.metrics.run_metrics`, a message template, an evidence
-selector and an ordered remediation list in the engine's own flags (per engine, and for
-GD100 per error class). Users override thresholds, severities or switch rules off with
-``--rules FILE``:
+Users override thresholds, severities or switch rules off with ``--rules FILE``:
 
     thresholds: {GD110: {min_eager_share: 0.2}}
     severity: {GD140: warning}
     disable: [GD112]
+
+Findings come back ordered so that the first is the first change: the most severe, then the
+highest-impact (a failure before a warning, a KV squeeze before padding); see
+:func:`first_change`.
 """
 
 from __future__ import annotations
 
 import os
-import string
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 
-from diag.advise.bucket_sets import Advice
 from diag.facts.record import RunFacts
 from diag.model import Finding, Snapshot
-from diag.resources import package_file
-from diag.rules.conditions import ConditionError, compile_condition, evaluate
-from diag.rules.metrics import run_metrics
+from diag.rules.base import SEVERITIES, Rule, Severity
+from diag.rules.metrics import RunMetrics, run_metrics
+from diag.rules.registry import BY_CODE, RULES
 from diag.rules.selectors import SELECTORS
 
-SEVERITIES = ("error", "warning", "info")
-PACK = package_file("rules", "packs", "core.yaml")
+if TYPE_CHECKING:
+    from diag.advise.bucket_sets import Advice
 
 
 class RulesError(ValueError):
-    """A rule pack or override file that cannot be used (one-line message)."""
+    """A rules override file that cannot be used (one-line message)."""
 
 
-@dataclass
-class Rule:
-    code: str
-    name: str
-    severity: str
-    doc: str
-    when: str
-    message: str
-    evidence: str | None = None
-    thresholds: dict[str, Any] = field(default_factory=dict)
-    why: dict[str, str] = field(default_factory=dict)
-    remediation: Any = None  # list, or {engine: list}, or {engine: {cause: list}}
-    remedy_by: str | None = None  # the metric whose value picks the cause's list
-
-    def remedies(self, metrics: Mapping[str, Any]) -> list[str]:
-        rem = self.remediation
-        if isinstance(rem, dict):
-            rem = rem.get(metrics.get("backend") or "", rem.get("default"))
-        if isinstance(rem, dict):
-            cause = metrics.get(self.remedy_by or "") or "other"
-            rem = rem.get(cause, rem.get("other"))
-        return [_fmt(r, metrics) for r in (rem or [])]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "name": self.name,
-            "severity": self.severity,
-            "doc": self.doc.strip(),
-            "when": self.when,
-            "thresholds": self.thresholds,
-            "threshold_reasons": self.why,
-            "remediation": self.remediation,
-            "remediation_by": self.remedy_by,
-        }
+def _order_key(rule: Rule) -> tuple[int, int, str]:
+    return (SEVERITIES.index(rule.active_severity), -rule.impact, rule.code)
 
 
-class _SafeFormatter(string.Formatter):
-    """str.format that prints missing values as 'n/a' instead of failing."""
-
-    def get_value(self, key: Any, args: Any, kwargs: Mapping[str, Any]) -> Any:
-        return kwargs.get(key) if isinstance(key, str) else super().get_value(key, args, kwargs)
-
-    def get_field(self, field_name: str, args: Any, kwargs: Mapping[str, Any]) -> Any:
-        first, *rest = field_name.split(".")
-        value: Any = kwargs.get(first)
-        for part in rest:
-            value = value.get(part) if isinstance(value, Mapping) else None
-        return value, first
-
-    def format_field(self, value: Any, format_spec: str) -> str:
-        if value is None:
-            return "n/a"
-        try:
-            return super().format_field(value, format_spec)
-        except (ValueError, TypeError):
-            return str(value)
+def finding_key(f: Finding) -> tuple[int, int, str]:
+    """Sort key of findings: most severe first, then the rule's impact (a failure before a
+    warning, a KV squeeze before padding), then the code."""
+    rule = BY_CODE.get(f.code)
+    sev = SEVERITIES.index(cast(Severity, f.severity)) if f.severity in SEVERITIES else 9
+    return (sev, -(rule.impact if rule else 0), f.code)
 
 
-def _fmt(template: str, values: Mapping[str, Any]) -> str:
-    return _SafeFormatter().format(template, **values)
-
-
-def load_pack(path: Path) -> list[Rule]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise RulesError(f"cannot read rule pack {path}: {exc}".splitlines()[0]) from None
-    rules = []
-    for entry in data.get("rules", []):
-        thresholds = {
-            k: v["value"] if isinstance(v, dict) else v
-            for k, v in (entry.get("thresholds") or {}).items()
-        }
-        why = {
-            k: v.get("why", "")
-            for k, v in (entry.get("thresholds") or {}).items()
-            if isinstance(v, dict)
-        }
-        rule = Rule(
-            code=entry["code"],
-            name=entry["name"],
-            severity=entry["severity"],
-            doc=entry.get("doc", ""),
-            when=entry["when"],
-            message=entry["message"],
-            evidence=entry.get("evidence"),
-            thresholds=thresholds,
-            why=why,
-            remediation=entry.get("remediation"),
-            remedy_by=entry.get("remedy_by"),
-        )
-        _validate(rule)
-        rules.append(rule)
-    return rules
-
-
-def _validate(rule: Rule) -> None:
-    if rule.severity not in SEVERITIES:
-        raise RulesError(f"{rule.code}: severity must be one of {', '.join(SEVERITIES)}")
-    try:
-        compile_condition(rule.when)
-    except ConditionError as exc:
-        raise RulesError(f"{rule.code}: {exc}") from None
-    if rule.evidence and rule.evidence not in SELECTORS:
-        raise RulesError(f"{rule.code}: unknown evidence selector {rule.evidence!r}")
+def first_change(findings: Sequence[Finding]) -> Finding | None:
+    """The finding to act on first: the first in :func:`finding_key` order with a remedy.
+    Renderers call this; none decides it on its own."""
+    return next((f for f in sorted(findings, key=finding_key) if f.remediation), None)
 
 
 @dataclass
@@ -152,10 +60,18 @@ class RuleEngine:
 
     @classmethod
     def load(cls, overrides: str | os.PathLike[str] | None = None) -> RuleEngine:
-        rules = load_pack(PACK)
+        thresholds: dict[str, dict[str, float]] = {}
+        severity: dict[str, Severity] = {}
+        disabled: set[str] = set()
         if overrides is not None:
-            apply_overrides(rules, Path(overrides))
-        return cls(rules)
+            thresholds, severity, disabled = read_overrides(Path(overrides))
+        return cls(
+            [
+                r(thresholds.get(r.code), severity.get(r.code))
+                for r in RULES
+                if r.code not in disabled
+            ]
+        )
 
     def evaluate(
         self,
@@ -163,45 +79,46 @@ class RuleEngine:
         snapshots: Sequence[Snapshot] | None = None,
         advice: Advice | None = None,
     ) -> list[Finding]:
-        metrics = run_metrics(facts, snapshots, advice)
-        findings = []
-        for rule in self.rules:
-            env = {**metrics, "threshold": rule.thresholds}
-            try:
-                fired = evaluate(rule.when, env)
-            except ConditionError as exc:
-                raise RulesError(f"{rule.code}: {exc}") from None
-            if not fired:
-                continue
-            evidence = SELECTORS[rule.evidence](facts) if rule.evidence else []
-            findings.append(
-                Finding(
-                    rule.code,
-                    rule.name,
-                    rule.severity,
-                    _fmt(rule.message, env),
-                    evidence,
-                    rule.remedies(env),
-                )
+        m = run_metrics(facts, snapshots, advice)
+        return self.evaluate_metrics(m, facts)
+
+    def evaluate_metrics(self, m: RunMetrics, facts: RunFacts) -> list[Finding]:
+        fired = [r for r in sorted(self.rules, key=_order_key) if r.fires(m)]
+        findings: dict[str, Finding] = {}
+        for rule in fired:
+            findings[rule.code] = Finding(
+                rule.code,
+                rule.name,
+                rule.active_severity,
+                rule.message(m),
+                SELECTORS[rule.evidence](facts),
+                rule.remediation(m),
             )
-        order = {s: i for i, s in enumerate(SEVERITIES)}
-        findings.sort(key=lambda f: (order[f.severity], f.code))
-        return findings
+        for rule in fired:
+            f = findings[rule.code]
+            f.remediation = rule.adjust(m, findings, f.remediation)
+        return list(findings.values())
 
 
-def apply_overrides(rules: list[Rule], path: Path) -> None:
+def read_overrides(
+    path: Path,
+) -> tuple[dict[str, dict[str, float]], dict[str, Severity], set[str]]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data: Any = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise RulesError(f"cannot read rules file {path}: {exc}".splitlines()[0]) from None
     if not isinstance(data, dict):
         raise RulesError(f"rules file {path}: expected a mapping with thresholds/severity/disable")
-    by_code = {r.code: r for r in rules}
-    for code, values in (data.get("thresholds") or {}).items():
-        rule = by_code.get(code)
-        if rule is None:
-            raise RulesError(f"rules file {path}: unknown rule {code}")
-        for key, value in (values or {}).items():
+    unknown_keys = set(data) - {"thresholds", "severity", "disable"}
+    if unknown_keys:
+        raise RulesError(
+            f"rules file {path}: unknown section(s) {', '.join(sorted(map(str, unknown_keys)))} "
+            "(it may have: thresholds, severity, disable)"
+        )
+    thresholds: dict[str, dict[str, float]] = {}
+    for code, values in _mapping(data.get("thresholds"), path, "thresholds").items():
+        rule = _rule(code, path)
+        for key, value in _mapping(values, path, f"thresholds of {code}").items():
             if key not in rule.thresholds:
                 raise RulesError(
                     f"rules file {path}: {code} has no threshold {key!r} "
@@ -209,17 +126,33 @@ def apply_overrides(rules: list[Rule], path: Path) -> None:
                 )
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise RulesError(f"rules file {path}: {code}.{key} must be a number, not {value!r}")
-            rule.thresholds[key] = value
-    for code, sev in (data.get("severity") or {}).items():
-        if code not in by_code:
-            raise RulesError(f"rules file {path}: unknown rule {code}")
+            thresholds.setdefault(code, {})[key] = float(value)
+    severity: dict[str, Severity] = {}
+    for code, sev in _mapping(data.get("severity"), path, "severity").items():
+        _rule(code, path)
         if sev not in SEVERITIES:
             raise RulesError(
                 f"rules file {path}: severity of {code} must be one of {', '.join(SEVERITIES)}"
             )
-        by_code[code].severity = sev
-    disabled = set(data.get("disable") or [])
-    unknown = disabled - set(by_code)
-    if unknown:
-        raise RulesError(f"rules file {path}: unknown rule(s) {', '.join(sorted(unknown))}")
-    rules[:] = [r for r in rules if r.code not in disabled]
+        severity[code] = sev
+    disable = data.get("disable") or []
+    if not isinstance(disable, list):
+        raise RulesError(f"rules file {path}: disable must be a list of rule codes")
+    for code in disable:
+        _rule(code, path)
+    return thresholds, severity, set(disable)
+
+
+def _mapping(value: Any, path: Path, what: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RulesError(f"rules file {path}: {what} must be a mapping")
+    return value
+
+
+def _rule(code: Any, path: Path) -> type[Rule]:
+    rule = BY_CODE.get(str(code))
+    if rule is None:
+        raise RulesError(f"rules file {path}: unknown rule {code}")
+    return rule

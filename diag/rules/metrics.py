@@ -1,52 +1,233 @@
-"""The names rule conditions can use: one flat namespace of numbers, flags and words per run.
+"""The typed numbers rules read: one :class:`RunMetrics` per run, computed once from facts.
 
-Derived from :class:`RunFacts` only (the record, the classified batches, the event
-tables, attached snapshots). ``None`` means "the logs do not show it"; conditions treat
-comparisons with ``None`` as false.
+Derived from :class:`RunFacts` only (the record, the classified batches, the event tables,
+attached snapshots) and the run's bucket :class:`Advice` (computed from facts before the
+rules run; no rule computes a ceiling of its own). ``None`` means "the logs do not show
+it": a rule tests for it in plain Python and either stays silent or says what is missing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
-from diag.advise.bucket_sets import Advice
-from diag.engines import SGLANG, VLLM, sglang, spec_for, vllm
-from diag.facts.record import RunFacts, as_bool, captured_size_count, sizing
+from diag.engines import spec_for
+from diag.engines.spec import EngineSpec, as_bool, as_int
+from diag.facts.record import RunFacts, captured_size_count, sizing
 from diag.model import Snapshot
 
+if TYPE_CHECKING:
+    from diag.advise.bucket_sets import Advice
+
 # graph_disabled reasons that mean "the model/backend cannot run graphs", not "user turned them off"
-MODEL_LIMIT_REASONS = {
-    "torch_native_attention",
-    "flex_attention",
-    "deepep",
-    "deepep_normal",
-    "double_sparsity",
-    "bitsandbytes",
-    "rocm_unsupported",
-    "dispatch_keys_uninitialized",
-    "dp_attention",
+MODEL_LIMIT_REASONS = frozenset(
+    {
+        "torch_native_attention",
+        "flex_attention",
+        "deepep",
+        "deepep_normal",
+        "double_sparsity",
+        "bitsandbytes",
+        "rocm_unsupported",
+        "dispatch_keys_uninitialized",
+        "dp_attention",
+    }
+)
+USER_OFF_REASONS = frozenset({"enforce_eager", "mode_none", "skipping_capture", "tensor_dump"})
+# advisories that carry the engine's own numbers about graph memory against the KV pool
+NUMERIC_MEMORY_ADVISORIES = ("graph_memory_profiling", "capping_capture_sizes")
+
+EagerCause = Literal["above_ceiling", "unpadded_gap", "engine_reported_eager", "logged_eager"]
+EAGER_LABELS: dict[str, str] = {
+    "above_ceiling": "above the ceiling",
+    "unpadded_gap": "between captured sizes with padding off",
+    "engine_reported_eager": "flagged eager by the engine inside the window",
+    "logged_eager": "flagged eager by the engine, window not in the log",
 }
-USER_OFF_REASONS = {"enforce_eager", "mode_none", "skipping_capture", "tensor_dump"}
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None or b == 0:
+GMU_FROM_TO = re.compile(r"--gpu-memory-utilization from (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?)")
+
+
+@dataclass(frozen=True)
+class Advisory:
+    """One engine advisory line about graph memory: its topic, number and text."""
+
+    topic: str
+    value: float | None
+    text: str
+
+    @property
+    def advised_increase(self) -> tuple[float, float] | None:
+        """vLLM's "increase --gpu-memory-utilization from A to B": (A, B)."""
+        m = GMU_FROM_TO.search(self.text)
+        return (float(m.group(1)), float(m.group(2))) if m else None
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """Everything a rule condition, message or remedy reads about one run."""
+
+    backend: str
+    engine_version: str | None
+    graph_mode: str  # enabled / disabled / unknown
+    cudagraph_mode: str | None
+    prefill_node: bool | None
+    # capture
+    capture_error_class: str | None
+    capture_error_message: str | None
+    capture_time_s: float | None  # decode graphs only
+    capture_mem_gib: float | None  # decode graphs only
+    piecewise_capture_time_s: float | None
+    piecewise_capture_mem_gib: float | None
+    n_buckets: int | None
+    # the engine's own default set for this version and config: a failure with the default
+    # set is not the user's set's fault
+    default_bucket_count: int | None
+    ceiling: int | None  # the current capture ceiling (engine unit)
+    max_running_requests: int | None
+    # decode batches
+    batches_graph: int
+    batches_eager: int
+    batches_decided: int
+    batches_source: str
+    eager_by_cause: dict[str, int]
+    padding_waste: float | None
+    mean_padded_per_step: float | None  # padded slots per graph-replayed step
+    observed_p99: float | None
+    observed_max: float | None
+    observed_count: int
+    token_window: bool  # capture sizes count tokens and serve mixed steps too (vLLM)
+    # KV pool and graph memory
+    kv_cache_gib: float | None
+    kv_tokens: int | None
+    kv_tokens_source: str | None
+    graph_mem_est_gib: float | None
+    memory_advisories: tuple[Advisory, ...]
+    snapshot_graph_gib: float | None
+    retractions: int
+    preemptions: int
+    kv_peak_usage: float | None
+    # settings and what is already in effect
+    torch_compile: bool
+    torch_compile_max_bs: int | None
+    tp_size: int | None
+    mem_fraction_static: float | None
+    custom_all_reduce_off: str | None  # why the log says it is off, None if not
+    padding_disabled: bool
+    dp_attention: bool
+    kv_cache_memory_bytes_set: bool
+    nccl_load_failure: str | None  # the log line naming the NCCL library that failed to load
+    user_eager: str | None  # the user's own eager setting, spelled as the user set it
+    engine_downgrades: tuple[str, ...]  # engine-chosen mode changes / disables (not the user's)
+    # speed in vs out of the window
+    speed_in: float | None
+    speed_out: float | None
+    speed_samples_in: int
+    speed_samples_out: int
+    draft_capture_time_s: float | None = None
+    profile_cuda_graph: bool = False
+    # the engine's own spellings for this version (diag/engines specs)
+    ceiling_flag: str = ""  # sets the ceiling, no value
+    graphs_off_flag: str = ""
+    concurrency_flag: str = ""
+    # the run's bucket advice (issue 14), None when the run has no decode traffic, and the
+    # flags that capture exactly its recommended set / ceiling
+    advice: Advice | None = None
+    advised_flags: str = ""
+    advised_ceiling_flag: str = ""
+
+    @property
+    def graph_on(self) -> bool:
+        return self.graph_mode == "enabled"
+
+    @property
+    def capture_failed(self) -> bool:
+        return self.capture_error_class is not None
+
+    @property
+    def eager_share(self) -> float | None:
+        return self.batches_eager / self.batches_decided if self.batches_decided else None
+
+    @property
+    def eager_in_window_causes(self) -> int:
+        return sum(self.eager_by_cause.values())
+
+    @property
+    def eager_cause(self) -> str | None:
+        counted = [(n, c) for c, n in self.eager_by_cause.items() if n]
+        return max(counted)[1] if counted else None
+
+    @property
+    def eager_breakdown(self) -> str:
+        return ", ".join(f"{n} {EAGER_LABELS[c]}" for c, n in self.eager_by_cause.items() if n) or (
+            "no reason recorded"
+        )
+
+    @property
+    def capture_mem_share(self) -> float | None:
+        if self.capture_mem_gib is None or not self.kv_cache_gib:
+            return None
+        return self.capture_mem_gib / self.kv_cache_gib
+
+    @property
+    def graph_mem_est_share(self) -> float | None:
+        if self.graph_mem_est_gib is None or not self.kv_cache_gib:
+            return None
+        return self.graph_mem_est_gib / (self.kv_cache_gib + self.graph_mem_est_gib)
+
+    @property
+    def largest_graph_gib(self) -> float | None:
+        known = [
+            v
+            for v in (self.capture_mem_gib, self.graph_mem_est_gib, self.snapshot_graph_gib)
+            if v is not None
+        ]
+        return max(known) if known else None
+
+    @property
+    def slowdown(self) -> float | None:
+        if not self.speed_in or self.speed_out is None:
+            return None
+        return 1 - self.speed_out / self.speed_in
+
+
+def _count(frame: pd.DataFrame, col: str, values: frozenset[str]) -> int:
+    return int(frame[col].isin(values).sum()) if not frame.empty else 0
+
+
+def _max(frame: pd.DataFrame, col: str) -> float | None:
+    if frame.empty or col not in frame or frame[col].dropna().empty:
         return None
-    return round(a / b, 4)
+    return float(frame[col].max())
+
+
+def _default_count(
+    spec: EngineSpec | None, version: str | None, cfg: Mapping[str, Any], rec: Mapping[str, Any]
+) -> int | None:
+    """How many sizes the engine captures by default for this version and config."""
+    if spec is None:
+        return None
+    try:
+        return len(spec.default_sizes(version, cfg, rec["cuda_graph_max_bs"])) or None
+    except (TypeError, ValueError):
+        return None
 
 
 def run_metrics(
-    facts: RunFacts, snapshots: Sequence[Snapshot] | None = None, advice: Advice | None = None
-) -> dict[str, Any]:
+    facts: RunFacts,
+    snapshots: Sequence[Snapshot] | None = None,
+    advice: Advice | None = None,
+) -> RunMetrics:
     rec = facts.record
     t = facts.tables
     cfg = facts.config
     batches = facts.batches
     counts = rec["batches"]
-    decided = counts["graph"] + counts["eager"]
     shape = rec["decode_batch_shape"] or {}
     eager = batches[batches["verdict"] == "eager"] if not batches.empty else batches
 
@@ -56,17 +237,16 @@ def run_metrics(
         return int(round(eager[eager["reason"].isin(reasons)]["weight"].sum()))
 
     sizes = rec["graph_capture_sizes"] or list(facts.window.sizes or [])
-    kv_gib = rec["kv_cache_gib"]
-    est = sizing(t, "graph_mem_est_gib")
-    actual = sizing(t, "graph_pool_actual_gib") or sizing(t, "graph_mem_actual_gib")
-    advisories = t["advisory"]
-    graph_mem_advisory = bool(
-        not advisories.empty
-        and advisories["topic"]
-        .isin(["graph_memory_profiling", "graph_memory_warning", "capping_capture_sizes"])
-        .any()
+    adv = t["advisory"]
+    memory_advisories = tuple(
+        Advisory(
+            str(r["topic"]), None if pd.isna(r["value"]) else float(r["value"]), str(r["text"])
+        )
+        for r in (
+            adv[adv["topic"].isin(NUMERIC_MEMORY_ADVISORIES)] if not adv.empty else adv
+        ).to_dict("records")
     )
-    retract = t["retract"]
+    topics = set(adv["topic"]) if not adv.empty else set()
     stats = t["stats"]
     decode = t["decode_batch"]
     kv_peak = None
@@ -74,182 +254,178 @@ def run_metrics(
         kv_peak = float(decode["token_usage"].max())
     if not stats.empty and stats["kv_usage"].notna().any():
         kv_peak = max(kv_peak or 0.0, float(stats["kv_usage"].max()) / 100.0)
-    disabled = t["graph_disabled"]
-    modes = t["graph_mode"]
-    snap_gib = None
-    for s in snapshots or []:
-        if s.run == facts.run.id and s.pools:
-            snap_gib = round(s.graph_pool_gib, 3)
+    snap_gib = facts.snapshot_graph_pool_gib  # one fact, set where snapshots join runs
     speed = _per_request_speed(batches)
-    ceiling = rec["cuda_graph_max_bs"] or (max(sizes) if sizes else None)
-    torch_compile = as_bool(cfg.get("enable_torch_compile"))
-    return {
-        "backend": facts.backend,
-        "engine_version": facts.engine_version,
-        "graph_mode": rec["graph_mode"],
-        "graph_on": rec["graph_mode"] == "enabled",
-        "cudagraph_mode": rec["cudagraph_mode"],
-        "prefill_node": rec["prefill_node"],
-        "capture_failed": rec["capture_error"] is not None,
-        "capture_error_class": (rec["capture_error"] or {}).get("class"),
-        "capture_error_message": (rec["capture_error"] or {}).get("message"),
-        "capture_time_s": rec["capture_time_s"],
-        "capture_mem_gib": rec["capture_mem_gib"],
-        "n_buckets": len(rec["graph_capture_sizes"] or [])
+    tp = as_int(cfg.get("tp_size") or cfg.get("tensor_parallel_size"))
+    spec = spec_for(facts.backend)
+    return RunMetrics(
+        backend=facts.backend,
+        engine_version=facts.engine_version,
+        graph_mode=rec["graph_mode"],
+        cudagraph_mode=rec["cudagraph_mode"],
+        prefill_node=rec["prefill_node"],
+        capture_error_class=(rec["capture_error"] or {}).get("class"),
+        capture_error_message=(rec["capture_error"] or {}).get("message"),
+        capture_time_s=rec["capture_time_s"],
+        capture_mem_gib=rec["capture_mem_gib"],
+        piecewise_capture_time_s=facts.capture_phases.get("piecewise_capture_time_s"),
+        piecewise_capture_mem_gib=facts.capture_phases.get("piecewise_capture_mem_gib"),
+        n_buckets=len(rec["graph_capture_sizes"] or [])
         or captured_size_count(t)
         or len(sizes)
         or None,
-        "ceiling": ceiling,
-        "max_running_requests": rec["max_running_requests"],
-        "batches_graph": counts["graph"],
-        "batches_eager": counts["eager"],
-        "batches_unknown": counts["unknown"],
-        "batches_decided": decided,
-        "batches_source": counts["source"],
-        "captured_share": rec["captured_share"],
-        "eager_share": _ratio(counts["eager"], decided),
-        "eager_above_ceiling": eager_reason("above_ceiling"),
-        "eager_unpadded": eager_reason("unpadded_gap"),
-        "eager_engine_reported": eager_reason("engine_reported_eager", "logged_eager"),
-        "eager_cause": max(
-            (
-                ("above_ceiling", eager_reason("above_ceiling")),
-                ("unpadded_gap", eager_reason("unpadded_gap")),
-                ("engine_reported_eager", eager_reason("engine_reported_eager")),
-                ("logged_eager", eager_reason("logged_eager")),
-            ),
-            key=lambda kv: kv[1],
-        )[0]
-        if not eager.empty
-        else None,
-        "eager_breakdown": ", ".join(
-            f"{n} {label}"
-            for n, label in (
-                (eager_reason("above_ceiling"), "above the ceiling"),
-                (eager_reason("unpadded_gap"), "between captured sizes with padding off"),
-                (
-                    eager_reason("engine_reported_eager"),
-                    "flagged eager by the engine inside the window",
-                ),
-                (
-                    eager_reason("logged_eager"),
-                    "flagged eager by the engine, window not in the log",
-                ),
-            )
-            if n
-        )
-        or "no reason recorded",
-        "eager_graphs_disabled": eager_reason("graphs_disabled"),
-        "padding_waste": rec["padding_waste"],
-        "observed_p50": shape.get("p50"),
-        "observed_p99": shape.get("p99"),
-        "observed_max": shape.get("max"),
-        "observed_count": shape.get("count", 0),
-        "oversize_ratio": _ratio(ceiling, shape.get("p99")) if shape else None,
-        "kv_cache_gib": kv_gib,
-        "kv_tokens": rec["kv_tokens"],
-        "capture_mem_share": _ratio(rec["capture_mem_gib"], kv_gib),
-        "graph_mem_est_gib": est,
-        "graph_mem_actual_gib": actual,
-        "graph_mem_est_share": _ratio(est, (kv_gib or 0) + (est or 0))
-        if est is not None and kv_gib
-        else None,
-        "graph_mem_advisory": graph_mem_advisory,
-        "snapshot_graph_gib": snap_gib,
-        "snapshot_vs_log_gib": (
-            round(snap_gib - rec["capture_mem_gib"], 3)
-            if snap_gib is not None and rec["capture_mem_gib"] is not None
+        default_bucket_count=_default_count(spec, facts.engine_version, cfg, rec),
+        ceiling=rec["cuda_graph_max_bs"] or (max(sizes) if sizes else None),
+        max_running_requests=rec["max_running_requests"],
+        batches_graph=int(counts["graph"]),
+        batches_eager=int(counts["eager"]),
+        batches_decided=int(counts["graph"] + counts["eager"]),
+        batches_source=str(counts["source"]),
+        eager_by_cause={c: eager_reason(c) for c in EAGER_LABELS},
+        padding_waste=rec["padding_waste"],
+        mean_padded_per_step=_mean_padded(batches),
+        observed_p99=shape.get("p99"),
+        observed_max=shape.get("max"),
+        observed_count=int(shape.get("count", 0) or 0),
+        token_window=spec is not None and spec.size_unit == "tokens",
+        kv_cache_gib=rec["kv_cache_gib"],
+        kv_tokens=rec["kv_tokens"],
+        kv_tokens_source=facts.kv_tokens_source,
+        graph_mem_est_gib=sizing(t, "graph_mem_est_gib"),
+        memory_advisories=memory_advisories,
+        snapshot_graph_gib=snap_gib,
+        retractions=int(t["retract"]["count"].fillna(1).sum()) if not t["retract"].empty else 0,
+        preemptions=int(stats["preemptions"].fillna(0).sum()) if not stats.empty else 0,
+        kv_peak_usage=kv_peak,
+        torch_compile=bool(as_bool(cfg.get("enable_torch_compile"))),
+        torch_compile_max_bs=as_int(cfg.get("torch_compile_max_bs")),
+        tp_size=tp,
+        mem_fraction_static=_float(cfg.get("mem_fraction_static")),
+        custom_all_reduce_off=(
+            "disable_custom_all_reduce=True in the config echo"
+            if as_bool(cfg.get("disable_custom_all_reduce"))
+            else "the log says custom all-reduce is disabled"
+            if "custom_all_reduce_disabled" in topics
+            else "tensor parallel size 1 never uses custom all-reduce"
+            if tp == 1
             else None
         ),
-        "retractions": int(retract["count"].fillna(1).sum()) if not retract.empty else 0,
-        "preemptions": int(stats["preemptions"].fillna(0).sum()) if not stats.empty else 0,
-        "kv_peak_usage": kv_peak,
-        "queue_max": _max(decode, "queue") if not decode.empty else _max(stats, "waiting"),
-        "torch_compile": torch_compile,
-        "torch_compile_max_bs": cfg.get("torch_compile_max_bs"),
-        "downgrades": int((modes["downgraded"] == True).sum()) if not modes.empty else 0,  # noqa: E712
-        "model_disables": int(disabled["reason"].isin(MODEL_LIMIT_REASONS).sum())
-        if not disabled.empty
-        else 0,
-        "user_disables": int(disabled["reason"].isin(USER_OFF_REASONS).sum())
-        if not disabled.empty
-        else 0,
-        "speed_in": speed[0],
-        "speed_out": speed[1],
-        "speed_samples_in": speed[2],
-        "speed_samples_out": speed[3],
-        "slowdown": (
-            round(1 - speed[1] / speed[0], 4) if speed[0] and speed[1] is not None else None
-        ),
-        "window_note": (
-            "; capture is not in this log, so graphs may also be off entirely "
-            "(check --disable-cuda-graph / --enforce-eager)"
-            if rec["graph_mode"] == "unknown"
+        padding_disabled=bool(as_bool(cfg.get("disable_cuda_graph_padding"))),
+        dp_attention=bool(as_bool(cfg.get("enable_dp_attention"))),
+        kv_cache_memory_bytes_set=cfg.get("kv_cache_memory_bytes") not in (None, 0, "None"),
+        nccl_load_failure=_first_text(adv, "nccl_load_failed"),
+        user_eager=_user_eager(facts),
+        engine_downgrades=_engine_downgrades(facts),
+        speed_in=speed[0],
+        speed_out=speed[1],
+        speed_samples_in=speed[2],
+        speed_samples_out=speed[3],
+        draft_capture_time_s=facts.capture_phases.get("draft_capture_time_s"),
+        profile_cuda_graph=bool(as_bool(cfg.get("enable_profile_cuda_graph"))),
+        ceiling_flag=spec.ceiling_flag(facts.engine_version, cfg, None) if spec else "",
+        graphs_off_flag=spec.graphs_off_flag(facts.engine_version, cfg) if spec else "",
+        concurrency_flag=spec.concurrency_flag if spec else "",
+        advice=advice,
+        advised_flags=(
+            spec.bucket_flags(facts.engine_version, cfg, advice.recommended.sizes, [])
+            if spec and advice
             else ""
         ),
-        **_flags(facts, shape, advice),
-    }
+        advised_ceiling_flag=(
+            spec.ceiling_flag(facts.engine_version, cfg, advice.ceiling) if spec and advice else ""
+        ),
+    )
 
 
-def _vllm_raise_remedy(
-    facts: RunFacts, advice: Advice | None, flags: str, peak: float | None
-) -> str:
-    """The vLLM remedy for steps above the ceiling, in the version's own keys: the advice's
-    set as the flags to paste (before 0.11.1 the ceiling is not a user field, the list is)."""
-    if advice is not None and flags:
-        return (
-            f"Capture the advised set up to {advice.ceiling} {advice.unit}: {flags} "
-            "(`graphdiag recommend` shows the frontier)."
-        )
-    return "Raise the capture ceiling to cover the observed decode steps (cudagraph_capture_sizes)."
-
-
-def _round_up(n: float | None, step: int) -> int | None:
-    if n is None:
+def _float(v: object) -> float | None:
+    try:
+        return None if v is None or isinstance(v, bool) else float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
         return None
-    return int(-(-int(n) // step) * step)
 
 
-def _flags(facts: RunFacts, shape: dict[str, Any], advice: Advice | None) -> dict[str, Any]:
-    """The engine's own flag spellings for this run's version, and suggested values: the
-    ceiling and set of the run's advice (the one source ``recommend`` prints too), the
-    largest batch rounded up only where there is no advice."""
+def _first_text(adv: pd.DataFrame, topic: str) -> str | None:
+    if adv.empty:
+        return None
+    rows = adv[adv["topic"] == topic]
+    return None if rows.empty else str(rows["text"].iloc[0])
+
+
+def _user_eager(facts: RunFacts) -> str | None:
+    """The user's own eager setting (GD131), never an engine downgrade (GD160)."""
     cfg = facts.config
-    vllm_version = facts.engine_version if spec_for(facts.backend) is VLLM else None
-    p99 = shape.get("p99") if shape else None
-    ceiling = facts.record["cuda_graph_max_bs"]
-    peak = shape.get("max") if shape else None
-    small = min(_round_up(p99, 8) or 0, ceiling) if p99 and ceiling else _round_up(p99, 8)
-    spec = spec_for(facts.backend)
-    flags = ""
-    if advice is not None and spec is not None:
-        flags = spec.bucket_flags(facts.engine_version, cfg, advice.recommended.sizes, [])
-    return {
-        "max_bs_flag": sglang.max_bs_flag(cfg),
-        "disable_flag": SGLANG.graphs_off_flag(None, cfg),
-        "vllm_ceiling_key": vllm.CEILING_KEY.at(vllm_version),
-        "suggest_ceiling": advice.ceiling if advice is not None else _round_up(peak, 8),
-        # never suggest "lowering" the ceiling to a value above it
-        "suggest_small_ceiling": (
-            min(advice.ceiling, ceiling) if advice is not None and ceiling else small
-        ),
-        "advice_ceiling": advice.ceiling if advice is not None else None,
-        "advice_unit": advice.unit if advice is not None else None,
-        "advice_sizes": list(advice.recommended.sizes) if advice is not None else None,
-        "advice_flags": flags,
-        "vllm_raise_remedy": _vllm_raise_remedy(facts, advice, flags, peak),
-        "advice_note": (
-            f"; recommended ceiling {advice.ceiling} {advice.unit} (`graphdiag recommend`)"
-            if advice is not None
-            else ""
-        ),
-    }
-
-
-def _max(frame: pd.DataFrame, col: str) -> float | None:
-    if frame.empty or col not in frame or frame[col].dropna().empty:
+    disabled = facts.tables["graph_disabled"]
+    reasons = set(disabled["reason"]) if not disabled.empty else set()
+    if reasons & MODEL_LIMIT_REASONS:
         return None
-    return float(frame[col].max())
+    if "enforce_eager" in reasons:
+        return "--enforce-eager"
+    spec = spec_for(facts.backend)
+    if spec is not None and spec.graphs_off(cfg):
+        return spec.eager_flag
+    if _user_set_mode_none(facts, reasons):
+        return "cudagraph_mode=NONE"
+    if "tensor_dump" in reasons:
+        return "tensor dump mode"
+    if "skipping_capture" in reasons:
+        return "a setting that skips capture"
+    return None
+
+
+USER_ARG_ORIGINS = ("non_default_args", "args", "server_args")
+
+
+def _user_set_mode_none(facts: RunFacts, reasons: set[str]) -> bool:
+    """cudagraph_mode NONE is the user's when the user's own args say so (vLLM 0.10.1+
+    "non-default args"), or the config echo says so and the engine printed no override to
+    NONE (an engine override is GD160's, even though the echo then shows NONE too)."""
+    cfg = facts.tables["config"]
+    if not cfg.empty:
+        rows = cfg[cfg["key"] == "compilation_config.cudagraph_mode"]
+        user = rows[rows["origin"].isin(USER_ARG_ORIGINS)]
+        if not user.empty:
+            return "NONE" in str(user["value"].iloc[-1]).upper()
+    echoed = str(facts.config.get("compilation_config.cudagraph_mode") or "").upper()
+    if not (echoed.endswith("NONE") or "mode_none" in reasons):
+        return False
+    modes = facts.tables["graph_mode"]
+    overridden = (
+        not modes.empty
+        and (
+            (modes["downgraded"] == True)  # noqa: E712
+            & (modes["mode"].astype(str).str.upper() == "NONE")
+        ).any()
+    )
+    return not overridden
+
+
+def _engine_downgrades(facts: RunFacts) -> tuple[str, ...]:
+    """Engine-chosen mode changes and model/backend disables. A change to NONE that follows
+    the user's own eager mode is the user's choice, not a downgrade."""
+    out: list[str] = []
+    user = _user_eager(facts)
+    modes = facts.tables["graph_mode"]
+    if not modes.empty:
+        for row in modes[modes["downgraded"] == True].to_dict("records"):  # noqa: E712
+            if user is not None and str(row["mode"]).upper() == "NONE":
+                continue
+            out.append(str(row["text"]))
+    disabled = facts.tables["graph_disabled"]
+    if not disabled.empty:
+        lim = disabled[disabled["reason"].isin(MODEL_LIMIT_REASONS)]
+        out += [str(x) for x in lim["text"]]
+    return tuple(out)
+
+
+def _mean_padded(batches: pd.DataFrame) -> float | None:
+    """Padded slots per graph-replayed step (step-weighted)."""
+    if batches.empty or "padded" not in batches:
+        return None
+    g = batches[(batches["verdict"] == "graph") & batches["padded"].notna()]
+    if g.empty:
+        return None
+    w = g["weight"].astype(float)
+    return float((g["padded"].astype(float) * w).sum() / max(w.sum(), 1e-9))
 
 
 def _per_request_speed(batches: pd.DataFrame) -> tuple[float | None, float | None, int, int]:
@@ -263,5 +439,8 @@ def _per_request_speed(batches: pd.DataFrame) -> tuple[float | None, float | Non
     per = b["gen_throughput"].astype(float) / b["batch_size"].astype(float)
     g = per[b["verdict"] == "graph"]
     e = per[b["verdict"] == "eager"]
-    med = lambda s: round(float(s.median()), 3) if len(s) else None  # noqa: E731
+
+    def med(s: pd.Series) -> float | None:
+        return round(float(s.median()), 3) if len(s) else None
+
     return med(g), med(e), int(len(g)), int(len(e))

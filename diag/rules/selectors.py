@@ -66,6 +66,9 @@ def capture_error(f: RunFacts) -> list[Evidence]:
     if f.capture_error_at:
         out.append(Evidence(f.capture_error_at[0], f.capture_error_at[1], ""))
     out += _ev(f.tables["capture_begin"], 1) or _ev(f.tables["capture_progress"], 1)
+    adv = f.tables["advisory"]
+    if not adv.empty:  # a cause the remedy names first (the NCCL library that failed to load)
+        out += _ev(adv[adv["topic"] == "nccl_load_failed"], 1)
     return _dedupe(out)
 
 
@@ -128,6 +131,7 @@ def config(f: RunFacts) -> list[Evidence]:
         "disaggregation_mode",
         "disable_cuda_graph",
         "enforce_eager",
+        "compilation_config.cudagraph_mode",
         "enable_torch_compile",
         "torch_compile_max_bs",
         "kv_transfer_config",

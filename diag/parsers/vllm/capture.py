@@ -11,10 +11,8 @@ from diag.parsers.vllm.patterns import (
     DESC_TOKENS,
     DESC_UNIFORM,
     ENGINE,
-    ERA,
     GRAPH_MEM_WARN,
     ON_DEBUG,
-    OPEN,
     PROFILING,
     PROFILING_ITEM,
     SHAPE_DEBUG,
@@ -24,16 +22,17 @@ from diag.parsers.vllm.patterns import (
     first_time,
     mode_name,
     run_state,
+    vllm_state,
 )
 from diag.parsers.vllm.runtime import first_group
 
 
 def read_capture(line: LogLine, ctx: Context) -> bool:
     msg = line.msg
-    opened: dict[str, str] = ctx.state.setdefault(OPEN, {})
+    opened: dict[str, str] = vllm_state(ctx).open_capture
     key = line.key
     if any(b in msg for b in V0_BEGIN):
-        ctx.state[ERA] = "v0"
+        vllm_state(ctx).era = "v0"
         ctx.emit(
             "capture_begin", line, engine=ENGINE, phase="decode", avail_mem_gib=None, sizes=None
         )
@@ -57,7 +56,7 @@ def read_capture(line: LogLine, ctx: Context) -> bool:
         phase = (
             opened.pop(key, None)
             or opened.pop("", None)
-            or ("decode" if ctx.state.get(ERA) == "v0" else "all")
+            or ("decode" if vllm_state(ctx).era == "v0" else "all")
         )
         ctx.emit(
             "capture_end",
@@ -127,7 +126,7 @@ def read_m1_phase(ctx: Context, mode: str, names: set[str]) -> str:
         return "encoder"
     if mode == "PIECEWISE":
         return "mixed"
-    configured = run_state(ctx).get("mode")
+    configured = run_state(ctx).mode
     if "PIECEWISE" in names or configured in ("FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"):
         return "decode"
     return "mixed" if configured == "FULL" else "decode"
@@ -137,7 +136,7 @@ def read_progress(line: LogLine, ctx: Context) -> None:
     m = TQDM.search(line.msg)
     if not m:
         return
-    era = ctx.state.get(ERA)
+    era = vllm_state(ctx).era
     a, b = m.group("a"), m.group("b")
     phase: str
     mode: str | None
@@ -163,7 +162,7 @@ def read_progress(line: LogLine, ctx: Context) -> None:
             if "mixed" in a
             else a.strip().lower()
         )
-    opened: dict[str, str] = ctx.state.setdefault(OPEN, {})
+    opened: dict[str, str] = vllm_state(ctx).open_capture
     if line.key not in opened and not (line.key == "" and opened):
         # the first bar of a capture opens it; a bar without a process prefix (tqdm
         # redraws lose it, and >=0.31 never has one) belongs to a capture already open

@@ -5,7 +5,7 @@ section / line ids below (V0-1, V1-4, M-1, R-2, ...) refer to it. Messages are m
 anywhere in the line, never anchored at its start, because unknown prefixes exist
 (``VLLM_LOGGING_PREFIX``, pasted message bodies without any header).
 
-Per-stream state (``ctx.state``) keeps what a single line cannot tell: which engine era
+Per-stream state (``VllmState`` in ``ctx.state``) keeps what a single line cannot tell: which engine era
 the stream is in (V0 and V1 print the same "Graph capturing finished" text), which
 process has a capture phase open, and the configured cudagraph mode of the current run.
 A new start-up (config echo, args echo, API server banner) resets the run state.
@@ -17,7 +17,13 @@ from diag.normalize.prefix import LogLine
 from diag.parsers.base import Block, Context, LineParser
 from diag.parsers.vllm.capture import read_capture, read_progress
 from diag.parsers.vllm.metrics_table import MetricsTableBlock
-from diag.parsers.vllm.patterns import ENGINE, ERA, METRICS_ROW, METRICS_START
+from diag.parsers.vllm.patterns import (
+    ENGINE,
+    METRICS_ROW,
+    METRICS_START,
+    VllmState,
+    vllm_state,
+)
 from diag.parsers.vllm.runtime import (
     read_graph_status,
     read_other,
@@ -84,16 +90,20 @@ class VLLMParser(LineParser):
         "No available memory",
         "To serve at least one request",
         "out of memory occurred",
+        # causes and settings remedies must know (rules: cause first, never what is in effect)
+        "Failed to load NCCL library",
+        "Custom allreduce is disabled",
     )
 
     def reads_every_line(self, ctx: Context) -> bool:
-        return ctx.state.get(ERA) is None  # read_note_era looks at every line until then
+        st = ctx.state.get(VllmState)  # read, not made: the hot path must not add state
+        return st is None or st.era is None  # read_note_era looks at every line until then
 
     def feed(self, line: LogLine, ctx: Context) -> Block | None:
         msg = line.msg
         if not msg or not msg.strip():
             return None
-        if ctx.state.get(ERA) is None:
+        if vllm_state(ctx).era is None:
             read_note_era(line, ctx)
         if "%|" in msg:
             read_progress(line, ctx)

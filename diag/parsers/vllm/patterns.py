@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from diag.parsers.base import Context, num
 
@@ -204,10 +205,29 @@ METRICS_START = (
 )
 METRICS_ROW = re.compile(r"^\|\s*\d+\s*\|")
 
-# ---------------------------------------------------------------- per-stream state keys
-ERA = "vllm.era"  # "v0" | "v1" | None
-OPEN = "vllm.open_capture"  # {process key: phase}
-RUN = "vllm.run"  # per-run facts and de-duplication sets
+# ---------------------------------------------------------------- per-stream state
+Era = Literal["v0", "v1"]
+
+
+@dataclass
+class VllmRun:
+    """Facts of the current run: its configured cudagraph mode, what was reported once."""
+
+    seen: set[Any] = field(default_factory=set)
+    mode: str | None = None
+
+
+@dataclass
+class VllmState:
+    """What a single vLLM line cannot tell: the engine era, captures open per process."""
+
+    era: Era | None = None
+    open_capture: dict[str, str] = field(default_factory=dict)  # process key -> phase
+    run: VllmRun = field(default_factory=VllmRun)
+
+
+def vllm_state(ctx: Context) -> VllmState:
+    return ctx.state_of(VllmState)
 
 
 def number_in(rx: re.Pattern[str], text: str, group: int = 1) -> float | None:
@@ -215,24 +235,22 @@ def number_in(rx: re.Pattern[str], text: str, group: int = 1) -> float | None:
     return num(m.group(group)) if m else None
 
 
-def run_state(ctx: Context) -> dict[str, Any]:
+def run_state(ctx: Context) -> VllmRun:
     """Facts of the current run (configured mode, what was already reported once)."""
-    run: dict[str, Any] | None = ctx.state.get(RUN)
-    if run is None:
-        run = ctx.state[RUN] = {"seen": set()}
-    return run
+    return vllm_state(ctx).run
 
 
-def new_run(ctx: Context, era: str | None) -> None:
+def new_run(ctx: Context, era: Era | None) -> None:
     """A start-up line: forget what the previous run had open or already reported."""
-    ctx.state[OPEN] = {}
-    ctx.state[RUN] = {"seen": set()}
-    ctx.state[ERA] = era
+    st = vllm_state(ctx)
+    st.open_capture = {}
+    st.run = VllmRun()
+    st.era = era
 
 
 def first_time(ctx: Context, *key: Any) -> bool:
     """True the first time ``key`` is seen in this run (tqdm redraws, repeated tables)."""
-    seen: set[Any] = run_state(ctx)["seen"]
+    seen = run_state(ctx).seen
     if key in seen:
         return False
     seen.add(key)

@@ -24,7 +24,6 @@ from diag.parsers.vllm.patterns import (
     DESC_UNIFORM,
     ENGINE,
     ENGINE_IDX,
-    ERA,
     EST_GRAPH,
     EXC_LINE,
     FREE_ACT,
@@ -72,6 +71,7 @@ from diag.parsers.vllm.patterns import (
     mode_name,
     new_run,
     number_in,
+    vllm_state,
 )
 
 
@@ -215,6 +215,15 @@ def read_graph_status(line: LogLine, ctx: Context) -> bool:
             "advisory", line, engine=ENGINE, topic="graph_memory_warning", value=None, text=text
         )
         return True
+    # causes and settings a remedy must know (vllm==0.11.0:vllm/distributed/device_communicators/
+    # pynccl_wrapper.py:265 logger.error; custom_all_reduce.py logger.warning/info)
+    for needle, topic in (
+        ("Failed to load NCCL library", "nccl_load_failed"),
+        ("Custom allreduce is disabled", "custom_all_reduce_disabled"),
+    ):
+        if needle in msg:
+            ctx.emit("advisory", line, engine=ENGINE, topic=topic, value=None, text=text)
+            return True
     return False
 
 
@@ -245,7 +254,7 @@ def read_other(line: LogLine, ctx: Context) -> None:
         m = API_VERSION.search(msg)
         banner = None if m else (BANNER_VERSION.fullmatch(msg) if line.header == "vllm" else None)
         if m or banner:
-            new_run(ctx, ctx.state.get(ERA))
+            new_run(ctx, vllm_state(ctx).era)
             ctx.emit("startup", line, engine=ENGINE, marker="api_server")
             ctx.emit("version", line, engine=ENGINE, version=(m or banner).group("ver"))  # type: ignore[union-attr]
             return

@@ -12,18 +12,19 @@ from diag.parsers.vllm.patterns import (
     ARGS,
     ENGINE,
     ENGINE_CONFIG,
-    ERA,
     NON_DEFAULT,
+    Era,
     mode_name,
     new_run,
     run_state,
+    vllm_state,
 )
 
 
 def read_note_era(line: LogLine, ctx: Context) -> None:
     """Which engine wrote this stream: both print "Graph capturing finished"."""
     msg = line.msg
-    era = None
+    era: Era | None = None
     if (
         "Capturing the model for CUDA graphs" in msg
         or "Capturing cudagraphs for decoding" in msg
@@ -43,8 +44,8 @@ def read_note_era(line: LogLine, ctx: Context) -> None:
         or (line.proc or "").startswith(("EngineCore", "VllmWorker", "Worker", "APIServer"))
     ):
         era = "v1"
-    if era is not None and ctx.state.get(ERA) is None:
-        ctx.state[ERA] = era
+    if era is not None and vllm_state(ctx).era is None:
+        vllm_state(ctx).era = era
 
 
 def read_engine_config(line: LogLine, ctx: Context) -> None:
@@ -54,9 +55,9 @@ def read_engine_config(line: LogLine, ctx: Context) -> None:
     eng = m.group("eng")
     if eng is None:  # "an LLM engine": V0's llm_engine.py, or 0.6.6's opt-in V1 core.py
         eng = "V1" if re.search(r"\bcore\.py:", line.text) else "V0"
-    era = "v1" if eng == "V1" else "v0"
+    era: Era = "v1" if eng == "V1" else "v0"
     new_run(ctx, era)
-    ctx.state[ERA] = era
+    vllm_state(ctx).era = era
     ctx.emit("startup", line, engine=ENGINE, marker="engine_config")
     ctx.emit("version", line, engine=ENGINE, version=m.group("ver"))
     cfg = m.group("cfg")
@@ -87,7 +88,7 @@ def read_graph_config(line: LogLine, ctx: Context, cfg: dict[str, Any], era: str
     if eager:
         mode = "NONE"
     if mode is not None:
-        run_state(ctx)["mode"] = mode
+        run_state(ctx).mode = mode
         ctx.emit(
             "graph_mode",
             line,
@@ -147,7 +148,7 @@ def read_args(line: LogLine, ctx: Context) -> None:
         origin = "args"
         inner = a.group("args")[len("Namespace(") :].rstrip()
         args = parse_config_echo(inner[:-1] if inner.endswith(")") else inner)
-    new_run(ctx, ctx.state.get(ERA))
+    new_run(ctx, vllm_state(ctx).era)
     ctx.emit("startup", line, engine=ENGINE, marker="args")
     settings = _flatten(args)
     for key, value in settings:

@@ -1,21 +1,42 @@
-/* graphdiag report: draw the embedded figures and wire the copy button. Data comes from
-   <script type="application/json"> blocks (parsed, never evaluated). */
+/* graphdiag report: figures are drawn when they become visible (a folded run is drawn
+   when opened: plotly measures a hidden div as 0 px wide), links to a folded run open
+   it, and the copy button works. Data comes from <script type="application/json">
+   blocks (parsed, never evaluated). */
 (function () {
   "use strict";
   var config = { displaylogo: false, responsive: true,
                  modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"] };
+  var specs = {};
   var blocks = document.querySelectorAll("script.gd-figure");
-  for (var i = 0; i < blocks.length; i++) {
-    var target = document.getElementById(blocks[i].getAttribute("data-target"));
-    if (!target || typeof Plotly === "undefined") { continue; }
-    try {
-      var spec = JSON.parse(blocks[i].textContent);
-      target.textContent = "";
-      Plotly.newPlot(target, spec.data, spec.layout, config);
-    } catch (err) {
-      target.textContent = "This plot could not be drawn: " + err;
+  for (var i = 0; i < blocks.length; i++) { specs[blocks[i].getAttribute("data-target")] = blocks[i]; }
+  function draw(root) {
+    var divs = root.querySelectorAll("div.plot:not([data-drawn])");
+    for (var k = 0; k < divs.length; k++) {
+      var target = divs[k], block = specs[target.id];
+      if (!block || typeof Plotly === "undefined" || target.offsetParent === null) { continue; }
+      target.setAttribute("data-drawn", "1");
+      try {
+        var spec = JSON.parse(block.textContent);
+        target.textContent = "";
+        Plotly.newPlot(target, spec.data, spec.layout, config);
+      } catch (err) {
+        target.textContent = "This plot could not be drawn: " + err;
+      }
     }
   }
+  function openTarget() {
+    var id = decodeURIComponent(location.hash.slice(1));
+    var el = id && document.getElementById(id);
+    for (var p = el; p; p = p.parentElement) { if (p.tagName === "DETAILS") { p.open = true; } }
+    if (el) { el.scrollIntoView(); }
+  }
+  var folds = document.querySelectorAll("details");
+  for (var d = 0; d < folds.length; d++) {
+    folds[d].addEventListener("toggle", function (ev) { if (ev.target.open) { draw(ev.target); } });
+  }
+  window.addEventListener("hashchange", openTarget);
+  if (location.hash) { openTarget(); }
+  draw(document);
   var buttons = document.querySelectorAll("button.copy");
   for (var j = 0; j < buttons.length; j++) {
     (function (button) {

@@ -1,0 +1,64 @@
+"""Capture cost per phase and the KV pool in tokens, as the logs show them (facts layer)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from diag.engines import spec_for
+from diag.events import EventTables
+from diag.facts.access import _as_int, _first, _rank0, sizing
+
+# capture phases by what they serve: the record's capture_time_s / capture_mem_gib are the
+# decode graphs' (what --disable-cuda-graph on a prefill node recovers, what bucket advice
+# prices); piecewise prefill and draft captures get their own fields in the run JSON
+CAPTURE_PHASE_GROUPS = {
+    "decode": ("decode", "verify", "all", "mixed", "metrics"),
+    "piecewise": ("prefill",),
+    "draft": ("draft", "draft_extend"),
+}
+
+
+def _capture_totals(
+    tables: EventTables, group: str = "decode"
+) -> tuple[float | None, float | None]:
+    ends = tables["capture_end"]
+    if ends.empty:
+        return None, None
+    # phase first, then rank 0 of that phase (a draft model may capture on another rank only)
+    ends = _rank0(ends[ends["phase"].fillna("decode").isin(CAPTURE_PHASE_GROUPS[group])])
+    if ends.empty:
+        return None, None
+    t = ends["time_s"].dropna()
+    m = ends["mem_gib"].dropna()
+    # several ranks' or several decode captures (e.g. one per graph backend) add up
+    return (
+        round(float(t.sum()), 3) if not t.empty else None,
+        round(float(m.sum()), 3) if not m.empty else None,
+    )
+
+
+def _kv_tokens(tables: EventTables) -> int | None:
+    v = _first(sizing(tables, "kv_tokens"), sizing(tables, "max_total_num_tokens"))
+    return _as_int(v)
+
+
+def kv_tokens_with_source(
+    tables: EventTables, config: dict[str, Any], backend: str
+) -> tuple[int | None, str | None]:
+    """The KV pool in tokens and how it is known: printed, or GPU blocks x block size where
+    the engine prints only blocks (vLLM V0 "# GPU blocks: N")."""
+    printed = _kv_tokens(tables)
+    if printed is not None:
+        return printed, "logged"
+    blocks = _as_int(sizing(tables, "gpu_blocks"))
+    spec = spec_for(backend)
+    if blocks is None or spec is None or spec.default_block_size is None:
+        return None, None
+    size = _as_int(_first(config.get("block_size"), config.get("cache_config.block_size")))
+    if size is not None:
+        return blocks * size, f"derived: {blocks} GPU blocks x block_size {size} (config echo)"
+    size = spec.default_block_size
+    return blocks * size, (
+        f"derived: {blocks} GPU blocks x block_size {size} ({spec.name} default; "
+        "the log does not echo block_size)"
+    )

@@ -1,0 +1,257 @@
+"""GD100 capture-failed."""
+
+from __future__ import annotations
+
+from diag.rules.base import Remedy, Rule
+from diag.rules.metrics import RunMetrics
+
+_CAPTURE_CLASSES = ("oom", "stream_capture_invalid", "unsupported_op", "distributed", "other")
+_NON_OOM = ("stream_capture_invalid", "unsupported_op", "distributed", "other")
+# SGLang prints one "Possible solutions" list whatever the error; with no class to go on
+# ("other") that printed order is the best guide, so "other" follows the OOM order there
+_PRINTED_ORDER = ("oom", "other")
+_NAMED_CAUSE = ("stream_capture_invalid", "unsupported_op", "distributed")
+
+
+def _nccl_first(m: RunMetrics) -> str | None:
+    if m.nccl_load_failure is None:
+        return None
+    return (
+        f"Fix the NCCL library first; the log shows it failed to load: "
+        f"'{m.nccl_load_failure[:160]}'. Point VLLM_NCCL_SO_PATH at a working libnccl.so.2 "
+        "(or reinstall the nvidia-nccl package); graph capture of collectives cannot succeed "
+        "without it."
+    )
+
+
+def _nccl_not_capturable(m: RunMetrics) -> bool:
+    return "cannot be captured in a graph" in (m.capture_error_message or "")
+
+
+def _car_in_effect(m: RunMetrics) -> bool:
+    return m.custom_all_reduce_off is not None
+
+
+def _mem_fraction_low(m: RunMetrics) -> bool:
+    return m.mem_fraction_static is not None and m.mem_fraction_static <= 0.7
+
+
+def _max_bs_small(m: RunMetrics) -> bool:
+    return m.ceiling is not None and m.ceiling <= 16
+
+
+def _fewer_sizes_vllm(m: RunMetrics) -> str | None:
+    flag = m.ceiling_flag
+    return f"Capture fewer and smaller graphs: lower {flag} or --max-num-seqs." if flag else None
+
+
+def _sglang_max_bs(m: RunMetrics) -> str | None:
+    flag = m.ceiling_flag
+    return f"Lower {flag} (e.g. 16): fewer and smaller graphs need less memory." if flag else None
+
+
+def _disable_last(m: RunMetrics) -> str | None:
+    flag = m.graphs_off_flag
+    return f"Only as a last resort {flag} (huge decode performance loss)." if flag else None
+
+
+_LAST_SGLANG = Remedy(
+    "Only as a last resort turn graphs off (--disable-cuda-graph before SGLang 0.5.15, "
+    "--cuda-graph-backend-decode=disabled from 0.5.15): huge decode performance loss.",
+    engine="sglang",
+    specific=_disable_last,
+)
+_LAST_VLLM = Remedy(
+    "Only as a last resort --enforce-eager (the diagnostic state: no graphs at all).",
+    engine="vllm",
+    flags=("--enforce-eager",),
+)
+
+
+class GD100(Rule):
+    """CUDA-graph capture raised an error, so the server did not come up with graphs.
+
+    The error class (oom, stream_capture_invalid, unsupported_op, distributed, other)
+    decides the remedy: lowering memory does not help a stream-capture or NCCL failure.
+    Remedies follow the engine's own printed order for the version (SGLang's "Possible
+    solutions": 0.2.15-0.4.3 disable first; 0.4.6-0.5.13 mem-fraction, max-bs, torch
+    compile, disable last; 0.5.15+ per-phase flags; an error of class "other" follows that
+    printed order too) and name the cause first when the log
+    shows one (vLLM's "Failed to load NCCL library" before a stream-capture failure).
+    Never offered when already in effect: --disable-custom-all-reduce when the log says
+    custom all-reduce is off or TP is 1; torch compile only when it is on.
+
+    Condition: the record has a capture error (detection: facts/record.py capture_error).
+
+    Fires::
+
+        incident: sglang-capture-oom
+
+    Near miss (an OOM while serving, after capture ended, is not a capture failure)::
+
+        incident: sglang-kv-squeeze
+    """
+
+    code = "GD100"
+    name = "capture-failed"
+    severity = "error"
+    trigger = "the record has a capture error (an exception raised while capturing graphs)"
+    impact = 100
+    evidence = "capture_error"
+    remedies = (
+        Remedy(
+            "Fix the NCCL library first when the log shows it failed to load "
+            "(VLLM_NCCL_SO_PATH / the nvidia-nccl package).",
+            when=lambda m: m.nccl_load_failure is not None,
+            specific=_nccl_first,
+            source="vllm==0.11.0:vllm/distributed/device_communicators/pynccl_wrapper.py:265",
+        ),
+        # ---- SGLang, its own order per version (remedies.md; cuda_graph_runner.py)
+        Remedy(
+            "Turn graphs off with --disable-cuda-graph (SGLang before 0.4.6 lists this first).",
+            engine="sglang",
+            until=(0, 4, 6),
+            causes=_PRINTED_ORDER,
+            flags=("--disable-cuda-graph",),
+            source="sglang==0.4.0.post2:sglang/srt/model_executor/cuda_graph_runner.py",
+        ),
+        Remedy(
+            "Lower --mem-fraction-static (e.g. 0.8 or 0.7): capture memory comes out of what "
+            "the KV pool leaves.",
+            engine="sglang",
+            causes=_PRINTED_ORDER,
+            flags=("--mem-fraction-static",),
+            in_effect=_mem_fraction_low,
+        ),
+        Remedy(
+            "Lower --cuda-graph-max-bs (e.g. 16; --cuda-graph-max-bs-decode from SGLang 0.5.15): "
+            "fewer and smaller graphs need less memory.",
+            engine="sglang",
+            since=(0, 4, 3),
+            causes=_PRINTED_ORDER,
+            flags=("--cuda-graph-max-bs",),
+            in_effect=_max_bs_small,
+            specific=_sglang_max_bs,
+        ),
+        Remedy(
+            "Drop --enable-torch-compile: compiled graphs add capture memory and often break capture.",
+            engine="sglang",
+            until=(0, 5, 15),
+            causes=_PRINTED_ORDER,
+            when=lambda m: m.torch_compile,
+        ),
+        Remedy(
+            "Drop --enable-torch-compile: compile-time autotuning and syncs inside capture break it.",
+            engine="sglang",
+            causes=_NAMED_CAUSE,
+            when=lambda m: m.torch_compile,
+        ),
+        Remedy(
+            "Try another --attention-backend (flashinfer, triton or fa3): the failing kernel "
+            "belongs to the backend.",
+            engine="sglang",
+            causes=("stream_capture_invalid", "unsupported_op"),
+        ),
+        Remedy(
+            "Install an NCCL that can be captured: NCCL says it must be built with CUDA runtime "
+            ">= 11.3 and run on a CUDA driver >= R465; point the engine at a current "
+            "libnccl.so.2 (VLLM_NCCL_SO_PATH for vLLM) and check the driver.",
+            when=lambda m: _nccl_not_capturable(m),
+            source="NCCL's own warning 'NCCL cannot be captured in a graph if ...'",
+        ),
+        Remedy(
+            "Fix the NCCL/gloo transport first (network, NCCL_SOCKET_IFNAME, firewall): lowering "
+            "memory does not help a distributed failure.",
+            causes=("distributed",),
+            in_effect=lambda m: _nccl_not_capturable(m),
+        ),
+        Remedy(
+            "Try --disable-custom-all-reduce: custom all-reduce registers graph buffers during capture.",
+            engine="sglang",
+            causes=("stream_capture_invalid", "distributed"),
+            flags=("--disable-custom-all-reduce",),
+            in_effect=_car_in_effect,
+        ),
+        Remedy(
+            "Lower --cuda-graph-max-bs to capture fewer sizes and find the failing one.",
+            engine="sglang",
+            causes=_NAMED_CAUSE,
+            flags=("--cuda-graph-max-bs",),
+            in_effect=_max_bs_small,
+        ),
+        _LAST_SGLANG,
+        # ---- vLLM
+        Remedy(
+            "Lower --kv-cache-memory-bytes: it overrides --gpu-memory-utilization and leaves "
+            "graphs the rest.",
+            engine="vllm",
+            causes=("oom",),
+            flags=("--kv-cache-memory-bytes",),
+            when=lambda m: m.kv_cache_memory_bytes_set,
+        ),
+        Remedy(
+            "Lower --gpu-memory-utilization: graphs live in the memory it leaves free.",
+            engine="vllm",
+            causes=("oom",),
+            flags=("--gpu-memory-utilization",),
+            in_effect=lambda m: m.kv_cache_memory_bytes_set,
+        ),
+        Remedy(
+            "Capture fewer and smaller graphs: lower --max-num-seqs, or the capture ceiling "
+            "(max_cudagraph_capture_size from vLLM 0.11.1, --cuda-graph-sizes on 0.9.2-0.11.0, "
+            "a cudagraph_capture_sizes list on 0.6.6+).",
+            engine="vllm",
+            since=(0, 6, 6),
+            causes=("oom",),
+            specific=_fewer_sizes_vllm,
+        ),
+        Remedy(
+            "Use cudagraph_mode=PIECEWISE in --compilation-config: no full graphs (less graph "
+            "memory), and an op that cannot be captured runs between the graph pieces.",
+            engine="vllm",
+            flags=("cudagraph_mode",),
+            in_effect=lambda m: (m.cudagraph_mode or "").upper() == "PIECEWISE",
+        ),
+        Remedy(
+            "Set full_cuda_graph to false in --compilation-config: the failing op then runs "
+            "outside the piecewise graphs.",
+            engine="vllm",
+            causes=("unsupported_op", "stream_capture_invalid"),
+            flags=("full_cuda_graph",),
+            when=lambda m: (m.cudagraph_mode or "").upper() == "FULL",
+        ),
+        Remedy(
+            "Try another attention backend (VLLM_ATTENTION_BACKEND): some kernels synchronise "
+            "or allocate during capture.",
+            engine="vllm",
+            causes=("stream_capture_invalid", "unsupported_op", "other"),
+        ),
+        Remedy(
+            "With tensor parallelism try --disable-custom-all-reduce (all-reduce during capture).",
+            engine="vllm",
+            causes=("stream_capture_invalid", "distributed"),
+            flags=("--disable-custom-all-reduce",),
+            in_effect=_car_in_effect,
+        ),
+        _LAST_VLLM,
+        Remedy(
+            "Read the capture exception: it names the failing component; lower memory pressure "
+            "or the number of captured sizes, and turn graphs off only last.",
+            engine="unknown",
+        ),
+    )
+
+    def fires(self, m: RunMetrics) -> bool:
+        return m.capture_failed
+
+    def cause(self, m: RunMetrics) -> str | None:
+        cls = m.capture_error_class
+        return cls if cls in _CAPTURE_CLASSES else "other"
+
+    def message(self, m: RunMetrics) -> str:
+        text = (m.capture_error_message or "").strip()
+        out = f"Graph capture failed ({m.capture_error_class})"
+        out += f": {text}" if text else ", and the exception carries no text"
+        if m.nccl_load_failure is not None:
+            out += "; before it the log shows the NCCL library failed to load"
+        return out

@@ -1,0 +1,197 @@
+"""GD110 out-of-window."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from diag.model import Finding
+from diag.rules.base import Remedy, Rule, Threshold, pct
+from diag.rules.metrics import RunMetrics
+from diag.rules.quotes import advised_ceiling, advised_set
+
+
+def _raise(m: RunMetrics) -> str | None:
+    ceiling = advised_ceiling(m)
+    if ceiling is None or m.advice is None:
+        return None
+    if m.ceiling is not None and m.advice.ceiling <= m.ceiling:
+        why = f" ({m.advice.notes[0]})" if m.advice.notes else ""
+        cap = m.concurrency_flag or "the engine's concurrency limit"
+        return (
+            f"The advice keeps the capture ceiling at {m.advice.ceiling} {m.advice.unit}{why}: "
+            f"cap concurrency with {cap} so decode stays inside it."
+        )
+    s = advised_set(m)
+    return f"Raise the capture ceiling to {ceiling}" + (f", or capture {s}" if s else "") + "."
+
+
+def _raise_generic(m: RunMetrics) -> str | None:
+    if m.observed_max is None or not m.ceiling_flag:
+        return None
+    return (
+        f"Raise the capture ceiling ({m.ceiling_flag}) to cover the largest observed batch "
+        f"({m.observed_max:g}); `graphdiag recommend` gives the set with headroom."
+    )
+
+
+class GD110(Rule):
+    """A significant share of decode batches ran eagerly: above the capture ceiling, between
+    captured sizes with padding off, or declined by the engine inside the window.
+
+    Those batches pay the capture cost and get none of the benefit; latency rises and batches
+    grow further. The ceiling to raise to is the run's bucket advice (the same one
+    ``graphdiag recommend`` prints); no second ceiling is computed here. Without advice the
+    remedy names the largest observed batch and the version's ceiling flag. When GD120 also
+    holds (graph memory squeezes the KV pool), capping concurrency comes first.
+
+    Fires::
+
+        incident: sglang-out-of-window
+
+    Near miss (every batch inside the window)::
+
+        incident: sglang-healthy
+    """
+
+    code = "GD110"
+    name = "out-of-window"
+    severity = "warning"
+    trigger = "graphs on (or unknown with logged batches), at least min_batches decided decode batches and an eager share of at least min_eager_share with a known cause"
+    impact = 60
+    evidence = "eager_batches"
+    thresholds = {
+        "min_eager_share": Threshold(
+            0.10, "Below 10 % the eager steps are the long tail the bucket set rightly gives up."
+        ),
+        "min_batches": Threshold(
+            5,
+            "Fewer decided batches are too few samples (SGLang logs one decode line per 40 steps).",
+        ),
+    }
+    remedies = (
+        Remedy(
+            "Raise --cuda-graph-max-bs (--cuda-graph-max-bs-decode from SGLang 0.5.15) to the "
+            "advised ceiling `graphdiag recommend` prints, or pass its --cuda-graph-bs set.",
+            engine="sglang",
+            causes=("above_ceiling", "logged_eager"),
+            flags=("--cuda-graph-max-bs",),
+            specific=lambda m: _raise(m) or _raise_generic(m),
+        ),
+        Remedy(
+            "Or cap concurrency with --max-running-requests near the ceiling so decode stays "
+            "in the window.",
+            engine="sglang",
+            causes=("above_ceiling",),
+            flags=("--max-running-requests",),
+        ),
+        Remedy(
+            "Drop --disable-cuda-graph-padding: in-between batch sizes then pad up to the next graph.",
+            engine="sglang",
+            causes=("unpadded_gap",),
+            flags=("--disable-cuda-graph-padding",),
+            when=lambda m: m.padding_disabled,
+        ),
+        Remedy(
+            "The engine declined graphs inside the window: with --enable-dp-attention any DP "
+            "rank prefilling makes every rank's decode step eager; move prefill off the decode "
+            "ranks (PD disaggregation) or lower --chunked-prefill-size.",
+            engine="sglang",
+            causes=("engine_reported_eager",),
+            when=lambda m: m.dp_attention,
+        ),
+        Remedy(
+            "The engine declined graphs inside the window: check the request mix (hidden "
+            "states, logprobs, two-batch-overlap constraints) against what the graphs were "
+            "captured for.",
+            engine="sglang",
+            causes=("engine_reported_eager",),
+        ),
+        Remedy(
+            "Raise the capture ceiling in tokens (max_cudagraph_capture_size from vLLM 0.11.1, "
+            "--cuda-graph-sizes on 0.9.2-0.11.0, a cudagraph_capture_sizes list on 0.6.6+) to "
+            "the advised ceiling `graphdiag recommend` prints.",
+            engine="vllm",
+            causes=("above_ceiling", "logged_eager", "other"),
+            since=(0, 6, 6),
+            specific=lambda m: _raise(m) or _raise_generic(m),
+        ),
+        Remedy(
+            "Or lower --max-num-seqs so decode steps stay inside the captured window.",
+            engine="vllm",
+            causes=("above_ceiling",),
+            flags=("--max-num-seqs",),
+        ),
+        Remedy(
+            "Steps inside the window ran without graphs: under cudagraph_mode=FULL_DECODE_ONLY "
+            "mixed prefill-decode steps run eagerly; use FULL_AND_PIECEWISE so they get "
+            "piecewise graphs.",
+            engine="vllm",
+            causes=("engine_reported_eager",),
+            flags=("cudagraph_mode",),
+            when=lambda m: (m.cudagraph_mode or "").upper() == "FULL_DECODE_ONLY",
+        ),
+        Remedy(
+            "Steps inside the window ran without graphs: cascade attention, uncaptured LoRA "
+            "counts or DP padding across ranks; check which applies to the request mix.",
+            engine="vllm",
+            causes=("engine_reported_eager",),
+        ),
+    )
+
+    def fires(self, m: RunMetrics) -> bool:
+        share = m.eager_share
+        graphs_possible = m.graph_on or (m.graph_mode == "unknown" and m.batches_source == "logged")
+        return (
+            graphs_possible
+            and m.batches_decided >= self.t("min_batches")
+            and share is not None
+            and share >= self.t("min_eager_share")
+            and m.eager_in_window_causes > 0
+        )
+
+    def cause(self, m: RunMetrics) -> str | None:
+        return m.eager_cause
+
+    def message(self, m: RunMetrics) -> str:
+        share = m.eager_share or 0.0
+        out = (
+            f"{m.batches_eager} of {m.batches_decided} decode batches ({pct(share)}) ran eagerly "
+            f"({m.eager_breakdown})"
+        )
+        facts = []
+        if m.observed_max is not None:
+            facts.append(f"largest batch {m.observed_max:g}")
+        facts.append(
+            f"capture ceiling {m.ceiling}"
+            if m.ceiling is not None
+            else "capture ceiling not in the log"
+        )
+        if m.advice is not None:
+            facts.append(f"recommended ceiling {m.advice.ceiling} {m.advice.unit}")
+        out += "; " + ", ".join(facts) + f" (batches source: {m.batches_source})"
+        if m.graph_mode == "unknown":
+            out += (
+                "; capture is not in this log, so graphs may also be off entirely "
+                "(check the engine's graphs-off setting)"
+            )
+        return out
+
+    def adjust(self, m: RunMetrics, fired: Mapping[str, Finding], remedies: list[str]) -> list[str]:
+        if "GD120" not in fired or m.eager_cause != "above_ceiling":
+            return remedies
+        cap = m.concurrency_flag or "the engine's concurrency limit"
+        a = m.advice
+        if a is not None and m.ceiling is not None and a.ceiling > m.ceiling:
+            # the advice already prices the larger set's graph memory against the squeezed pool
+            return [
+                *remedies,
+                f"GD120 holds too: the recommended ceiling is priced with its graph memory "
+                f"against the squeezed KV pool; if KV capacity matters more than these eager "
+                f"batches, cap concurrency with {cap} at the current ceiling instead.",
+            ]
+        return [
+            f"Graph memory already squeezes the KV pool (GD120): cap concurrency with {cap} "
+            "near the current ceiling before capturing larger sizes, which would take more of "
+            "the pool.",
+            *remedies,
+        ]

@@ -1,0 +1,165 @@
+"""GD120 kv-squeeze."""
+
+from __future__ import annotations
+
+from diag.rules.base import Remedy, Rule, Threshold, num, pct
+from diag.rules.metrics import RunMetrics
+from diag.rules.quotes import advised_set
+
+
+def _shrink(m: RunMetrics) -> str | None:
+    s = advised_set(m)
+    a = m.advice
+    if s is None or a is None:
+        return None
+    freed = (a.current.capture_gib - a.recommended.cost.capture_gib) if a.current else None
+    if freed is not None and freed <= 0.01:
+        # the advice prices graph memory against this pool and still keeps (or grows) it
+        return (
+            f"Keep to the recommended set, {s}: it is priced with its graph memory against "
+            "this KV pool, and no smaller set is cheaper for this traffic; win KV memory "
+            "back with the memory settings below, not by dropping buckets."
+        )
+    out = f"Shrink the bucket set first: capture {s}"
+    if freed is not None:
+        out += f"; it frees about {num(freed)} GiB of graph memory for the KV pool"
+    return out + "."
+
+
+def _engine_advice(m: RunMetrics) -> str | None:
+    for adv in m.memory_advisories:
+        if adv.advised_increase is not None:
+            lo, hi = adv.advised_increase
+            return (
+                f"Follow vLLM's own advice: raise --gpu-memory-utilization from {lo:g} to {hi:g} "
+                "to keep the KV pool's size once graph memory is counted."
+            )
+    return None
+
+
+class GD120(Rule):
+    """Graph capture memory competes with the KV-cache pool, on evidence of a squeeze.
+
+    Evidence, each in numbers the log prints: the decode graphs' capture memory as a share
+    of the KV pool (at least ``max_share``); the engine's own graph-memory estimate as a
+    share of KV pool plus estimate; the engine's numeric advisory to raise
+    --gpu-memory-utilization by at least ``max_share`` of its value; or a saturated pool
+    (retractions, preemptions) while graphs hold at least ``large_capture_gib``. Never on
+    boilerplate text such as vLLM's "CUDA graphs can take additional 1~3 GiB memory per
+    GPU": a line without numbers is no squeeze. The message names only the figures the log
+    shows and says which of the others are missing.
+
+    Fires::
+
+        incident: sglang-kv-squeeze
+
+    Near miss (vLLM's boilerplate line and a 0.3 % advisory, no squeeze)::
+
+        (EngineCore_DP0 pid=387) INFO 03-08 16:44:28 [gpu_model_runner.py:5651] Estimated CUDA graph memory: 0.26 GiB total
+        (EngineCore_DP0 pid=387) INFO 03-08 16:44:28 [gpu_worker.py:456] Available KV cache memory: 17.36 GiB
+        (EngineCore_DP0 pid=387) INFO 03-08 16:44:28 [gpu_worker.py:490] In v0.19, CUDA graph memory profiling will be enabled by default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1), which more accurately accounts for CUDA graph memory during KV cache allocation. To try it now, set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 and increase --gpu-memory-utilization from 0.7000 to 0.7021 to maintain the same effective KV cache size.
+        (EngineCore_DP0 pid=387) INFO 03-08 16:44:28 [kv_cache_utils.py:1314] GPU KV cache size: 188,640 tokens
+        (EngineCore_DP0 pid=387) INFO 03-08 16:44:30 [model_runner.py:1077] CUDA graphs can take additional 1~3 GiB memory per GPU. If you are running out of memory, consider decreasing `gpu_memory_utilization` or switching to eager mode.
+        (EngineCore_DP0 pid=387) INFO 03-08 16:44:40 [gpu_model_runner.py:3480] Graph capturing finished in 12 secs, took 0.26 GiB
+    """
+
+    code = "GD120"
+    name = "kv-squeeze"
+    severity = "warning"
+    trigger = "graphs on and numeric evidence of a squeeze: capture memory or the engine's estimate at max_share of the KV pool, the engine's numeric advisory, or saturation with large_capture_gib of graphs"
+    impact = 80
+    evidence = "kv"
+    thresholds = {
+        "max_share": Threshold(
+            0.10,
+            "10 % of the KV pool is roughly 10 % fewer concurrent tokens; the point where "
+            "dropping buckets pays.",
+        ),
+        "large_capture_gib": Threshold(
+            1.0, "Capture memory above 1 GiB is worth reclaiming when the pool is saturated."
+        ),
+    }
+    remedies = (
+        Remedy(
+            "Follow vLLM's own numeric advice on --gpu-memory-utilization when it printed one.",
+            engine="vllm",
+            flags=("--gpu-memory-utilization",),
+            when=lambda m: _engine_advice(m) is not None,
+            specific=_engine_advice,
+        ),
+        Remedy(
+            "Shrink the bucket set first: capture only the sizes the batches use with "
+            "--cuda-graph-bs / --cuda-graph-max-bs (SGLang; -decode spellings from 0.5.15); "
+            "`graphdiag recommend` gives the set and the KV tokens regained.",
+            engine="sglang",
+            flags=("--cuda-graph-bs",),
+            specific=_shrink,
+        ),
+        Remedy(
+            "Then re-check --mem-fraction-static: graph memory comes out of what it leaves.",
+            engine="sglang",
+            flags=("--mem-fraction-static",),
+        ),
+        Remedy(
+            "Shrink the bucket set first with a cudagraph_capture_sizes list in "
+            "--compilation-config (vLLM 0.6.6+); `graphdiag recommend` gives the set and the "
+            "KV tokens regained.",
+            engine="vllm",
+            flags=("cudagraph_capture_sizes",),
+            specific=_shrink,
+        ),
+    )
+
+    def evidence_found(self, m: RunMetrics) -> list[str]:
+        """The squeeze evidence in words; empty: no squeeze shown."""
+        out = []
+        kv = f"the {num(m.kv_cache_gib)} GiB KV pool" if m.kv_cache_gib else "the KV pool"
+        share = m.capture_mem_share
+        if share is not None and share >= self.t("max_share"):
+            out.append(
+                f"decode graphs hold {num(m.capture_mem_gib or 0)} GiB, {pct(share)} of {kv}"
+            )
+        est = m.graph_mem_est_share
+        if est is not None and est >= self.t("max_share"):
+            out.append(
+                f"the engine estimates {num(m.graph_mem_est_gib or 0)} GiB of graph memory, "
+                f"{pct(est)} of the memory shared with {kv}"
+            )
+        for adv in m.memory_advisories:
+            inc = adv.advised_increase
+            if inc is not None and inc[0] > 0 and (inc[1] - inc[0]) / inc[0] >= self.t("max_share"):
+                out.append(
+                    f"the engine advises raising --gpu-memory-utilization from {inc[0]:g} to {inc[1]:g}"
+                )
+        big = m.largest_graph_gib
+        if (
+            (m.retractions or m.preemptions)
+            and big is not None
+            and big >= self.t("large_capture_gib")
+        ):
+            out.append(
+                f"the pool saturated ({m.retractions} retractions, {m.preemptions} preemptions) "
+                f"while graphs hold {num(big)} GiB"
+            )
+        return out
+
+    def fires(self, m: RunMetrics) -> bool:
+        return m.graph_on and bool(self.evidence_found(m))
+
+    def message(self, m: RunMetrics) -> str:
+        out = "Graph memory squeezes the KV pool: " + "; ".join(self.evidence_found(m))
+        known = []
+        if m.kv_tokens is not None:
+            derived = (
+                " (derived from GPU blocks)"
+                if (m.kv_tokens_source or "").startswith("derived")
+                else ""
+            )
+            known.append(f"KV pool {m.kv_tokens} tokens{derived}")
+        if m.kv_peak_usage is not None:
+            known.append(f"peak KV usage {pct(m.kv_peak_usage)}")
+        if m.snapshot_graph_gib is not None:
+            known.append(f"snapshot graph pools {num(m.snapshot_graph_gib)} GiB")
+        if known:
+            out += " (" + ", ".join(known) + ")"
+        return out

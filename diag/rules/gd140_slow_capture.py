@@ -1,0 +1,90 @@
+"""GD140 slow-capture."""
+
+from __future__ import annotations
+
+from diag.rules.base import Remedy, Rule, Threshold, num
+from diag.rules.metrics import RunMetrics
+
+
+def _phases(m: RunMetrics) -> list[tuple[str, float]]:
+    return [
+        (label, v)
+        for label, v in (
+            ("decode graphs", m.capture_time_s),
+            ("piecewise prefill", m.piecewise_capture_time_s),
+            ("draft", m.draft_capture_time_s),
+        )
+        if v is not None
+    ]
+
+
+class GD140(Rule):
+    """Capture time delays first availability, and every restart.
+
+    Counts every capture phase of the start-up (decode graphs, piecewise prefill, draft
+    model) since all of them delay serving, and names each. Time grows with the number of
+    sizes, torch.compile and the profiler (--enable-profile-cuda-graph inflates it); those
+    remedies are offered only when the log shows them on.
+
+    Fires::
+
+        incident: sglang-slow-capture-torch-compile
+
+    Near miss (a 6 s capture)::
+
+        incident: sglang-healthy
+    """
+
+    code = "GD140"
+    name = "slow-capture"
+    severity = "info"
+    trigger = "all capture phases together take at least max_seconds"
+    impact = 10
+    evidence = "capture_time"
+    thresholds = {
+        "max_seconds": Threshold(
+            60,
+            "A minute of capture on every (re)start is where operators notice; typical "
+            "captures take 5-30 s.",
+        )
+    }
+    remedies = (
+        Remedy(
+            "Turn --enable-profile-cuda-graph off outside profiling sessions: it inflates capture time.",
+            engine="sglang",
+            flags=("--enable-profile-cuda-graph",),
+            when=lambda m: m.profile_cuda_graph,
+        ),
+        Remedy(
+            "Drop --enable-torch-compile, or lower --torch-compile-max-bs: compiling every size "
+            "dominates capture.",
+            engine="sglang",
+            flags=("--enable-torch-compile",),
+            when=lambda m: m.torch_compile,
+        ),
+        Remedy(
+            "Capture fewer sizes with --cuda-graph-bs (SGLang 0.4.3+); `graphdiag recommend` "
+            "gives the set.",
+            engine="sglang",
+            flags=("--cuda-graph-bs",),
+        ),
+        Remedy(
+            "Capture fewer sizes with a cudagraph_capture_sizes list in --compilation-config, "
+            "and keep the compile cache (VLLM_CACHE_ROOT) across restarts.",
+            engine="vllm",
+            flags=("cudagraph_capture_sizes",),
+        ),
+    )
+
+    def total(self, m: RunMetrics) -> float | None:
+        phases = _phases(m)
+        return sum(v for _, v in phases) if phases else None
+
+    def fires(self, m: RunMetrics) -> bool:
+        total = self.total(m)
+        return total is not None and total >= self.t("max_seconds")
+
+    def message(self, m: RunMetrics) -> str:
+        parts = ", ".join(f"{label} {num(v)} s" for label, v in _phases(m))
+        sizes = f" over {m.n_buckets} decode sizes" if m.n_buckets else ""
+        return f"Capture took {num(self.total(m) or 0)} s ({parts}){sizes}"

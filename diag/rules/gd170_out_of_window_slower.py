@@ -1,0 +1,70 @@
+"""GD170 out-of-window-slower."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from diag.model import Finding
+from diag.rules.base import Remedy, Rule, Threshold, num, pct
+from diag.rules.metrics import RunMetrics
+
+
+class GD170(Rule):
+    """Requests served out of the window are measurably slower: per-request decode speed
+    (generation throughput / running requests) of eager batches against graph batches.
+
+    The remedy is GD110's: it quotes GD110's first remedy when GD110 fired on the run.
+
+    Fires::
+
+        incident: sglang-out-of-window
+
+    Near miss (no eager batches to compare)::
+
+        incident: sglang-healthy
+    """
+
+    code = "GD170"
+    name = "out-of-window-slower"
+    severity = "warning"
+    trigger = "at least min_samples graph and eager intervals and eager decode at least min_slowdown slower per request"
+    impact = 55
+    evidence = "speed"
+    thresholds = {
+        "min_slowdown": Threshold(
+            0.15,
+            "Interval-to-interval noise in logged throughput is ~10 %; 15 % is a real difference.",
+        ),
+        "min_samples": Threshold(3, "Both sides need a few logged intervals."),
+    }
+    remedies = (
+        Remedy(
+            "Bring the eager batches into the graph path (GD110's remedy), then re-measure with graphs on.",
+            specific=lambda m: (
+                f"Bring the eager batches ({m.eager_breakdown}) into the graph path "
+                "(GD110's remedy), then re-measure with graphs on."
+            ),
+        ),
+    )
+
+    def fires(self, m: RunMetrics) -> bool:
+        slow = m.slowdown
+        return (
+            m.speed_samples_in >= self.t("min_samples")
+            and m.speed_samples_out >= self.t("min_samples")
+            and slow is not None
+            and slow >= self.t("min_slowdown")
+        )
+
+    def message(self, m: RunMetrics) -> str:
+        return (
+            f"Out-of-window decode is {pct(m.slowdown or 0)} slower per request "
+            f"({num(m.speed_out or 0)} vs {num(m.speed_in or 0)} tok/s per request, over {m.speed_samples_out} "
+            f"eager and {m.speed_samples_in} graph intervals)"
+        )
+
+    def adjust(self, m: RunMetrics, fired: Mapping[str, Finding], remedies: list[str]) -> list[str]:
+        gd110 = fired.get("GD110")
+        if gd110 is None or not gd110.remediation:
+            return remedies
+        return [f"Apply GD110's remedy: {gd110.remediation[0]}"]

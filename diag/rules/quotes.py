@@ -1,0 +1,46 @@
+"""Pieces several rules quote: the run's bucket advice and the engine unit, in words.
+
+The advice (``metrics.advice``) is computed from facts before the rules run; these helpers
+only read it, so GD110, GD111, GD112, GD120 and ``recommend`` name the same ceiling and set.
+"""
+
+from __future__ import annotations
+
+from diag.rules.base import num, pct
+from diag.rules.metrics import RunMetrics
+
+
+def unit(m: RunMetrics) -> str:
+    """What a capture size counts in this engine."""
+    return "tokens" if m.token_window else "requests"
+
+
+def advised_set(m: RunMetrics) -> str | None:
+    """'the advised 12-size set ending at 96 (held-out coverage 99%): <flags>', or None."""
+    a = m.advice
+    if a is None or not m.advised_flags:
+        return None
+    r = a.recommended
+    return (
+        f"the advised {len(r.sizes)}-size set up to {a.ceiling} {a.unit} "
+        f"(promised coverage {pct(a.promised_coverage)}): {m.advised_flags}"
+    )
+
+
+def advised_ceiling(m: RunMetrics) -> str | None:
+    """'96 requests (<flag>)', or None without advice."""
+    a = m.advice
+    if a is None:
+        return None
+    flag = f" ({m.advised_ceiling_flag})" if m.advised_ceiling_flag else ""
+    return f"{a.ceiling} {a.unit}{flag}"
+
+
+def decode_capture_cost(m: RunMetrics) -> str | None:
+    """'5.2 s and 0.6 GiB' of the decode graphs, the part known, or None."""
+    parts = []
+    if m.capture_time_s is not None:
+        parts.append(f"{num(m.capture_time_s)} s")
+    if m.capture_mem_gib is not None:
+        parts.append(f"{num(m.capture_mem_gib)} GiB")
+    return " and ".join(parts) or None
