@@ -17,142 +17,60 @@ import errno
 import gzip
 import json
 import os
-import pickle
 import re
 import shutil
 import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from click.testing import CliRunner
 
 from diag.cli import main
+from tests.bad_inputs_support import (
+    GOOD,
+    GOOD_BATCHES,
+    OTHER_TRUTH,
+    RSS_WRAPPER,
+    TRUTH,
+    Outcome,
+    alone,
+    assert_good_log_analysed,
+    assert_row,
+    cli,
+    cut_oom_log,
+    deny_access,
+    good_lines,
+    interleave,
+    make_binary,
+    make_broken_symlink,
+    make_crlf,
+    make_cut_table,
+    make_empty,
+    make_fifo,
+    make_gzip_of_garbage,
+    make_invalid_utf8,
+    make_newest_first,
+    make_not_a_snapshot,
+    make_nul_bytes,
+    make_oversized_pickle,
+    make_symlink_loop,
+    make_truncated_gz,
+    make_unreadable,
+    many_small_files,
+    own_batches,
+    with_good,
+)
 from tests.conftest import ROOT
-
-INCIDENTS = ROOT / "fixtures" / "incidents"
-GOOD = INCIDENTS / "sglang-healthy" / "server.log"
-TRUTH = yaml.safe_load((INCIDENTS / "sglang-healthy" / "truth.yaml").read_text())["record"]
-GOOD_BATCHES = (TRUTH["batches"]["graph"], TRUTH["batches"]["eager"])
-
-Make = Callable[[Path], Path]  # writes the bad input into a folder, returns its path
-
-
-# --------------------------------------------------------------------------- harness
-@dataclass
-class Outcome:
-    code: int
-    doc: dict[str, Any] | None
-    stderr: str
-
-    def entry(self, path: Path) -> dict[str, Any]:
-        assert self.doc is not None
-        found = [i for i in self.doc["inputs"] if i["path"] == str(path)]
-        assert len(found) == 1, (
-            f"{path} listed {len(found)} times in inputs[]: {self.doc['inputs']}"
-        )
-        return found[0]
-
-    def runs_from(self, path: Path) -> list[dict[str, Any]]:
-        assert self.doc is not None
-        return [r for r in self.doc["runs"] if str(path) in r["sources"]]
-
-    def stderr_lines(self, path: Path) -> list[str]:
-        return [ln for ln in self.stderr.splitlines() if str(path) in ln]
-
-
-def cli(*paths: Path, out: Path) -> Outcome:
-    """``graphdiag analyze`` in this process; an uncaught exception fails the test."""
-    res = CliRunner().invoke(
-        main,
-        ["analyze", *map(str, paths), "-o", str(out), "--no-html", "--format", "json", "-q"],
-        catch_exceptions=False,
-    )
-    doc = json.loads(res.stdout) if res.exit_code != 2 else None
-    return Outcome(res.exit_code, doc, res.stderr)
-
-
-def with_good(tmp_path: Path, make: Make) -> tuple[Outcome, Path, Path]:
-    """Analyse a folder holding the bad input and the good log; returns (outcome, bad, folder)."""
-    folder = tmp_path / "incident"
-    folder.mkdir()
-    shutil.copy(GOOD, folder / "server.log")
-    bad = make(folder)
-    return cli(folder, out=tmp_path / "reports"), bad, folder
-
-
-def alone(tmp_path: Path, make: Make) -> tuple[Outcome, Path]:
-    folder = tmp_path / "alone"
-    folder.mkdir()
-    bad = make(folder)
-    return cli(folder, out=tmp_path / "reports-alone"), bad
-
-
-def assert_good_log_analysed(outcome: Outcome, folder: Path) -> None:
-    runs = outcome.runs_from(folder / "server.log")
-    assert len(runs) == 1
-    batches = runs[0]["record"]["batches"]
-    assert (batches["graph"], batches["eager"]) == GOOD_BATCHES
-    assert runs[0]["sources"] == [str(folder / "server.log")]
-    assert outcome.entry(folder / "server.log")["status"] == "ok"
-
-
-def assert_row(
-    outcome: Outcome, bad: Path, folder: Path, status: str, reason: str | None
-) -> dict[str, Any]:
-    """The contract every row shares; returns the bad input's ``inputs[]`` entry."""
-    assert outcome.code in (0, 1), outcome.stderr
-    entry = outcome.entry(bad)
-    assert entry["status"] == status, entry
-    if reason is None:
-        assert entry["reason"] is None
-        assert outcome.stderr_lines(bad) == []
-    else:
-        assert reason in (entry["reason"] or ""), entry
-        lines = outcome.stderr_lines(bad)
-        assert len(lines) == 1 and reason in lines[0] and status in lines[0], outcome.stderr
-    assert "Traceback" not in outcome.stderr
-    assert_good_log_analysed(outcome, folder)
-    return entry
-
-
-def good_lines() -> list[bytes]:
-    """The good log's physical lines (split on newlines only: tqdm redraws keep their ``\\r``)."""
-    return [ln + b"\n" for ln in GOOD.read_bytes().rstrip(b"\n").split(b"\n")]
-
-
-def own_batches(outcome: Outcome, path: Path) -> tuple[int, int]:
-    runs = outcome.runs_from(path)
-    return (
-        sum(r["record"]["batches"]["graph"] for r in runs),
-        sum(r["record"]["batches"]["eager"] for r in runs),
-    )
-
-
-# --------------------------------------------------------------------------- rows
-def make_empty(folder: Path) -> Path:
-    path = folder / "empty.log"
-    path.write_bytes(b"")
-    return path
 
 
 def test_row_empty_file(tmp_path: Path) -> None:
     outcome, bad, folder = with_good(tmp_path, make_empty)
     assert_row(outcome, bad, folder, "skipped", "empty file")
     assert alone(tmp_path, make_empty)[0].code == 2
-
-
-def make_binary(folder: Path) -> Path:
-    """A tensor dump: packed little integers, mostly NUL bytes, like any core/.npy/.so file."""
-    path = folder / "engine_core.dump"
-    path.write_bytes(b"\x7fELF\x02\x01\x01" + struct.pack("<40000i", *range(40000)))
-    return path
 
 
 def test_row_binary_file(tmp_path: Path) -> None:
@@ -170,20 +88,6 @@ def test_binary_random_bytes_are_not_read_as_a_log(tmp_path: Path) -> None:
 
     outcome, bad, folder = with_good(tmp_path, make)
     assert_row(outcome, bad, folder, "skipped", "binary file, not a text log")
-
-
-def _big_log() -> bytes:
-    """An SGLang log well past the 256 KiB sniffing head once decompressed."""
-    lines = good_lines()
-    decode = [ln for ln in lines if b"Decode batch" in ln]
-    return b"".join(lines) + b"".join(decode) * 60
-
-
-def make_truncated_gz(folder: Path) -> Path:
-    path = folder / "previous-server.log.gz"
-    data = gzip.compress(_big_log(), mtime=0)
-    path.write_bytes(data[: len(data) * 6 // 10])
-    return path
 
 
 def test_row_truncated_gz(tmp_path: Path) -> None:
@@ -208,29 +112,10 @@ def test_truncated_small_gz_keeps_what_was_decompressed(tmp_path: Path) -> None:
     assert entry["events"]
 
 
-def make_gzip_of_garbage(folder: Path) -> Path:
-    path = folder / "server-old.log.gz"
-    path.write_bytes(b"\x1f\x8b" + bytes((i * 37 + 11) % 256 for i in range(4096)))
-    return path
-
-
 def test_row_gzip_of_garbage(tmp_path: Path) -> None:
     outcome, bad, folder = with_good(tmp_path, make_gzip_of_garbage)
     assert_row(outcome, bad, folder, "skipped", "not a valid gzip file")
     assert alone(tmp_path, make_gzip_of_garbage)[0].code == 2
-
-
-def make_invalid_utf8(folder: Path) -> Path:
-    path = folder / "latin1.log"
-    path.write_bytes(
-        b"".join(
-            ln.replace(b"Qwen", b"Qw\xe9n")
-            .replace(b"#token", b"\xff\xfe#token")
-            .replace(b"Capture", b"\xc3(Capture")
-            for ln in good_lines()
-        )
-    )
-    return path
 
 
 def test_row_invalid_utf8(tmp_path: Path) -> None:
@@ -239,16 +124,6 @@ def test_row_invalid_utf8(tmp_path: Path) -> None:
     assert own_batches(outcome, bad) == GOOD_BATCHES
     (run,) = outcome.runs_from(bad)
     assert run["record"]["graph_capture_sizes"] == TRUTH["graph_capture_sizes"]
-
-
-RSS_WRAPPER = (
-    "import atexit, resource, sys\n"
-    "atexit.register(lambda: sys.stderr.write("
-    "'MAXRSS_KIB %d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))\n"
-    "from diag.cli import main\n"
-    "sys.argv[0] = 'graphdiag'\n"
-    "main()\n"
-)
 
 
 @pytest.mark.slow
@@ -299,30 +174,12 @@ def test_row_50mb_single_line(tmp_path: Path) -> None:
     assert own_batches(outcome, bad) == GOOD_BATCHES  # the neighbouring lines still parse
 
 
-def make_crlf(folder: Path) -> Path:
-    path = folder / "windows.log"
-    path.write_bytes(b"".join(ln.replace(b"\n", b"\r\n") for ln in good_lines()))
-    return path
-
-
 def test_row_crlf_line_ends(tmp_path: Path) -> None:
     outcome, bad, folder = with_good(tmp_path, make_crlf)
     assert_row(outcome, bad, folder, "ok", None)
     (run,) = outcome.runs_from(bad)
     (good,) = outcome.runs_from(folder / "server.log")
     assert run["record"] == good["record"]
-
-
-def make_nul_bytes(folder: Path) -> Path:
-    """NUL bytes inside lines, as a crashed or racing writer leaves them."""
-    path = folder / "nul.log"
-    path.write_bytes(
-        b"".join(
-            ln[:1] + b"\x00" + ln[1:-1] + b"\x00\n" if i % 3 == 0 else ln
-            for i, ln in enumerate(good_lines())
-        )
-    )
-    return path
 
 
 def test_row_nul_bytes(tmp_path: Path) -> None:
@@ -342,29 +199,8 @@ def test_nul_padded_block_does_not_make_a_log_binary(tmp_path: Path) -> None:
     assert_row(outcome, bad, folder, "ok", None)
 
 
-def make_unreadable(folder: Path) -> Path:
-    path = folder / "root-only.log"
-    shutil.copy(GOOD, path)
-    path.chmod(0)
-    return path
-
-
-def _deny(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
-    """Root reads mode-000 files, so when we run as root deny access the way the kernel would."""
-    if os.geteuid() != 0:
-        return
-    real = os.access
-
-    def access(path: Any, mode: int, *args: Any, **kwargs: Any) -> bool:
-        if Path(path).name == name:
-            return False
-        return real(path, mode, *args, **kwargs)
-
-    monkeypatch.setattr(os, "access", access)
-
-
 def test_row_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _deny(monkeypatch, "root-only.log")
+    deny_access(monkeypatch, "root-only.log")
     outcome, bad, folder = with_good(tmp_path, make_unreadable)
     assert_row(outcome, bad, folder, "skipped", "permission denied")
     assert alone(tmp_path, make_unreadable)[0].code == 2
@@ -393,12 +229,6 @@ def test_row_unreadable_file_open_fails_after_listing(
     assert alone(tmp_path, make)[0].code == 2
 
 
-def make_fifo(folder: Path) -> Path:
-    path = folder / "live.log"
-    os.mkfifo(path)
-    return path
-
-
 def test_row_named_pipe_is_never_opened(tmp_path: Path) -> None:
     """Opening a FIFO nobody writes to would block forever: it must be refused unopened."""
     outcome, bad, folder = with_good(tmp_path, make_fifo)
@@ -406,23 +236,10 @@ def test_row_named_pipe_is_never_opened(tmp_path: Path) -> None:
     assert alone(tmp_path, make_fifo)[0].code == 2
 
 
-def make_broken_symlink(folder: Path) -> Path:
-    path = folder / "current.log"
-    path.symlink_to(folder / "server.log.20250101-gone")
-    return path
-
-
 def test_row_broken_symlink(tmp_path: Path) -> None:
     outcome, bad, folder = with_good(tmp_path, make_broken_symlink)
     assert_row(outcome, bad, folder, "skipped", "broken symlink")
     assert alone(tmp_path, make_broken_symlink)[0].code == 2
-
-
-def make_symlink_loop(folder: Path) -> Path:
-    a, b = folder / "a.log", folder / "b.log"
-    a.symlink_to(b)
-    b.symlink_to(a)
-    return a
 
 
 def test_row_symlink_loop(tmp_path: Path) -> None:
@@ -433,16 +250,6 @@ def test_row_symlink_loop(tmp_path: Path) -> None:
     assert out.code == 2 and "symlink loop" in out.stderr
 
 
-def _many_small_files(folder: Path, count: int) -> list[Path]:
-    """Per-worker logs as a ray/k8s log folder holds them: a few lines, no server output."""
-    paths = []
-    for i in range(count):
-        path = folder / f"worker-{i:05d}.out"
-        path.write_text(f"worker {i} started on node-{i % 7}\nheartbeat ok\n")
-        paths.append(path)
-    return paths
-
-
 @pytest.mark.slow
 def test_row_folder_of_10000_small_files_each_listed(tmp_path: Path) -> None:
     from diag.ingest import ingest
@@ -450,7 +257,7 @@ def test_row_folder_of_10000_small_files_each_listed(tmp_path: Path) -> None:
     folder = tmp_path / "incident"
     folder.mkdir()
     shutil.copy(GOOD, folder / "server.log")
-    paths = _many_small_files(folder, 10_000)
+    paths = many_small_files(folder, 10_000)
     start = time.monotonic()
     ing = ingest([str(folder)])
     assert time.monotonic() - start < 60
@@ -464,7 +271,7 @@ def test_folder_of_10000_small_files_analyses_in_reasonable_time(tmp_path: Path)
     budget = 120.0
     probe = tmp_path / "probe"
     probe.mkdir()
-    _many_small_files(probe, 100)
+    many_small_files(probe, 100)
     start = time.monotonic()
     # nothing in the probe is a server log: INTERFACE.md's exit 2, after reading every file
     assert cli(probe, out=tmp_path / "r0").code == 2
@@ -475,7 +282,7 @@ def test_folder_of_10000_small_files_analyses_in_reasonable_time(tmp_path: Path)
     folder = tmp_path / "incident"
     folder.mkdir()
     shutil.copy(GOOD, folder / "server.log")
-    paths = _many_small_files(folder, 10_000)
+    paths = many_small_files(folder, 10_000)
     start = time.monotonic()
     outcome = cli(folder, out=tmp_path / "r1")
     assert time.monotonic() - start < budget
@@ -483,21 +290,9 @@ def test_folder_of_10000_small_files_analyses_in_reasonable_time(tmp_path: Path)
     assert all(outcome.entry(p)["status"] == "ok" for p in paths)
 
 
-OOM_LOG = INCIDENTS / "sglang-capture-oom" / "server.log"
-
-
-def _cut_oom_log(folder: Path, before: bytes, keep: int = 0) -> Path:
-    """The capture-OOM incident cut at the first line containing ``before`` (plus ``keep`` bytes of it)."""
-    data = OOM_LOG.read_bytes()
-    at = data.index(before)
-    path = folder / "crashed-during-capture.log"
-    path.write_bytes(data[: at + keep])
-    return path
-
-
 def test_row_log_ends_mid_traceback(tmp_path: Path) -> None:
     """Cut inside the frames: the capture error is still reported, its class unknown."""
-    outcome, bad, folder = with_good(tmp_path, lambda f: _cut_oom_log(f, b"    raise Exception("))
+    outcome, bad, folder = with_good(tmp_path, lambda f: cut_oom_log(f, b"    raise Exception("))
     assert_row(outcome, bad, folder, "ok", None)
     (run,) = outcome.runs_from(bad)
     error = run["record"]["capture_error"]
@@ -514,17 +309,11 @@ def test_row_log_ends_mid_traceback(tmp_path: Path) -> None:
 def test_log_ends_mid_exception_line(tmp_path: Path) -> None:
     """Cut inside the exception message: the part that is there still classifies it."""
     outcome, bad, folder = with_good(
-        tmp_path, lambda f: _cut_oom_log(f, b"Exception: Capture cuda graph", 60)
+        tmp_path, lambda f: cut_oom_log(f, b"Exception: Capture cuda graph", 60)
     )
     assert_row(outcome, bad, folder, "ok", None)
     (run,) = outcome.runs_from(bad)
     assert run["record"]["capture_error"]["class"] == "oom"
-
-
-def make_newest_first(folder: Path) -> Path:
-    path = folder / "newest-first.log"
-    path.write_bytes(b"".join(reversed(good_lines())))
-    return path
 
 
 def test_row_lines_out_of_order(tmp_path: Path) -> None:
@@ -552,30 +341,11 @@ def test_row_lines_out_of_order(tmp_path: Path) -> None:
     assert own_batches(outcome2, bad2) == GOOD_BATCHES
 
 
-OTHER = INCIDENTS / "sglang-out-of-window"
-OTHER_TRUTH = yaml.safe_load((OTHER / "truth.yaml").read_text())["record"]
-
-
-def _interleave(prefix_a: bytes = b"", prefix_b: bytes = b"") -> Callable[[Path], Path]:
-    def make(folder: Path) -> Path:
-        a = good_lines()
-        b = [ln + b"\n" for ln in (OTHER / "server.log").read_bytes().rstrip(b"\n").split(b"\n")]
-        out = []
-        for i in range(max(len(a), len(b))):
-            out += [prefix_a + a[i]] if i < len(a) else []
-            out += [prefix_b + b[i]] if i < len(b) else []
-        path = folder / "two-servers.log"
-        path.write_bytes(b"".join(out))
-        return path
-
-    return make
-
-
 def test_row_two_servers_interleaved_in_one_file(tmp_path: Path) -> None:
     """Two SGLang servers' lines alternating, no prefix to tell them apart: every restart
     marker seen twice starts a run, so there are several runs with mixed records; nothing is
     lost (every decode batch is in some run) and nothing crashes."""
-    outcome, bad, folder = with_good(tmp_path, _interleave())
+    outcome, bad, folder = with_good(tmp_path, interleave())
     assert_row(outcome, bad, folder, "ok", None)
     runs = outcome.runs_from(bad)
     assert len(runs) >= 2
@@ -587,7 +357,7 @@ def test_row_two_servers_interleaved_in_one_file(tmp_path: Path) -> None:
 def test_two_compose_services_interleaved_are_separate_runs(tmp_path: Path) -> None:
     """The same file as docker-compose writes it (``svc-1  | `` prefixes): one run per service,
     each with its own server's record."""
-    outcome, bad, folder = with_good(tmp_path, _interleave(b"sglang-a-1  | ", b"sglang-b-1  | "))
+    outcome, bad, folder = with_good(tmp_path, interleave(b"sglang-a-1  | ", b"sglang-b-1  | "))
     assert_row(outcome, bad, folder, "ok", None)
     runs = {r["id"].split("[")[-1].split("]")[0]: r for r in outcome.runs_from(bad)}
     assert sorted(runs) == ["sglang-a-1", "sglang-b-1"]
@@ -598,12 +368,6 @@ def test_two_compose_services_interleaved_are_separate_runs(tmp_path: Path) -> N
         OTHER_TRUTH["batches"]["eager"],
     )
     assert a["cuda_graph_max_bs"] != b["cuda_graph_max_bs"]
-
-
-def make_not_a_snapshot(folder: Path) -> Path:
-    path = folder / "cuda_graph_runner_memory_usage.pickle"
-    path.write_bytes(pickle.dumps({"step": 3, "loss": [1.5, 1.2]}, protocol=4))
-    return path
 
 
 def test_row_pickle_that_is_not_a_snapshot(tmp_path: Path) -> None:
@@ -630,15 +394,6 @@ def test_row_pickle_with_globals(tmp_path: Path, opcode: str) -> None:
     assert not marker.exists()
 
 
-def make_oversized_pickle(folder: Path) -> Path:
-    """A valid pickle header, then a sparse hole up to 600 MiB (no disk space used)."""
-    path = folder / "cuda_graph_runner_memory_usage.pickle"
-    with open(path, "wb") as fh:
-        fh.write(pickle.dumps({"segments": [], "device_traces": []}, protocol=4))
-        fh.truncate(600 * 2**20)
-    return path
-
-
 def test_row_pickle_over_the_size_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from diag.artifacts import snapshot
 
@@ -649,26 +404,6 @@ def test_row_pickle_over_the_size_limit(tmp_path: Path, monkeypatch: pytest.Monk
     outcome, bad, folder = with_good(tmp_path, make_oversized_pickle)
     assert_row(outcome, bad, folder, "skipped", "over the 512 MiB snapshot limit")
     assert alone(tmp_path, make_oversized_pickle)[0].code == 2
-
-
-def make_cut_table(folder: Path) -> Path:
-    from gen.profiler_tables import format_table
-
-    rows = [
-        {
-            "name": f"aten::op{i}",
-            "self_cpu_us": 100.0 * (i + 1),
-            "cpu_total_us": 300.0 * (i + 1),
-            "self_cuda_us": 50.0 * (i + 1),
-            "cuda_total_us": 80.0 * (i + 1),
-            "calls": 3 * (i + 1),
-        }
-        for i in range(6)
-    ]
-    lines = format_table(rows, layout="cuda", sort_by="cuda_time_total").split("\n")
-    path = folder / "profile.txt"
-    path.write_text("\n".join(lines[:6]) + "\n" + lines[6][: len(lines[6]) // 2], encoding="utf-8")
-    return path
 
 
 def test_row_operator_table_cut_mid_row(tmp_path: Path) -> None:
