@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -96,7 +97,7 @@ class Remedy:
         }
 
 
-class Rule:
+class Rule(ABC):
     """Base class: subclasses set the class attributes and implement :meth:`fires` and
     :meth:`message`."""
 
@@ -120,11 +121,13 @@ class Rule:
     def t(self, name: str) -> float:
         return self.values[name]
 
+    @abstractmethod
     def fires(self, m: RunMetrics) -> bool:
-        raise NotImplementedError
+        """Does the rule fire on this run?"""
 
+    @abstractmethod
     def message(self, m: RunMetrics) -> str:
-        raise NotImplementedError
+        """The finding's message, from the run's own numbers."""
 
     def cause(self, m: RunMetrics) -> str | None:
         """The cause that picks remedies (e.g. the capture error class)."""
