@@ -144,17 +144,21 @@ def frontier_figure(advice: Advice) -> go.Figure | None:
                 row=row,
                 col=1,
             )
-    fig.update_yaxes(title_text="GPU-s per hour", row=1, col=1)
-    fig.update_yaxes(title_text="%", row=2, col=1)
+    fig.update_yaxes(title_text="GPU-s/h", row=1, col=1)
+    fig.update_yaxes(title_text="% steps / slots", row=2, col=1)
     fig.update_yaxes(title_text="GiB", row=3, col=1)
     fig.update_xaxes(title_text="K (number of capture sizes)", row=3, col=1, dtick=1)
     layout(
         fig,
-        f"Bucket sets by K: cost, coverage and memory (ceiling {advice.ceiling} {advice.unit})",
-        height=540,
+        f"Bucket sets by K: cost (GPU-s/h), coverage and padding waste (%), capture memory (GiB); ceiling {advice.ceiling} {advice.unit}",
+        height=600,
         barmode="stack",
     )
-    fig.update_layout(margin={"t": 96}, legend={"y": 1.06})
+    # the legend below the x title, never over the chart title
+    fig.update_layout(
+        margin={"b": 120},
+        legend={"orientation": "h", "x": 0, "xanchor": "left", "y": -0.14, "yanchor": "top"},
+    )
     return fig
 
 
