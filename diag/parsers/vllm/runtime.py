@@ -166,55 +166,25 @@ def read_graph_status(line: LogLine, ctx: Context) -> bool:
             text=text,
         )
         return True
-    if "--gpu-memory-utilization" in msg and "CUDA graph memory profiling" in msg:
-        ctx.emit(
-            "advisory",
-            line,
-            engine=ENGINE,
-            topic="graph_memory_profiling",
-            value=number_in(GMU_ADVICE, msg),
-            text=text,
-        )
+
+    def advise(topic: str, value: float | None = None) -> bool:
+        ctx.emit("advisory", line, engine=ENGINE, topic=topic, value=value, text=text)
         return True
+
+    if "--gpu-memory-utilization" in msg and "CUDA graph memory profiling" in msg:
+        return advise("graph_memory_profiling", number_in(GMU_ADVICE, msg))
     m = MAMBA_CAP.search(msg)
     if m:
-        ctx.emit(
-            "advisory",
-            line,
-            engine=ENGINE,
-            topic="capping_capture_sizes",
-            value=num(m.group(2)),
-            text=text,
-        )
-        return True
+        return advise("capping_capture_sizes", num(m.group(2)))
     m = TRUNCATE.search(msg)
     if m:
-        ctx.emit(
-            "advisory",
-            line,
-            engine=ENGINE,
-            topic="truncating_capture_size",
-            value=num(m.group(1)),
-            text=text,
-        )
-        return True
+        return advise("truncating_capture_size", num(m.group(1)))
     m = OVERRIDDEN.search(msg)
     if m:
         new = parse_int_list(m.group("new")) or []
-        ctx.emit(
-            "advisory",
-            line,
-            engine=ENGINE,
-            topic="sizes_overridden",
-            value=max(new) if new else None,
-            text=text,
-        )
-        return True
+        return advise("sizes_overridden", max(new) if new else None)
     if any(w in msg for w in GRAPH_MEM_WARN):
-        ctx.emit(
-            "advisory", line, engine=ENGINE, topic="graph_memory_warning", value=None, text=text
-        )
-        return True
+        return advise("graph_memory_warning")
     # causes and settings a remedy must know (vllm==0.11.0:vllm/distributed/device_communicators/
     # pynccl_wrapper.py:265 logger.error; custom_all_reduce.py logger.warning/info)
     for needle, topic in (
@@ -222,8 +192,7 @@ def read_graph_status(line: LogLine, ctx: Context) -> bool:
         ("Custom allreduce is disabled", "custom_all_reduce_disabled"),
     ):
         if needle in msg:
-            ctx.emit("advisory", line, engine=ENGINE, topic=topic, value=None, text=text)
-            return True
+            return advise(topic)
     return False
 
 
