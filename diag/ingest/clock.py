@@ -55,6 +55,14 @@ def _shift(ts: np.ndarray, year: int) -> np.ndarray:
     return out
 
 
+def _source_codes(col: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Integer codes of a source column (-1: missing) and the names they stand for."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy(), [str(c) for c in col.cat.categories]
+    codes, uniques = pd.factorize(col, use_na_sentinel=True)
+    return codes, [str(u) for u in uniques]
+
+
 def settle_years(tables: EventTables, streams: list[Stream]) -> None:
     """Give every stream's year-less timestamps a year, and say where it came from.
 
@@ -65,17 +73,20 @@ def settle_years(tables: EventTables, streams: list[Stream]) -> None:
     for frame in frames.values():
         if frame.empty:
             continue
-        part = frame[["source", "ts"]].dropna()
-        if part.empty:
-            continue
-        ts = part["ts"].to_numpy(dtype="float64")
-        placeholder = (ts >= _START) & (ts < _END)
-        yearless.update(part["source"][placeholder].unique().tolist())
-        dated = part[~placeholder]
-        if not dated.empty:
-            got = pd.to_datetime(dated["ts"].to_numpy(dtype="float64"), unit="s", utc=True).year
-            for (src, year), n in Counter(zip(dated["source"], got, strict=True)).items():
-                years.setdefault(str(src), Counter())[int(year)] += n
+        ts = frame["ts"].to_numpy(dtype="float64", na_value=np.nan)
+        codes, names = _source_codes(frame["source"])
+        known = ~np.isnan(ts) & (codes >= 0)
+        placeholder = known & (ts >= _START) & (ts < _END)
+        yearless.update(names[c] for c in np.unique(codes[placeholder]).tolist())
+        dated = known & ~placeholder
+        if dated.any():
+            got = pd.to_datetime(ts[dated], unit="s", utc=True).year.to_numpy(np.int64)
+            # one count per (source, year) pair, in numpy: no Python loop over rows
+            pairs, counts = np.unique(
+                np.stack([codes[dated].astype(np.int64), got]), axis=1, return_counts=True
+            )
+            for (code, year), n in zip(pairs.T.tolist(), counts.tolist(), strict=True):
+                years.setdefault(names[code], Counter())[year] += n
     target: dict[str, int] = {}
     for stream in streams:
         counts: Counter[int] = Counter()
