@@ -81,12 +81,19 @@ def settle_years(tables: EventTables, streams: list[Stream]) -> None:
         dated = known & ~placeholder
         if dated.any():
             got = pd.to_datetime(ts[dated], unit="s", utc=True).year.to_numpy(np.int64)
-            # one count per (source, year) pair, in numpy: no Python loop over rows
-            pairs, counts = np.unique(
-                np.stack([codes[dated].astype(np.int64), got]), axis=1, return_counts=True
-            )
-            for (code, year), n in zip(pairs.T.tolist(), counts.tolist(), strict=True):
-                years.setdefault(names[code], Counter())[year] += n
+            # one count per (source, year) pair by a bincount of one integer key: no Python
+            # loop over rows (np.unique over pairs sorts structured rows: 50x slower)
+            low = int(got.min())
+            span = int(got.max()) - low + 1
+            keys = codes[dated].astype(np.int64) * span + (got - low)
+            if len(names) * span <= 4 * len(keys) + 1024:
+                hist = np.bincount(keys)
+                found, tally = np.flatnonzero(hist), hist[hist > 0]
+            else:  # far-apart years (a garbled stamp) over many sources: sort instead
+                found, tally = np.unique(keys, return_counts=True)
+            for key, n in zip(found.tolist(), tally.tolist(), strict=True):
+                code, offset = divmod(key, span)
+                years.setdefault(names[code], Counter())[low + offset] += n
     target: dict[str, int] = {}
     for stream in streams:
         counts: Counter[int] = Counter()

@@ -1,0 +1,67 @@
+"""settle_years: the year a stream's year-less lines get is the most common year among the
+stream's dated lines, whatever the number of sources and however far apart the years are."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timezone
+
+import numpy as np
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diag.events import EventTables
+from diag.ingest.clock import settle_years
+from diag.model import Stream
+from diag.normalize.prefix import NO_YEAR
+
+
+def _stamp(year: int, day: int) -> float:
+    return datetime(year, 3, 1 + day, 12, tzinfo=timezone.utc).timestamp()
+
+
+rows = st.lists(
+    st.tuples(
+        st.integers(0, 299),  # source
+        st.sampled_from([1970, 2024, 2025, 2025, 2026, 2999, NO_YEAR]),
+        st.integers(0, 20),  # day in March
+    ),
+    min_size=1,
+    max_size=400,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=rows, categorical=st.booleans())
+def test_year_is_the_streams_most_common_dated_year(rows: list, categorical: bool) -> None:
+    names = [f"pod-{s}.log" for s, _, _ in rows]
+    ts = [_stamp(y, d) for _, y, d in rows]
+    source = pd.Categorical(names) if categorical else names
+    frame = pd.DataFrame({"source": source, "ts": np.array(ts, np.float64)})
+    streams = [Stream(n, "vllm", [n]) for n in sorted(set(names))]
+    tables = EventTables({"decode_batch": frame})
+
+    settle_years(tables, streams)
+
+    dated: dict[str, Counter[int]] = {}
+    for (_, y, _), n in zip(rows, names, strict=True):
+        if y != NO_YEAR:
+            dated.setdefault(n, Counter())[y] += 1
+    out = tables["decode_batch"]["ts"].to_numpy()
+    by_name = {s.id: s for s in streams}
+    for i, ((_, y, d), n) in enumerate(zip(rows, names, strict=True)):
+        counts = dated.get(n)
+        if counts:
+            assert by_name[n].year_source == "log"
+            best = max(counts.values())
+            # ties: any of the most common years is a right answer
+            allowed = {yy for yy, c in counts.items() if c == best}
+        else:
+            assert by_name[n].year_source in ("mtime", "unknown")
+            allowed = None
+        if y == NO_YEAR and allowed is not None:
+            got = datetime.fromtimestamp(out[i], tz=timezone.utc)
+            assert got.year in allowed and (got.month, got.day) == (3, 1 + d)
+        elif y != NO_YEAR:
+            assert out[i] == ts[i]
