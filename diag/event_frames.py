@@ -24,7 +24,7 @@ Fields = tuple[tuple[str, FieldType], ...]
 
 
 @dataclass(frozen=True)
-class _Codes:
+class BulkCodes:
     """A bulk column of a categorical: codes into a few values (-1 = missing)."""
 
     values: tuple[str | None, ...]
@@ -32,7 +32,7 @@ class _Codes:
 
 
 @dataclass(frozen=True)
-class _Numbers:
+class BulkNumbers:
     """A bulk column of numbers in the frame's own layout (no Arrow buffer kept)."""
 
     values: np.ndarray | None  # float64 (NaN = missing), int64 or bool; None: all missing
@@ -41,8 +41,8 @@ class _Numbers:
 
 #: one bulk column as the sink keeps it: numbers and codes copied out of the Arrow arrays
 #: the hot path hands over (so Arrow's allocator gets its pages back block by block), strings
-#: (request ids) as their Arrow array
-BulkColumn = Any  # _Codes | _Numbers | pa.Array
+#: (request ids) as their Arrow array. A scanner may hand BulkCodes / BulkNumbers directly.
+BulkColumn = Any  # BulkCodes | BulkNumbers | pa.Array
 
 #: one batch of rows read in bulk (``diag.ingest.hotpath``): exactly the kind's columns, and
 #: per row the number of per-line rows of the sink's table that precede it
@@ -58,6 +58,9 @@ def compact_bulk(kind: str, fields: Fields, columns: dict[str, Any]) -> dict[str
     out: dict[str, BulkColumn] = {}
     for name, t in {**_COMMON_TYPES, **dict(fields)}.items():
         arr = columns[name]
+        if isinstance(arr, (BulkCodes, BulkNumbers)):  # a scanner that builds them itself
+            out[name] = arr
+            continue
         if isinstance(arr, np.ndarray):
             arr = pa.array(arr)
         if name in categorical:
@@ -71,7 +74,7 @@ def compact_bulk(kind: str, fields: Fields, columns: dict[str, Any]) -> dict[str
     return out
 
 
-def _compact_codes(arr: Any) -> _Codes:
+def _compact_codes(arr: Any) -> BulkCodes:
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -79,20 +82,20 @@ def _compact_codes(arr: Any) -> _Codes:
         arr = pc.dictionary_encode(arr)
     values = tuple(arr.dictionary.to_pylist())
     if len(values) == 1 and arr.null_count == 0:
-        return _Codes(values, None)
+        return BulkCodes(values, None)
     codes = arr.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
-    return _Codes(values, codes)
+    return BulkCodes(values, codes)
 
 
-def _compact_numbers(t: FieldType, arr: Any) -> _Numbers:
+def _compact_numbers(t: FieldType, arr: Any) -> BulkNumbers:
     if arr.null_count == len(arr):
-        return _Numbers(None, None)
+        return BulkNumbers(None, None)
     if t == "float":  # copied: a view would keep the Arrow buffer alive
-        return _Numbers(np.array(arr.fill_null(np.nan).to_numpy(zero_copy_only=False)), None)
+        return BulkNumbers(np.array(arr.fill_null(np.nan).to_numpy(zero_copy_only=False)), None)
     missing = arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count else None
     filled = arr.fill_null(0 if t == "int" else False) if arr.null_count else arr
     dtype = np.int64 if t == "int" else np.bool_
-    return _Numbers(np.array(filled.to_numpy(zero_copy_only=False), dtype=dtype), missing)
+    return BulkNumbers(np.array(filled.to_numpy(zero_copy_only=False), dtype=dtype), missing)
 
 
 _COMMON_TYPES: dict[str, FieldType] = {
@@ -226,7 +229,9 @@ def categorical_columns(kind: str) -> frozenset[str]:
     return CATEGORICAL if extra is None else CATEGORICAL | extra
 
 
-def _categorical(n: int, col: Any, line_pos: Any, pieces: list[tuple[np.ndarray, _Codes]]) -> Any:
+def _categorical(
+    n: int, col: Any, line_pos: Any, pieces: list[tuple[np.ndarray, BulkCodes]]
+) -> Any:
     """A categorical column; categories sorted, so both paths give the same ones. Values that
     are not str are missing, on both paths."""
     line_values = np.array(col if col is not None else [], dtype=object)

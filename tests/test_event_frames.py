@@ -31,13 +31,17 @@ def _emit(sink: EventSink, row: tuple) -> None:
 
 
 def _bulk(sink: EventSink, rows: list[tuple], before: list[int]) -> None:
+    sink.add_bulk("request", _columns(rows), np.array(before, np.int64))
+
+
+def _columns(rows: list[tuple]) -> dict:
     n = len(rows)
     col = list(zip(*rows, strict=True))
 
     def const(v: str) -> pa.DictionaryArray:
         return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([v]))
 
-    columns = {
+    return {
         "source": const("a.log"),
         "line": pa.array(col[0], pa.int64()),
         "ts": pa.array(col[1], pa.float64()),
@@ -49,7 +53,6 @@ def _bulk(sink: EventSink, rows: list[tuple], before: list[int]) -> None:
         "prompt_tokens": pa.array(col[5], pa.int64()),
         "max_new_tokens": pa.array(col[6], pa.int64()),
     }
-    sink.add_bulk("request", columns, np.array(before, np.int64))
 
 
 def test_bulk_and_line_rows_interleave_like_the_per_line_path() -> None:
@@ -84,3 +87,20 @@ def test_a_bulk_column_with_no_value_is_missing_everywhere() -> None:
     assert str(frame["prompt_tokens"].dtype) == "Int64"
     assert frame["prompt_tokens"].isna().all()
     assert pd.isna(frame["ts"].iloc[2])
+
+
+def test_compact_columns_handed_over_directly_give_the_same_frame() -> None:
+    from diag.event_frames import BulkCodes, BulkNumbers
+
+    rows = ROWS[:4]
+    arrow = EventSink()
+    _bulk(arrow, rows, [0, 0, 0, 0])
+    cols = _columns(rows)
+    cols["line"] = BulkNumbers(np.array([r[0] for r in rows], np.int64), None)
+    cols["rank"] = BulkCodes(("TP1", "TP0", ""), np.array([1, 2, 0, 1], np.int32))
+    cols["max_new_tokens"] = BulkNumbers(
+        np.array([0, 0, 7, 3], np.int64), np.array([True, True, False, False])
+    )
+    direct = EventSink()
+    direct.add_bulk("request", cols, np.zeros(4, np.int64))
+    assert_frame_equal(direct.pop_frame("request"), arrow.pop_frame("request"))
