@@ -193,7 +193,7 @@ def _malloc_trim() -> Any:
             fn = getattr(ctypes.CDLL(None), "malloc_trim", None)
             if fn is not None:
                 fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
-        except (OSError, AttributeError):  # pragma: no cover - no C library to load
+        except (OSError, AttributeError, TypeError):  # pragma: no cover - no C library
             fn = None
         _TRIM.append(fn)
     return _TRIM[0]
@@ -213,14 +213,20 @@ ARROW_STRING: dict[str, frozenset[str]] = {"request": frozenset({"request_id"})}
 
 
 def _str_dtype() -> Any:
-    """pandas' Arrow-backed string dtype with NaN for missing (``str`` in pandas 3)."""
+    """pandas' Arrow-backed string dtype with NaN for missing (``str`` in pandas 3), None on
+    a pandas without it (2.0: those columns stay object)."""
     try:
         return pd.StringDtype("pyarrow", na_value=np.nan)
     except TypeError:  # pragma: no cover - pandas < 2.3
-        return pd.StringDtype("pyarrow_numpy")
+        try:
+            return pd.StringDtype("pyarrow_numpy")
+        except (TypeError, ValueError):  # pandas < 2.1
+            return None
 
 
 _STR_DTYPE = _str_dtype()
+if _STR_DTYPE is None:  # pragma: no cover - pandas < 2.1
+    ARROW_STRING.clear()
 
 
 def categorical_columns(kind: str) -> frozenset[str]:
