@@ -10,6 +10,11 @@ number in that input), ``ts`` (seconds since the epoch, NaN when the line has no
 timestamp), ``rank`` ("TP0", "DP0-TP1", ... or "" when the line names none) and
 ``instance`` (the docker-compose service / k8s pod a collector's prefix names, or "":
 it keeps servers interleaved in one file apart).
+
+Column dtypes (the same on the bulk and the per-line path, see ``diag.event_frames``):
+numbers nullable (Int64, boolean) or float64, strings object, except the categoricals
+(``source``, ``rank``, ``instance``, ``engine``; request ``action``; graph_step ``mode`` and
+``origin``) and request ``request_id`` (Arrow-backed ``str``: a new value on almost every row).
 """
 
 from __future__ import annotations
@@ -24,9 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-#: dtypes a field may have: numbers are stored as float64 (NaN = missing) and
-#: converted to nullable pandas dtypes; "json" holds lists/dicts as JSON text.
-FieldType = str  # "int" | "float" | "bool" | "str" | "json"
+from diag.event_frames import BulkPart, FieldType, build_frame, compact_bulk
 
 COMMON_COLUMNS: tuple[str, ...] = ("source", "line", "ts", "rank", "instance")
 
@@ -309,133 +312,8 @@ class _Table:
         self.n += other.n
 
     def frame(self) -> pd.DataFrame:
-        return build_frame(self.kind, self, [])
-
-
-#: one batch of rows read in bulk (``diag.ingest.hotpath``): pyarrow arrays, exactly the
-#: kind's columns, and per row the number of per-line rows of the sink's table that precede it
-BulkPart = tuple[dict[str, Any], np.ndarray]
-
-
-def build_frame(kind: EventKind, table: _Table | None, parts: list[BulkPart]) -> pd.DataFrame:
-    """The frame of one kind: the per-line rows and the bulk rows, in emission order.
-
-    Each column is written once into its final buffer (no concatenation, no second copy of
-    the table); the buffers are wrapped as pandas extension arrays. Both paths end here, so
-    the hot path and the per-line path give the same dtypes by construction.
-    """
-    types = {"source": "str", "line": "int", "ts": "float", "rank": "str", "instance": "str"}
-    types.update(kind.fields)
-    n_line = table.n if table is not None else 0
-    at = np.concatenate([a for _, a in parts]) if parts else np.zeros(0, np.int64)
-    n_bulk = len(at)
-    n = n_line + n_bulk
-    line_pos: Any = slice(None)
-    bulk_pos = np.zeros(0, np.int64)
-    if n_bulk:
-        if np.all(at[1:] >= at[:-1]):
-            bulk_pos = np.arange(n_bulk) + at
-            line_pos = np.arange(n_line) + np.searchsorted(at, np.arange(n_line), side="right")
-        else:  # not expected (positions grow with the scan); an interleave by stable sort
-            keys = np.concatenate([2 * np.arange(n_line) + 1, 2 * at])
-            final = np.empty(n, np.int64)
-            final[np.argsort(keys, kind="stable")] = np.arange(n)
-            line_pos, bulk_pos = final[:n_line], final[n_line:]
-    bounds = np.cumsum([0] + [len(a) for _, a in parts])
-    data: dict[str, Any] = {}
-    for name, t in types.items():
-        pieces = [
-            (bulk_pos[bounds[i] : bounds[i + 1]], cols[name]) for i, (cols, _) in enumerate(parts)
-        ]
-        col = table.cols[name] if table is not None else None
-        if name in CATEGORICAL:
-            data[name] = _categorical(n, col, line_pos, pieces)
-        else:
-            data[name] = _column(t, n, col, line_pos, pieces)
-        for cols, _ in parts:
-            cols[name] = None  # the Arrow buffer is no longer needed
-        if n_bulk > _RELEASE_ROWS:
-            _release_arrow_memory()
-    return pd.DataFrame(data, columns=list(types))
-
-
-_RELEASE_ROWS = 100_000
-
-
-def _release_arrow_memory() -> None:
-    """Give Arrow buffers freed so far back to the system: its allocator (mimalloc) keeps
-    them cached otherwise, and the frames being built would come on top (160 MB on a
-    700 MB log)."""
-    import sys
-
-    pa = sys.modules.get("pyarrow")
-    if pa is not None:
-        pa.default_memory_pool().release_unused()
-
-
-#: columns with few distinct values, stored as pandas categoricals (one small code per row)
-CATEGORICAL = frozenset({"source", "rank", "instance", "engine"})
-
-
-def _categorical(
-    n: int, col: Any, line_pos: Any, pieces: list[tuple[np.ndarray, Any]]
-) -> pd.Categorical:
-    """A categorical column; categories sorted, so both paths give the same ones."""
-    line_values = np.array(col if col is not None else [], dtype=object)
-    uniq = {v for v in pd.unique(line_values) if isinstance(v, str)}
-    for _, arr in pieces:
-        values = arr.dictionary.to_pylist() if hasattr(arr, "dictionary") else arr.to_pylist()
-        uniq.update(v for v in values if isinstance(v, str))
-    categories = pd.Index(sorted(uniq), dtype=object)
-    codes = np.full(n, -1, np.int32)
-    if len(line_values):
-        codes[line_pos] = categories.get_indexer(line_values)
-    for pos, arr in pieces:
-        if hasattr(arr, "dictionary"):
-            lookup = categories.get_indexer(np.array(arr.dictionary.to_pylist(), dtype=object))
-            idx = arr.indices.to_numpy(zero_copy_only=False)
-            codes[pos] = lookup[idx]
-        else:
-            codes[pos] = categories.get_indexer(np.array(arr.to_pylist(), dtype=object))
-    return pd.Categorical.from_codes(codes, categories=categories)
-
-
-def _column(
-    t: FieldType, n: int, col: Any, line_pos: Any, pieces: list[tuple[np.ndarray, Any]]
-) -> Any:
-    if t in ("int", "float", "bool"):
-        values = np.empty(n, np.float64 if t == "float" else np.int64 if t == "int" else np.bool_)
-        mask = np.zeros(n, np.bool_)
-        if col is not None and len(col):
-            f = np.frombuffer(col, np.float64)
-            if t == "float":
-                values[line_pos] = f
-            else:
-                missing = np.isnan(f) if t == "int" else (f != 1.0) & (f != 0.0)
-                mask[line_pos] = missing
-                values[line_pos] = np.where(missing, 0, np.round(f)) if t == "int" else f == 1.0
-        for pos, arr in pieces:
-            if t == "float":
-                values[pos] = arr.fill_null(np.nan).to_numpy(zero_copy_only=False)
-            else:
-                mask[pos] = arr.is_null().to_numpy(zero_copy_only=False)
-                values[pos] = arr.fill_null(0 if t == "int" else False).to_numpy(
-                    zero_copy_only=False
-                )
-        if t == "float":
-            return values
-        if t == "int":
-            return pd.arrays.IntegerArray(values, mask)
-        return pd.arrays.BooleanArray(values, mask)
-    obj = np.empty(n, object)
-    if col is not None and len(col):
-        obj[line_pos] = col
-    for pos, arr in pieces:
-        if hasattr(arr, "dictionary"):  # dictionary-encoded: share one str per value
-            obj[pos] = arr.dictionary.to_numpy(zero_copy_only=False)[arr.indices.to_numpy()]
-        else:
-            obj[pos] = arr.to_numpy(zero_copy_only=False)
-    return pd.Series(obj, dtype="object", copy=False)
+        """This table's frame (consumes the buffers)."""
+        return build_frame(self.kind.name, self.kind.fields, self.n, self.cols, [])
 
 
 @dataclass
@@ -446,8 +324,10 @@ class EventSink:
     bulk: dict[str, list[BulkPart]] = field(default_factory=dict)
 
     def add_bulk(self, kind: str, columns: dict[str, Any], before: np.ndarray) -> None:
-        """Rows read in bulk; row i goes before per-line row ``before[i]`` of this sink."""
-        self.bulk.setdefault(kind, []).append((columns, before))
+        """Rows read in bulk (Arrow or numpy columns, exactly the kind's); row i goes before
+        per-line row ``before[i]`` of this sink. Kept in compact form (``compact_bulk``)."""
+        compact = compact_bulk(kind, EVENT_KINDS[kind].fields, columns)
+        self.bulk.setdefault(kind, []).append((compact, before))
 
     def lines_emitted(self, kind: str) -> int:
         """Per-line rows of a kind so far (where the next bulk row would go)."""
@@ -491,7 +371,12 @@ class EventSink:
 
     def pop_frame(self, kind: str) -> pd.DataFrame:
         """The frame of a kind; its buffers are released as the frame is built."""
-        return build_frame(EVENT_KINDS[kind], self.tables.pop(kind, None), self.bulk.pop(kind, []))
+        table = self.tables.pop(kind, None)
+        fields = EVENT_KINDS[kind].fields
+        parts = self.bulk.pop(kind, [])
+        if table is None:
+            return build_frame(kind, fields, 0, None, parts)
+        return build_frame(kind, fields, table.n, table.cols, parts)
 
     def to_tables(self) -> EventTables:
         return EventTables({name: self.pop_frame(name) for name in self.kinds()})

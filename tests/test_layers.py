@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     # bytes in: files, prefixes and physical lines, artifact formats (snapshots, tables)
     ("diag.sources", "diag.normalize", "diag.artifacts"),
     # the event-table schema the parsers write into
-    ("diag.events",),
+    ("diag.events", "diag.event_frames"),
     ("diag.parsers",),
     ("diag.ingest",),
     ("diag.facts",),

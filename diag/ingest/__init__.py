@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from diag.event_frames import release_freed_memory
 from diag.events import EventSink, EventTables
 from diag.ingest.clock import settle_years
 from diag.ingest.hotpath import hotpath_enabled, make_scanner
@@ -94,8 +95,10 @@ def ingest(
     else:
         sink, streams, found = _ingest_here(groups, inputs, meter, snapshot_limit, use_hot)
     tables = _to_tables(sink)
+    del sink
     settle_years(tables, streams)
     _attach_notes(tables, inputs)
+    release_freed_memory()  # what reading and framing freed goes back before analysis
     return Ingested(tables, inputs, streams, found.snapshots, found.profiles)
 
 
