@@ -43,15 +43,16 @@ def _shift(ts: np.ndarray, year: int) -> np.ndarray:
     if not mask.any():
         return out
     days = np.floor((ts[mask] - _START) / 86400).astype("int64")
-    delta = {}
-    for d in np.unique(days):
-        old = datetime.fromtimestamp(_START + int(d) * 86400, tz=timezone.utc)
+    distinct, which = np.unique(days, return_inverse=True)
+    delta = np.empty(len(distinct), np.float64)
+    for i, d in enumerate(distinct.tolist()):  # once per calendar day, not per row
+        old = datetime.fromtimestamp(_START + d * 86400, tz=timezone.utc)
         try:
             new = old.replace(year=year)
         except ValueError:  # Feb 29 in a common year
             new = old.replace(year=year, day=28)
-        delta[int(d)] = new.timestamp() - old.timestamp()
-    out[mask] = ts[mask] + np.array([delta[int(d)] for d in days])
+        delta[i] = new.timestamp() - old.timestamp()
+    out[mask] = ts[mask] + delta[which.ravel()]
     return out
 
 
