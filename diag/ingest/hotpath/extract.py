@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+import diag.ingest.hotpath.native as native_mod
 from diag.events import EVENT_KINDS
 from diag.ingest.hotpath.kinds import (
     ENGINE_KINDS,
@@ -40,6 +41,9 @@ from diag.ingest.hotpath.kinds import (
 )
 from diag.normalize import prefix
 from diag.normalize.prefix import LogLine
+
+#: one kind's rows: line indices in the block, ts, rank, the kind's field columns
+_KindRows = tuple[np.ndarray, np.ndarray, pa.Array, dict[str, Any]]
 
 # ---------------------------------------------------------------- headers -> ts, rank
 
@@ -177,7 +181,7 @@ def _msg_words(block: bytes | memoryview, offsets: np.ndarray) -> np.ndarray:
 class HotPath:
     """The bulk reader for one engine's periodic lines (stateless apart from caches)."""
 
-    def __init__(self, backend: str, anchors: Sequence[str]) -> None:
+    def __init__(self, backend: str, anchors: Sequence[str], native: bool | None = None) -> None:
         self.backend = backend
         self.kinds = ENGINE_KINDS[backend]
         self._cache = _HeaderCache()
@@ -186,13 +190,25 @@ class HotPath:
         self._anchor_re = "|".join(
             re.escape(a) for a in sorted(set(anchors), key=lambda a: (-len(a), a))
         )
+        # the compiled scanner where built and not switched off (GRAPHDIAG_NATIVE=0)
+        self._native = (
+            native_mod.NativeScanner(self.kinds, anchors)
+            if native_mod.native_enabled(native) and backend in native_mod.COMMON
+            else None
+        )
+
+    @property
+    def uses_native(self) -> bool:
+        return self._native is not None
 
     @classmethod
-    def for_parsers(cls, backend: str, parsers: Sequence[Any]) -> HotPath | None:
+    def for_parsers(
+        cls, backend: str, parsers: Sequence[Any], native: bool | None = None
+    ) -> HotPath | None:
         names = tuple(type(p).__name__ for p in parsers)
         if SUPPORTED_PARSERS.get(backend) != names:
             return None
-        return cls(backend, [a for p in parsers for a in p.anchors])
+        return cls(backend, [a for p in parsers for a in p.anchors], native)
 
     @staticmethod
     def lines(block: bytes | memoryview) -> tuple[pa.BinaryArray, np.ndarray]:
@@ -226,28 +242,14 @@ class HotPath:
             idx = np.flatnonzero(hit)
             if len(idx) == 0:
                 continue
-            sub = arr.take(pa.array(idx))
-            st = pc.extract_regex(sub, kind.pattern)
-            ok = st.is_valid()
-            if kind.validate is not None:
-                ok = pc.and_(ok, pc.match_substring_regex(sub, kind.validate))
-            if kind.exclude is not None:
-                ok = pc.and_(ok, pc.invert(pc.match_substring_regex(sub, kind.exclude)))
-            okn = ok.to_numpy(zero_copy_only=False)
-            if not okn.any():
+            if self._native is not None and self._native.handles(kind.name):
+                got = self._native_kind(kind, block, offsets, idx)
+            else:
+                got = self._re2_kind(kind, arr, idx)
+            if got is None:
                 continue
-            if not okn.all():
-                st = st.filter(ok)
-                sub = sub.filter(ok)
-                idx = idx[okn]
-            fields = self._extras(kind, sub, st)
-            if fields is None:
-                continue
-            st, keep = fields
-            if keep is not None:
-                idx = idx[keep]
+            idx, ts, rank, fields = got
             taken[idx] = True
-            ts, rank = self._common(st, self._cache)
             cols: dict[str, Any] = {
                 "source": _dict_const(len(idx), source),
                 "line": pa.array(idx + first_lineno, pa.int64()),
@@ -256,7 +258,7 @@ class HotPath:
                 "instance": _dict_const(len(idx), ""),
                 "engine": _dict_const(len(idx), self.backend),
             }
-            cols.update(kind.build(st))
+            cols.update(fields)
             res.tables.setdefault(kind.table, []).append(
                 {c: cols[c] for c in EVENT_KINDS[kind.table].columns}
             )
@@ -269,12 +271,52 @@ class HotPath:
         # the per-line prefilter's choice among the lines not consumed (only those are
         # searched: 2-3x cheaper than all lines on busy logs)
         rest = np.flatnonzero(~taken)
-        if len(rest) == n:
-            anchored = pc.match_substring_regex(arr, self._anchor_re)
+        if self._native is not None and self._native.has_anchors:
+            anchored = self._native.anchor_lines(block, offsets, rest)
+        elif len(rest) == n:
+            anchored = pc.match_substring_regex(arr, self._anchor_re).to_numpy(zero_copy_only=False)
         else:
-            anchored = pc.match_substring_regex(arr.take(pa.array(rest)), self._anchor_re)
-        res.fallback = rest[anchored.to_numpy(zero_copy_only=False)]
+            anchored = pc.match_substring_regex(arr.take(pa.array(rest)), self._anchor_re).to_numpy(
+                zero_copy_only=False
+            )
+        res.fallback = rest[anchored]
         return res
+
+    def _native_kind(
+        self, kind: Kind, block: bytes | memoryview, offsets: np.ndarray, idx: np.ndarray
+    ) -> _KindRows | None:
+        """The C matcher of ``kind`` on the located lines."""
+        assert self._native is not None
+        got = self._native.scan(kind.name, block, offsets, idx)
+        if len(got.idx) == 0:
+            return None
+        ts, rank = native_mod.COMMON[self.backend](got, self._cache)
+        return got.idx, ts, rank, native_mod.BUILDERS[kind.name](got)
+
+    def _re2_kind(self, kind: Kind, arr: pa.Array, idx: np.ndarray) -> _KindRows | None:
+        """The RE2 kernels for ``kind`` on the located lines (the C path's reference)."""
+        sub = arr.take(pa.array(idx))
+        st = pc.extract_regex(sub, kind.pattern)
+        ok = st.is_valid()
+        if kind.validate is not None:
+            ok = pc.and_(ok, pc.match_substring_regex(sub, kind.validate))
+        if kind.exclude is not None:
+            ok = pc.and_(ok, pc.invert(pc.match_substring_regex(sub, kind.exclude)))
+        okn = ok.to_numpy(zero_copy_only=False)
+        if not okn.any():
+            return None
+        if not okn.all():
+            st = st.filter(ok)
+            sub = sub.filter(ok)
+            idx = idx[okn]
+        fields = self._extras(kind, sub, st)
+        if fields is None:
+            return None
+        st, keep = fields
+        if keep is not None:
+            idx = idx[keep]
+        ts, rank = self._common(st, self._cache)
+        return idx, ts, rank, kind.build(st)
 
     @staticmethod
     def _extras(
