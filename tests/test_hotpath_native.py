@@ -191,7 +191,11 @@ def sg_request(draw: st.DrawFn) -> str:
 @st.composite
 def sg_line(draw: st.DrawFn) -> bytes:
     msg = draw(st.one_of(sg_decode(), sg_prefill(), sg_request()))
-    raw = (draw(sg_header()) + msg + draw(END)).encode()
+    return _damage(draw, (draw(sg_header()) + msg + draw(END)).encode())
+
+
+def _damage(draw: st.DrawFn, raw: bytes) -> bytes:
+    """Now and then a cut line or one byte replaced; one line each."""
     how = draw(st.integers(0, 7))
     if how == 0:  # a cut line
         raw = raw[: draw(st.integers(0, len(raw)))]
@@ -233,6 +237,161 @@ def test_canonical_sglang_lines_all_go_the_c_way() -> None:
 @given(st.lists(sg_line(), min_size=1, max_size=30))
 def test_c_sglang_matchers_accept_a_subset_of_re2_with_its_values(lines: list[bytes]) -> None:
     compare("sglang", lines)
+
+
+# ---------------------------------------------------------------- vLLM line material
+PHEAD = mostly(
+    st.sampled_from(["", "(EngineCore_DP0 pid=123) ", "(VllmWorker rank=1 pid=9) ", "(pid=7) "]),
+    st.sampled_from(
+        [
+            "(APIServer pid=1, ip=10.0.0.1) ",
+            "( pid=7)",
+            "(Xpid=1) ",
+            "(W rank= pid=1) ",
+            "(pid=) ",
+            "(A pid=1, ip=\u00e9) ",
+            "(A pid=1)\t",
+            "(1A pid=1) ",
+        ]
+    ),
+)
+LEVEL = mostly(
+    st.sampled_from(["DEBUG", "INFO", "WARNING"]),
+    st.sampled_from(["WARN", "ERROR", "CRITICAL", "TRACE", "INFOX", "info"]),
+)
+
+
+@st.composite
+def vl_header(draw: st.DrawFn) -> str:
+    when = draw(
+        mostly(st.just("10-31 12:00:01"), st.sampled_from(["13-45 25:61:61", "1-31 12:00"]))
+    )
+    frac = draw(mostly(st.sampled_from(["", ".123"]), st.sampled_from([",5", ".", ".x"])))
+    gap = draw(mostly(st.just(" "), st.sampled_from(["\t", "  ", ""])))
+    where = draw(
+        mostly(
+            st.sampled_from(
+                ["[gpu_model_runner.py:1234] ", "[core.py:9]", "[v1/engine/core.py:77] "]
+            ),
+            st.sampled_from(
+                ["gpu_model_runner.py:12] ", "[x.py] ", "[x.py:] ", "[x.py:1]  ", "[:1] "]
+            ),
+        )
+    )
+    return f"{draw(PHEAD)}{draw(LEVEL)} {when}{frac}{gap}{where}"
+
+
+@st.composite
+def vl_step(draw: st.DrawFn) -> str:
+    mode = draw(
+        mostly(
+            st.sampled_from(["FULL", "NONE", "PIECEWISE", "FULL_DECODE_ONLY"]),
+            st.sampled_from(["full", "", "FULL1"]),
+        )
+    )
+    prefix = draw(mostly(st.sampled_from(["", "CUDAGraphMode."]), st.just("CUDAGraphMode")))
+    reqs = draw(mostly(st.one_of(INT, st.just("None")), st.just("none")))
+    uni = draw(mostly(st.sampled_from(["uniform", "uniform_decode"]), st.just("uniformly")))
+    lora = draw(mostly(st.sampled_from(["", ", has_lora=False"]), st.just(", has_lora=1")))
+    ub = draw(
+        mostly(
+            st.sampled_from(["", ", should_ubatch: False, num_tokens_across_dp: None"]),
+            st.just(", should_ubatch: False"),
+        )
+    )
+    return (
+        f"Running batch with cudagraph_mode: {prefix}{mode}, batch_descriptor: BatchDescriptor("
+        f"num_tokens={draw(INT)}, num_reqs={reqs}, {uni}={draw(BOOL)}{lora}){ub}"
+    )
+
+
+@st.composite
+def vl_stats(draw: st.DrawFn) -> str:
+    eng = draw(mostly(st.sampled_from(["", "Engine 000: ", "Engine 12: "]), st.just("Engine x: ")))
+    hit = draw(
+        mostly(
+            st.sampled_from(["", ", Prefix cache hit rate: 0.0%"]),
+            st.just(", Prefix cache hit rate: 1"),
+        )
+    )
+    return (
+        f"{eng}Avg prompt throughput: {draw(NUM)} tokens/s, Avg generation throughput: "
+        f"{draw(NUM)} tokens/s, Running: {draw(INT)} reqs, Waiting: {draw(INT)} reqs, GPU KV "
+        f"cache usage: {draw(NUM)}%{hit}"
+    )
+
+
+VRID = mostly(
+    st.sampled_from(["cmpl-abc123-0", "chatcmpl-9f8e", "r_1", "x" * 256]),
+    st.sampled_from(["", "a.b", "x" * 257, "a b", "\u00e9"]),
+)
+
+
+@st.composite
+def vl_request(draw: st.DrawFn) -> str:
+    rid = draw(VRID)
+    if draw(st.booleans()):
+        return f"Added request {rid}" + draw(mostly(st.sampled_from(["", "."]), st.just("..")))
+    mt = draw(mostly(INT, st.sampled_from(["", "x", "9" * 16])))
+    key = draw(mostly(st.just(", max_tokens="), st.sampled_from([", xmax_tokens=", "max_tokens="])))
+    words = draw(
+        mostly(
+            st.sampled_from(["", "hi there", "\t"]),
+            st.sampled_from(
+                [
+                    "'",
+                    '"',
+                    "%",
+                    "<",
+                    "^",
+                    "|",
+                    "\u00e9",
+                    "repeated",
+                    "prompt_token_ids",
+                    "max_tokens=5",
+                    "SamplingParams(",
+                ]
+            ),
+        )
+    )
+    return (
+        f"Received request {rid}: prompt: {words}, params: SamplingParams(n=1, "
+        f"min_tokens=0{key}{mt}, temperature=0.7), lora_request: None"
+    )
+
+
+@st.composite
+def vl_line(draw: st.DrawFn) -> bytes:
+    msg = draw(st.one_of(vl_step(), vl_stats(), vl_request()))
+    return _damage(draw, (draw(vl_header()) + msg + draw(END)).encode())
+
+
+CANONICAL_VLLM = [
+    b"(EngineCore_DP0 pid=4242) DEBUG 10-31 12:00:01 [gpu_model_runner.py:1234] Running batch "
+    b"with cudagraph_mode: FULL, batch_descriptor: BatchDescriptor(num_tokens=64, num_reqs=None,"
+    b" uniform_decode=False, has_lora=False)\n",
+    b"DEBUG 10-31 12:00:01.250 [gpu_model_runner.py:1234] Running batch with cudagraph_mode: "
+    b"CUDAGraphMode.NONE, batch_descriptor: BatchDescriptor(num_tokens=37, num_reqs=5, "
+    b"uniform=True), should_ubatch: False, num_tokens_across_dp: None\r\n",
+    b"(APIServer pid=1) INFO 10-31 12:00:02 [loggers.py:127] Engine 000: Avg prompt throughput:"
+    b" 12.5 tokens/s, Avg generation throughput: 300.1 tokens/s, Running: 8 reqs, Waiting: 0 "
+    b"reqs, GPU KV cache usage: 3.2%, Prefix cache hit rate: 0.0%\n",
+    b"INFO 10-31 12:00:02 [logger.py:39] Received request cmpl-1-0: prompt: 'hi', params: "
+    b"SamplingParams(n=1, max_tokens=16), lora_request: None.\n".replace(b"'", b""),
+    b"INFO 10-31 12:00:02 [engine.py:300] Added request cmpl-1-0.\n",
+]
+
+
+@needs_c
+def test_canonical_vllm_lines_all_go_the_c_way() -> None:
+    assert compare("vllm", CANONICAL_VLLM) == (len(CANONICAL_VLLM), len(CANONICAL_VLLM))
+
+
+@needs_c
+@fuzz(300)
+@given(st.lists(vl_line(), min_size=1, max_size=30))
+def test_c_vllm_matchers_accept_a_subset_of_re2_with_its_values(lines: list[bytes]) -> None:
+    compare("vllm", lines)
 
 
 # ---------------------------------------------------------------- the anchor pass

@@ -6,6 +6,7 @@
  *       compacted (row r < count): line index, int/float columns (column c at [c*m, (c+1)*m),
  *       m = len(idx)) with validity, the header key codes (the distinct key bytes come back
  *       in code order), the request id bytes (strdata, int32 offsets in stroff).
+ *   locate(block, heads, head_kind) -> (offsets, kind_of): the lines and the locator.
  *   litset(literals) -> capsule;  anchor_lines(block, offsets, idx, litset, out) -> None
  *       out[i] = 1 when line idx[i] contains any literal of the set (the per-line
  *       prefilter's choice among the lines not consumed).
@@ -276,10 +277,14 @@ typedef struct {
 } KindDef;
 
 static const KindDef KINDS[] = {
-    {"sglang.decode", cs_sg_decode, 4, 4, 0, 0},
-    {"sglang.prefill", cs_sg_prefill, 6, 2, 0, 0},
-    {"sglang.receive", cs_sg_receive, 0, 1, 1, 0},
-    {"sglang.finish", cs_sg_finish, 2, 1, 1, 0},
+    {"sglang.decode", cs_sg_decode, 4, 4, 0, 1},
+    {"sglang.prefill", cs_sg_prefill, 6, 2, 0, 1},
+    {"sglang.receive", cs_sg_receive, 0, 1, 1, 1},
+    {"sglang.finish", cs_sg_finish, 2, 1, 1, 1},
+    {"vllm.step", cs_vl_step, 3, 0, 1, 1},
+    {"vllm.stats", cs_vl_stats, 3, 3, 0, 1},
+    {"vllm.received", cs_vl_received, 1, 0, 1, 1},
+    {"vllm.added", cs_vl_added, 0, 0, 1, 1},
 };
 #define NKINDS ((int)(sizeof KINDS / sizeof KINDS[0]))
 
@@ -470,10 +475,78 @@ done:
     return result;
 }
 
+/* locate(block, heads, head_kind) -> (offsets, kind_of)
+ * offsets: int64[n + 1] line starts (line i is block[offsets[i]:offsets[i+1]], its "\n"
+ * kept; a last line without one ends the block); kind_of: int8[n], per line the kind whose
+ * head (uint32 of heads) is the 4 bytes after the line's first "]" and one blank, -1 none:
+ * the numpy locator of extract._msg_words, in one pass. Only a locator: matchers decide. */
+static PyObject *py_locate(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer block, heads, hk;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &block, &heads, &hk))
+        return NULL;
+    PyObject *offs = NULL, *kinds = NULL, *result = NULL;
+    const uint8_t *u8 = block.buf;
+    Py_ssize_t size = block.len, n = 0, nh = heads.len / 4;
+    if (hk.len < nh) {
+        PyErr_SetString(PyExc_ValueError, "one kind per head");
+        goto done;
+    }
+    for (const uint8_t *p = u8, *e = u8 + size; p < e; n++) {
+        const uint8_t *nl = memchr(p, '\n', (size_t)(e - p));
+        p = nl ? nl + 1 : e;
+    }
+    offs = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
+    kinds = PyBytes_FromStringAndSize(NULL, n);
+    if (offs == NULL || kinds == NULL)
+        goto done;
+    int64_t *o = (int64_t *)PyBytes_AS_STRING(offs);
+    int8_t *k = (int8_t *)PyBytes_AS_STRING(kinds);
+    const uint32_t *hw = heads.buf;
+    const int8_t *hkind = hk.buf;
+    Py_BEGIN_ALLOW_THREADS;
+    const uint8_t *p = u8, *e = u8 + size;
+    o[0] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t *nl = memchr(p, '\n', (size_t)(e - p));
+        const uint8_t *end = nl ? nl + 1 : e;
+        int8_t kind = -1;
+        const uint8_t *rb = size >= 8 ? memchr(p, ']', (size_t)(end - p)) : NULL;
+        if (rb != NULL) {
+            Py_ssize_t ms = rb - u8 + 1;
+            if (ms > size - 1)
+                ms = size - 1;
+            ms += u8[ms] == ' ';
+            if (ms > size - 4)
+                ms = size - 4;
+            uint32_t w = (uint32_t)u8[ms] | (uint32_t)u8[ms + 1] << 8 |
+                         (uint32_t)u8[ms + 2] << 16 | (uint32_t)u8[ms + 3] << 24;
+            for (Py_ssize_t h = 0; h < nh; h++)
+                if (hw[h] == w) {
+                    kind = hkind[h];
+                    break;
+                }
+        }
+        k[i] = kind;
+        o[i + 1] = end - u8;
+        p = end;
+    }
+    Py_END_ALLOW_THREADS;
+    result = PyTuple_Pack(2, offs, kinds);
+done:
+    Py_XDECREF(offs);
+    Py_XDECREF(kinds);
+    PyBuffer_Release(&block);
+    PyBuffer_Release(&heads);
+    PyBuffer_Release(&hk);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", py_scan, METH_VARARGS, "Match the candidate lines of one kind (see module doc)."},
     {"litset", py_litset, METH_O, "A literal set for anchor_lines and scan's exclusions."},
     {"anchor_lines", py_anchor_lines, METH_VARARGS, "Which lines hold any literal of a set."},
+    {"locate", py_locate, METH_VARARGS, "Line offsets and the located kind of each line."},
     {"kinds", py_kinds, METH_NOARGS, "{kind name: (id, n ints, n floats, has str, has key2)}."},
     {NULL, NULL, 0, NULL},
 };

@@ -25,11 +25,11 @@ typedef struct {
     uint8_t ivd[CS_MAXI];
     double fv[CS_MAXF];
     uint8_t fvd[CS_MAXF];
-    char k1[CS_KEYMAX]; /* header key (SGLang date|time|ranks, vLLM "lvl md hms") */
+    char k1[CS_KEYMAX]; /* ts key: SGLang "date|time", vLLM "lvl md hms" */
     int k1n;
-    char k2[CS_KEYMAX]; /* vLLM process prefix head, "" when none */
+    char k2[CS_KEYMAX]; /* rank key: SGLang ranks group, vLLM process prefix head ("") */
     int k2n;
-    cptr str; /* request id span, NULL for none */
+    cptr str; /* request id (or vLLM mode) span, NULL for none */
     int64_t strn;
 } Row;
 
@@ -160,5 +160,9 @@ int cs_sg_decode(cptr s, cptr e, Row *r, const LitSet *excl);
 int cs_sg_prefill(cptr s, cptr e, Row *r, const LitSet *excl);
 int cs_sg_receive(cptr s, cptr e, Row *r, const LitSet *excl);
 int cs_sg_finish(cptr s, cptr e, Row *r, const LitSet *excl);
+int cs_vl_step(cptr s, cptr e, Row *r, const LitSet *excl);
+int cs_vl_stats(cptr s, cptr e, Row *r, const LitSet *excl);
+int cs_vl_received(cptr s, cptr e, Row *r, const LitSet *excl);
+int cs_vl_added(cptr s, cptr e, Row *r, const LitSet *excl);
 
 #endif

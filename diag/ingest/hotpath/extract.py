@@ -230,21 +230,30 @@ class HotPath:
         return arr, offsets
 
     def extract(self, block: bytes | memoryview, first_lineno: int, source: str) -> BlockResult:
-        arr, offsets = self.lines(block)
-        n = len(arr)
+        arr: pa.BinaryArray | None = None
+        if self._native is not None:  # lines and locator in one C pass
+            offsets, kind_of = self._native.locate(block)
+        else:
+            arr, offsets = self.lines(block)
+            words = _msg_words(block, offsets)
+        n = len(offsets) - 1
         res = BlockResult(first_lineno, n, offsets)
         taken = np.zeros(n, bool)
-        words = _msg_words(block, offsets)
-        for kind in self.kinds:
-            hit = words == _word(kind.heads[0])
-            for h in kind.heads[1:]:
-                hit |= words == _word(h)
-            idx = np.flatnonzero(hit)
+        for k, kind in enumerate(self.kinds):
+            if self._native is not None:
+                idx = np.flatnonzero(kind_of == k)
+            else:
+                hit = words == _word(kind.heads[0])
+                for h in kind.heads[1:]:
+                    hit |= words == _word(h)
+                idx = np.flatnonzero(hit)
             if len(idx) == 0:
                 continue
             if self._native is not None and self._native.handles(kind.name):
                 got = self._native_kind(kind, block, offsets, idx)
             else:
+                if arr is None:
+                    arr, _ = self.lines(block)
                 got = self._re2_kind(kind, arr, idx)
             if got is None:
                 continue
@@ -273,14 +282,20 @@ class HotPath:
         rest = np.flatnonzero(~taken)
         if self._native is not None and self._native.has_anchors:
             anchored = self._native.anchor_lines(block, offsets, rest)
-        elif len(rest) == n:
-            anchored = pc.match_substring_regex(arr, self._anchor_re).to_numpy(zero_copy_only=False)
         else:
-            anchored = pc.match_substring_regex(arr.take(pa.array(rest)), self._anchor_re).to_numpy(
-                zero_copy_only=False
-            )
+            anchored = self._re2_anchored(block, arr, rest)
         res.fallback = rest[anchored]
         return res
+
+    def _re2_anchored(
+        self, block: bytes | memoryview, arr: pa.BinaryArray | None, rest: np.ndarray
+    ) -> np.ndarray:
+        """The RE2 anchor pass over the lines ``rest`` (bool per line)."""
+        if arr is None:
+            arr, _ = self.lines(block)
+        if len(rest) != len(arr):
+            arr = arr.take(pa.array(rest))
+        return pc.match_substring_regex(arr, self._anchor_re).to_numpy(zero_copy_only=False)
 
     def _native_kind(
         self, kind: Kind, block: bytes | memoryview, offsets: np.ndarray, idx: np.ndarray

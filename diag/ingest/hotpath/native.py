@@ -8,9 +8,10 @@ RE2 path stays as the reference (``tests/test_hotpath_native.py`` compares both)
 fallback when the extension is not built (an install without a compiler) or
 ``GRAPHDIAG_NATIVE=0``.
 
-C returns the accepted rows compacted into arrays allocated here, the header key of each
-row as a code into the distinct key bytes, so ts and rank still come from
-``peel_engine_header`` once per distinct value (``_HeaderCache``), exactly as on the RE2 path.
+C returns the accepted rows compacted into arrays allocated here, the header keys of each
+row (one for ts, one for rank) as codes into the distinct key bytes, so ts and rank still
+come from ``peel_engine_header`` once per distinct value (``_HeaderCache``), exactly as on
+the RE2 path.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 try:  # built by setup.py (optional: no compiler, no extension)
     import diag.ingest.hotpath._cscan as _cscan
@@ -58,6 +60,10 @@ LAYOUTS: dict[str, Layout] = {
     "sglang.prefill": Layout(("seq", "new", "cached", "run", "queue", "graph"), ("ms", "tput")),
     "sglang.receive": Layout((), ("ms",)),
     "sglang.finish": Layout(("pt", "ct"), ("ms",)),
+    "vllm.step": Layout(("tok", "reqs", "uni"), ()),
+    "vllm.stats": Layout(("run", "wait", "eng"), ("pt", "gt", "kv")),
+    "vllm.received": Layout(("mt",), ()),
+    "vllm.added": Layout((), ()),
 }
 
 
@@ -72,7 +78,7 @@ class Scanned:
     codes1: np.ndarray  # int32 per row
     keys2: list[bytes]
     codes2: np.ndarray
-    rid: pa.Array | None  # string, the request id
+    rid: pa.Array | None  # string: the request id (vLLM step lines: the cudagraph mode)
 
     def int_col(self, name: str) -> pa.Array:
         values, valid = self.ints[name]
@@ -102,6 +108,11 @@ class NativeScanner:
             assert (ni, nf) == (len(layout.ints), len(layout.floats)), kind.name
             excl = _cscan.litset([w.encode() for w in kind.exclude_words])
             self._ids[kind.name] = (kid, layout, excl, bool(has_str))
+        heads = [
+            (int.from_bytes(h[:4], "little"), k) for k, kd in enumerate(kinds) for h in kd.heads
+        ]
+        self._heads = np.array([w for w, _ in heads], np.uint32).tobytes()
+        self._head_kind = np.array([k for _, k in heads], np.int8).tobytes()
         words = sorted({a.encode() for a in anchors})
         self._anchors = (
             _cscan.litset(words)
@@ -154,6 +165,11 @@ class NativeScanner:
             codes2=key2[:count],
             rid=rid,
         )
+
+    def locate(self, block: bytes | memoryview) -> tuple[np.ndarray, np.ndarray]:
+        """(line offsets int64[n + 1], per line the index of the located kind or -1)."""
+        offsets, kind_of = _cscan.locate(block, self._heads, self._head_kind)
+        return np.frombuffer(offsets, np.int64), np.frombuffer(kind_of, np.int8)
 
     def anchor_lines(
         self, block: bytes | memoryview, offsets: np.ndarray, idx: np.ndarray
@@ -214,22 +230,55 @@ def _request(action: str, prompt: str | None, max_new: str | None) -> Callable[[
     return build
 
 
+def _vl_step(s: Scanned) -> dict[str, Any]:
+    mode, tok, n = s.rid, s.int_col("tok"), len(s.idx)
+    assert mode is not None
+    return dict(
+        mode=mode.dictionary_encode(),
+        num_tokens=pc.if_else(pc.equal(mode, "NONE"), tok, pa.scalar(None, pa.int64())),
+        padded_tokens=tok,
+        num_reqs=s.int_col("reqs"),
+        uniform=s.bool_col("uni"),
+        count=pa.array(np.ones(n, np.int64)),
+        origin=_dict_const(n, "debug_step"),
+    )
+
+
+def _vl_stats(s: Scanned) -> dict[str, Any]:
+    n = len(s.idx)
+    return dict(
+        prompt_throughput=s.float_col("pt"),
+        gen_throughput=s.float_col("gt"),
+        running=s.int_col("run"),
+        waiting=s.int_col("wait"),
+        swapped=pa.nulls(n, pa.int64()),
+        kv_usage=s.float_col("kv"),
+        preemptions=pa.nulls(n, pa.int64()),
+        engine_index=s.int_col("eng"),
+    )
+
+
 BUILDERS: dict[str, Callable[[Scanned], dict[str, Any]]] = {
     "sglang.decode": _sg_decode,
     "sglang.prefill": _sg_prefill,
     "sglang.receive": _request("received", None, None),
     "sglang.finish": _request("finished", "pt", "ct"),
+    "vllm.step": _vl_step,
+    "vllm.stats": _vl_stats,
+    "vllm.received": _request("received", None, "mt"),
+    "vllm.added": _request("added", None, None),
 }
 
 
 def sg_common(s: Scanned, cache: Any) -> tuple[np.ndarray, pa.Array]:
     """ts and rank of SGLang rows, as ``extract._sg_common`` computes them from the groups."""
-    values = [cache.sglang(k) for k in s.keys1]
-    ts = np.array([v[0] for v in values], np.float64)[s.codes1]
+    ts = np.array([cache.sglang(k + b"|")[0] for k in s.keys1], np.float64)[s.codes1]
     ms, has_ms = s.floats["ms"]
     if has_ms.any():
         ts = ts + np.where(has_ms, ms, 0.0)  # FastPeel: ts += float("0." + ms)
-    return ts, _ranks([v[1] for v in values], s.codes1)
+    # ts does not depend on the ranks, nor the rank on date and time (peel_engine_header)
+    ranks = [cache.sglang(b"2000-01-01|00:00:00|" + k)[1] for k in s.keys2]
+    return ts, _ranks(ranks, s.codes2)
 
 
 def _ranks(ranks: list[str], codes: np.ndarray) -> pa.DictionaryArray:
@@ -239,4 +288,13 @@ def _ranks(ranks: list[str], codes: np.ndarray) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(pa.array(idx), pa.array(uniq, pa.string()))
 
 
-COMMON: dict[str, Callable[[Scanned, Any], tuple[np.ndarray, pa.Array]]] = {"sglang": sg_common}
+def vl_common(s: Scanned, cache: Any) -> tuple[np.ndarray, pa.Array]:
+    """ts and rank of vLLM rows, as ``extract._vl_common`` computes them from the groups."""
+    ts = np.array([cache.vllm(k) for k in s.keys1], np.float64)[s.codes1]
+    return ts, _ranks([cache.proc(k) for k in s.keys2], s.codes2)
+
+
+COMMON: dict[str, Callable[[Scanned, Any], tuple[np.ndarray, pa.Array]]] = {
+    "sglang": sg_common,
+    "vllm": vl_common,
+}
