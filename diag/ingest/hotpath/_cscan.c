@@ -72,18 +72,26 @@ int cs_to_double(cptr s, size_t n, double *out) {
 /* ---------------------------------------------------------------- literal sets */
 
 int cs_litset_any(const LitSet *ls, cptr s, cptr e) {
-    if (ls->n == 0 || e - s < ls->minlen)
+    for (int k = 0; k < ls->nshort; k++)
+        if (cs_find(s, e, (const char *)ls->slit[k], ls->slen[k]) != NULL)
+            return 1;
+    if (ls->n == 0 || e - s < ls->m)
         return 0;
-    cptr last = e - 1;
-    for (cptr p = s; p < last; p++) {
-        unsigned pr = (unsigned)p[0] << 8 | p[1];
-        if (!(ls->pair[pr >> 6] >> (pr & 63) & 1))
+    const int m = ls->m;
+    for (cptr p = s + m - 1; p < e;) {
+        unsigned sh = ls->shift[cs_pair_hash(p - 1)];
+        if (sh) {
+            p += sh;
             continue;
-        for (int k = ls->first[pr] - 1; k < ls->n && ls->prefix[k] == pr; k++) {
+        }
+        cptr w = p - (m - 1); /* the window a literal's first m bytes would fill */
+        unsigned pr = (unsigned)w[0] << 8 | w[1];
+        for (int k = ls->first[pr] - 1; k >= 0 && k < ls->n && ls->prefix[k] == pr; k++) {
             size_t n = ls->len[k];
-            if ((size_t)(e - p) >= n && memcmp(p, ls->lit[k], n) == 0)
+            if ((size_t)(e - w) >= n && memcmp(w, ls->lit[k], n) == 0)
                 return 1;
         }
+        p++;
     }
     return 0;
 }
@@ -122,35 +130,44 @@ static PyObject *py_litset(PyObject *self, PyObject *arg) {
         Py_DECREF(seq);
         return PyErr_NoMemory();
     }
-    /* each literal stored as 2 length bytes + its bytes, then sorted by prefix */
+    /* each literal stored as 2 length bytes + its bytes; the long ones sorted by prefix */
     const uint8_t *order[256];
     uint8_t *w = ls->store;
-    ls->minlen = 1 << 30;
+    int nlong = 0;
+    ls->m = 256;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *b = PySequence_Fast_GET_ITEM(seq, i);
         Py_ssize_t len = PyBytes_GET_SIZE(b);
         w[0] = (uint8_t)(len >> 8);
         w[1] = (uint8_t)len;
         memcpy(w + 2, PyBytes_AS_STRING(b), (size_t)len);
-        order[i] = w + 2;
+        if (len < 4) {
+            ls->slit[ls->nshort] = w + 2;
+            ls->slen[ls->nshort++] = (uint16_t)len;
+        } else {
+            order[nlong++] = w + 2;
+            if (len < ls->m)
+                ls->m = (int)len;
+        }
         w += len + 2;
-        if (len < ls->minlen)
-            ls->minlen = (int)len;
     }
     Py_DECREF(seq);
-    qsort(order, (size_t)n, sizeof order[0], cmp_prefix);
-    for (Py_ssize_t k = n - 1; k >= 0; k--) {
+    qsort(order, (size_t)nlong, sizeof order[0], cmp_prefix);
+    memset(ls->shift, ls->m - 1, sizeof ls->shift);
+    for (int k = nlong - 1; k >= 0; k--) {
         const uint8_t *lit = order[k];
         unsigned pr = (unsigned)lit[0] << 8 | lit[1];
         ls->lit[k] = lit;
         ls->len[k] = (uint16_t)(lit[-2] << 8 | lit[-1]);
         ls->prefix[k] = (uint16_t)pr;
-        ls->pair[pr >> 6] |= (uint64_t)1 << (pr & 63);
         ls->first[pr] = (uint8_t)(k + 1); /* the lowest index wins: k descends */
+        for (int j = 1; j < ls->m; j++) { /* pair lit[j-1..j] ends m-1-j before the window end */
+            unsigned h = cs_pair_hash(lit + j - 1);
+            if (ls->shift[h] > ls->m - 1 - j)
+                ls->shift[h] = (uint8_t)(ls->m - 1 - j);
+        }
     }
-    ls->n = (int)n;
-    if (n == 0)
-        ls->minlen = 0;
+    ls->n = nlong;
     PyObject *cap = PyCapsule_New(ls, "graphdiag.litset", litset_free);
     if (cap == NULL)
         PyMem_Free(ls);

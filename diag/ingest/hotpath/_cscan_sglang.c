@@ -171,7 +171,7 @@ static int sg_plain_rest(cptr p, cptr e) {
 static int sg_rid(cptr s, cptr e, Row *r) {
     cptr q = s;
     while (e - q > 6) {
-        cptr hit = memmem(q, (size_t)(e - q), "rid='", 5);
+        cptr hit = cs_find(q, e, "rid='", 5);
         if (hit == NULL)
             return 0;
         cptr a = hit + 5, b = a;

@@ -223,11 +223,11 @@ int cs_vl_received(cptr s, cptr e, Row *r, const LitSet *excl) {
     if (excl != NULL && cs_litset_any(excl, s, e))
         return 0;
     /* SamplingParams\(.*?\bmax_tokens=(\d+): the first one after the first SamplingParams( */
-    cptr sp = memmem(s, (size_t)(e - s), "SamplingParams(", 15);
+    cptr sp = cs_find(s, e, "SamplingParams(", 15);
     if (sp != NULL) {
         cptr x = sp + 15;
         while (x < q) {
-            cptr mt = memmem(x, (size_t)(q - x), "max_tokens=", 11);
+            cptr mt = cs_find(x, q, "max_tokens=", 11);
             if (mt == NULL)
                 break;
             cptr d = mt + 11, y = d;
