@@ -422,6 +422,22 @@ def test_the_c_anchor_pass_finds_the_lines_python_re_finds(
     assert got.tolist() == [rx.search(x) is not None for x in lines]
 
 
+def test_without_the_extension_the_hot_path_runs_on_re2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An install without a compiler has no ``_cscan``: the RE2 path, same rows."""
+    from diag.ingest.hotpath import native
+
+    block = b"".join(CANONICAL)
+    expected = _rows(_paths("sglang")[1].extract(block, 1, "x.log")) if native_available() else None
+    monkeypatch.setattr(native, "_cscan", None)
+    monkeypatch.setenv(ENV_NATIVE, "1")
+    hp = HotPath.for_parsers("sglang", parsers_for("sglang"))
+    assert hp is not None and not hp.uses_native
+    got = _rows(hp.extract(block, 1, "x.log"))
+    assert len(got) == len(CANONICAL)
+    if expected is not None:
+        assert got == expected
+
+
 def test_native_switch_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     from diag.ingest.hotpath.native import native_enabled
 

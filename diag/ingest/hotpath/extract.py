@@ -1,20 +1,23 @@
 """One byte block in, typed columns per event kind plus the lines left to the per-line path.
 
-How a block is read (``bench/README.md`` has the measurements behind each step):
+How a block is read (``bench/README.md`` has the measurements behind each step). With the
+compiled scanner (:mod:`.native`, C; the default where it is built):
 
-1. **Lines.** ``np.flatnonzero(u8 == 10)`` gives the line ends, and
-   ``pa.Array.from_buffers(pa.binary(), n, [None, offsets, block])`` a zero-copy array with
-   one element per physical line, so line numbers are ``first_lineno + index`` and never
-   serialise the scan.
-2. **Locate.** The message of a plain SGLang or vLLM header starts right after the line's
-   first ``]``; numpy reads the 4 bytes there as a ``uint32`` for every line at once. Only a
-   locator: the anchored regexes of :mod:`.kinds` decide.
-3. **Extract.** One anchored RE2 pattern per kind on the located lines (``take``); numbers
-   cast by Arrow (correctly rounded, like ``float()``); ts and rank from
-   :func:`diag.normalize.prefix.peel_engine_header` itself, once per distinct header value,
-   so they equal the per-line values by construction.
-4. **Fallback.** One RE2 pass of all active anchors over the lines not consumed gives exactly
+1. **Lines and locator** in one C pass: line offsets (line numbers are ``first_lineno +
+   index`` and never serialise the scan) and per line the kind whose 4-byte head follows
+   the line's first ``]``. Only a locator: the matchers decide.
+2. **Extract.** One strict C matcher per kind on the located lines, accepting a subset of
+   what the kind's RE2 pattern accepts; ts and rank from
+   :func:`diag.normalize.prefix.peel_engine_header` itself, once per distinct header key, so
+   they equal the per-line values by construction.
+3. **Fallback.** One C pass of all active anchors over the lines not consumed gives exactly
    the lines the per-line prefilter would have chosen.
+
+With the RE2 kernels (``GRAPHDIAG_NATIVE=0``, no compiler at install; the C path's
+reference): ``np.flatnonzero(u8 == 10)`` and a zero-copy ``pa.binary`` array of the lines,
+the numpy locator (:func:`_msg_words`), one anchored RE2 pattern per kind (``take``),
+numbers cast by Arrow (correctly rounded, like ``float()``), the same header cache, and one
+RE2 pass of all anchors over the lines not consumed.
 """
 
 from __future__ import annotations
@@ -261,8 +264,9 @@ class HotPath:
             taken[idx] = True
             cols: dict[str, Any] = {
                 "source": _dict_const(len(idx), source),
-                "line": pa.array(idx + first_lineno, pa.int64()),
-                "ts": pa.array(ts, pa.float64()),
+                # in pyarrow's pool, as every kept column: freed pages go back to the OS
+                "line": pa.array(native_mod.pool_copy(idx + first_lineno), pa.int64()),
+                "ts": pa.array(native_mod.pool_copy(np.asarray(ts, np.float64)), pa.float64()),
                 "rank": rank,
                 "instance": _dict_const(len(idx), ""),
                 "engine": _dict_const(len(idx), self.backend),

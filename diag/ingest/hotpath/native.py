@@ -82,11 +82,11 @@ class Scanned:
 
     def int_col(self, name: str) -> pa.Array:
         values, valid = self.ints[name]
-        return pa.array(_own(values), pa.int64(), mask=None if valid.all() else ~valid)
+        return pa.array(pool_copy(values), pa.int64(), mask=None if valid.all() else ~valid)
 
     def float_col(self, name: str) -> pa.Array:
         values, valid = self.floats[name]
-        return pa.array(_own(values), pa.float64(), mask=None if valid.all() else ~valid)
+        return pa.array(pool_copy(values), pa.float64(), mask=None if valid.all() else ~valid)
 
     def bool_col(self, name: str) -> pa.Array:
         values, valid = self.ints[name]
@@ -102,7 +102,7 @@ def _pool_empty(n: int, dtype: Any) -> np.ndarray:
     return np.frombuffer(pa.allocate_buffer(size), dtype)[:n]
 
 
-def _own(values: np.ndarray) -> np.ndarray:
+def pool_copy(values: np.ndarray) -> np.ndarray:
     """``values`` copied into a buffer of its own (a column kept by the sink must not keep
     the whole output block of C alive, unused columns included: +16 B a decode row)."""
     out = _pool_empty(len(values), values.dtype)
