@@ -11,6 +11,7 @@ non-ASCII bytes, quotes and excluded words in request lines. The oracle test
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -36,6 +37,7 @@ def test_the_extension_is_built_where_required() -> None:
 needs_c = pytest.mark.skipif(not native_available(), reason="the C extension is not built")
 
 
+@functools.cache
 def _paths(engine: str) -> tuple[HotPath, HotPath]:
     c = HotPath.for_parsers(engine, parsers_for(engine), native=True)
     r = HotPath.for_parsers(engine, parsers_for(engine), native=False)
@@ -233,7 +235,7 @@ def test_canonical_sglang_lines_all_go_the_c_way() -> None:
 
 
 @needs_c
-@fuzz(300)
+@fuzz(100)
 @given(st.lists(sg_line(), min_size=1, max_size=30))
 def test_c_sglang_matchers_accept_a_subset_of_re2_with_its_values(lines: list[bytes]) -> None:
     compare("sglang", lines)
@@ -388,7 +390,7 @@ def test_canonical_vllm_lines_all_go_the_c_way() -> None:
 
 
 @needs_c
-@fuzz(300)
+@fuzz(100)
 @given(st.lists(vl_line(), min_size=1, max_size=30))
 def test_c_vllm_matchers_accept_a_subset_of_re2_with_its_values(lines: list[bytes]) -> None:
     compare("vllm", lines)
