@@ -102,6 +102,20 @@ def _pool_empty(n: int, dtype: Any) -> np.ndarray:
     return np.frombuffer(pa.allocate_buffer(size), dtype)[:n]
 
 
+def _carve(parts: list[tuple[int, Any]]) -> list[np.ndarray]:
+    """Arrays of (length, dtype) cut from one pool buffer, each 8-byte aligned: one
+    allocation per scan call instead of eight."""
+    starts, size = [], 0
+    for n, dtype in parts:
+        starts.append(size)
+        size += -(-n * np.dtype(dtype).itemsize // 8) * 8
+    whole = _pool_empty(max(size, 8), np.uint8)
+    return [
+        whole[a : a + n * np.dtype(t).itemsize].view(t)
+        for a, (n, t) in zip(starts, parts, strict=True)
+    ]
+
+
 def pool_copy(values: np.ndarray) -> np.ndarray:
     """``values`` copied into a buffer of its own (a column kept by the sink must not keep
     the whole output block of C alive, unused columns included: +16 B a decode row)."""
@@ -150,14 +164,18 @@ class NativeScanner:
         kid, layout, excl, has_str = self._ids[kind_name]
         m = len(idx)
         ni, nf = len(layout.ints), len(layout.floats)
-        rows = _pool_empty(m, np.int64)
-        ints = _pool_empty(ni * m, np.int64)
-        ival = _pool_empty(ni * m, np.uint8)
-        flts = _pool_empty(nf * m, np.float64)
-        fval = _pool_empty(nf * m, np.uint8)
-        key1 = _pool_empty(m, np.int32)
-        key2 = _pool_empty(m, np.int32)
-        stroff = _pool_empty(m + 1, np.int32)
+        rows, ints, ival, flts, fval, key1, key2, stroff = _carve(
+            [
+                (m, np.int64),
+                (ni * m, np.int64),
+                (ni * m, np.uint8),
+                (nf * m, np.float64),
+                (nf * m, np.uint8),
+                (m, np.int32),
+                (m, np.int32),
+                (m + 1, np.int32),
+            ]
+        )
         idx = np.ascontiguousarray(idx, np.int64)
         offsets = np.ascontiguousarray(offsets, np.int64)
         count, keys1, keys2, strdata = _cscan.scan(
@@ -170,7 +188,9 @@ class NativeScanner:
             data = _pool_empty(len(strdata), np.uint8)
             data[:] = np.frombuffer(strdata, np.uint8)
             rid = pa.Array.from_buffers(
-                pa.string(), count, [None, pa.py_buffer(stroff[: count + 1]), pa.py_buffer(data)]
+                pa.string(),
+                count,
+                [None, pa.py_buffer(pool_copy(stroff[: count + 1])), pa.py_buffer(data)],
             )
         return Scanned(
             idx=rows[:count],
