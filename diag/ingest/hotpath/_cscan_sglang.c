@@ -154,17 +154,23 @@ int cs_sg_prefill(cptr s, cptr e, Row *r, const LitSet *excl) {
 
 /* a plain request-line body: no byte split_logical/peel would treat (control chars but \t,
  * DEL, ^, <), then \r?\n?$ */
+static const uint8_t NOT_PLAIN[256] = {
+    [0x00] = 1, [0x01] = 1, [0x02] = 1, [0x03] = 1, [0x04] = 1, [0x05] = 1, [0x06] = 1,
+    [0x07] = 1, [0x08] = 1, [0x0a] = 1, [0x0b] = 1, [0x0c] = 1, [0x0d] = 1, [0x0e] = 1,
+    [0x0f] = 1, [0x10] = 1, [0x11] = 1, [0x12] = 1, [0x13] = 1, [0x14] = 1, [0x15] = 1,
+    [0x16] = 1, [0x17] = 1, [0x18] = 1, [0x19] = 1, [0x1a] = 1, [0x1b] = 1, [0x1c] = 1,
+    [0x1d] = 1, [0x1e] = 1, [0x1f] = 1, [0x7f] = 1, ['^'] = 1,  ['<'] = 1,
+};
+
 static int sg_plain_rest(cptr p, cptr e) {
+    uint8_t bad = 0;
     if (p < e && e[-1] == '\n')
         e--;
     if (p < e && e[-1] == '\r')
         e--;
-    for (; p < e; p++) {
-        uint8_t c = *p;
-        if ((c < 0x20 && c != '\t') || c == 0x7f || c == '^' || c == '<')
-            return 0;
-    }
-    return 1;
+    for (; p < e; p++) /* no early exit: a branch-free loop over the table */
+        bad |= NOT_PLAIN[*p];
+    return !bad;
 }
 
 /* leftmost rid='([^']+)', ASCII only (the per-line path decodes others with replacement) */
