@@ -13,9 +13,10 @@ over ``--repeat`` runs.
 Kinds: SGLang decode + prefill batches, Receive/Finish request lines; vLLM DEBUG step lines,
 stats lines, Received/Added request lines. Every approach extracts every field of those
 kinds (as RE2/Rust/Python groups) for the common shape. Only ``hotpath`` / ``hotpath-2t``
-also compute line numbers, ts, rank and typed columns, and the per-line fallback candidates
-(an RE2 pass of all anchors): it is the full bulk-path cost, the others are lower bounds of
-locate + extract.
+(the compiled C scanner, ``diag/ingest/hotpath/_cscan*.c``) and ``hotpath-re2`` (the same
+with the RE2 kernels, ``GRAPHDIAG_NATIVE=0``) also compute line numbers, ts, rank and typed
+columns, and the per-line fallback candidates (a pass of all anchors): it is the full
+bulk-path cost, the others are lower bounds of locate + extract.
 """
 
 from __future__ import annotations
@@ -205,14 +206,15 @@ def run_re_anchor_arrow(path: str, engine: str) -> int:
     return rows
 
 
-def _hotpath(path: str, engine: str, threads: int) -> int:
+def _hotpath(path: str, engine: str, threads: int, native: bool = True) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     from diag.ingest import parsers_for
     from diag.ingest.hotpath import HotPath
 
-    hp = HotPath.for_parsers(engine, parsers_for(engine))
+    hp = HotPath.for_parsers(engine, parsers_for(engine), native=native)
     assert hp is not None
+    assert hp.uses_native == native, "the C extension is not built (pip install -e .)"
     src = os.path.basename(path)
     rows = 0
     fallback = 0
@@ -246,6 +248,10 @@ def run_hotpath_2t(path: str, engine: str) -> int:
     return _hotpath(path, engine, 2)
 
 
+def run_hotpath_re2(path: str, engine: str) -> int:
+    return _hotpath(path, engine, 1, native=False)
+
+
 APPROACHES = {
     "duckdb": run_duckdb,
     "polars": run_polars,
@@ -254,6 +260,7 @@ APPROACHES = {
     "re-anchor+arrow": run_re_anchor_arrow,
     "hotpath": run_hotpath,
     "hotpath-2t": run_hotpath_2t,
+    "hotpath-re2": run_hotpath_re2,
 }
 
 

@@ -9,11 +9,15 @@ redraws glued with ``\\r``, CRLF, ``<`` in prompts, cut lines, multi-rank and ``
 headers, words of other parser branches inside prompts, ray ``repeated``, a second process
 prefix, lines mutated by ``tests/test_properties.mutate_bytes``; then scanned with blocks cut
 anywhere, and ingested whole, gzipped and as a rotated set.
+
+Every test runs twice: with the compiled scanner (``_cscan``, C) and with the RE2 kernels
+(``GRAPHDIAG_NATIVE=0``), the C path's reference and fallback.
 """
 
 from __future__ import annotations
 
 import gzip
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +31,8 @@ from hypothesis import strategies as st
 from diag.events import EventSink, EventTables
 from diag.ingest import ingest, parsers_for
 from diag.ingest.hotpath import HotScanner, hotpath_enabled
+from diag.ingest.hotpath.native import COMMON as NATIVE_ENGINES
+from diag.ingest.hotpath.native import ENV_NATIVE, native_available
 from diag.parsers.scan import StreamScanner
 from tests.conftest import ROOT, need_corpus
 from tests.test_properties import _tmpdir, fuzz, mutate_bytes
@@ -35,6 +41,23 @@ sys.path.insert(0, str(ROOT / "bench"))
 import gen_logs  # noqa: E402
 
 INCIDENTS = ROOT / "fixtures" / "incidents"
+
+
+@pytest.fixture(scope="module", autouse=True, params=["c", "re2"])
+def extraction(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The hot path's extraction: the C scanner or the RE2 kernels (module-scoped: hypothesis
+    tests take no function-scoped fixture; worker processes inherit the variable)."""
+    if request.param == "c" and not native_available():
+        pytest.skip("the C extension is not built (tests/test_hotpath_native.py says why)")
+    saved = os.environ.get(ENV_NATIVE)
+    os.environ[ENV_NATIVE] = "1" if request.param == "c" else "0"
+    try:
+        yield request.param
+    finally:
+        if saved is None:
+            del os.environ[ENV_NATIVE]
+        else:
+            os.environ[ENV_NATIVE] = saved
 
 
 @contextmanager
@@ -181,13 +204,16 @@ def test_generated_logs_with_blocks_cut_anywhere(log: tuple[str, bytes], cuts: l
 
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])
-def test_the_bulk_path_reads_the_periodic_lines(engine: str) -> None:
-    """Not vacuous: on a plain generated log nearly every row comes from the bulk path."""
+def test_the_bulk_path_reads_the_periodic_lines(engine: str, extraction: str) -> None:
+    """Not vacuous: on a plain generated log nearly every row comes from the bulk path (with
+    the extraction the fixture chose)."""
     make = gen_logs.sglang_lines if engine == "sglang" else gen_logs.vllm_lines
     data = ("\n".join(make(400_000, seed=1)) + "\n").encode()
     sink = EventSink()
     scanner = HotScanner(parsers_for(engine), sink, engine)
     scanner.min_region_bytes = 0
+    assert scanner.hot is not None
+    assert scanner.hot.uses_native == (extraction == "c" and engine in NATIVE_ENGINES)
     scanner.scan_blocks("x.log", [data])
     scanner.close()
     assert scanner.bulk_rows > 0.9 * sink.count()

@@ -1,20 +1,23 @@
 """One byte block in, typed columns per event kind plus the lines left to the per-line path.
 
-How a block is read (``bench/README.md`` has the measurements behind each step):
+How a block is read (``bench/README.md`` has the measurements behind each step). With the
+compiled scanner (:mod:`.native`, C; the default where it is built):
 
-1. **Lines.** ``np.flatnonzero(u8 == 10)`` gives the line ends, and
-   ``pa.Array.from_buffers(pa.binary(), n, [None, offsets, block])`` a zero-copy array with
-   one element per physical line, so line numbers are ``first_lineno + index`` and never
-   serialise the scan.
-2. **Locate.** The message of a plain SGLang or vLLM header starts right after the line's
-   first ``]``; numpy reads the 4 bytes there as a ``uint32`` for every line at once. Only a
-   locator: the anchored regexes of :mod:`.kinds` decide.
-3. **Extract.** One anchored RE2 pattern per kind on the located lines (``take``); numbers
-   cast by Arrow (correctly rounded, like ``float()``); ts and rank from
-   :func:`diag.normalize.prefix.peel_engine_header` itself, once per distinct header value,
-   so they equal the per-line values by construction.
-4. **Fallback.** One RE2 pass of all active anchors over the lines not consumed gives exactly
+1. **Lines and locator** in one C pass: line offsets (line numbers are ``first_lineno +
+   index`` and never serialise the scan) and per line the kind whose 4-byte head follows
+   the line's first ``]``. Only a locator: the matchers decide.
+2. **Extract.** One strict C matcher per kind on the located lines, accepting a subset of
+   what the kind's RE2 pattern accepts; ts and rank from
+   :func:`diag.normalize.prefix.peel_engine_header` itself, once per distinct header key, so
+   they equal the per-line values by construction.
+3. **Fallback.** One C pass of all active anchors over the lines not consumed gives exactly
    the lines the per-line prefilter would have chosen.
+
+With the RE2 kernels (``GRAPHDIAG_NATIVE=0``, no compiler at install; the C path's
+reference): ``np.flatnonzero(u8 == 10)`` and a zero-copy ``pa.binary`` array of the lines,
+the numpy locator (:func:`_msg_words`), one anchored RE2 pattern per kind (``take``),
+numbers cast by Arrow (correctly rounded, like ``float()``), the same header cache, and one
+RE2 pass of all anchors over the lines not consumed.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+import diag.ingest.hotpath.native as native_mod
 from diag.events import EVENT_KINDS
 from diag.ingest.hotpath.kinds import (
     ENGINE_KINDS,
@@ -40,6 +44,9 @@ from diag.ingest.hotpath.kinds import (
 )
 from diag.normalize import prefix
 from diag.normalize.prefix import LogLine
+
+#: one kind's rows: line indices in the block, ts, rank, the kind's field columns
+_KindRows = tuple[np.ndarray, np.ndarray, pa.Array, dict[str, Any]]
 
 # ---------------------------------------------------------------- headers -> ts, rank
 
@@ -177,7 +184,7 @@ def _msg_words(block: bytes | memoryview, offsets: np.ndarray) -> np.ndarray:
 class HotPath:
     """The bulk reader for one engine's periodic lines (stateless apart from caches)."""
 
-    def __init__(self, backend: str, anchors: Sequence[str]) -> None:
+    def __init__(self, backend: str, anchors: Sequence[str], native: bool | None = None) -> None:
         self.backend = backend
         self.kinds = ENGINE_KINDS[backend]
         self._cache = _HeaderCache()
@@ -186,13 +193,25 @@ class HotPath:
         self._anchor_re = "|".join(
             re.escape(a) for a in sorted(set(anchors), key=lambda a: (-len(a), a))
         )
+        # the compiled scanner where built and not switched off (GRAPHDIAG_NATIVE=0)
+        self._native = (
+            native_mod.NativeScanner(self.kinds, anchors)
+            if native_mod.native_enabled(native) and backend in native_mod.COMMON
+            else None
+        )
+
+    @property
+    def uses_native(self) -> bool:
+        return self._native is not None
 
     @classmethod
-    def for_parsers(cls, backend: str, parsers: Sequence[Any]) -> HotPath | None:
+    def for_parsers(
+        cls, backend: str, parsers: Sequence[Any], native: bool | None = None
+    ) -> HotPath | None:
         names = tuple(type(p).__name__ for p in parsers)
         if SUPPORTED_PARSERS.get(backend) != names:
             return None
-        return cls(backend, [a for p in parsers for a in p.anchors])
+        return cls(backend, [a for p in parsers for a in p.anchors], native)
 
     @staticmethod
     def lines(block: bytes | memoryview) -> tuple[pa.BinaryArray, np.ndarray]:
@@ -214,49 +233,45 @@ class HotPath:
         return arr, offsets
 
     def extract(self, block: bytes | memoryview, first_lineno: int, source: str) -> BlockResult:
-        arr, offsets = self.lines(block)
-        n = len(arr)
+        arr: pa.BinaryArray | None = None
+        if self._native is not None:  # lines and locator in one C pass
+            offsets, kind_of = self._native.locate(block)
+        else:
+            arr, offsets = self.lines(block)
+            words = _msg_words(block, offsets)
+        n = len(offsets) - 1
         res = BlockResult(first_lineno, n, offsets)
         taken = np.zeros(n, bool)
-        words = _msg_words(block, offsets)
-        for kind in self.kinds:
-            hit = words == _word(kind.heads[0])
-            for h in kind.heads[1:]:
-                hit |= words == _word(h)
-            idx = np.flatnonzero(hit)
+        for k, kind in enumerate(self.kinds):
+            if self._native is not None:
+                idx = np.flatnonzero(kind_of == k)
+            else:
+                hit = words == _word(kind.heads[0])
+                for h in kind.heads[1:]:
+                    hit |= words == _word(h)
+                idx = np.flatnonzero(hit)
             if len(idx) == 0:
                 continue
-            sub = arr.take(pa.array(idx))
-            st = pc.extract_regex(sub, kind.pattern)
-            ok = st.is_valid()
-            if kind.validate is not None:
-                ok = pc.and_(ok, pc.match_substring_regex(sub, kind.validate))
-            if kind.exclude is not None:
-                ok = pc.and_(ok, pc.invert(pc.match_substring_regex(sub, kind.exclude)))
-            okn = ok.to_numpy(zero_copy_only=False)
-            if not okn.any():
+            if self._native is not None and self._native.handles(kind.name):
+                got = self._native_kind(kind, block, offsets, idx)
+            else:
+                if arr is None:
+                    arr, _ = self.lines(block)
+                got = self._re2_kind(kind, arr, idx)
+            if got is None:
                 continue
-            if not okn.all():
-                st = st.filter(ok)
-                sub = sub.filter(ok)
-                idx = idx[okn]
-            fields = self._extras(kind, sub, st)
-            if fields is None:
-                continue
-            st, keep = fields
-            if keep is not None:
-                idx = idx[keep]
+            idx, ts, rank, fields = got
             taken[idx] = True
-            ts, rank = self._common(st, self._cache)
             cols: dict[str, Any] = {
                 "source": _dict_const(len(idx), source),
-                "line": pa.array(idx + first_lineno, pa.int64()),
-                "ts": pa.array(ts, pa.float64()),
+                # in pyarrow's pool, as every kept column: freed pages go back to the OS
+                "line": pa.array(native_mod.pool_copy(idx + first_lineno), pa.int64()),
+                "ts": pa.array(native_mod.pool_copy(np.asarray(ts, np.float64)), pa.float64()),
                 "rank": rank,
                 "instance": _dict_const(len(idx), ""),
                 "engine": _dict_const(len(idx), self.backend),
             }
-            cols.update(kind.build(st))
+            cols.update(fields)
             res.tables.setdefault(kind.table, []).append(
                 {c: cols[c] for c in EVENT_KINDS[kind.table].columns}
             )
@@ -269,12 +284,58 @@ class HotPath:
         # the per-line prefilter's choice among the lines not consumed (only those are
         # searched: 2-3x cheaper than all lines on busy logs)
         rest = np.flatnonzero(~taken)
-        if len(rest) == n:
-            anchored = pc.match_substring_regex(arr, self._anchor_re)
+        if self._native is not None and self._native.has_anchors:
+            anchored = self._native.anchor_lines(block, offsets, rest)
         else:
-            anchored = pc.match_substring_regex(arr.take(pa.array(rest)), self._anchor_re)
-        res.fallback = rest[anchored.to_numpy(zero_copy_only=False)]
+            anchored = self._re2_anchored(block, arr, rest)
+        res.fallback = rest[anchored]
         return res
+
+    def _re2_anchored(
+        self, block: bytes | memoryview, arr: pa.BinaryArray | None, rest: np.ndarray
+    ) -> np.ndarray:
+        """The RE2 anchor pass over the lines ``rest`` (bool per line)."""
+        if arr is None:
+            arr, _ = self.lines(block)
+        if len(rest) != len(arr):
+            arr = arr.take(pa.array(rest))
+        return pc.match_substring_regex(arr, self._anchor_re).to_numpy(zero_copy_only=False)
+
+    def _native_kind(
+        self, kind: Kind, block: bytes | memoryview, offsets: np.ndarray, idx: np.ndarray
+    ) -> _KindRows | None:
+        """The C matcher of ``kind`` on the located lines."""
+        assert self._native is not None
+        got = self._native.scan(kind.name, block, offsets, idx)
+        if len(got.idx) == 0:
+            return None
+        ts, rank = native_mod.COMMON[self.backend](got, self._cache)
+        return got.idx, ts, rank, native_mod.BUILDERS[kind.name](got)
+
+    def _re2_kind(self, kind: Kind, arr: pa.Array, idx: np.ndarray) -> _KindRows | None:
+        """The RE2 kernels for ``kind`` on the located lines (the C path's reference)."""
+        sub = arr.take(pa.array(idx))
+        st = pc.extract_regex(sub, kind.pattern)
+        ok = st.is_valid()
+        if kind.validate is not None:
+            ok = pc.and_(ok, pc.match_substring_regex(sub, kind.validate))
+        if kind.exclude is not None:
+            ok = pc.and_(ok, pc.invert(pc.match_substring_regex(sub, kind.exclude)))
+        okn = ok.to_numpy(zero_copy_only=False)
+        if not okn.any():
+            return None
+        if not okn.all():
+            st = st.filter(ok)
+            sub = sub.filter(ok)
+            idx = idx[okn]
+        fields = self._extras(kind, sub, st)
+        if fields is None:
+            return None
+        st, keep = fields
+        if keep is not None:
+            idx = idx[keep]
+        ts, rank = self._common(st, self._cache)
+        return idx, ts, rank, kind.build(st)
 
     @staticmethod
     def _extras(

@@ -1,0 +1,263 @@
+/* vLLM line matchers of the compiled scanner: the strict C form of the RE2 kinds vllm.step,
+ * .stats, .received and .added of diag/ingest/hotpath/kinds.py (each kind's ``validate``
+ * pattern decides; the fields are those its capture pattern takes on such a line).
+ * Column layout of each (the order diag/ingest/hotpath/native.py reads):
+ *   step     ints tok reqs uni                       str mode
+ *   stats    ints run wait eng   floats pt gt kv
+ *   received ints mt                                 str rid
+ *   added                                            str rid
+ * key1 "LVL MD HMS" (as the RE2 path joins the groups), key2 the process prefix head.
+ */
+#define _GNU_SOURCE
+#include "_cscan.h"
+
+static inline int is_word(uint8_t c) {
+    return cs_isdigit(c) || (unsigned)((c | 0x20) - 'a') < 26u || c == '_';
+}
+
+/* \((?:[A-Za-z_]\w*(?: rank=\d+)?|) ?pid=\d+(?:, ip=[^)\n]*)?\)[ \t]*  (ASCII only) */
+static int vl_phead(cptr *pp, cptr e) {
+    cptr p = *pp + 1;
+    if (!(LIT(&p, e, "pid=") || LIT(&p, e, " pid="))) {
+        if (p >= e || !((unsigned)((*p | 0x20) - 'a') < 26u || *p == '_'))
+            return 0;
+        while (p < e && is_word(*p))
+            p++;
+        if (LIT(&p, e, " rank=")) {
+            cptr d = p;
+            while (p < e && cs_isdigit(*p))
+                p++;
+            if (p == d)
+                return 0;
+        }
+        if (!(LIT(&p, e, "pid=") || LIT(&p, e, " pid=")))
+            return 0;
+    }
+    cptr d = p;
+    while (p < e && cs_isdigit(*p))
+        p++;
+    if (p == d)
+        return 0;
+    if (LIT(&p, e, ", ip=")) {
+        while (p < e && *p != ')' && *p != '\n') {
+            if (*p >= 0x80)
+                return 0; /* the head is decoded per value: keep to ASCII */
+            p++;
+        }
+    }
+    if (p >= e || *p != ')')
+        return 0;
+    p++;
+    while (p < e && (*p == ' ' || *p == '\t'))
+        p++;
+    *pp = p;
+    return 1;
+}
+
+static int vl_level(cptr *p, cptr e) {
+    return LIT(p, e, "DEBUG") || LIT(p, e, "INFO") || LIT(p, e, "WARNING") ||
+           LIT(p, e, "WARN") || LIT(p, e, "ERROR") || LIT(p, e, "CRITICAL");
+}
+
+static inline int is_blank(uint8_t c) { return c == ' ' || c == '\t'; }
+
+/* the whole header up to the message: key1 "LVL MD HMS", key2 the head */
+static int vl_header(cptr *pp, cptr e, Row *r) {
+    cptr p = *pp, s = *pp, lvl;
+    if (p < e && *p == '(') {
+        if (!vl_phead(&p, e))
+            return 0;
+        size_t hn = (size_t)(p - s);
+        if (hn > CS_KEYMAX)
+            return 0;
+        memcpy(r->k2, s, hn);
+        r->k2n = (int)hn;
+    }
+    lvl = p;
+    if (!vl_level(&p, e) || p >= e || !is_blank(*p))
+        return 0;
+    size_t ln = (size_t)(p - lvl);
+    while (p < e && is_blank(*p))
+        p++;
+    /* \d\d-\d\d \d\d:\d\d:\d\d */
+    static const char shape[] = "dd-dd dd:dd:dd";
+    if (e - p < 14)
+        return 0;
+    for (int i = 0; i < 14; i++) {
+        if (shape[i] == 'd') {
+            if (!cs_isdigit(p[i]))
+                return 0;
+        } else if (p[i] != (uint8_t)shape[i])
+            return 0;
+    }
+    memcpy(r->k1, lvl, ln);
+    r->k1[ln] = ' ';
+    memcpy(r->k1 + ln + 1, p, 5);
+    r->k1[ln + 6] = ' ';
+    memcpy(r->k1 + ln + 7, p + 6, 8);
+    r->k1n = (int)(ln + 15);
+    p += 14;
+    if (p < e && (*p == '.' || *p == ',')) { /* (?:[.,]\d+)? */
+        cptr d = ++p;
+        while (p < e && cs_isdigit(*p))
+            p++;
+        if (p == d)
+            return 0;
+    }
+    if (p >= e || !is_blank(*p))
+        return 0;
+    while (p < e && is_blank(*p))
+        p++;
+    if (p < e && *p == '[')
+        p++;
+    cptr f = p; /* [A-Za-z0-9_./-]+:\d+\] ? */
+    while (p < e && (is_word(*p) || *p == '.' || *p == '/' || *p == '-'))
+        p++;
+    if (p == f || p >= e || *p != ':')
+        return 0;
+    cptr d = ++p;
+    while (p < e && cs_isdigit(*p))
+        p++;
+    if (p == d || p >= e || *p != ']')
+        return 0;
+    p++;
+    if (p < e && *p == ' ')
+        p++;
+    *pp = p;
+    return 1;
+}
+
+int cs_vl_step(cptr s, cptr e, Row *r, const LitSet *excl) {
+    (void)excl;
+    cptr p = s, m;
+    int64_t b;
+    if (!vl_header(&p, e, r) || !LIT(&p, e, "Running batch with cudagraph_mode: "))
+        return 0;
+    LIT(&p, e, "CUDAGraphMode.");
+    m = p; /* [A-Z_]+ */
+    while (p < e && ((unsigned)(*p - 'A') < 26u || *p == '_'))
+        p++;
+    if (p == m)
+        return 0;
+    r->str = m;
+    r->strn = p - m;
+    if (!LIT(&p, e, ", batch_descriptor: BatchDescriptor(num_tokens=") ||
+        !cs_int15(&p, e, &r->iv[0]) || !LIT(&p, e, ", num_reqs="))
+        return 0;
+    r->ivd[0] = 1;
+    if (!LIT(&p, e, "None")) {
+        if (!cs_int15(&p, e, &r->iv[1]))
+            return 0;
+        r->ivd[1] = 1;
+    }
+    if (!LIT(&p, e, ", uniform"))
+        return 0;
+    LIT(&p, e, "_decode");
+    if (!LIT(&p, e, "=") || !cs_bool(&p, e, &r->iv[2]))
+        return 0;
+    r->ivd[2] = 1;
+    if (LIT(&p, e, ", has_lora=") && !cs_bool(&p, e, &b))
+        return 0;
+    if (!LIT(&p, e, ")"))
+        return 0;
+    if (LIT(&p, e, ", should_ubatch: ") &&
+        (!cs_bool(&p, e, &b) || !LIT(&p, e, ", num_tokens_across_dp: None")))
+        return 0;
+    return cs_end(p, e);
+}
+
+int cs_vl_stats(cptr s, cptr e, Row *r, const LitSet *excl) {
+    (void)excl;
+    cptr p = s;
+    double hit;
+    if (!vl_header(&p, e, r))
+        return 0;
+    if (LIT(&p, e, "Engine ")) {
+        if (!cs_int15(&p, e, &r->iv[2]) || !LIT(&p, e, ": "))
+            return 0;
+        r->ivd[2] = 1;
+    }
+    if (!LIT(&p, e, "Avg prompt throughput: ") || !cs_num(&p, e, 1, &r->fv[0]) ||
+        !LIT(&p, e, " tokens/s, Avg generation throughput: ") || !cs_num(&p, e, 1, &r->fv[1]) ||
+        !LIT(&p, e, " tokens/s, Running: ") || !cs_int15(&p, e, &r->iv[0]) ||
+        !LIT(&p, e, " reqs, Waiting: ") || !cs_int15(&p, e, &r->iv[1]) ||
+        !LIT(&p, e, " reqs, GPU KV cache usage: ") || !cs_num(&p, e, 1, &r->fv[2]) ||
+        !LIT(&p, e, "%"))
+        return 0;
+    r->ivd[0] = r->ivd[1] = r->fvd[0] = r->fvd[1] = r->fvd[2] = 1;
+    if (LIT(&p, e, ", Prefix cache hit rate: ") && (!cs_num(&p, e, 1, &hit) || !LIT(&p, e, "%")))
+        return 0;
+    return cs_end(p, e);
+}
+
+/* the request id: [A-Za-z0-9_\-] (+ "." when dot) {1,256} */
+static int vl_rid(cptr *pp, cptr e, int dot, Row *r) {
+    cptr p = *pp;
+    while (p < e && (is_word(*p) || *p == '-' || (dot && *p == '.')))
+        p++;
+    if (p == *pp || p - *pp > 256)
+        return 0;
+    r->str = *pp;
+    r->strn = p - *pp;
+    *pp = p;
+    return 1;
+}
+
+int cs_vl_received(cptr s, cptr e, Row *r, const LitSet *excl) {
+    cptr p = s;
+    if (!vl_header(&p, e, r) || !LIT(&p, e, "Received request ") || !vl_rid(&p, e, 1, r) ||
+        !LIT(&p, e, ": "))
+        return 0;
+    /* [\x20-\x7e\t] but " % ' < ^ |, then \r?\n?$ (a branch-free loop over a table) */
+    static const uint8_t NOT_SAFE[256] = {
+        [0x00 ... 0x08] = 1, [0x0a ... 0x1f] = 1, [0x7f ... 0xff] = 1,
+        ['"'] = 1, ['%'] = 1, ['\''] = 1, ['<'] = 1, ['^'] = 1, ['|'] = 1,
+    };
+    cptr q = e;
+    uint8_t bad = 0;
+    if (p < q && q[-1] == '\n')
+        q--;
+    if (p < q && q[-1] == '\r')
+        q--;
+    for (cptr c = p; c < q; c++)
+        bad |= NOT_SAFE[*c];
+    if (bad)
+        return 0;
+    if (excl != NULL && cs_litset_any(excl, s, e))
+        return 0;
+    /* SamplingParams\(.*?\bmax_tokens=(\d+): the first one after the first SamplingParams( */
+    cptr sp = cs_find(s, e, "SamplingParams(", 15);
+    if (sp != NULL) {
+        cptr x = sp + 15;
+        while (x < q) {
+            cptr mt = cs_find(x, q, "max_tokens=", 11);
+            if (mt == NULL)
+                break;
+            cptr d = mt + 11, y = d;
+            while (y < e && cs_isdigit(*y))
+                y++;
+            if (!is_word(mt[-1]) && y > d) {
+                if (y - d > 15)
+                    return 0;
+                int64_t v = 0;
+                for (cptr c = d; c < y; c++)
+                    v = v * 10 + (*c - '0');
+                r->iv[0] = v;
+                r->ivd[0] = 1;
+                break;
+            }
+            x = mt + 1;
+        }
+    }
+    return 1;
+}
+
+int cs_vl_added(cptr s, cptr e, Row *r, const LitSet *excl) {
+    cptr p = s;
+    if (!vl_header(&p, e, r) || !LIT(&p, e, "Added request ") || !vl_rid(&p, e, 0, r))
+        return 0;
+    LIT(&p, e, ".");
+    if (!cs_end(p, e))
+        return 0;
+    return excl == NULL || !cs_litset_any(excl, s, e);
+}
