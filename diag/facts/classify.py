@@ -19,6 +19,8 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from diag.events import EventTables
 
@@ -109,36 +111,77 @@ def classify_batches(tables: EventTables, window: Window) -> pd.DataFrame:
     return out[COLUMNS]
 
 
-def infer_many(window: Window, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Vectorised :meth:`Window.infer`: (verdicts, reasons, buckets) for float batch sizes."""
+# label tables of the coded columns: verdicts and reasons are computed as small integer codes
+# and turned into the frame's string columns in one Arrow take (object arrays of 1M+ Python
+# strings cost ~0.7 s a column to build and convert)
+VERDICTS = ("graph", "eager", "unknown")
+_GRAPH, _EAGER, _UNKNOWN = 0, 1, 2
+REASONS = (
+    "in_window",
+    "above_ceiling",
+    "unpadded_gap",
+    "engine_reported_eager",
+    "logged_eager",
+    "graphs_disabled",
+    "window_unknown",
+    "idle",
+    "logged_graph",
+)
+_R = {name: i for i, name in enumerate(REASONS)}
+
+
+def infer_codes(window: Window, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorised :meth:`Window.infer` on float batch sizes (NaN: unknown), as codes:
+    (verdict codes into VERDICTS, reason codes into REASONS, bucket). The bucket is the
+    one a batch would be padded to whatever the verdict (NaN above the ceiling), so a
+    logged graph batch gets one even where the inference says eager."""
     n = len(sizes)
-    verdict = np.full(n, "unknown", dtype=object)
-    reason = np.full(n, "window_unknown", dtype=object)
-    bucket = np.full(n, np.nan)
+    verdict = np.full(n, _UNKNOWN, dtype=np.int8)
+    reason = np.full(n, _R["window_unknown"], dtype=np.int8)
     if window.graphs == "disabled" or not window.decode_graphs:
-        verdict[:] = "eager"
-        reason[:] = "graphs_disabled"
-        return verdict, reason, bucket
-    known = ~np.isnan(sizes)
+        verdict[:] = _EAGER
+        reason[:] = _R["graphs_disabled"]
+        return verdict, reason, np.full(n, np.nan)
     if window.graphs == "unknown" or not window.sizes:
-        return verdict, reason, bucket
+        return verdict, reason, np.full(n, np.nan)
+    known = ~np.isnan(sizes)
     caps = np.asarray(window.sizes, dtype=float)
     idx = np.searchsorted(caps, np.where(known, sizes, 0.0), side="left")
     above = known & (idx >= len(caps))
     inside = known & ~above & (sizes > 0)
     nearest = caps[np.minimum(idx, len(caps) - 1)]
-    exact = nearest == sizes
-    graph = inside & (exact | window.padding)
+    graph = inside & ((nearest == sizes) | window.padding)
     gap = inside & ~graph
-    verdict[graph], reason[graph] = "graph", "in_window"
-    bucket[graph] = nearest[graph]
-    verdict[above], reason[above] = "eager", "above_ceiling"
-    verdict[gap], reason[gap] = "eager", "unpadded_gap"
-    idle = known & (sizes <= 0)
-    reason[idle] = "idle"
-    # the bucket a logged graph batch was padded to, whatever the inference says
-    bucket_any = np.where(known & ~above & (sizes > 0), nearest, np.nan)
-    return verdict, reason, np.where(graph, bucket, bucket_any)
+    verdict[graph], reason[graph] = _GRAPH, _R["in_window"]
+    verdict[above], reason[above] = _EAGER, _R["above_ceiling"]
+    verdict[gap], reason[gap] = _EAGER, _R["unpadded_gap"]
+    reason[known & (sizes <= 0)] = _R["idle"]
+    return verdict, reason, np.where(inside, nearest, np.nan)
+
+
+def infer_many(window: Window, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorised :meth:`Window.infer`: (verdicts, reasons, buckets) for float batch sizes."""
+    verdict, reason, bucket = infer_codes(window, sizes)
+    return (
+        np.asarray(VERDICTS, dtype=object)[verdict],
+        np.asarray(REASONS, dtype=object)[reason],
+        bucket,
+    )
+
+
+def labels(
+    codes: np.ndarray, names: tuple[str, ...]
+) -> pd.api.extensions.ExtensionArray | np.ndarray:
+    """Codes into ``names`` as the column pandas would make of the equivalent object array
+    (pandas 3: its Arrow-backed default string dtype, built by one Arrow take)."""
+    if not _ARROW_STR or not len(codes):  # (pandas keeps an empty object column as object)
+        return np.asarray(names, dtype=object)[codes]
+    taken = pc.take(pa.array(list(names), type=pa.large_string()), pa.array(codes))
+    return pd.arrays.ArrowStringArray(taken, dtype=_STR)  # type: ignore[call-arg]
+
+
+_STR = pd.Series(["x"]).dtype  # pandas' default dtype for strings
+_ARROW_STR = isinstance(_STR, pd.StringDtype) and _STR.storage == "pyarrow"
 
 
 def _flags(logged: pd.Series) -> np.ndarray:
@@ -164,29 +207,29 @@ def _rows(
     gen: pd.Series | None,
 ) -> pd.DataFrame:
     bs = sizes.to_numpy(dtype=float, na_value=np.nan)
-    inferred, inferred_reason, bucket_any = infer_many(window, bs)
+    inferred, inferred_reason, bucket_any = infer_codes(window, bs)
     flags = _flags(logged)
     has_flag = ~np.isnan(flags)
     said_graph = has_flag & (flags == 1.0)
     said_eager = has_flag & (flags == 0.0)
     verdict = inferred.copy()
     reason = inferred_reason.copy()
-    bucket = np.where(inferred == "graph", bucket_any, np.nan)
-    verdict[said_graph], reason[said_graph] = "graph", "logged_graph"
+    bucket = np.where(inferred == _GRAPH, bucket_any, np.nan)
+    verdict[said_graph], reason[said_graph] = _GRAPH, _R["logged_graph"]
     bucket[said_graph] = bucket_any[said_graph]
-    verdict[said_eager] = "eager"
+    verdict[said_eager] = _EAGER
     bucket[said_eager] = np.nan
     # why the engine ran a batch eagerly: the window's reason if it says eager too
     if window.graphs == "disabled":
-        eager_why = np.full(len(bs), "graphs_disabled", dtype=object)
+        reason[said_eager] = _R["graphs_disabled"]
     else:
         eager_why = np.where(
-            inferred == "eager",
+            inferred == _EAGER,
             inferred_reason,
-            np.where(inferred == "graph", "engine_reported_eager", "logged_eager"),
-        )
-    reason[said_eager] = eager_why[said_eager]
-    padded = np.where(verdict == "graph", bucket - bs, np.nan)
+            np.where(inferred == _GRAPH, _R["engine_reported_eager"], _R["logged_eager"]),
+        ).astype(np.int8)
+        reason[said_eager] = eager_why[said_eager]
+    padded = np.where(verdict == _GRAPH, bucket - bs, np.nan)
     return pd.DataFrame(
         {
             "source": frame["source"].array,  # categoricals stay categoricals (no copy)
@@ -195,13 +238,13 @@ def _rows(
             "rank": frame["rank"].array,
             "batch_size": bs,
             "weight": weights.to_numpy(dtype=float),
-            "verdict": verdict,
+            "verdict": labels(verdict, VERDICTS),
             "logged": has_flag,
             "origin": origin,
-            "reason": reason,
+            "reason": labels(reason, REASONS),
             "bucket": bucket,
             "padded": padded,
-            "inferred": inferred,
+            "inferred": labels(inferred, VERDICTS),
             "gen_throughput": gen.to_numpy(dtype=float, na_value=np.nan)
             if gen is not None
             else np.nan,

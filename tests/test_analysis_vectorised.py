@@ -1,0 +1,169 @@
+"""The vectorised analysis steps against straightforward per-row references.
+
+Analysis reads millions of decode rows, so the batch verdicts, request lifetimes and
+windowed step counts are computed on whole numpy columns; each is checked here against
+the plain definition, one row (or request) at a time, on generated input.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diag.facts import classify as cls
+
+windows = st.builds(
+    cls.Window,
+    graphs=st.sampled_from(["enabled", "disabled", "unknown"]),
+    sizes=st.one_of(
+        st.none(),
+        st.lists(st.integers(1, 300), min_size=1, max_size=12, unique=True).map(
+            lambda xs: tuple(sorted(xs))
+        ),
+    ),
+    sizes_inferred=st.booleans(),
+    padding=st.booleans(),
+    decode_graphs=st.booleans(),
+)
+batch_sizes = st.lists(st.one_of(st.none(), st.integers(-2, 400)), max_size=60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(windows, batch_sizes)
+def test_infer_many_is_infer_per_row(window: cls.Window, sizes: list[int | None]) -> None:
+    arr = np.array([math.nan if s is None else float(s) for s in sizes], dtype=float)
+    verdicts, reasons, buckets = cls.infer_many(window, arr)
+    for i, s in enumerate(sizes):
+        verdict, reason, bucket = window.infer(s)
+        assert (verdicts[i], reasons[i]) == (verdict, reason)
+        if verdict == "graph":
+            assert buckets[i] == bucket
+        elif window.graphs == "enabled" and window.decode_graphs and window.sizes and s:
+            # the bucket a logged graph batch was padded to: the smallest size >= it
+            above = [c for c in window.sizes if c >= s]
+            expected = min(above) if above and s > 0 else None
+            assert (math.isnan(buckets[i]) and expected is None) or buckets[i] == expected
+        else:
+            assert math.isnan(buckets[i])
+
+
+@given(st.lists(st.integers(0, len(cls.REASONS) - 1), max_size=50))
+def test_labels_equal_the_column_of_the_strings(codes: list[int]) -> None:
+    names = [cls.REASONS[c] for c in codes]
+    got = pd.Series(cls.labels(np.array(codes, dtype=np.int8), cls.REASONS))
+    want = pd.Series(np.array(names, dtype=object))
+    assert got.dtype == want.dtype
+    assert got.tolist() == want.tolist()
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 4), st.floats(1e-4, 10.0, allow_nan=False)),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_group_medians_are_np_median_per_group(rows: list[tuple[int, float]]) -> None:
+    from diag.advise.cost_model import _group_medians
+
+    keys = np.array([k for k, _ in rows])
+    values = np.array([v for _, v in rows])
+    uniq, inv = np.unique(keys, return_inverse=True)
+    want = [np.median(values[keys == k]) for k in uniq]
+    assert _group_medians(inv, values, len(uniq)).tolist() == want
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.dictionaries(st.integers(1, 80), st.integers(1, 50), min_size=1, max_size=25),
+    st.lists(st.integers(1, 90), max_size=2),
+)
+def test_one_solver_gives_every_budget_its_own_optimum(
+    hist: dict[int, int], forced: list[int]
+) -> None:
+    from diag.advise.buckets import BucketSolver, optimal_buckets
+
+    solver = BucketSolver(hist, 0.0, forced)
+    need = len(set(forced) | {solver.ceiling})
+    for k in range(need, need + 8):
+        assert solver.plan(k) == optimal_buckets(hist, k, 0.0, always_include=forced)
+
+
+requests = st.lists(
+    st.tuples(
+        st.sampled_from(["r1", "r2", "b", "a10", "a9"]),
+        st.sampled_from(["received", "added", "finished", "aborted", "response", "other"]),
+        st.floats(0, 100, allow_nan=False),
+        st.one_of(st.none(), st.integers(0, 500)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(requests, st.sampled_from(["object", "category", "str"]))
+def test_lifetimes_are_the_group_by_definition(rows: list, id_dtype: str) -> None:
+    from diag.facts.requests import _lifetimes
+
+    req = pd.DataFrame(
+        {
+            "request_id": pd.Series([r[0] for r in rows], dtype=id_dtype),
+            "action": pd.Series([r[1] for r in rows], dtype=id_dtype),
+            "ts": [r[2] for r in rows],
+            "prompt_tokens": pd.array([r[3] for r in rows], dtype="Int64"),
+            "max_new_tokens": pd.array([r[3] and r[3] // 2 for r in rows], dtype="Int64"),
+        }
+    )
+    got = _lifetimes(req)
+    want = []
+    for rid in sorted({r[0] for r in rows}):
+        mine = [r for r in rows if r[0] == rid]
+        starts = [r[2] for r in mine if r[1] in ("received", "added")]
+        ends = [r[2] for r in mine if r[1] in ("finished", "aborted", "response")]
+        if starts and ends:
+            prompts = [r[3] for r in mine if r[3] is not None]
+            want.append((rid, min(starts), max(ends), max(prompts) if prompts else None))
+    assert [
+        (r, s, e, None if p is pd.NA else p)
+        for r, s, e, p in zip(
+            got["request_id"], got["start_ts"], got["end_ts"], got["prompt_tokens"], strict=True
+        )
+    ] == want
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.floats(0, 50, allow_nan=False)),
+            st.sampled_from(["graph", "eager", "unknown"]),
+            st.sampled_from([1.0, 2.0, 0.5]),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.lists(st.tuples(st.floats(0, 50), st.floats(0, 50)), min_size=1, max_size=10),
+)
+def test_windowed_counts_sum_the_batches_inside_each_lifetime(
+    batches: list[tuple[float | None, str, float]], lives: list[tuple[float, float]]
+) -> None:
+    from diag.facts.requests import _windowed_counts
+
+    frame = pd.DataFrame(
+        {
+            "ts": [np.nan if t is None else t for t, _, _ in batches],
+            "verdict": [v for _, v, _ in batches],
+            "weight": [w for _, _, w in batches],
+        }
+    )
+    starts = np.array([min(a, b) for a, b in lives])
+    ends = np.array([max(a, b) for a, b in lives])
+    graph, eager = _windowed_counts(frame, starts, ends)
+    for i, (s, e) in enumerate(zip(starts, ends, strict=True)):
+        inside = [(v, w) for t, v, w in batches if t is not None and s <= t <= e]
+        assert graph[i] == pytest.approx(sum(w for v, w in inside if v == "graph"))
+        assert eager[i] == pytest.approx(sum(w for v, w in inside if v == "eager"))
