@@ -33,7 +33,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from diag.advise.buckets import optimal_buckets
+from diag.advise.buckets import BucketSolver
 from diag.advise.cost_model import (
     CostParameters,
     Engine,
@@ -275,11 +275,21 @@ class Advice:
 
 
 # ------------------------------------------------------------------ fitting helpers
+_HIST_DIRECT_MAX = 1 << 20  # sizes up to this are binned directly (no sort of every step)
+
+
 def _hist(sizes: np.ndarray, steps: np.ndarray) -> dict[int, float]:
+    """``{size: steps}`` over sizes >= 1 with steps > 0. Each bin sums its steps in input
+    order either way (a direct bincount, or over sorted distinct sizes when they are huge)."""
     ok = sizes >= 1
-    uniq, inv = np.unique(sizes[ok], return_inverse=True)
-    w = np.bincount(inv, weights=steps[ok], minlength=len(uniq))
-    return {int(s): float(x) for s, x in zip(uniq.tolist(), w.tolist(), strict=True) if x > 0}
+    s, w = sizes[ok], steps[ok]
+    if len(s) and int(s.max()) <= _HIST_DIRECT_MAX:
+        per = np.bincount(s.astype(np.int64), weights=w)
+        uniq = np.flatnonzero(per > 0)
+        return {int(k): float(x) for k, x in zip(uniq.tolist(), per[uniq].tolist(), strict=True)}
+    uniq, inv = np.unique(s, return_inverse=True)
+    per = np.bincount(inv, weights=w, minlength=len(uniq))
+    return {int(k): float(x) for k, x in zip(uniq.tolist(), per.tolist(), strict=True) if x > 0}
 
 
 def traffic_histogram(traffic: Traffic, limits: EngineLimits) -> dict[int, float]:
@@ -295,6 +305,13 @@ def _int_hist(hist: dict[int, float]) -> dict[int, int]:
     return {s: max(1, int(round(v * scale))) for s, v in hist.items()}
 
 
+# solvers of one advise call: (id(hist), ceiling, forced, grid) -> (hist, solver); the hist
+# is kept so its id cannot be reused while the entry lives
+_Solvers = dict[
+    tuple[int, int, tuple[int, ...], tuple[int, ...] | None], tuple[object, BucketSolver]
+]
+
+
 def _fit_set(
     hist: dict[int, float],
     k: int,
@@ -302,13 +319,24 @@ def _fit_set(
     forced_min: int,
     grid: Sequence[int] | None,
     kept: Sequence[int] = (),
+    solvers: _Solvers | None = None,
 ) -> tuple[int, ...]:
     """Exact minimum-padding set of <= k sizes with this ceiling (None grid: any size), plus
-    the ``kept`` sizes above it (vLLM mixed steps the logs do not size, see :func:`advise`)."""
-    below = {s: w for s, w in hist.items() if s <= ceiling} or {ceiling: 1.0}
+    the ``kept`` sizes above it (vLLM mixed steps the logs do not size, see :func:`advise`).
+    ``solvers``: the DP of each (histogram, ceiling, forced, grid) is built once per advise
+    call and read for every K (see :class:`diag.advise.buckets.BucketSolver`)."""
     forced = (forced_min, ceiling) if k >= 2 and forced_min < ceiling else (ceiling,)
-    allowed = _allowed(grid) if grid is not None else None
-    plan = optimal_buckets(_int_hist(below), max(k, len(forced)), 0.0, forced, allowed)
+    key = (id(hist), ceiling, forced, None if grid is None else tuple(grid))
+    got = solvers.get(key) if solvers is not None else None
+    if got is not None and got[0] is hist:
+        solver = got[1]
+    else:
+        below = {s: w for s, w in hist.items() if s <= ceiling} or {ceiling: 1.0}
+        allowed = _allowed(grid) if grid is not None else None
+        solver = BucketSolver(_int_hist(below), 0.0, forced, allowed)
+        if solvers is not None:
+            solvers[key] = (hist, solver)
+    plan = solver.plan(max(k, len(forced)))
     return tuple(sorted(set(plan.sizes) | {s for s in kept if s > ceiling}))
 
 
@@ -358,6 +386,7 @@ def _heldout(
     params: CostParameters,
     padding: bool,
     kept: Sequence[int] = (),
+    solvers: _Solvers | None = None,
 ) -> tuple[float, float | None, float]:
     """Held-out coverage, waste and cost (GPU-s/h), weighted by held-out steps."""
     if not folds:
@@ -365,7 +394,7 @@ def _heldout(
     cov = tot = pad_num = pad_den = 0.0
     weight = 0.0
     for f in folds:
-        sizes = _fit_set(f.train, k, f.ceiling, forced_min, grid_for(f.ceiling), kept)
+        sizes = _fit_set(f.train, k, f.ceiling, forced_min, grid_for(f.ceiling), kept, solvers)
         c = set_cost(sizes, f.test, params, padding=padding)
         w = sum(f.test.values())
         cov += c.coverage * w
@@ -450,12 +479,15 @@ def advise(
     k_lo = 1 if forced_min >= fit_ceiling else 2
     rows: list[FrontierRow] = []
     seen: set[tuple[int, ...]] = set()
+    solvers: _Solvers = {}
     for k in range(k_lo, max(k_lo, k_hi) + 1):
-        sizes = _fit_set(hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept)
+        sizes = _fit_set(hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept, solvers)
         if sizes in seen:  # the budget is no longer binding: larger K gives the same set
             break
         seen.add(sizes)
-        hc, hw, ht = _heldout(fold_list, k, forced_min, grid_for, params, limits.padding, kept)
+        hc, hw, ht = _heldout(
+            fold_list, k, forced_min, grid_for, params, limits.padding, kept, solvers
+        )
         rows.append(
             FrontierRow(
                 len(sizes),

@@ -262,6 +262,15 @@ class LineFit:
         )
 
 
+def _group_medians(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """``np.median(values[group == i])`` for i < n (none empty), by one sort on (group, value)."""
+    v = values[np.lexsort((values, group))]
+    cnt = np.bincount(group, minlength=n)
+    hi = np.cumsum(cnt) - cnt + cnt // 2
+    odd = cnt % 2 == 1
+    return np.where(odd, v[hi], (v[hi - 1 + odd] + v[hi]) / 2)  # np.median: mean of middle two
+
+
 def _fit_line(size: np.ndarray, t: np.ndarray) -> LineFit | None:
     """Robust ``t = a + b * size``: median step time per size (idle gaps inflate single lines),
     then least squares over those medians weighted by sqrt(samples); ``a, b >= 0``."""
@@ -270,7 +279,7 @@ def _fit_line(size: np.ndarray, t: np.ndarray) -> LineFit | None:
         return None
     s, tt = size[ok], t[ok]
     uniq, inv = np.unique(s, return_inverse=True)
-    med = np.array([np.median(tt[inv == i]) for i in range(len(uniq))])
+    med = _group_medians(inv, tt, len(uniq))
     cnt = np.bincount(inv).astype(float)
     if len(uniq) == 1:
         return LineFit(float(med[0]), math.nan, math.nan, 1)
@@ -326,8 +335,7 @@ def fit_parameters(
 
     Step time from graph-replayed lines (``graph`` 1, or -1 when the line does not say),
     eager penalty = median over eager lines of measured minus fitted graph step time; capture
-    per graph from the main run's (most steps) measurement; KV tokens per GiB from its KV line.
-    """
+    per graph from the main run's (most steps) measurement; KV tokens per GiB from its KV line."""
     p = _pooled(evidence, engine, spec_tokens)
     unit = _unit(engine).rstrip("s")
     # a request-counted slot of a speculative verify graph runs its draft tokens

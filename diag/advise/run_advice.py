@@ -275,6 +275,20 @@ def run_evidence(
     )
 
 
+def _evidence(
+    f: RunFacts,
+    snapshots: Sequence[Snapshot] | None,
+    engine: str | None,
+    known: dict[int, RunEvidence | None] | None,
+) -> RunEvidence | None:
+    """:func:`run_evidence`, read from ``known`` for the run's own engine when built before."""
+    if known is None or (engine is not None and engine != f.backend):
+        return run_evidence(f, snapshots, engine)
+    if id(f) not in known:
+        known[id(f)] = run_evidence(f, snapshots)
+    return known[id(f)]
+
+
 # ------------------------------------------------------------------ servers
 def _config_key(f: RunFacts) -> str | None:
     if not f.config:
@@ -316,16 +330,21 @@ def advise_group(
     headroom: float = DEFAULT_HEADROOM,
     max_ceiling: int | None = None,
     max_k: int | None = None,
+    known: dict[int, RunEvidence | None] | None = None,
 ) -> tuple[Advice, list[RunFacts]] | None:
     """One frontier for runs pooled as one server: limits from the latest run (the config the
     next start uses), ``engine`` the one to speak for (default: the latest run's). Returns the
-    advice and the runs it used; None when none has decode traffic or advice is impossible."""
+    advice and the runs it used; None when none has decode traffic or advice is impossible.
+    ``known``: ``id(facts)`` -> :func:`run_evidence` (same snapshots, default engine) already built,
+    filled with the ones built here (the evidence of millions of steps is built once)."""
     usable = [
         f
         for f in group
         if spec_for(engine or f.backend) is not None and f.record.get("prefill_node") is not True
     ]
-    evidence = [(f, ev) for f in usable if (ev := run_evidence(f, snapshots, engine)) is not None]
+    evidence = [
+        (f, ev) for f in usable if (ev := _evidence(f, snapshots, engine, known)) is not None
+    ]
     if not evidence:
         return None
     limits = engine_limits(evidence[-1][0], engine)
@@ -358,14 +377,15 @@ def advise_runs(
     run's ``current`` is its own set priced on its own traffic.
     """
     out: dict[str, Advice] = {}
+    known: dict[int, RunEvidence | None] = {}
     for group in server_groups(facts):
-        got = advise_group(group, snapshots)
+        got = advise_group(group, snapshots, known=known)
         if got is None:
             continue
         adv, used = got
         limits = engine_limits(used[-1])
         for f in used:
-            ev = run_evidence(f, snapshots)
+            ev = _evidence(f, snapshots, None, known)
             own = _own_current(f, ev, adv, limits) if ev is not None else None
             out[f.run.id] = replace(adv, current=own)
     return out
