@@ -53,12 +53,24 @@ def test_infer_many_is_infer_per_row(window: cls.Window, sizes: list[int | None]
 
 
 @given(st.lists(st.integers(0, len(cls.REASONS) - 1), max_size=50))
-def test_labels_equal_the_column_of_the_strings(codes: list[int]) -> None:
-    names = [cls.REASONS[c] for c in codes]
+def test_labels_are_the_names_with_fixed_categories(codes: list[int]) -> None:
     got = pd.Series(cls.labels(np.array(codes, dtype=np.int8), cls.REASONS))
-    want = pd.Series(np.array(names, dtype=object))
-    assert got.dtype == want.dtype
-    assert got.tolist() == want.tolist()
+    assert got.tolist() == [cls.REASONS[c] for c in codes]
+    assert list(got.cat.categories) == list(cls.REASONS)  # the same in every run: concat-safe
+
+
+@given(
+    st.lists(st.sampled_from(["graph", "eager", "unknown", "other"]), max_size=30),
+    st.booleans(),
+)
+def test_verdict_codes_of_any_frame(verdicts: list[str], categorical: bool) -> None:
+    frame = pd.DataFrame({"verdict": verdicts})
+    if categorical and "other" not in verdicts:
+        frame["verdict"] = cls.labels(
+            np.array([cls.VERDICTS.index(v) for v in verdicts], dtype=np.int8), cls.VERDICTS
+        )
+    want = [cls.VERDICTS.index(v) if v in cls.VERDICTS else 3 for v in verdicts]
+    assert cls.verdict_codes(frame).tolist() == want
 
 
 @given(
@@ -69,13 +81,23 @@ def test_labels_equal_the_column_of_the_strings(codes: list[int]) -> None:
     )
 )
 def test_group_medians_are_np_median_per_group(rows: list[tuple[int, float]]) -> None:
-    from diag.advise.cost_model import _group_medians
+    from diag.advise.grouping import group_medians
 
     keys = np.array([k for k, _ in rows])
     values = np.array([v for _, v in rows])
     uniq, inv = np.unique(keys, return_inverse=True)
     want = [np.median(values[keys == k]) for k in uniq]
-    assert _group_medians(inv, values, len(uniq)).tolist() == want
+    assert group_medians(inv, values, len(uniq)).tolist() == want
+
+
+@given(st.lists(st.integers(0, 3000), max_size=60), st.booleans())
+def test_unique_inverse_is_np_unique(values: list[int], huge: bool) -> None:
+    from diag.advise.grouping import DIRECT_MAX, unique_inverse
+
+    arr = np.array(values + ([DIRECT_MAX + 5] if huge else []), dtype=np.int64)
+    got, want = unique_inverse(arr), np.unique(arr, return_inverse=True)
+    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+    assert got[0].dtype == want[0].dtype
 
 
 @settings(max_examples=100, deadline=None)
@@ -167,3 +189,43 @@ def test_windowed_counts_sum_the_batches_inside_each_lifetime(
         inside = [(v, w) for t, v, w in batches if t is not None and s <= t <= e]
         assert graph[i] == pytest.approx(sum(w for v, w in inside if v == "graph"))
         assert eager[i] == pytest.approx(sum(w for v, w in inside if v == "eager"))
+
+
+@given(
+    st.lists(
+        st.tuples(st.one_of(st.none(), st.sampled_from([0.0, -0.0, 1.0, 2.5, 7.0])), st.booleans()),
+        max_size=40,
+    ),
+    st.integers(1, 4),
+)
+def test_top_rows_are_the_head_of_the_stable_descending_sort(
+    rows: list[tuple[float | None, bool]], n: int
+) -> None:
+    from diag.rules.selectors import _top
+
+    frame = pd.DataFrame(
+        {"key": [np.nan if k is None else k for k, _ in rows], "row": range(len(rows))}
+    )
+    mask = np.array([m for _, m in rows], dtype=bool)
+    want = frame[mask].sort_values("key", ascending=False, kind="stable").head(n)
+    got = _top(frame, mask, frame["key"].to_numpy(), n)
+    assert got["row"].tolist() == want["row"].tolist()
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 60), st.sampled_from([1.0, 2.0, 3.0, 0.0])), min_size=1),
+    st.sampled_from([0.5, 0.9, 0.999, 1.0]),
+)
+def test_weighted_quantile_is_the_sorted_cumulative_share(
+    rows: list[tuple[int, float]], q: float
+) -> None:
+    from diag.advise.grouping import weighted_quantile
+
+    sizes = np.array([s for s, _ in rows], dtype=np.int64)
+    weights = np.array([w for _, w in rows])
+    if weights.sum() == 0:
+        return
+    order = np.argsort(sizes)
+    cum = np.cumsum(weights[order]) / weights.sum()
+    want = int(sizes[order][min(int(np.searchsorted(cum, q)), len(cum) - 1)])
+    assert weighted_quantile(sizes, weights, q) == want

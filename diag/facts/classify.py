@@ -19,8 +19,6 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from diag.events import EventTables
 
@@ -107,13 +105,16 @@ def classify_batches(tables: EventTables, window: Window) -> pd.DataFrame:
     parts = [p for p in parts if not p.empty]
     if not parts:
         return _empty()
+    if len(parts) == 1:  # (already in column order, with a fresh RangeIndex)
+        return parts[0]
     out = pd.concat(parts, ignore_index=True)
     return out[COLUMNS]
 
 
-# label tables of the coded columns: verdicts and reasons are computed as small integer codes
-# and turned into the frame's string columns in one Arrow take (object arrays of 1M+ Python
-# strings cost ~0.7 s a column to build and convert)
+# verdicts, reasons and origins are computed as small integer codes and kept as categoricals
+# of these fixed names: 1 byte a row instead of a string (object arrays of 1M+ Python
+# strings cost ~0.7 s a column to build, Arrow strings 13-20 bytes a row), the same
+# categories in every run and part so concatenations stay categorical
 VERDICTS = ("graph", "eager", "unknown")
 _GRAPH, _EAGER, _UNKNOWN = 0, 1, 2
 REASONS = (
@@ -169,19 +170,12 @@ def infer_many(window: Window, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarra
     )
 
 
-def labels(
-    codes: np.ndarray, names: tuple[str, ...]
-) -> pd.api.extensions.ExtensionArray | np.ndarray:
-    """Codes into ``names`` as the column pandas would make of the equivalent object array
-    (pandas 3: its Arrow-backed default string dtype, built by one Arrow take)."""
-    if not _ARROW_STR or not len(codes):  # (pandas keeps an empty object column as object)
-        return np.asarray(names, dtype=object)[codes]
-    taken = pc.take(pa.array(list(names), type=pa.large_string()), pa.array(codes))
-    return pd.arrays.ArrowStringArray(taken, dtype=_STR)  # type: ignore[call-arg]
+ORIGINS = ("decode_line", "graph_step", "stats_interval")
 
 
-_STR = pd.Series(["x"]).dtype  # pandas' default dtype for strings
-_ARROW_STR = isinstance(_STR, pd.StringDtype) and _STR.storage == "pyarrow"
+def labels(codes: np.ndarray, names: tuple[str, ...]) -> pd.Categorical:
+    """Codes into ``names`` as a categorical column of exactly those categories."""
+    return pd.Categorical.from_codes(codes, categories=list(names))
 
 
 def _flags(logged: pd.Series) -> np.ndarray:
@@ -230,25 +224,29 @@ def _rows(
         ).astype(np.int8)
         reason[said_eager] = eager_why[said_eager]
     padded = np.where(verdict == _GRAPH, bucket - bs, np.nan)
+    n = len(bs)
+    # every array below is this frame's own (copied where it would be a view of an event
+    # column), so the frame is built without pandas copying and consolidating them again
     return pd.DataFrame(
         {
             "source": frame["source"].array,  # categoricals stay categoricals (no copy)
-            "line": frame["line"].to_numpy(),
-            "ts": frame["ts"].to_numpy(),
+            "line": np.array(frame["line"].to_numpy(), copy=True),
+            "ts": np.array(frame["ts"].to_numpy(), copy=True),
             "rank": frame["rank"].array,
-            "batch_size": bs,
-            "weight": weights.to_numpy(dtype=float),
+            "batch_size": np.array(bs, copy=True),
+            "weight": np.array(weights.to_numpy(dtype=float), copy=True),
             "verdict": labels(verdict, VERDICTS),
             "logged": has_flag,
-            "origin": origin,
+            "origin": labels(np.full(n, ORIGINS.index(origin), dtype=np.int8), ORIGINS),
             "reason": labels(reason, REASONS),
             "bucket": bucket,
             "padded": padded,
             "inferred": labels(inferred, VERDICTS),
-            "gen_throughput": gen.to_numpy(dtype=float, na_value=np.nan)
+            "gen_throughput": np.array(gen.to_numpy(dtype=float, na_value=np.nan), copy=True)
             if gen is not None
-            else np.nan,
-        }
+            else np.full(n, np.nan),
+        },
+        copy=False,
     )
 
 
@@ -313,12 +311,33 @@ def _vllm_stats(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------ summaries for the record
+_OTHER = len(VERDICTS)  # a verdict column holding anything else (never made here)
+
+
+def verdict_codes(batches: pd.DataFrame, column: str = "verdict") -> np.ndarray:
+    """The verdict column as int8 codes into VERDICTS (3: anything else): the categorical's
+    own codes, or one comparison per name for a frame built elsewhere."""
+    col = batches[column]
+    if isinstance(col.dtype, pd.CategoricalDtype) and tuple(col.cat.categories) == VERDICTS:
+        return col.cat.codes.to_numpy()
+    codes = np.full(len(col), _OTHER, dtype=np.int8)
+    for code, name in enumerate(VERDICTS):
+        codes[(col == name).to_numpy(dtype=bool, na_value=False)] = code
+    return codes
+
+
+def _floats(batches: pd.DataFrame, column: str) -> np.ndarray:
+    return batches[column].to_numpy(dtype=float, na_value=np.nan)
+
+
 def batch_counts(batches: pd.DataFrame) -> dict[str, object]:
     if batches.empty:
         return {"graph": 0, "eager": 0, "unknown": 0, "source": "none"}
-    w = batches.groupby("verdict")["weight"].sum()
-    logged = batches["logged"].astype(bool)
-    decided = batches["verdict"] != "unknown"
+    v = verdict_codes(batches)
+    # weights are step counts (whole numbers): per-verdict sums are exact in any order
+    w = np.bincount(v, weights=_floats(batches, "weight"), minlength=_OTHER + 1)
+    logged = batches["logged"].to_numpy(dtype=bool)
+    decided = v != _UNKNOWN
     if not decided.any():
         source = "none"
     elif logged[decided].all():
@@ -328,9 +347,9 @@ def batch_counts(batches: pd.DataFrame) -> dict[str, object]:
     else:
         source = "mixed"
     return {
-        "graph": int(round(w.get("graph", 0))),
-        "eager": int(round(w.get("eager", 0))),
-        "unknown": int(round(w.get("unknown", 0))),
+        "graph": int(round(w[_GRAPH])),
+        "eager": int(round(w[_EAGER])),
+        "unknown": int(round(w[_UNKNOWN])),
         "source": source,
     }
 
@@ -343,23 +362,24 @@ def captured_share(counts: dict[str, object]) -> float | None:
 def padding_waste(batches: pd.DataFrame) -> float | None:
     if batches.empty:  # runs without batches: no filter on an empty frame (per run and rank)
         return None
-    g = batches[
-        (batches["verdict"] == "graph") & batches["bucket"].notna() & batches["padded"].notna()
-    ]
-    if g.empty:
+    bucket, padded = _floats(batches, "bucket"), _floats(batches, "padded")
+    g = (verdict_codes(batches) == _GRAPH) & ~np.isnan(bucket) & ~np.isnan(padded)
+    if not g.any():
         return None
-    slots = (g["bucket"].astype(float) * g["weight"]).sum()
-    return (
-        round(float((g["padded"].astype(float) * g["weight"]).sum() / slots), 4) if slots else None
-    )
+    w = _floats(batches, "weight")[g]
+    slots = np.nansum(bucket[g] * w)  # (as pandas' sum: NaN products skipped)
+    return round(float(np.nansum(padded[g] * w) / slots), 4) if slots else None
 
 
 def batch_shape(batches: pd.DataFrame) -> dict[str, object] | None:
-    b = batches[batches["batch_size"].notna()]
-    if b.empty:
+    if batches.empty:
         return None
-    sizes = np.rint(b["batch_size"].to_numpy(dtype=float)).astype(np.int64)
-    weights = b["weight"].to_numpy(dtype=float)
+    size = _floats(batches, "batch_size")
+    known = ~np.isnan(size)
+    if not known.any():
+        return None
+    sizes = np.rint(size[known]).astype(np.int64)
+    weights = _floats(batches, "weight")[known]
     uniq, inverse = np.unique(sizes, return_inverse=True)  # sorted sizes
     per_size = np.bincount(inverse, weights=weights, minlength=len(uniq))
     cum = np.cumsum(per_size)
@@ -382,9 +402,11 @@ def batch_shape(batches: pd.DataFrame) -> dict[str, object] | None:
 
 def inference_agreement(batches: pd.DataFrame) -> dict[str, object] | None:
     """How often the window-based inference matches the engine's logged flag."""
-    logged = batches[batches["logged"].astype(bool)]
-    comparable = logged[logged["inferred"] != "unknown"]
-    if comparable.empty:
+    if batches.empty:
         return None
-    agree = (comparable["inferred"] == comparable["verdict"]).mean()
-    return {"compared": int(len(comparable)), "agreement": round(float(agree), 4)}
+    inferred = verdict_codes(batches, "inferred")
+    comparable = batches["logged"].to_numpy(dtype=bool) & (inferred != _UNKNOWN)
+    if not comparable.any():
+        return None
+    agree = (inferred[comparable] == verdict_codes(batches)[comparable]).mean()
+    return {"compared": int(comparable.sum()), "agreement": round(float(agree), 4)}

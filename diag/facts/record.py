@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from diag.engines import SGLANG, VLLM, spec_for
@@ -426,10 +427,13 @@ def _perf(tables: EventTables, batches: pd.DataFrame) -> dict[str, float | None]
     def b(name: str) -> float | None:
         return _last(bench[bench["name"] == name], "value") if not bench.empty else None
 
+    if not batches.empty:
+        verdicts = cls.verdict_codes(batches)
+        gen = batches["gen_throughput"].to_numpy(dtype=float, na_value=np.nan)
+
     def mean_tput(verdict: str) -> float | None:
-        part = batches[(batches["verdict"] == verdict)]["gen_throughput"].astype(float).dropna()
-        part = part[part > 0]
-        return round(float(part.mean()), 2) if not part.empty else None
+        part = gen[(verdicts == cls.VERDICTS.index(verdict)) & (gen > 0)]  # (NaN is not > 0)
+        return round(float(part.mean()), 2) if len(part) else None
 
     return {
         "ttft_s_p50": b("ttft_s_p50"),

@@ -9,12 +9,15 @@ the window.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from diag.events import EventTables
+from diag.facts import classify as cls
 
 PREFILL_DOMINATED_RATIO = 4.0  # prompt tokens per generated token
 
@@ -74,13 +77,23 @@ def _lifetimes(req: pd.DataFrame) -> pd.DataFrame:
     end = np.full(n, -np.inf)
     np.maximum.at(end, codes[is_end], ts[is_end])
     both = np.flatnonzero(np.isfinite(start) & np.isfinite(end))
-    keep = both[np.argsort(ids[both], kind="stable")]  # ids are distinct: any sort is the sort
+    keep = both[_string_order(ids[both])]
     out = {"request_id": ids[keep], "start_ts": start[keep], "end_ts": end[keep]}
     for col, name in (("prompt_tokens", "prompt_tokens"), ("max_new_tokens", "completion_tokens")):
         most = np.full(n, np.nan)
         np.fmax.at(most, codes, req[col].to_numpy(dtype=float, na_value=np.nan))
         out[name] = pd.array(most[keep], dtype="Float64").astype(req[col].dtype)
     return pd.DataFrame(out)
+
+
+def _string_order(ids: np.ndarray) -> np.ndarray:
+    """The sorting permutation of distinct ids (so any sort is the sort): Arrow's byte-wise
+    UTF-8 order, which is Python's code-point order, ~2x faster than sorting str objects;
+    ids that are not all encodable strings are sorted by Python itself."""
+    try:
+        return pc.sort_indices(pa.array(ids, type=pa.large_string())).to_numpy()
+    except (pa.ArrowException, UnicodeError):
+        return np.argsort(ids, kind="stable")
 
 
 def _windowed_counts(
@@ -93,8 +106,9 @@ def _windowed_counts(
         return zeros, zeros.copy()
     ts = batches["ts"].to_numpy(dtype=float)
     w = batches["weight"].to_numpy(dtype=float)
-    graph = (batches["verdict"] == "graph").to_numpy(dtype=bool)
-    eager = (batches["verdict"] == "eager").to_numpy(dtype=bool)
+    verdict = cls.verdict_codes(batches)
+    graph = verdict == cls.VERDICTS.index("graph")
+    eager = verdict == cls.VERDICTS.index("eager")
     keep = ~np.isnan(ts)
     if not keep.all():
         ts, w, graph, eager = ts[keep], w[keep], graph[keep], eager[keep]
@@ -103,9 +117,18 @@ def _windowed_counts(
         ts, w, graph, eager = ts[order], w[order], graph[order], eager[order]
     graph_cum = np.concatenate([[0.0], np.cumsum(np.where(graph, w, 0.0))])
     eager_cum = np.concatenate([[0.0], np.cumsum(np.where(eager, w, 0.0))])
-    lo = np.searchsorted(ts, starts, side="left")
-    hi = np.searchsorted(ts, ends, side="right")
+    lo = _sorted_search(ts, starts, "left")
+    hi = _sorted_search(ts, ends, "right")
     return graph_cum[hi] - graph_cum[lo], eager_cum[hi] - eager_cum[lo]
+
+
+def _sorted_search(ts: np.ndarray, keys: np.ndarray, side: Literal["left", "right"]) -> np.ndarray:
+    """``np.searchsorted(ts, keys, side)`` with the keys searched in sorted order (each search
+    starts where the last ended: ~4x faster than keys in request-id order)."""
+    order = np.argsort(keys, kind="stable")
+    out = np.empty(len(keys), dtype=np.intp)
+    out[order] = np.searchsorted(ts, keys[order], side=side)
+    return out
 
 
 def request_summary(frame: pd.DataFrame) -> dict[str, Any] | None:
