@@ -44,6 +44,7 @@ from diag.advise.cost_model import (
     fit_parameters,
     set_cost,
 )
+from diag.advise.grouping import weighted_quantile
 from diag.engines import spec_for
 from diag.engines.spec import AdviceRules
 
@@ -154,9 +155,7 @@ def ceiling_policy(
     notes: list[str] = []
     ok = sizes >= 1
     peak = int(sizes[ok].max())
-    order = np.argsort(sizes[ok])
-    cum = np.cumsum(weights[ok][order]) / weights[ok].sum()
-    p999 = int(sizes[ok][order][min(int(np.searchsorted(cum, 0.999)), len(cum) - 1)])
+    p999 = weighted_quantile(sizes[ok], weights[ok], 0.999)
     want = math.ceil(max(peak, p999) * (1 + headroom))
     floor_ = 0
     if limits.mixed_served() and not has_token_counts:

@@ -31,6 +31,7 @@ from typing import Literal
 import numpy as np
 
 from diag.advise.buckets import estimate_capture_memory, estimate_capture_time
+from diag.advise.grouping import group_medians, unique_inverse
 from diag.engines import spec_for
 
 __all__ = [
@@ -262,15 +263,6 @@ class LineFit:
         )
 
 
-def _group_medians(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """``np.median(values[group == i])`` for i < n (none empty), by one sort on (group, value)."""
-    v = values[np.lexsort((values, group))]
-    cnt = np.bincount(group, minlength=n)
-    hi = np.cumsum(cnt) - cnt + cnt // 2
-    odd = cnt % 2 == 1
-    return np.where(odd, v[hi], (v[hi - 1 + odd] + v[hi]) / 2)  # np.median: mean of middle two
-
-
 def _fit_line(size: np.ndarray, t: np.ndarray) -> LineFit | None:
     """Robust ``t = a + b * size``: median step time per size (idle gaps inflate single lines),
     then least squares over those medians weighted by sqrt(samples); ``a, b >= 0``."""
@@ -278,8 +270,8 @@ def _fit_line(size: np.ndarray, t: np.ndarray) -> LineFit | None:
     if ok.sum() < 3:
         return None
     s, tt = size[ok], t[ok]
-    uniq, inv = np.unique(s, return_inverse=True)
-    med = _group_medians(inv, tt, len(uniq))
+    uniq, inv = unique_inverse(s)
+    med = group_medians(inv, tt, len(uniq))
     cnt = np.bincount(inv).astype(float)
     if len(uniq) == 1:
         return LineFit(float(med[0]), math.nan, math.nan, 1)

@@ -223,12 +223,21 @@ def run_traffic(f: RunFacts, inp: AdviceInputs | None = None) -> Traffic | None:
             parts.append(_stats_traffic(stats, inp))
     if not parts:
         return None
-    col = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    col = (
+        parts[0]
+        if len(parts) == 1
+        else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    )
     req = np.nan_to_num(col["requests"], nan=-1).astype(np.int64)
     tok = np.nan_to_num(col["tokens"], nan=-1).astype(np.int64)
     known = (req >= 1) | (tok >= 1)
     if not known.any():
         return None
+    every = bool(known.all())
+
+    def kept(a: np.ndarray) -> np.ndarray:  # (no copy when every step has a size)
+        return a if every else a[known]
+
     ts = col["ts"]
     if np.isfinite(ts).any():
         t_s = np.where(np.isfinite(ts), ts - np.nanmin(ts), 0.0)
@@ -236,14 +245,14 @@ def run_traffic(f: RunFacts, inp: AdviceInputs | None = None) -> Traffic | None:
         t_s = np.arange(len(ts), dtype=float)
     has_tok = (tok >= 1).any()
     return Traffic(
-        t_s=t_s[known],
-        requests=req[known],
-        steps=col["steps"][known],
-        tokens=tok[known] if has_tok else None,
-        step_time_s=col["step_time_s"][known],
-        graph=col["graph"][known],
-        kind=np.where(col["mixed"][known], "mixed", "decode"),
-        token_usage=col["usage"][known],
+        t_s=kept(t_s),
+        requests=kept(req),
+        steps=kept(col["steps"]),
+        tokens=kept(tok) if has_tok else None,
+        step_time_s=kept(col["step_time_s"]),
+        graph=kept(col["graph"]),
+        kind=np.where(kept(col["mixed"]), "mixed", "decode"),
+        token_usage=kept(col["usage"]),
         observed_s=None if np.isfinite(ts).any() else 0.0,
         run_id=f.run.id,
     )
