@@ -108,12 +108,14 @@ def test_unique_inverse_is_np_unique(values: list[int], huge: bool) -> None:
 def test_one_solver_gives_every_budget_its_own_optimum(
     hist: dict[int, int], forced: list[int]
 ) -> None:
-    from diag.advise.buckets import BucketSolver, optimal_buckets
+    from diag.advise.buckets import BucketPlan, BucketSolver, optimal_buckets
 
     solver = BucketSolver(hist, 0.0, forced)
     need = len(set(forced) | {solver.ceiling})
     for k in range(need, need + 8):
-        assert solver.plan(k) == optimal_buckets(hist, k, 0.0, always_include=forced)
+        plan = solver.plan(k)
+        assert plan == optimal_buckets(hist, k, 0.0, always_include=forced)
+        assert plan == BucketPlan.evaluate(plan.sizes, hist)  # the figures, scored row by row
 
 
 requests = st.lists(

@@ -399,7 +399,8 @@ def _heldout(
         cov += c.coverage * w
         tot += c.total_s_h * w
         if c.padding_waste is not None:
-            served = sum(v for s, v in f.test.items() if s <= max(sizes))
+            top = max(sizes)
+            served = sum(v for s, v in f.test.items() if s <= top)
             pad_num += c.padding_waste * served
             pad_den += served
         weight += w

@@ -227,8 +227,8 @@ class BucketSolver:
             raise ValueError("empty batch-size histogram")
         forced = _clean_sizes(always_include)
         xs = [b for b, _ in items]
-        xs_np = np.array(xs, dtype=np.int64)
-        ws_np = np.array([n for _, n in items], dtype=np.int64)
+        xs_np = self.xs = np.array(xs, dtype=np.int64)
+        ws_np = self.ws = np.array([n for _, n in items], dtype=np.int64)
         cum_w = np.concatenate(([0], np.cumsum(ws_np)))
         cum_x = np.concatenate(([0], np.cumsum(ws_np * xs_np)))
         total = int(cum_w[-1])
@@ -275,6 +275,24 @@ class BucketSolver:
         self.table = [e_prev]
         self._plans: dict[int, BucketPlan] = {}
 
+    def _evaluate(self, chosen: list[int]) -> BucketPlan:
+        """``BucketPlan.evaluate(chosen, hist)`` on the histogram's arrays (exact int64 sums:
+        the ceiling check bounds every product), not a Python loop over its sizes."""
+        sizes = _clean_sizes(chosen)
+        at = np.searchsorted(np.array(sizes, dtype=np.int64), self.xs, side="left")
+        served = at < len(sizes)
+        bucket = np.array(sizes, dtype=np.int64)[at[served]]
+        w = self.ws[served]
+        covered, total = int(w.sum()), int(self.ws.sum())
+        padded, slots = int(((bucket - self.xs[served]) * w).sum()), int((bucket * w).sum())
+        return BucketPlan(
+            sizes=sizes,
+            coverage=covered / total if total else 0.0,
+            padding_waste=padded / slots if slots else None,
+            padded_slots=padded,
+            graph_slots=slots,
+        )
+
     def _grow(self, levels: int) -> None:
         if len(self.table) > levels:
             return
@@ -311,7 +329,7 @@ class BucketSolver:
             row = self.cost[state] + table[r - 1]
             state = int(np.flatnonzero(row == table[r][state])[0])
             chosen.append(int(self.cv[state]))
-        plan = BucketPlan.evaluate(chosen, dict(self.items))
+        plan = self._evaluate(chosen)
         assert plan.padded_slots == best, (plan.padded_slots, best)
         self._plans[levels] = plan
         return plan

@@ -163,8 +163,10 @@ def _step_traffic(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     DEBUG line shows the padded descriptor only: its size is taken as that bucket, an upper
     bound, so no size a step used is ever dropped."""
     padded = _num(frame, "padded_tokens")
-    mode = frame["mode"].astype("object").fillna("").astype(str).str.upper()
-    graph = np.where(mode == "", -1, (mode != "NONE").astype(np.int64)).astype(np.int64)
+    # -1 no mode (missing or empty), 0 NONE, 1 any other: per distinct value, not per row
+    codes, modes = pd.factorize(frame["mode"], use_na_sentinel=True)
+    per_mode = [str(m).upper() for m in modes]
+    graph = np.array([-1 if m == "" else int(m != "NONE") for m in per_mode] + [-1])[codes]
     count = _num(frame, "count")
     # uniform False: a mixed prefill+decode step (NaN: the row does not say, e.g. metrics rows)
     mixed = _num(frame, "uniform") == 0.0

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from diag.events import EventTables
+from diag.facts.access import mode_is_none
 
 # Why a batch got its verdict: the ``reason`` column. One name per cause, used as is by the
 # rules (``eager_cause``, the rule pack's remedy keys) and the HTML labels.
@@ -193,16 +194,19 @@ def _flags(logged: pd.Series) -> np.ndarray:
 
 def _rows(
     frame: pd.DataFrame,
-    sizes: pd.Series,
-    weights: pd.Series,
-    logged: pd.Series,
+    bs: np.ndarray,
+    weights: np.ndarray,
+    flags: np.ndarray,
     window: Window,
     origin: str,
-    gen: pd.Series | None,
+    gen: np.ndarray | None,
+    logged_padding: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
-    bs = sizes.to_numpy(dtype=float, na_value=np.nan)
+    """The classify frame of ``frame``'s rows: float batch sizes ``bs``, step ``weights``,
+    the engine's own graph ``flags`` (1.0 / 0.0 / NaN: it does not say). ``logged_padding``:
+    (padded, unpadded) tokens a row logged; a logged padded size beats one computed from
+    the bucket list."""
     inferred, inferred_reason, bucket_any = infer_codes(window, bs)
-    flags = _flags(logged)
     has_flag = ~np.isnan(flags)
     said_graph = has_flag & (flags == 1.0)
     said_eager = has_flag & (flags == 0.0)
@@ -224,6 +228,14 @@ def _rows(
         ).astype(np.int8)
         reason[said_eager] = eager_why[said_eager]
     padded = np.where(verdict == _GRAPH, bucket - bs, np.nan)
+    bs = np.array(bs, copy=True)
+    if logged_padding is not None:
+        padded_tokens, unpadded = logged_padding
+        has = ~np.isnan(padded_tokens) & (verdict == _GRAPH)
+        bucket[has] = padded_tokens[has]
+        both = has & ~np.isnan(unpadded)
+        padded[both] = padded_tokens[both] - unpadded[both]
+        bs[both] = unpadded[both]
     n = len(bs)
     # every array below is this frame's own (copied where it would be a view of an event
     # column), so the frame is built without pandas copying and consolidating them again
@@ -233,8 +245,8 @@ def _rows(
             "line": np.array(frame["line"].to_numpy(), copy=True),
             "ts": np.array(frame["ts"].to_numpy(), copy=True),
             "rank": frame["rank"].array,
-            "batch_size": np.array(bs, copy=True),
-            "weight": np.array(weights.to_numpy(dtype=float), copy=True),
+            "batch_size": bs,
+            "weight": np.array(weights, dtype=float, copy=True),
             "verdict": labels(verdict, VERDICTS),
             "logged": has_flag,
             "origin": labels(np.full(n, ORIGINS.index(origin), dtype=np.int8), ORIGINS),
@@ -242,7 +254,7 @@ def _rows(
             "bucket": bucket,
             "padded": padded,
             "inferred": labels(inferred, VERDICTS),
-            "gen_throughput": np.array(gen.to_numpy(dtype=float, na_value=np.nan), copy=True)
+            "gen_throughput": np.array(gen, dtype=float, copy=True)
             if gen is not None
             else np.full(n, np.nan),
         },
@@ -250,46 +262,54 @@ def _rows(
     )
 
 
+def _num(frame: pd.DataFrame, column: str) -> np.ndarray:
+    return frame[column].to_numpy(dtype=float, na_value=np.nan)
+
+
 def _sglang_decode(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
     if frame.empty:
         return _empty()
-    logged = frame["cuda_graph"]  # boolean with NA: _flags reads it without a Python loop
     return _rows(
         frame,
-        frame["batch_size"].astype("float64"),
-        pd.Series(1.0, index=frame.index),
-        logged,
+        _num(frame, "batch_size"),
+        np.ones(len(frame)),
+        _flags(frame["cuda_graph"]),  # boolean with NA: read without a Python loop
         window,
         "decode_line",
-        frame["gen_throughput"],
+        _num(frame, "gen_throughput"),
     )
+
+
+_STEP_ROW = ["source", "line", "ts", "rank"]  # what the classify frame keeps of a step row
 
 
 def _vllm_steps(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
     if frame.empty:
         return _empty()
-    # DEBUG step lines: only uniform (pure decode) steps are decode batches
-    keep = ~((frame["origin"] == "debug_step") & (frame["uniform"] == False))  # noqa: E712
-    frame = frame[keep.fillna(True)]
-    if frame.empty:
+    # DEBUG step lines: only uniform (pure decode) steps are decode batches (NA: kept)
+    debug = (frame["origin"] == "debug_step").to_numpy(dtype=bool, na_value=False)
+    mixed = (frame["uniform"] == False).to_numpy(dtype=bool, na_value=False)  # noqa: E712
+    keep = ~(debug & mixed)
+    if not keep.any():
         return _empty()
-    logged = (frame["mode"].astype("object").str.upper() != "NONE").astype("object")
-    sizes = (
-        frame["num_reqs"]
-        .astype("float64")
-        .where(frame["num_reqs"].notna(), frame["num_tokens"].astype("float64"))
+    every = bool(keep.all())
+
+    def kept(a: np.ndarray) -> np.ndarray:
+        return a if every else a[keep]
+
+    rows = frame if every else frame[_STEP_ROW].iloc[np.flatnonzero(keep)]
+    num_reqs, num_tokens = kept(_num(frame, "num_reqs")), kept(_num(frame, "num_tokens"))
+    count = kept(_num(frame, "count"))
+    return _rows(
+        rows,
+        np.where(np.isnan(num_reqs), num_tokens, num_reqs),
+        np.where(np.isnan(count), 1.0, count),
+        np.where(kept(mode_is_none(frame["mode"])), 0.0, 1.0),  # a step line always says
+        window,
+        "graph_step",
+        None,
+        (kept(_num(frame, "padded_tokens")), num_tokens),
     )
-    weights = frame["count"].astype("float64").fillna(1.0)
-    out = _rows(frame, sizes, weights, logged, window, "graph_step", None)
-    # a logged padded size is better than one computed from the bucket list
-    padded = frame["padded_tokens"].astype("float64").to_numpy()
-    unpadded = frame["num_tokens"].astype("float64").to_numpy()
-    has = ~np.isnan(padded) & (out["verdict"].to_numpy() == "graph")
-    out.loc[has, "bucket"] = padded[has]
-    both = has & ~np.isnan(unpadded)
-    out.loc[both, "padded"] = padded[both] - unpadded[both]
-    out.loc[both, "batch_size"] = unpadded[both]
-    return out
 
 
 def _vllm_stats(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
@@ -298,15 +318,14 @@ def _vllm_stats(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
     active = frame[(frame["running"].fillna(0) > 0) & (frame["gen_throughput"].fillna(0) > 0)]
     if active.empty:
         return _empty()
-    logged = pd.Series([None] * len(active), index=active.index, dtype="object")
     return _rows(
         active,
-        active["running"].astype("float64"),
-        pd.Series(1.0, index=active.index),
-        logged,
+        _num(active, "running"),
+        np.ones(len(active)),
+        np.full(len(active), np.nan),  # interval lines do not say graph or eager
         window,
         "stats_interval",
-        active["gen_throughput"],
+        _num(active, "gen_throughput"),
     )
 
 

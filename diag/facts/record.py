@@ -22,7 +22,7 @@ from diag.engines.phases import CAPTURE_PHASES
 from diag.engines.spec import as_bool
 from diag.events import EventTables
 from diag.facts import classify as cls
-from diag.facts.access import _as_int, _first, _last, _plain, _rank0, sizing
+from diag.facts.access import _as_int, _first, _last, _plain, _rank0, mode_is_none, sizing
 from diag.facts.access import is_rank0 as is_rank0  # re-exported: callers read it from here
 from diag.facts.capture_totals import (
     _capture_totals,
@@ -177,11 +177,7 @@ def graph_mode(tables: EventTables, config: dict[str, Any], backend: str) -> str
     )
     decode_true = bool((tables["decode_batch"]["cuda_graph"] == True).any())  # noqa: E712
     steps = tables["graph_step"]
-    step_graph = (
-        bool((steps["mode"].astype("object").str.upper() != "NONE").any())
-        if not steps.empty
-        else False
-    )
+    step_graph = bool((~mode_is_none(steps["mode"])).any()) if not steps.empty else False
     if phases & DECODE_PHASES or decode_true or step_graph:
         return "enabled"
     errors = tables["error"]
