@@ -26,8 +26,10 @@ How a set is chosen (issue 14):
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from typing import Literal
 
 import numpy as np
@@ -44,7 +46,7 @@ from diag.advise.cost_model import (
     fit_parameters,
     set_cost,
 )
-from diag.advise.grouping import weighted_quantile
+from diag.advise.grouping import int_histogram, step_histogram, weighted_quantile
 from diag.engines import spec_for
 from diag.engines.spec import AdviceRules
 
@@ -274,34 +276,10 @@ class Advice:
 
 
 # ------------------------------------------------------------------ fitting helpers
-_HIST_DIRECT_MAX = 1 << 20  # sizes up to this are binned directly (no sort of every step)
-
-
-def _hist(sizes: np.ndarray, steps: np.ndarray) -> dict[int, float]:
-    """``{size: steps}`` over sizes >= 1 with steps > 0. Each bin sums its steps in input
-    order either way (a direct bincount, or over sorted distinct sizes when they are huge)."""
-    ok = sizes >= 1
-    s, w = sizes[ok], steps[ok]
-    if len(s) and int(s.max()) <= _HIST_DIRECT_MAX:
-        per = np.bincount(s.astype(np.int64), weights=w)
-        uniq = np.flatnonzero(per > 0)
-        return {int(k): float(x) for k, x in zip(uniq.tolist(), per[uniq].tolist(), strict=True)}
-    uniq, inv = np.unique(s, return_inverse=True)
-    per = np.bincount(inv, weights=w, minlength=len(uniq))
-    return {int(k): float(x) for k, x in zip(uniq.tolist(), per.tolist(), strict=True) if x > 0}
-
-
 def traffic_histogram(traffic: Traffic, limits: EngineLimits) -> dict[int, float]:
     """``{size in the engine's unit: steps}`` of one run's traffic."""
     sizes = engine_size(traffic, limits.engine, limits.spec_tokens)
-    return _hist(sizes, np.asarray(traffic.steps, dtype=float))
-
-
-def _int_hist(hist: dict[int, float]) -> dict[int, int]:
-    """optimal_buckets counts in ints: scale fractional step weights (argmin unchanged)."""
-    lo = min(hist.values())
-    scale = 1.0 if all(float(v).is_integer() for v in hist.values()) else 1000.0 / lo
-    return {s: max(1, int(round(v * scale))) for s, v in hist.items()}
+    return step_histogram(sizes, np.asarray(traffic.steps, dtype=float))
 
 
 # solvers of one advise call: (id(hist), ceiling, forced, grid) -> (hist, solver); the hist
@@ -332,7 +310,7 @@ def _fit_set(
     else:
         below = {s: w for s, w in hist.items() if s <= ceiling} or {ceiling: 1.0}
         allowed = _allowed(grid) if grid is not None else None
-        solver = BucketSolver(_int_hist(below), 0.0, forced, allowed)
+        solver = BucketSolver(int_histogram(below), 0.0, forced, allowed)
         if solvers is not None:
             solvers[key] = (hist, solver)
     plan = solver.plan(max(k, len(forced)))
@@ -344,6 +322,25 @@ class _Fold:
     train: dict[int, float]
     test: dict[int, float]
     ceiling: int
+    # the held-out sizes (ascending, as step_histogram makes them) and running step sums over them:
+    # the steps up to any size are a prefix, summed in the same order as a loop would
+    sizes: list[int] = field(init=False, repr=False, compare=False)
+    running: list[float] = field(init=False, repr=False, compare=False)
+    ascending: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        sizes = list(self.test)
+        object.__setattr__(self, "sizes", sizes)
+        object.__setattr__(self, "running", list(accumulate(self.test.values(), initial=0)))
+        object.__setattr__(
+            self, "ascending", all(a < b for a, b in zip(sizes, sizes[1:], strict=False))
+        )
+
+    def steps_up_to(self, top: int) -> float:
+        """``sum(v for s, v in test.items() if s <= top)``."""
+        if not self.ascending:  # (never made so: kept general)
+            return sum(v for s, v in self.test.items() if s <= top)
+        return self.running[bisect_right(self.sizes, top)]
 
 
 def _folds(
@@ -373,7 +370,7 @@ def _folds(
         if not (ts >= 1).any() or not (parts[i][0] >= 1).any():
             continue
         c, _ = ceiling_policy(ts, tw, limits, **ceil_kw)  # type: ignore[arg-type]
-        out.append(_Fold(_hist(ts, tw), _hist(*parts[i]), c))
+        out.append(_Fold(step_histogram(ts, tw), step_histogram(*parts[i]), c))
     return out, how
 
 
@@ -395,12 +392,11 @@ def _heldout(
     for f in folds:
         sizes = _fit_set(f.train, k, f.ceiling, forced_min, grid_for(f.ceiling), kept, solvers)
         c = set_cost(sizes, f.test, params, padding=padding)
-        w = sum(f.test.values())
+        w = f.running[-1]  # sum(f.test.values())
         cov += c.coverage * w
         tot += c.total_s_h * w
         if c.padding_waste is not None:
-            top = max(sizes)
-            served = sum(v for s, v in f.test.items() if s <= top)
+            served = f.steps_up_to(max(sizes))
             pad_num += c.padding_waste * served
             pad_den += served
         weight += w
@@ -466,7 +462,7 @@ def advise(
         else:
             fit_ceiling = ceiling
     notes.extend(_engine_notes(limits))
-    hist = _hist(all_s, all_w)
+    hist = step_histogram(all_s, all_w)
     forced_min = limits.multiple()
     grid = conventional_grid(limits, _GRID_LIMIT)
 

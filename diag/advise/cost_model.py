@@ -313,7 +313,10 @@ def _pooled(
         cols["graph"].append(tr.col("graph", -1).astype(int))
         cols["usage"].append(tr.col("token_usage", math.nan).astype(float))
         cols["steps"].append(np.asarray(tr.steps, dtype=float))
-    return {k: np.concatenate(v) if v else np.array([]) for k, v in cols.items()}
+    return {
+        k: (v[0] if len(v) == 1 else np.concatenate(v)) if v else np.array([])
+        for k, v in cols.items()
+    }
 
 
 def fit_parameters(
@@ -550,8 +553,9 @@ def set_cost(
     parameters' steps per hour). ``padding`` False: SGLang ``--disable-cuda-graph-padding``,
     only exact sizes replay, the rest runs eager."""
     ss = np.array(sorted(set(int(s) for s in sizes)), dtype=np.int64)
-    xs = np.array([b for b in hist if hist[b] > 0], dtype=np.int64)
-    ws = np.array([float(hist[b]) for b in xs.tolist()], dtype=float)
+    keys = np.fromiter(hist.keys(), dtype=np.int64, count=len(hist))
+    steps = np.fromiter(hist.values(), dtype=float, count=len(hist))
+    xs, ws = keys[steps > 0], steps[steps > 0]
     total_w = float(ws.sum())
     per_h = float(params.steps_per_hour.value or 0.0) / total_w if total_w > 0 else 0.0
     if len(ss) and len(xs):

@@ -52,3 +52,24 @@ def weighted_quantile(sizes: np.ndarray, weights: np.ndarray, q: float) -> int:
     order = np.argsort(sizes)
     cum = np.cumsum(weights[order]) / weights.sum()
     return int(sizes[order][min(int(np.searchsorted(cum, q)), len(cum) - 1)])
+
+
+def step_histogram(sizes: np.ndarray, steps: np.ndarray) -> dict[int, float]:
+    """``{size: steps}`` over sizes >= 1 with steps > 0. Each bin sums its steps in input
+    order either way (a direct bincount, or over sorted distinct sizes when they are huge)."""
+    ok = sizes >= 1
+    s, w = sizes[ok], steps[ok]
+    if len(s) and int(s.max()) <= DIRECT_MAX:
+        per = np.bincount(s.astype(np.int64), weights=w)
+        uniq = np.flatnonzero(per > 0)
+        return {int(k): float(x) for k, x in zip(uniq.tolist(), per[uniq].tolist(), strict=True)}
+    uniq, inv = np.unique(s, return_inverse=True)
+    per = np.bincount(inv, weights=w, minlength=len(uniq))
+    return {int(k): float(x) for k, x in zip(uniq.tolist(), per.tolist(), strict=True) if x > 0}
+
+
+def int_histogram(hist: dict[int, float]) -> dict[int, int]:
+    """optimal_buckets counts in ints: scale fractional step weights (argmin unchanged)."""
+    lo = min(hist.values())
+    scale = 1.0 if all(float(v).is_integer() for v in hist.values()) else 1000.0 / lo
+    return {s: max(1, int(round(v * scale))) for s, v in hist.items()}
