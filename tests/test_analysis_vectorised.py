@@ -231,3 +231,47 @@ def test_weighted_quantile_is_the_sorted_cumulative_share(
     cum = np.cumsum(weights[order]) / weights.sum()
     want = int(sizes[order][min(int(np.searchsorted(cum, q)), len(cum) - 1)])
     assert weighted_quantile(sizes, weights, q) == want
+
+
+@given(
+    st.lists(st.sampled_from([b"a", b"\n", b"\r\n", b"\xe2\x82\xac", b"\x00"]), max_size=80),
+    st.sets(st.integers(1, 40), max_size=8),
+    st.integers(1, 9),
+)
+def test_lines_at_is_the_numbered_lines(parts: list[bytes], wanted: set[int], size: int) -> None:
+    import io
+
+    from diag.sources.readers import lines_at
+
+    data = b"".join(parts)
+    want = {}
+    physical = data.split(b"\n")  # line n is physical[n - 1]; a final empty piece is no line
+    for n in wanted:
+        if n <= len(physical) and (n < len(physical) or physical[-1]):
+            want[n] = physical[n - 1] + (b"\n" if n < len(physical) else b"")
+    got = lines_at(io.BytesIO(data[3:]), data[:3], wanted, [], size)
+    assert got == want
+
+
+@given(
+    st.lists(
+        st.tuples(st.one_of(st.none(), st.floats(-3, 300)), st.sampled_from([1.0, 2.0, 0.5])),
+        max_size=40,
+    )
+)
+def test_batch_shape_histogram_is_the_sorted_sizes(rows: list[tuple[float | None, float]]) -> None:
+    frame = pd.DataFrame(
+        {
+            "batch_size": [np.nan if s is None else s for s, _ in rows],
+            "weight": [w for _, w in rows],
+        }
+    )
+    shape = cls.batch_shape(frame)
+    known = [(round(s), w) for s, w in rows if s is not None]
+    if not known:
+        assert shape is None
+        return
+    sizes = sorted({int(np.rint(s)) for s, _ in rows if s is not None})
+    assert shape is not None and [int(k) for k in shape["histogram"]] == sizes
+    assert shape["min"] == sizes[0] and shape["max"] == sizes[-1]
+    assert shape["count"] == round(sum(w for _, w in known))
