@@ -8,6 +8,7 @@ the plain definition, one row (or request) at a time, on generated input.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -275,3 +276,35 @@ def test_batch_shape_histogram_is_the_sorted_sizes(rows: list[tuple[float | None
     assert shape is not None and [int(k) for k in shape["histogram"]] == sizes
     assert shape["min"] == sizes[0] and shape["max"] == sizes[-1]
     assert shape["count"] == round(sum(w for _, w in known))
+
+
+@pytest.mark.parametrize("dtype", ["category", "str", "object"])
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_report_does_not_depend_on_the_text_column_dtypes(
+    engine: str, dtype: str, tmp_path: Path
+) -> None:
+    """The sink may hand request ids, actions, modes and origins over as objects,
+    categoricals or Arrow strings: the analysis reads them by value (a generated log with
+    request lines, decode or DEBUG step lines and a restart)."""
+    import dataclasses
+    import json
+
+    from bench.gen_logs import GENERATORS, write_log
+    from diag.api import analyze
+    from diag.events import EventTables
+    from diag.ingest import ingest
+    from diag.render.serialize import to_json
+
+    path = tmp_path / f"{engine}.log"
+    write_log(path, GENERATORS[engine](600_000, seed=3, restarts=1))
+    ing = ingest([str(path)], jobs=1)
+    assert len(ing.tables["request"]) > 100
+    want = json.loads(to_json(analyze([str(path)], ingested=ing, generated_at="-")))
+    text = {"request_id", "action", "mode", "origin", "reason", "topic", "marker"}
+    frames = {
+        kind: frame.astype({c: dtype for c in frame.columns if c in text})
+        for kind, frame in ing.tables._frames.items()
+    }
+    again = dataclasses.replace(ing, tables=EventTables(frames))
+    got = json.loads(to_json(analyze([str(path)], ingested=again, generated_at="-")))
+    assert got["runs"] and got == want
