@@ -137,8 +137,8 @@ def _flag(frame: pd.DataFrame, col: str) -> np.ndarray:
 def _rank_rows(frame: pd.DataFrame, all_ranks: bool) -> pd.DataFrame:
     if frame.empty or all_ranks:
         return frame
-    mask = frame["rank"].map(is_rank0).astype(bool)
-    return frame[mask] if mask.any() else frame
+    mask = frame["rank"].map(is_rank0).to_numpy(dtype=bool)
+    return frame[mask] if mask.any() and not mask.all() else frame  # (all rank 0: no copy)
 
 
 def _batch_line_traffic(frame: pd.DataFrame, inp: AdviceInputs) -> dict[str, np.ndarray]:

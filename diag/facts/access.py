@@ -22,8 +22,8 @@ def is_rank0(rank: str | None) -> bool:
 def _rank0(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return frame
-    mask = frame["rank"].map(is_rank0).astype(bool)  # ranks may be categorical
-    return frame[mask] if mask.any() else frame
+    mask = frame["rank"].map(is_rank0).to_numpy(dtype=bool)  # ranks may be categorical
+    return frame[mask] if mask.any() and not mask.all() else frame  # (all rank 0: no copy)
 
 
 def _last(frame: pd.DataFrame, col: str) -> Any:

@@ -40,10 +40,10 @@ def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
             return set()
         line = np.concatenate([f["line"].to_numpy(dtype="int64") for f in frames])
         ts = np.concatenate([f["ts"].to_numpy(dtype="float64") for f in frames])
-        keep = ~np.isnan(ts)
-        line, ts = line[keep], ts[keep]
-        if len(ts) >= 2 and ts.min() != ts.max():  # two distinct stamps at least
-            ts = ts[np.argsort(line, kind="stable")]
+        clock = ~np.isnan(ts)
+        if np.count_nonzero(clock) >= 2 and np.nanmin(ts) != np.nanmax(ts):  # 2 stamps at least
+            ts = ts[np.argsort(line, kind="stable")]  # (stable: rows without a clock can
+            ts = ts[~np.isnan(ts)]  # be dropped after the sort as well as before it)
             d = np.diff(ts)
             d = d[d != 0]
             if len(d) >= 1 and (d < 0).mean() > 0.6:
