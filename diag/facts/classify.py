@@ -199,7 +199,7 @@ def _rows(
     flags: np.ndarray,
     window: Window,
     origin: str,
-    gen: np.ndarray | None,
+    gen: pd.Series | np.ndarray | None,
     logged_padding: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """The classify frame of ``frame``'s rows: float batch sizes ``bs``, step ``weights``,
@@ -237,14 +237,14 @@ def _rows(
         padded[both] = padded_tokens[both] - unpadded[both]
         bs[both] = unpadded[both]
     n = len(bs)
-    # every array below is this frame's own (copied where it would be a view of an event
-    # column), so the frame is built without pandas copying and consolidating them again
+    # the arrays below are this frame's own and event columns are handed over as Series
+    # (shared, copy-on-write), so the frame is built without pandas copying anything
     return pd.DataFrame(
         {
-            "source": frame["source"].array,  # categoricals stay categoricals (no copy)
-            "line": np.array(frame["line"].to_numpy(), copy=True),
-            "ts": np.array(frame["ts"].to_numpy(), copy=True),
-            "rank": frame["rank"].array,
+            "source": _shared(frame, "source"),  # categoricals stay categoricals
+            "line": np.array(frame["line"].to_numpy(), copy=True),  # (Int64's may be a view)
+            "ts": _shared(frame, "ts"),
+            "rank": _shared(frame, "rank"),
             "batch_size": bs,
             "weight": np.array(weights, dtype=float, copy=True),
             "verdict": labels(verdict, VERDICTS),
@@ -254,12 +254,23 @@ def _rows(
             "bucket": bucket,
             "padded": padded,
             "inferred": labels(inferred, VERDICTS),
-            "gen_throughput": np.array(gen, dtype=float, copy=True)
-            if gen is not None
-            else np.full(n, np.nan),
+            "gen_throughput": np.full(n, np.nan) if gen is None else gen,
         },
         copy=False,
     )
+
+
+def _shared(frame: pd.DataFrame, column: str) -> pd.Series:
+    """An event column as a Series of the classify frame's rows: the same data, not a copy
+    (pandas' copy-on-write keeps either frame's later writes to itself)."""
+    return frame[column].reset_index(drop=True)
+
+
+def _floats_of(frame: pd.DataFrame, column: str) -> pd.Series | np.ndarray:
+    """A float column shared as :func:`_shared` when it is float64 already, else converted."""
+    if frame[column].dtype == np.float64:
+        return _shared(frame, column)
+    return frame[column].to_numpy(dtype=float, na_value=np.nan)
 
 
 def _num(frame: pd.DataFrame, column: str) -> np.ndarray:
@@ -276,7 +287,7 @@ def _sglang_decode(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
         _flags(frame["cuda_graph"]),  # boolean with NA: read without a Python loop
         window,
         "decode_line",
-        _num(frame, "gen_throughput"),
+        _floats_of(frame, "gen_throughput"),
     )
 
 
@@ -325,7 +336,7 @@ def _vllm_stats(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
         np.full(len(active), np.nan),  # interval lines do not say graph or eager
         window,
         "stats_interval",
-        _num(active, "gen_throughput"),
+        _floats_of(active, "gen_throughput"),
     )
 
 

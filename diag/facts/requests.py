@@ -66,7 +66,7 @@ def _lifetimes(req: pd.DataFrame) -> pd.DataFrame:
     factorisation and numpy reductions instead of four group-bys over string keys; only the
     ids kept are sorted (any id dtype: object, category or Arrow strings)."""
     codes, uniques = pd.factorize(req["request_id"], sort=False)
-    ids = np.asarray(uniques, dtype=object)
+    ids = uniques if isinstance(uniques, np.ndarray) else uniques.array  # no object copy
     n = len(ids)
     ts = req["ts"].to_numpy(dtype=float)
     action = req["action"]
@@ -77,8 +77,11 @@ def _lifetimes(req: pd.DataFrame) -> pd.DataFrame:
     end = np.full(n, -np.inf)
     np.maximum.at(end, codes[is_end], ts[is_end])
     both = np.flatnonzero(np.isfinite(start) & np.isfinite(end))
-    keep = both[_string_order(ids[both])]
-    out = {"request_id": ids[keep], "start_ts": start[keep], "end_ts": end[keep]}
+    keep = both[_string_order(ids.take(both))]
+    kept = ids.take(keep)
+    if kept.dtype != _STR:  # the column pandas makes of the ids as Python strings
+        kept = np.asarray(kept, dtype=object)
+    out = {"request_id": kept, "start_ts": start[keep], "end_ts": end[keep]}
     for col, name in (("prompt_tokens", "prompt_tokens"), ("max_new_tokens", "completion_tokens")):
         most = np.full(n, np.nan)
         np.fmax.at(most, codes, req[col].to_numpy(dtype=float, na_value=np.nan))
@@ -86,14 +89,18 @@ def _lifetimes(req: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _string_order(ids: np.ndarray) -> np.ndarray:
+_STR = pd.Series(["x"]).dtype  # pandas' own dtype for a column of Python strings
+
+
+def _string_order(ids: np.ndarray | pd.api.extensions.ExtensionArray) -> np.ndarray:
     """The sorting permutation of distinct ids (so any sort is the sort): Arrow's byte-wise
-    UTF-8 order, which is Python's code-point order, ~2x faster than sorting str objects;
-    ids that are not all encodable strings are sorted by Python itself."""
+    UTF-8 order, which is Python's code-point order, ~2x faster than sorting str objects
+    (no conversion at all for Arrow strings); ids that are not all encodable strings are
+    sorted by Python itself."""
     try:
         return pc.sort_indices(pa.array(ids, type=pa.large_string())).to_numpy()
-    except (pa.ArrowException, UnicodeError):
-        return np.argsort(ids, kind="stable")
+    except (pa.ArrowException, UnicodeError, TypeError):
+        return np.argsort(np.asarray(ids, dtype=object), kind="stable")
 
 
 def _windowed_counts(
