@@ -204,11 +204,13 @@ def lines_at(
             carry += block
             continue
         end = block.rfind(b"\n") + 1
-        if todo[i] < lineno + n:  # some wanted line ends in this block: only then copy
-            parts = (carry + block[:end]).split(b"\n")
+        if todo[i] < lineno + n:  # some wanted line ends in this block: only then find them
+            ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 0x0A)
             while i < len(todo) and todo[i] < lineno + n:
-                if todo[i] >= lineno:
-                    out[todo[i]] = parts[todo[i] - lineno] + b"\n"
+                j = todo[i] - lineno  # the j-th line ending in this block (carry before the 0th)
+                if j >= 0:
+                    text = block[int(ends[j - 1]) + 1 if j else 0 : int(ends[j]) + 1]
+                    out[todo[i]] = carry + text if j == 0 else text
                 i += 1
         lineno += n
         carry = block[end:]
