@@ -26,14 +26,16 @@ How a set is chosen (issue 14):
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from typing import Literal
 
 import numpy as np
 import pandas as pd
 
-from diag.advise.buckets import optimal_buckets
+from diag.advise.buckets import BucketSolver
 from diag.advise.cost_model import (
     CostParameters,
     Engine,
@@ -44,6 +46,7 @@ from diag.advise.cost_model import (
     fit_parameters,
     set_cost,
 )
+from diag.advise.grouping import int_histogram, step_histogram, weighted_quantile
 from diag.engines import spec_for
 from diag.engines.spec import AdviceRules
 
@@ -154,9 +157,7 @@ def ceiling_policy(
     notes: list[str] = []
     ok = sizes >= 1
     peak = int(sizes[ok].max())
-    order = np.argsort(sizes[ok])
-    cum = np.cumsum(weights[ok][order]) / weights[ok].sum()
-    p999 = int(sizes[ok][order][min(int(np.searchsorted(cum, 0.999)), len(cum) - 1)])
+    p999 = weighted_quantile(sizes[ok], weights[ok], 0.999)
     want = math.ceil(max(peak, p999) * (1 + headroom))
     floor_ = 0
     if limits.mixed_served() and not has_token_counts:
@@ -275,24 +276,17 @@ class Advice:
 
 
 # ------------------------------------------------------------------ fitting helpers
-def _hist(sizes: np.ndarray, steps: np.ndarray) -> dict[int, float]:
-    ok = sizes >= 1
-    uniq, inv = np.unique(sizes[ok], return_inverse=True)
-    w = np.bincount(inv, weights=steps[ok], minlength=len(uniq))
-    return {int(s): float(x) for s, x in zip(uniq.tolist(), w.tolist(), strict=True) if x > 0}
-
-
 def traffic_histogram(traffic: Traffic, limits: EngineLimits) -> dict[int, float]:
     """``{size in the engine's unit: steps}`` of one run's traffic."""
     sizes = engine_size(traffic, limits.engine, limits.spec_tokens)
-    return _hist(sizes, np.asarray(traffic.steps, dtype=float))
+    return step_histogram(sizes, np.asarray(traffic.steps, dtype=float))
 
 
-def _int_hist(hist: dict[int, float]) -> dict[int, int]:
-    """optimal_buckets counts in ints: scale fractional step weights (argmin unchanged)."""
-    lo = min(hist.values())
-    scale = 1.0 if all(float(v).is_integer() for v in hist.values()) else 1000.0 / lo
-    return {s: max(1, int(round(v * scale))) for s, v in hist.items()}
+# solvers of one advise call: (id(hist), ceiling, forced, grid) -> (hist, solver); the hist
+# is kept so its id cannot be reused while the entry lives
+_Solvers = dict[
+    tuple[int, int, tuple[int, ...], tuple[int, ...] | None], tuple[object, BucketSolver]
+]
 
 
 def _fit_set(
@@ -302,13 +296,24 @@ def _fit_set(
     forced_min: int,
     grid: Sequence[int] | None,
     kept: Sequence[int] = (),
+    solvers: _Solvers | None = None,
 ) -> tuple[int, ...]:
     """Exact minimum-padding set of <= k sizes with this ceiling (None grid: any size), plus
-    the ``kept`` sizes above it (vLLM mixed steps the logs do not size, see :func:`advise`)."""
-    below = {s: w for s, w in hist.items() if s <= ceiling} or {ceiling: 1.0}
+    the ``kept`` sizes above it (vLLM mixed steps the logs do not size, see :func:`advise`).
+    ``solvers``: the DP of each (histogram, ceiling, forced, grid) is built once per advise
+    call and read for every K (see :class:`diag.advise.buckets.BucketSolver`)."""
     forced = (forced_min, ceiling) if k >= 2 and forced_min < ceiling else (ceiling,)
-    allowed = _allowed(grid) if grid is not None else None
-    plan = optimal_buckets(_int_hist(below), max(k, len(forced)), 0.0, forced, allowed)
+    key = (id(hist), ceiling, forced, None if grid is None else tuple(grid))
+    got = solvers.get(key) if solvers is not None else None
+    if got is not None and got[0] is hist:
+        solver = got[1]
+    else:
+        below = {s: w for s, w in hist.items() if s <= ceiling} or {ceiling: 1.0}
+        allowed = _allowed(grid) if grid is not None else None
+        solver = BucketSolver(int_histogram(below), 0.0, forced, allowed)
+        if solvers is not None:
+            solvers[key] = (hist, solver)
+    plan = solver.plan(max(k, len(forced)))
     return tuple(sorted(set(plan.sizes) | {s for s in kept if s > ceiling}))
 
 
@@ -317,6 +322,25 @@ class _Fold:
     train: dict[int, float]
     test: dict[int, float]
     ceiling: int
+    # the held-out sizes (ascending, as step_histogram makes them) and running step sums over them:
+    # the steps up to any size are a prefix, summed in the same order as a loop would
+    sizes: list[int] = field(init=False, repr=False, compare=False)
+    running: list[float] = field(init=False, repr=False, compare=False)
+    ascending: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        sizes = list(self.test)
+        object.__setattr__(self, "sizes", sizes)
+        object.__setattr__(self, "running", list(accumulate(self.test.values(), initial=0)))
+        object.__setattr__(
+            self, "ascending", all(a < b for a, b in zip(sizes, sizes[1:], strict=False))
+        )
+
+    def steps_up_to(self, top: int) -> float:
+        """``sum(v for s, v in test.items() if s <= top)``."""
+        if not self.ascending:  # (never made so: kept general)
+            return sum(v for s, v in self.test.items() if s <= top)
+        return self.running[bisect_right(self.sizes, top)]
 
 
 def _folds(
@@ -346,7 +370,7 @@ def _folds(
         if not (ts >= 1).any() or not (parts[i][0] >= 1).any():
             continue
         c, _ = ceiling_policy(ts, tw, limits, **ceil_kw)  # type: ignore[arg-type]
-        out.append(_Fold(_hist(ts, tw), _hist(*parts[i]), c))
+        out.append(_Fold(step_histogram(ts, tw), step_histogram(*parts[i]), c))
     return out, how
 
 
@@ -358,6 +382,7 @@ def _heldout(
     params: CostParameters,
     padding: bool,
     kept: Sequence[int] = (),
+    solvers: _Solvers | None = None,
 ) -> tuple[float, float | None, float]:
     """Held-out coverage, waste and cost (GPU-s/h), weighted by held-out steps."""
     if not folds:
@@ -365,13 +390,13 @@ def _heldout(
     cov = tot = pad_num = pad_den = 0.0
     weight = 0.0
     for f in folds:
-        sizes = _fit_set(f.train, k, f.ceiling, forced_min, grid_for(f.ceiling), kept)
+        sizes = _fit_set(f.train, k, f.ceiling, forced_min, grid_for(f.ceiling), kept, solvers)
         c = set_cost(sizes, f.test, params, padding=padding)
-        w = sum(f.test.values())
+        w = f.running[-1]  # sum(f.test.values())
         cov += c.coverage * w
         tot += c.total_s_h * w
         if c.padding_waste is not None:
-            served = sum(v for s, v in f.test.items() if s <= max(sizes))
+            served = f.steps_up_to(max(sizes))
             pad_num += c.padding_waste * served
             pad_den += served
         weight += w
@@ -437,7 +462,7 @@ def advise(
         else:
             fit_ceiling = ceiling
     notes.extend(_engine_notes(limits))
-    hist = _hist(all_s, all_w)
+    hist = step_histogram(all_s, all_w)
     forced_min = limits.multiple()
     grid = conventional_grid(limits, _GRID_LIMIT)
 
@@ -450,12 +475,15 @@ def advise(
     k_lo = 1 if forced_min >= fit_ceiling else 2
     rows: list[FrontierRow] = []
     seen: set[tuple[int, ...]] = set()
+    solvers: _Solvers = {}
     for k in range(k_lo, max(k_lo, k_hi) + 1):
-        sizes = _fit_set(hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept)
+        sizes = _fit_set(hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept, solvers)
         if sizes in seen:  # the budget is no longer binding: larger K gives the same set
             break
         seen.add(sizes)
-        hc, hw, ht = _heldout(fold_list, k, forced_min, grid_for, params, limits.padding, kept)
+        hc, hw, ht = _heldout(
+            fold_list, k, forced_min, grid_for, params, limits.padding, kept, solvers
+        )
         rows.append(
             FrontierRow(
                 len(sizes),

@@ -24,6 +24,7 @@ import numpy as np
 
 __all__ = [
     "BucketPlan",
+    "BucketSolver",
     "coverage",
     "estimate_capture_memory",
     "estimate_capture_time",
@@ -202,81 +203,136 @@ def optimal_buckets(
         raise ValueError("empty batch-size histogram")
     if operator.index(max_buckets) < 1:
         raise ValueError(f"max_buckets must be >= 1, got {max_buckets}")
-    if not 0.0 <= min_coverage <= 1.0 or math.isnan(min_coverage):
-        raise ValueError(f"min_coverage must be within [0, 1], got {min_coverage}")
-    forced = _clean_sizes(always_include)
+    return BucketSolver(dict(items), min_coverage, always_include, allowed).plan(max_buckets)
 
-    xs = [b for b, _ in items]
-    xs_np = np.array(xs, dtype=np.int64)
-    ws_np = np.array([n for _, n in items], dtype=np.int64)
-    cum_w = np.concatenate(([0], np.cumsum(ws_np)))
-    cum_x = np.concatenate(([0], np.cumsum(ws_np * xs_np)))
-    total = int(cum_w[-1])
 
-    canon = {c for c in _canonical_values(xs, allowed) if c is not None}
-    cands = sorted(canon | set(forced))
-    c_np = np.array(cands, dtype=np.int64)
-    idx = np.searchsorted(xs_np, c_np, side="right")
-    cov_ok = [int(w) / total >= min_coverage for w in cum_w[idx]]
-    feasible = [c for c, ok in zip(cands, cov_ok, strict=True) if ok]
-    if not feasible:
-        raise ValueError(
-            f"no allowed bucket reaches coverage {min_coverage} "
-            f"(searched allowed sizes up to {2 * xs[-1] + _ALLOWED_SEARCH_SLACK})"
+class BucketSolver:
+    """:func:`optimal_buckets` of one histogram, coverage, forced set and ``allowed``, for any
+    budget. Row ``k`` of the DP table (least padding with exactly ``k`` more buckets) depends
+    only on row ``k - 1``, so the table of a budget is a prefix of every larger one's: it is
+    grown on demand and each budget reads its prefix (the frontier asks for every K of the
+    same fold). Raises as :func:`optimal_buckets` does."""
+
+    def __init__(
+        self,
+        hist: Mapping[int, int],
+        min_coverage: float = 0.99,
+        always_include: Iterable[int] = (),
+        allowed: Callable[[int], bool] | None = None,
+    ) -> None:
+        if not 0.0 <= min_coverage <= 1.0 or math.isnan(min_coverage):
+            raise ValueError(f"min_coverage must be within [0, 1], got {min_coverage}")
+        items = self.items = _clean_hist(hist)
+        if not items:
+            raise ValueError("empty batch-size histogram")
+        forced = _clean_sizes(always_include)
+        xs = [b for b, _ in items]
+        xs_np = self.xs = np.array(xs, dtype=np.int64)
+        ws_np = self.ws = np.array([n for _, n in items], dtype=np.int64)
+        cum_w = np.concatenate(([0], np.cumsum(ws_np)))
+        cum_x = np.concatenate(([0], np.cumsum(ws_np * xs_np)))
+        total = int(cum_w[-1])
+
+        canon = {c for c in _canonical_values(xs, allowed) if c is not None}
+        cands = sorted(canon | set(forced))
+        c_np = np.array(cands, dtype=np.int64)
+        idx = np.searchsorted(xs_np, c_np, side="right")
+        cov_ok = [int(w) / total >= min_coverage for w in cum_w[idx]]
+        feasible = [c for c, ok in zip(cands, cov_ok, strict=True) if ok]
+        if not feasible:
+            raise ValueError(
+                f"no allowed bucket reaches coverage {min_coverage} "
+                f"(searched allowed sizes up to {2 * xs[-1] + _ALLOWED_SEARCH_SLACK})"
+            )
+        ceiling = max(feasible[0], forced[-1] if forced else 0)
+        self.ceiling = ceiling
+        self.required = set(forced) | {ceiling}
+        self.too_large = ceiling * total >= _MAX_COST
+        if self.too_large:
+            return  # (reported by plan, after the budget check)
+
+        # States 0..m: 0 = no bucket yet, i >= 1 = candidate cands[i-1]; only values <= ceiling.
+        cands = [c for c in cands if c <= ceiling]
+        m = self.m = len(cands)
+        cv = self.cv = np.concatenate(([0], np.array(cands, dtype=np.int64)))
+        pos = np.concatenate(([0], np.searchsorted(xs_np, cv[1:], side="right")))
+        wv, xv = cum_w[pos], cum_x[pos]
+
+        # lo[j]: the predecessor state of bucket j may not lie before the last forced state < j.
+        is_forced = np.zeros(m + 1, dtype=bool)
+        is_forced[1:] = [c in self.required for c in cands]
+        last_forced = np.maximum.accumulate(np.where(is_forced, np.arange(m + 1), 0))
+        lo = np.concatenate(([0], last_forced[:-1]))
+
+        cost = cv[None, :] * (wv[None, :] - wv[:, None]) - (xv[None, :] - xv[:, None])
+        rows = np.arange(m + 1)[:, None]
+        cols = np.arange(m + 1)[None, :]
+        cost[(cols <= rows) | (rows < lo[None, :])] = _INF
+        self.cost = cost
+
+        e_prev = np.full(m + 1, _INF, dtype=np.int64)
+        e_prev[m] = 0  # finishing is only possible at the ceiling
+        self.table = [e_prev]
+        self._plans: dict[int, BucketPlan] = {}
+
+    def _evaluate(self, chosen: list[int]) -> BucketPlan:
+        """``BucketPlan.evaluate(chosen, hist)`` on the histogram's arrays (exact int64 sums:
+        the ceiling check bounds every product), not a Python loop over its sizes."""
+        sizes = _clean_sizes(chosen)
+        at = np.searchsorted(np.array(sizes, dtype=np.int64), self.xs, side="left")
+        served = at < len(sizes)
+        bucket = np.array(sizes, dtype=np.int64)[at[served]]
+        w = self.ws[served]
+        covered, total = int(w.sum()), int(self.ws.sum())
+        padded, slots = int(((bucket - self.xs[served]) * w).sum()), int((bucket * w).sum())
+        return BucketPlan(
+            sizes=sizes,
+            coverage=covered / total if total else 0.0,
+            padding_waste=padded / slots if slots else None,
+            padded_slots=padded,
+            graph_slots=slots,
         )
-    ceiling = max(feasible[0], forced[-1] if forced else 0)
-    required = set(forced) | {ceiling}
-    if len(required) > max_buckets:
-        raise ValueError(
-            f"{len(required)} sizes are required (always_include + ceiling {ceiling}) "
-            f"but max_buckets={max_buckets}"
-        )
-    if ceiling * total >= _MAX_COST:
-        raise ValueError("histogram too large for int64 padding arithmetic")
 
-    # States 0..m: 0 = no bucket yet, i >= 1 = candidate cands[i-1]; only values <= ceiling.
-    cands = [c for c in cands if c <= ceiling]
-    m = len(cands)
-    cv = np.concatenate(([0], np.array(cands, dtype=np.int64)))
-    pos = np.concatenate(([0], np.searchsorted(xs_np, cv[1:], side="right")))
-    wv, xv = cum_w[pos], cum_x[pos]
+    def _grow(self, levels: int) -> None:
+        if len(self.table) > levels:
+            return
+        buf = np.empty_like(self.cost)
+        while len(self.table) <= levels:
+            np.add(self.cost, self.table[-1][None, :], out=buf)
+            e_k = buf.min(axis=1)
+            np.minimum(e_k, _INF, out=e_k)
+            self.table.append(e_k)
 
-    # lo[j]: the predecessor state of bucket j may not lie before the last forced state < j.
-    is_forced = np.zeros(m + 1, dtype=bool)
-    is_forced[1:] = [c in required for c in cands]
-    last_forced = np.maximum.accumulate(np.where(is_forced, np.arange(m + 1), 0))
-    lo = np.concatenate(([0], last_forced[:-1]))
+    def plan(self, max_buckets: int) -> BucketPlan:
+        """The optimum with at most ``max_buckets`` sizes (same checks, same tie-break)."""
+        if len(self.required) > max_buckets:
+            raise ValueError(
+                f"{len(self.required)} sizes are required (always_include + ceiling "
+                f"{self.ceiling}) but max_buckets={max_buckets}"
+            )
+        if self.too_large:
+            raise ValueError("histogram too large for int64 padding arithmetic")
+        levels = min(max_buckets, self.m)
+        if levels in self._plans:
+            return self._plans[levels]
+        self._grow(levels)
+        table = self.table
+        starts = [int(t[0]) for t in table[1 : levels + 1]]
+        best = min(starts)
+        if best >= _INF:  # unreachable given the checks above; kept as a guard
+            raise ValueError("no feasible bucket set")
+        k = starts.index(best) + 1
 
-    cost = cv[None, :] * (wv[None, :] - wv[:, None]) - (xv[None, :] - xv[:, None])
-    rows = np.arange(m + 1)[:, None]
-    cols = np.arange(m + 1)[None, :]
-    cost[(cols <= rows) | (rows < lo[None, :])] = _INF
-
-    e_prev = np.full(m + 1, _INF, dtype=np.int64)
-    e_prev[m] = 0  # finishing is only possible at the ceiling
-    table = [e_prev]
-    buf = np.empty_like(cost)
-    for _ in range(min(max_buckets, m)):
-        np.add(cost, table[-1][None, :], out=buf)
-        e_k = buf.min(axis=1)
-        np.minimum(e_k, _INF, out=e_k)
-        table.append(e_k)
-
-    starts = [int(t[0]) for t in table[1:]]
-    best = min(starts)
-    if best >= _INF:  # unreachable given the checks above; kept as a guard
-        raise ValueError("no feasible bucket set")
-    k = starts.index(best) + 1
-
-    chosen: list[int] = []
-    state = 0
-    for r in range(k, 0, -1):
-        row = cost[state] + table[r - 1]
-        state = int(np.flatnonzero(row == table[r][state])[0])
-        chosen.append(int(cv[state]))
-    plan = BucketPlan.evaluate(chosen, dict(items))
-    assert plan.padded_slots == best, (plan.padded_slots, best)
-    return plan
+        chosen: list[int] = []
+        state = 0
+        for r in range(k, 0, -1):
+            row = self.cost[state] + table[r - 1]
+            state = int(np.flatnonzero(row == table[r][state])[0])
+            chosen.append(int(self.cv[state]))
+        plan = self._evaluate(chosen)
+        assert plan.padded_slots == best, (plan.padded_slots, best)
+        self._plans[levels] = plan
+        return plan
 
 
 def _scale_by_slots(

@@ -31,6 +31,7 @@ from typing import Literal
 import numpy as np
 
 from diag.advise.buckets import estimate_capture_memory, estimate_capture_time
+from diag.advise.grouping import group_medians, unique_inverse
 from diag.engines import spec_for
 
 __all__ = [
@@ -269,8 +270,8 @@ def _fit_line(size: np.ndarray, t: np.ndarray) -> LineFit | None:
     if ok.sum() < 3:
         return None
     s, tt = size[ok], t[ok]
-    uniq, inv = np.unique(s, return_inverse=True)
-    med = np.array([np.median(tt[inv == i]) for i in range(len(uniq))])
+    uniq, inv = unique_inverse(s)
+    med = group_medians(inv, tt, len(uniq))
     cnt = np.bincount(inv).astype(float)
     if len(uniq) == 1:
         return LineFit(float(med[0]), math.nan, math.nan, 1)
@@ -312,7 +313,10 @@ def _pooled(
         cols["graph"].append(tr.col("graph", -1).astype(int))
         cols["usage"].append(tr.col("token_usage", math.nan).astype(float))
         cols["steps"].append(np.asarray(tr.steps, dtype=float))
-    return {k: np.concatenate(v) if v else np.array([]) for k, v in cols.items()}
+    return {
+        k: (v[0] if len(v) == 1 else np.concatenate(v)) if v else np.array([])
+        for k, v in cols.items()
+    }
 
 
 def fit_parameters(
@@ -326,8 +330,7 @@ def fit_parameters(
 
     Step time from graph-replayed lines (``graph`` 1, or -1 when the line does not say),
     eager penalty = median over eager lines of measured minus fitted graph step time; capture
-    per graph from the main run's (most steps) measurement; KV tokens per GiB from its KV line.
-    """
+    per graph from the main run's (most steps) measurement; KV tokens per GiB from its KV line."""
     p = _pooled(evidence, engine, spec_tokens)
     unit = _unit(engine).rstrip("s")
     # a request-counted slot of a speculative verify graph runs its draft tokens
@@ -550,8 +553,9 @@ def set_cost(
     parameters' steps per hour). ``padding`` False: SGLang ``--disable-cuda-graph-padding``,
     only exact sizes replay, the rest runs eager."""
     ss = np.array(sorted(set(int(s) for s in sizes)), dtype=np.int64)
-    xs = np.array([b for b in hist if hist[b] > 0], dtype=np.int64)
-    ws = np.array([float(hist[b]) for b in xs.tolist()], dtype=float)
+    keys = np.fromiter(hist.keys(), dtype=np.int64, count=len(hist))
+    steps = np.fromiter(hist.values(), dtype=float, count=len(hist))
+    xs, ws = keys[steps > 0], steps[steps > 0]
     total_w = float(ws.sum())
     per_h = float(params.steps_per_hour.value or 0.0) / total_w if total_w > 0 else 0.0
     if len(ss) and len(xs):

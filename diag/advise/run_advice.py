@@ -137,8 +137,8 @@ def _flag(frame: pd.DataFrame, col: str) -> np.ndarray:
 def _rank_rows(frame: pd.DataFrame, all_ranks: bool) -> pd.DataFrame:
     if frame.empty or all_ranks:
         return frame
-    mask = frame["rank"].map(is_rank0).astype(bool)
-    return frame[mask] if mask.any() else frame
+    mask = frame["rank"].map(is_rank0).to_numpy(dtype=bool)
+    return frame[mask] if mask.any() and not mask.all() else frame  # (all rank 0: no copy)
 
 
 def _batch_line_traffic(frame: pd.DataFrame, inp: AdviceInputs) -> dict[str, np.ndarray]:
@@ -163,8 +163,10 @@ def _step_traffic(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     DEBUG line shows the padded descriptor only: its size is taken as that bucket, an upper
     bound, so no size a step used is ever dropped."""
     padded = _num(frame, "padded_tokens")
-    mode = frame["mode"].astype("object").fillna("").astype(str).str.upper()
-    graph = np.where(mode == "", -1, (mode != "NONE").astype(np.int64)).astype(np.int64)
+    # -1 no mode (missing or empty), 0 NONE, 1 any other: per distinct value, not per row
+    codes, modes = pd.factorize(frame["mode"], use_na_sentinel=True)
+    per_mode = [str(m).upper() for m in modes]
+    graph = np.array([-1 if m == "" else int(m != "NONE") for m in per_mode] + [-1])[codes]
     count = _num(frame, "count")
     # uniform False: a mixed prefill+decode step (NaN: the row does not say, e.g. metrics rows)
     mixed = _num(frame, "uniform") == 0.0
@@ -223,12 +225,21 @@ def run_traffic(f: RunFacts, inp: AdviceInputs | None = None) -> Traffic | None:
             parts.append(_stats_traffic(stats, inp))
     if not parts:
         return None
-    col = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    col = (
+        parts[0]
+        if len(parts) == 1
+        else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    )
     req = np.nan_to_num(col["requests"], nan=-1).astype(np.int64)
     tok = np.nan_to_num(col["tokens"], nan=-1).astype(np.int64)
     known = (req >= 1) | (tok >= 1)
     if not known.any():
         return None
+    every = bool(known.all())
+
+    def kept(a: np.ndarray) -> np.ndarray:  # (no copy when every step has a size)
+        return a if every else a[known]
+
     ts = col["ts"]
     if np.isfinite(ts).any():
         t_s = np.where(np.isfinite(ts), ts - np.nanmin(ts), 0.0)
@@ -236,14 +247,14 @@ def run_traffic(f: RunFacts, inp: AdviceInputs | None = None) -> Traffic | None:
         t_s = np.arange(len(ts), dtype=float)
     has_tok = (tok >= 1).any()
     return Traffic(
-        t_s=t_s[known],
-        requests=req[known],
-        steps=col["steps"][known],
-        tokens=tok[known] if has_tok else None,
-        step_time_s=col["step_time_s"][known],
-        graph=col["graph"][known],
-        kind=np.where(col["mixed"][known], "mixed", "decode"),
-        token_usage=col["usage"][known],
+        t_s=kept(t_s),
+        requests=kept(req),
+        steps=kept(col["steps"]),
+        tokens=kept(tok) if has_tok else None,
+        step_time_s=kept(col["step_time_s"]),
+        graph=kept(col["graph"]),
+        kind=np.where(kept(col["mixed"]), "mixed", "decode"),
+        token_usage=kept(col["usage"]),
         observed_s=None if np.isfinite(ts).any() else 0.0,
         run_id=f.run.id,
     )
@@ -273,6 +284,20 @@ def run_evidence(
         int(kv_tokens) if kv_tokens else None,
         rec.get("kv_cache_gib"),
     )
+
+
+def _evidence(
+    f: RunFacts,
+    snapshots: Sequence[Snapshot] | None,
+    engine: str | None,
+    known: dict[int, RunEvidence | None] | None,
+) -> RunEvidence | None:
+    """:func:`run_evidence`, read from ``known`` for the run's own engine when built before."""
+    if known is None or (engine is not None and engine != f.backend):
+        return run_evidence(f, snapshots, engine)
+    if id(f) not in known:
+        known[id(f)] = run_evidence(f, snapshots)
+    return known[id(f)]
 
 
 # ------------------------------------------------------------------ servers
@@ -316,16 +341,21 @@ def advise_group(
     headroom: float = DEFAULT_HEADROOM,
     max_ceiling: int | None = None,
     max_k: int | None = None,
+    known: dict[int, RunEvidence | None] | None = None,
 ) -> tuple[Advice, list[RunFacts]] | None:
     """One frontier for runs pooled as one server: limits from the latest run (the config the
     next start uses), ``engine`` the one to speak for (default: the latest run's). Returns the
-    advice and the runs it used; None when none has decode traffic or advice is impossible."""
+    advice and the runs it used; None when none has decode traffic or advice is impossible.
+    ``known``: ``id(facts)`` -> :func:`run_evidence` (same snapshots, default engine) already built,
+    filled with the ones built here (the evidence of millions of steps is built once)."""
     usable = [
         f
         for f in group
         if spec_for(engine or f.backend) is not None and f.record.get("prefill_node") is not True
     ]
-    evidence = [(f, ev) for f in usable if (ev := run_evidence(f, snapshots, engine)) is not None]
+    evidence = [
+        (f, ev) for f in usable if (ev := _evidence(f, snapshots, engine, known)) is not None
+    ]
     if not evidence:
         return None
     limits = engine_limits(evidence[-1][0], engine)
@@ -358,14 +388,15 @@ def advise_runs(
     run's ``current`` is its own set priced on its own traffic.
     """
     out: dict[str, Advice] = {}
+    known: dict[int, RunEvidence | None] = {}
     for group in server_groups(facts):
-        got = advise_group(group, snapshots)
+        got = advise_group(group, snapshots, known=known)
         if got is None:
             continue
         adv, used = got
         limits = engine_limits(used[-1])
         for f in used:
-            ev = run_evidence(f, snapshots)
+            ev = _evidence(f, snapshots, None, known)
             own = _own_current(f, ev, adv, limits) if ev is not None else None
             out[f.run.id] = replace(adv, current=own)
     return out

@@ -6,6 +6,7 @@ import math
 import re
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from diag.events import EventTables
@@ -21,8 +22,8 @@ def is_rank0(rank: str | None) -> bool:
 def _rank0(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return frame
-    mask = frame["rank"].map(is_rank0).astype(bool)  # ranks may be categorical
-    return frame[mask] if mask.any() else frame
+    mask = frame["rank"].map(is_rank0).to_numpy(dtype=bool)  # ranks may be categorical
+    return frame[mask] if mask.any() and not mask.all() else frame  # (all rank 0: no copy)
 
 
 def _last(frame: pd.DataFrame, col: str) -> Any:
@@ -79,3 +80,14 @@ def _as_int(v: Any) -> int | None:
         return None if v is None or isinstance(v, bool) else int(v)
     except (TypeError, ValueError):
         return None
+
+
+def mode_is_none(modes: pd.Series) -> np.ndarray:
+    """Per row: the cudagraph mode column says NONE (any case). Missing or non-text values
+    are not NONE, as ``.astype(object).str.upper() == "NONE"`` says; each distinct value is
+    upper-cased once instead of every row (millions of step lines)."""
+    codes, uniques = pd.factorize(modes, use_na_sentinel=True)
+    says = np.array(
+        [isinstance(u, str) and u.upper() == "NONE" for u in uniques] + [False], dtype=bool
+    )
+    return says[codes]  # code -1 (missing) reads the last slot

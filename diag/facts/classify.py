@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from diag.events import EventTables
+from diag.facts.access import mode_is_none
 
 # Why a batch got its verdict: the ``reason`` column. One name per cause, used as is by the
 # rules (``eager_cause``, the rule pack's remedy keys) and the HTML labels.
@@ -105,40 +106,77 @@ def classify_batches(tables: EventTables, window: Window) -> pd.DataFrame:
     parts = [p for p in parts if not p.empty]
     if not parts:
         return _empty()
+    if len(parts) == 1:  # (already in column order, with a fresh RangeIndex)
+        return parts[0]
     out = pd.concat(parts, ignore_index=True)
     return out[COLUMNS]
 
 
-def infer_many(window: Window, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Vectorised :meth:`Window.infer`: (verdicts, reasons, buckets) for float batch sizes."""
+# verdicts, reasons and origins are computed as small integer codes and kept as categoricals
+# of these fixed names: 1 byte a row instead of a string (object arrays of 1M+ Python
+# strings cost ~0.7 s a column to build, Arrow strings 13-20 bytes a row), the same
+# categories in every run and part so concatenations stay categorical
+VERDICTS = ("graph", "eager", "unknown")
+_GRAPH, _EAGER, _UNKNOWN = 0, 1, 2
+REASONS = (
+    "in_window",
+    "above_ceiling",
+    "unpadded_gap",
+    "engine_reported_eager",
+    "logged_eager",
+    "graphs_disabled",
+    "window_unknown",
+    "idle",
+    "logged_graph",
+)
+_R = {name: i for i, name in enumerate(REASONS)}
+
+
+def infer_codes(window: Window, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorised :meth:`Window.infer` on float batch sizes (NaN: unknown), as codes:
+    (verdict codes into VERDICTS, reason codes into REASONS, bucket). The bucket is the
+    one a batch would be padded to whatever the verdict (NaN above the ceiling), so a
+    logged graph batch gets one even where the inference says eager."""
     n = len(sizes)
-    verdict = np.full(n, "unknown", dtype=object)
-    reason = np.full(n, "window_unknown", dtype=object)
-    bucket = np.full(n, np.nan)
+    verdict = np.full(n, _UNKNOWN, dtype=np.int8)
+    reason = np.full(n, _R["window_unknown"], dtype=np.int8)
     if window.graphs == "disabled" or not window.decode_graphs:
-        verdict[:] = "eager"
-        reason[:] = "graphs_disabled"
-        return verdict, reason, bucket
-    known = ~np.isnan(sizes)
+        verdict[:] = _EAGER
+        reason[:] = _R["graphs_disabled"]
+        return verdict, reason, np.full(n, np.nan)
     if window.graphs == "unknown" or not window.sizes:
-        return verdict, reason, bucket
+        return verdict, reason, np.full(n, np.nan)
+    known = ~np.isnan(sizes)
     caps = np.asarray(window.sizes, dtype=float)
     idx = np.searchsorted(caps, np.where(known, sizes, 0.0), side="left")
     above = known & (idx >= len(caps))
     inside = known & ~above & (sizes > 0)
     nearest = caps[np.minimum(idx, len(caps) - 1)]
-    exact = nearest == sizes
-    graph = inside & (exact | window.padding)
+    graph = inside & ((nearest == sizes) | window.padding)
     gap = inside & ~graph
-    verdict[graph], reason[graph] = "graph", "in_window"
-    bucket[graph] = nearest[graph]
-    verdict[above], reason[above] = "eager", "above_ceiling"
-    verdict[gap], reason[gap] = "eager", "unpadded_gap"
-    idle = known & (sizes <= 0)
-    reason[idle] = "idle"
-    # the bucket a logged graph batch was padded to, whatever the inference says
-    bucket_any = np.where(known & ~above & (sizes > 0), nearest, np.nan)
-    return verdict, reason, np.where(graph, bucket, bucket_any)
+    verdict[graph], reason[graph] = _GRAPH, _R["in_window"]
+    verdict[above], reason[above] = _EAGER, _R["above_ceiling"]
+    verdict[gap], reason[gap] = _EAGER, _R["unpadded_gap"]
+    reason[known & (sizes <= 0)] = _R["idle"]
+    return verdict, reason, np.where(inside, nearest, np.nan)
+
+
+def infer_many(window: Window, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorised :meth:`Window.infer`: (verdicts, reasons, buckets) for float batch sizes."""
+    verdict, reason, bucket = infer_codes(window, sizes)
+    return (
+        np.asarray(VERDICTS, dtype=object)[verdict],
+        np.asarray(REASONS, dtype=object)[reason],
+        bucket,
+    )
+
+
+ORIGINS = ("decode_line", "graph_step", "stats_interval")
+
+
+def labels(codes: np.ndarray, names: tuple[str, ...]) -> pd.Categorical:
+    """Codes into ``names`` as a categorical column of exactly those categories."""
+    return pd.Categorical.from_codes(codes, categories=list(names))
 
 
 def _flags(logged: pd.Series) -> np.ndarray:
@@ -156,99 +194,133 @@ def _flags(logged: pd.Series) -> np.ndarray:
 
 def _rows(
     frame: pd.DataFrame,
-    sizes: pd.Series,
-    weights: pd.Series,
-    logged: pd.Series,
+    bs: np.ndarray,
+    weights: np.ndarray,
+    flags: np.ndarray,
     window: Window,
     origin: str,
-    gen: pd.Series | None,
+    gen: pd.Series | np.ndarray | None,
+    logged_padding: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
-    bs = sizes.to_numpy(dtype=float, na_value=np.nan)
-    inferred, inferred_reason, bucket_any = infer_many(window, bs)
-    flags = _flags(logged)
+    """The classify frame of ``frame``'s rows: float batch sizes ``bs``, step ``weights``,
+    the engine's own graph ``flags`` (1.0 / 0.0 / NaN: it does not say). ``logged_padding``:
+    (padded, unpadded) tokens a row logged; a logged padded size beats one computed from
+    the bucket list."""
+    inferred, inferred_reason, bucket_any = infer_codes(window, bs)
     has_flag = ~np.isnan(flags)
     said_graph = has_flag & (flags == 1.0)
     said_eager = has_flag & (flags == 0.0)
     verdict = inferred.copy()
     reason = inferred_reason.copy()
-    bucket = np.where(inferred == "graph", bucket_any, np.nan)
-    verdict[said_graph], reason[said_graph] = "graph", "logged_graph"
+    bucket = np.where(inferred == _GRAPH, bucket_any, np.nan)
+    verdict[said_graph], reason[said_graph] = _GRAPH, _R["logged_graph"]
     bucket[said_graph] = bucket_any[said_graph]
-    verdict[said_eager] = "eager"
+    verdict[said_eager] = _EAGER
     bucket[said_eager] = np.nan
     # why the engine ran a batch eagerly: the window's reason if it says eager too
     if window.graphs == "disabled":
-        eager_why = np.full(len(bs), "graphs_disabled", dtype=object)
+        reason[said_eager] = _R["graphs_disabled"]
     else:
         eager_why = np.where(
-            inferred == "eager",
+            inferred == _EAGER,
             inferred_reason,
-            np.where(inferred == "graph", "engine_reported_eager", "logged_eager"),
-        )
-    reason[said_eager] = eager_why[said_eager]
-    padded = np.where(verdict == "graph", bucket - bs, np.nan)
+            np.where(inferred == _GRAPH, _R["engine_reported_eager"], _R["logged_eager"]),
+        ).astype(np.int8)
+        reason[said_eager] = eager_why[said_eager]
+    padded = np.where(verdict == _GRAPH, bucket - bs, np.nan)
+    bs = np.array(bs, copy=True)
+    if logged_padding is not None:
+        padded_tokens, unpadded = logged_padding
+        has = ~np.isnan(padded_tokens) & (verdict == _GRAPH)
+        bucket[has] = padded_tokens[has]
+        both = has & ~np.isnan(unpadded)
+        padded[both] = padded_tokens[both] - unpadded[both]
+        bs[both] = unpadded[both]
+    n = len(bs)
+    # the arrays below are this frame's own and event columns are handed over as Series
+    # (shared, copy-on-write), so the frame is built without pandas copying anything
     return pd.DataFrame(
         {
-            "source": frame["source"].array,  # categoricals stay categoricals (no copy)
-            "line": frame["line"].to_numpy(),
-            "ts": frame["ts"].to_numpy(),
-            "rank": frame["rank"].array,
+            "source": _shared(frame, "source"),  # categoricals stay categoricals
+            "line": np.array(frame["line"].to_numpy(), copy=True),  # (Int64's may be a view)
+            "ts": _shared(frame, "ts"),
+            "rank": _shared(frame, "rank"),
             "batch_size": bs,
-            "weight": weights.to_numpy(dtype=float),
-            "verdict": verdict,
+            "weight": np.array(weights, dtype=float, copy=True),
+            "verdict": labels(verdict, VERDICTS),
             "logged": has_flag,
-            "origin": origin,
-            "reason": reason,
+            "origin": labels(np.full(n, ORIGINS.index(origin), dtype=np.int8), ORIGINS),
+            "reason": labels(reason, REASONS),
             "bucket": bucket,
             "padded": padded,
-            "inferred": inferred,
-            "gen_throughput": gen.to_numpy(dtype=float, na_value=np.nan)
-            if gen is not None
-            else np.nan,
-        }
+            "inferred": labels(inferred, VERDICTS),
+            "gen_throughput": np.full(n, np.nan) if gen is None else gen,
+        },
+        copy=False,
     )
+
+
+def _shared(frame: pd.DataFrame, column: str) -> pd.Series:
+    """An event column as a Series of the classify frame's rows: the same data, not a copy
+    (pandas' copy-on-write keeps either frame's later writes to itself)."""
+    return frame[column].reset_index(drop=True)
+
+
+def _floats_of(frame: pd.DataFrame, column: str) -> pd.Series | np.ndarray:
+    """A float column shared as :func:`_shared` when it is float64 already, else converted."""
+    if frame[column].dtype == np.float64:
+        return _shared(frame, column)
+    return frame[column].to_numpy(dtype=float, na_value=np.nan)
+
+
+def _num(frame: pd.DataFrame, column: str) -> np.ndarray:
+    return frame[column].to_numpy(dtype=float, na_value=np.nan)
 
 
 def _sglang_decode(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
     if frame.empty:
         return _empty()
-    logged = frame["cuda_graph"]  # boolean with NA: _flags reads it without a Python loop
     return _rows(
         frame,
-        frame["batch_size"].astype("float64"),
-        pd.Series(1.0, index=frame.index),
-        logged,
+        _num(frame, "batch_size"),
+        np.ones(len(frame)),
+        _flags(frame["cuda_graph"]),  # boolean with NA: read without a Python loop
         window,
         "decode_line",
-        frame["gen_throughput"],
+        _floats_of(frame, "gen_throughput"),
     )
+
+
+_STEP_ROW = ["source", "line", "ts", "rank"]  # what the classify frame keeps of a step row
 
 
 def _vllm_steps(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
     if frame.empty:
         return _empty()
-    # DEBUG step lines: only uniform (pure decode) steps are decode batches
-    keep = ~((frame["origin"] == "debug_step") & (frame["uniform"] == False))  # noqa: E712
-    frame = frame[keep.fillna(True)]
-    if frame.empty:
+    # DEBUG step lines: only uniform (pure decode) steps are decode batches (NA: kept)
+    debug = (frame["origin"] == "debug_step").to_numpy(dtype=bool, na_value=False)
+    mixed = (frame["uniform"] == False).to_numpy(dtype=bool, na_value=False)  # noqa: E712
+    keep = ~(debug & mixed)
+    if not keep.any():
         return _empty()
-    logged = (frame["mode"].astype("object").str.upper() != "NONE").astype("object")
-    sizes = (
-        frame["num_reqs"]
-        .astype("float64")
-        .where(frame["num_reqs"].notna(), frame["num_tokens"].astype("float64"))
+    every = bool(keep.all())
+
+    def kept(a: np.ndarray) -> np.ndarray:
+        return a if every else a[keep]
+
+    rows = frame if every else frame[_STEP_ROW].iloc[np.flatnonzero(keep)]
+    num_reqs, num_tokens = kept(_num(frame, "num_reqs")), kept(_num(frame, "num_tokens"))
+    count = kept(_num(frame, "count"))
+    return _rows(
+        rows,
+        np.where(np.isnan(num_reqs), num_tokens, num_reqs),
+        np.where(np.isnan(count), 1.0, count),
+        np.where(kept(mode_is_none(frame["mode"])), 0.0, 1.0),  # a step line always says
+        window,
+        "graph_step",
+        None,
+        (kept(_num(frame, "padded_tokens")), num_tokens),
     )
-    weights = frame["count"].astype("float64").fillna(1.0)
-    out = _rows(frame, sizes, weights, logged, window, "graph_step", None)
-    # a logged padded size is better than one computed from the bucket list
-    padded = frame["padded_tokens"].astype("float64").to_numpy()
-    unpadded = frame["num_tokens"].astype("float64").to_numpy()
-    has = ~np.isnan(padded) & (out["verdict"].to_numpy() == "graph")
-    out.loc[has, "bucket"] = padded[has]
-    both = has & ~np.isnan(unpadded)
-    out.loc[both, "padded"] = padded[both] - unpadded[both]
-    out.loc[both, "batch_size"] = unpadded[both]
-    return out
 
 
 def _vllm_stats(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
@@ -257,25 +329,45 @@ def _vllm_stats(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
     active = frame[(frame["running"].fillna(0) > 0) & (frame["gen_throughput"].fillna(0) > 0)]
     if active.empty:
         return _empty()
-    logged = pd.Series([None] * len(active), index=active.index, dtype="object")
     return _rows(
         active,
-        active["running"].astype("float64"),
-        pd.Series(1.0, index=active.index),
-        logged,
+        _num(active, "running"),
+        np.ones(len(active)),
+        np.full(len(active), np.nan),  # interval lines do not say graph or eager
         window,
         "stats_interval",
-        active["gen_throughput"],
+        _floats_of(active, "gen_throughput"),
     )
 
 
 # ------------------------------------------------------------------ summaries for the record
+_OTHER = len(VERDICTS)  # a verdict column holding anything else (never made here)
+
+
+def verdict_codes(batches: pd.DataFrame, column: str = "verdict") -> np.ndarray:
+    """The verdict column as int8 codes into VERDICTS (3: anything else): the categorical's
+    own codes, or one comparison per name for a frame built elsewhere."""
+    col = batches[column]
+    if isinstance(col.dtype, pd.CategoricalDtype) and tuple(col.cat.categories) == VERDICTS:
+        return col.cat.codes.to_numpy()
+    codes = np.full(len(col), _OTHER, dtype=np.int8)
+    for code, name in enumerate(VERDICTS):
+        codes[(col == name).to_numpy(dtype=bool, na_value=False)] = code
+    return codes
+
+
+def _floats(batches: pd.DataFrame, column: str) -> np.ndarray:
+    return batches[column].to_numpy(dtype=float, na_value=np.nan)
+
+
 def batch_counts(batches: pd.DataFrame) -> dict[str, object]:
     if batches.empty:
         return {"graph": 0, "eager": 0, "unknown": 0, "source": "none"}
-    w = batches.groupby("verdict")["weight"].sum()
-    logged = batches["logged"].astype(bool)
-    decided = batches["verdict"] != "unknown"
+    v = verdict_codes(batches)
+    # weights are step counts (whole numbers): per-verdict sums are exact in any order
+    w = np.bincount(v, weights=_floats(batches, "weight"), minlength=_OTHER + 1)
+    logged = batches["logged"].to_numpy(dtype=bool)
+    decided = v != _UNKNOWN
     if not decided.any():
         source = "none"
     elif logged[decided].all():
@@ -285,9 +377,9 @@ def batch_counts(batches: pd.DataFrame) -> dict[str, object]:
     else:
         source = "mixed"
     return {
-        "graph": int(round(w.get("graph", 0))),
-        "eager": int(round(w.get("eager", 0))),
-        "unknown": int(round(w.get("unknown", 0))),
+        "graph": int(round(w[_GRAPH])),
+        "eager": int(round(w[_EAGER])),
+        "unknown": int(round(w[_UNKNOWN])),
         "source": source,
     }
 
@@ -300,25 +392,30 @@ def captured_share(counts: dict[str, object]) -> float | None:
 def padding_waste(batches: pd.DataFrame) -> float | None:
     if batches.empty:  # runs without batches: no filter on an empty frame (per run and rank)
         return None
-    g = batches[
-        (batches["verdict"] == "graph") & batches["bucket"].notna() & batches["padded"].notna()
-    ]
-    if g.empty:
+    bucket, padded = _floats(batches, "bucket"), _floats(batches, "padded")
+    g = (verdict_codes(batches) == _GRAPH) & ~np.isnan(bucket) & ~np.isnan(padded)
+    if not g.any():
         return None
-    slots = (g["bucket"].astype(float) * g["weight"]).sum()
-    return (
-        round(float((g["padded"].astype(float) * g["weight"]).sum() / slots), 4) if slots else None
-    )
+    w = _floats(batches, "weight")[g]
+    slots = np.nansum(bucket[g] * w)  # (as pandas' sum: NaN products skipped)
+    return round(float(np.nansum(padded[g] * w) / slots), 4) if slots else None
 
 
 def batch_shape(batches: pd.DataFrame) -> dict[str, object] | None:
-    b = batches[batches["batch_size"].notna()]
-    if b.empty:
+    if batches.empty:
         return None
-    sizes = np.rint(b["batch_size"].to_numpy(dtype=float)).astype(np.int64)
-    weights = b["weight"].to_numpy(dtype=float)
-    uniq, inverse = np.unique(sizes, return_inverse=True)  # sorted sizes
-    per_size = np.bincount(inverse, weights=weights, minlength=len(uniq))
+    size = _floats(batches, "batch_size")
+    known = ~np.isnan(size)
+    if not known.any():
+        return None
+    sizes = np.rint(size[known]).astype(np.int64)
+    weights = _floats(batches, "weight")[known]
+    if sizes.min() >= 0 and sizes.max() <= 1 << 20:  # binned directly: no sort of every row
+        uniq = np.flatnonzero(np.bincount(sizes) > 0)  # sorted sizes
+        per_size = np.bincount(sizes, weights=weights)[uniq]  # (each bin summed in row order)
+    else:
+        uniq, inverse = np.unique(sizes, return_inverse=True)  # sorted sizes
+        per_size = np.bincount(inverse, weights=weights, minlength=len(uniq))
     cum = np.cumsum(per_size)
     total = float(cum[-1])
 
@@ -339,9 +436,11 @@ def batch_shape(batches: pd.DataFrame) -> dict[str, object] | None:
 
 def inference_agreement(batches: pd.DataFrame) -> dict[str, object] | None:
     """How often the window-based inference matches the engine's logged flag."""
-    logged = batches[batches["logged"].astype(bool)]
-    comparable = logged[logged["inferred"] != "unknown"]
-    if comparable.empty:
+    if batches.empty:
         return None
-    agree = (comparable["inferred"] == comparable["verdict"]).mean()
-    return {"compared": int(len(comparable)), "agreement": round(float(agree), 4)}
+    inferred = verdict_codes(batches, "inferred")
+    comparable = batches["logged"].to_numpy(dtype=bool) & (inferred != _UNKNOWN)
+    if not comparable.any():
+        return None
+    agree = (inferred[comparable] == verdict_codes(batches)[comparable]).mean()
+    return {"compared": int(comparable.sum()), "agreement": round(float(agree), 4)}

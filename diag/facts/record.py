@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from diag.engines import SGLANG, VLLM, spec_for
@@ -21,7 +22,7 @@ from diag.engines.phases import CAPTURE_PHASES
 from diag.engines.spec import as_bool
 from diag.events import EventTables
 from diag.facts import classify as cls
-from diag.facts.access import _as_int, _first, _last, _plain, _rank0, sizing
+from diag.facts.access import _as_int, _first, _last, _plain, _rank0, mode_is_none, sizing
 from diag.facts.access import is_rank0 as is_rank0  # re-exported: callers read it from here
 from diag.facts.capture_totals import (
     _capture_totals,
@@ -176,11 +177,7 @@ def graph_mode(tables: EventTables, config: dict[str, Any], backend: str) -> str
     )
     decode_true = bool((tables["decode_batch"]["cuda_graph"] == True).any())  # noqa: E712
     steps = tables["graph_step"]
-    step_graph = (
-        bool((steps["mode"].astype("object").str.upper() != "NONE").any())
-        if not steps.empty
-        else False
-    )
+    step_graph = bool((~mode_is_none(steps["mode"])).any()) if not steps.empty else False
     if phases & DECODE_PHASES or decode_true or step_graph:
         return "enabled"
     errors = tables["error"]
@@ -426,10 +423,13 @@ def _perf(tables: EventTables, batches: pd.DataFrame) -> dict[str, float | None]
     def b(name: str) -> float | None:
         return _last(bench[bench["name"] == name], "value") if not bench.empty else None
 
+    if not batches.empty:
+        verdicts = cls.verdict_codes(batches)
+        gen = batches["gen_throughput"].to_numpy(dtype=float, na_value=np.nan)
+
     def mean_tput(verdict: str) -> float | None:
-        part = batches[(batches["verdict"] == verdict)]["gen_throughput"].astype(float).dropna()
-        part = part[part > 0]
-        return round(float(part.mean()), 2) if not part.empty else None
+        part = gen[(verdicts == cls.VERDICTS.index(verdict)) & (gen > 0)]  # (NaN is not > 0)
+        return round(float(part.mean()), 2) if len(part) else None
 
     return {
         "ttft_s_p50": b("ttft_s_p50"),

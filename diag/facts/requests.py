@@ -9,12 +9,15 @@ the window.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from diag.events import EventTables
+from diag.facts import classify as cls
 
 PREFILL_DOMINATED_RATIO = 4.0  # prompt tokens per generated token
 
@@ -35,7 +38,9 @@ def request_table(tables: EventTables, batches: pd.DataFrame) -> pd.DataFrame:
     req = tables["request"]
     if req.empty or req["request_id"].isna().all():
         return pd.DataFrame(columns=COLUMNS)
-    req = req[req["request_id"].notna() & req["ts"].notna()]
+    usable = (req["request_id"].notna() & req["ts"].notna()).to_numpy(dtype=bool)
+    if not usable.all():  # (a copy only where some line lacks an id or a clock)
+        req = req[usable]
     frame = _lifetimes(req)
     if frame.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -57,9 +62,11 @@ def request_table(tables: EventTables, batches: pd.DataFrame) -> pd.DataFrame:
 
 def _lifetimes(req: pd.DataFrame) -> pd.DataFrame:
     """Per request id (sorted) seen both starting and ending: first start ts, last end ts,
-    the largest prompt and completion token counts of any of its lines. One factorisation
-    and numpy reductions instead of four group-bys over string keys."""
-    codes, ids = pd.factorize(req["request_id"], sort=True)
+    the largest prompt and completion token counts of any of its lines. One hash
+    factorisation and numpy reductions instead of four group-bys over string keys; only the
+    ids kept are sorted (any id dtype: object, category or Arrow strings)."""
+    codes, uniques = pd.factorize(req["request_id"], sort=False)
+    ids = uniques if isinstance(uniques, np.ndarray) else uniques.array  # no object copy
     n = len(ids)
     ts = req["ts"].to_numpy(dtype=float)
     action = req["action"]
@@ -69,30 +76,66 @@ def _lifetimes(req: pd.DataFrame) -> pd.DataFrame:
     np.minimum.at(start, codes[is_start], ts[is_start])
     end = np.full(n, -np.inf)
     np.maximum.at(end, codes[is_end], ts[is_end])
-    both = np.isfinite(start) & np.isfinite(end)
-    out = {"request_id": np.asarray(ids, dtype=object)[both], "start_ts": start[both]}
-    out["end_ts"] = end[both]
+    both = np.flatnonzero(np.isfinite(start) & np.isfinite(end))
+    keep = both[_string_order(ids.take(both))]
+    kept = ids.take(keep)
+    if kept.dtype != _STR:  # the column pandas makes of the ids as Python strings
+        kept = np.asarray(kept, dtype=object)
+    out = {"request_id": kept, "start_ts": start[keep], "end_ts": end[keep]}
     for col, name in (("prompt_tokens", "prompt_tokens"), ("max_new_tokens", "completion_tokens")):
         most = np.full(n, np.nan)
         np.fmax.at(most, codes, req[col].to_numpy(dtype=float, na_value=np.nan))
-        out[name] = pd.array(most[both], dtype="Float64").astype(req[col].dtype)
+        out[name] = pd.array(most[keep], dtype="Float64").astype(req[col].dtype)
     return pd.DataFrame(out)
+
+
+_STR = pd.Series(["x"]).dtype  # pandas' own dtype for a column of Python strings
+
+
+def _string_order(ids: np.ndarray | pd.api.extensions.ExtensionArray) -> np.ndarray:
+    """The sorting permutation of distinct ids (so any sort is the sort): Arrow's byte-wise
+    UTF-8 order, which is Python's code-point order, ~2x faster than sorting str objects
+    (no conversion at all for Arrow strings); ids that are not all encodable strings are
+    sorted by Python itself."""
+    try:
+        return pc.sort_indices(pa.array(ids, type=pa.large_string())).to_numpy()
+    except (pa.ArrowException, UnicodeError, TypeError):
+        return np.argsort(np.asarray(ids, dtype=object), kind="stable")
 
 
 def _windowed_counts(
     batches: pd.DataFrame, starts: np.ndarray, ends: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
+    """Graph and eager decode steps (weights) logged within each [start, end] interval:
+    prefix sums over the batches in time order, from the columns alone (no frame copy)."""
     if batches.empty:
         zeros = np.zeros(len(starts))
         return zeros, zeros.copy()
-    b = batches[batches["ts"].notna()].sort_values("ts", kind="stable")
-    ts = b["ts"].to_numpy(float)
-    w = b["weight"].to_numpy(float)
-    graph = np.concatenate([[0.0], np.cumsum(np.where(b["verdict"].to_numpy() == "graph", w, 0.0))])
-    eager = np.concatenate([[0.0], np.cumsum(np.where(b["verdict"].to_numpy() == "eager", w, 0.0))])
-    lo = np.searchsorted(ts, starts, side="left")
-    hi = np.searchsorted(ts, ends, side="right")
-    return graph[hi] - graph[lo], eager[hi] - eager[lo]
+    ts = batches["ts"].to_numpy(dtype=float)
+    w = batches["weight"].to_numpy(dtype=float)
+    verdict = cls.verdict_codes(batches)
+    graph = verdict == cls.VERDICTS.index("graph")
+    eager = verdict == cls.VERDICTS.index("eager")
+    keep = ~np.isnan(ts)
+    if not keep.all():
+        ts, w, graph, eager = ts[keep], w[keep], graph[keep], eager[keep]
+    if len(ts) > 1 and not bool(np.all(ts[1:] >= ts[:-1])):
+        order = np.argsort(ts, kind="stable")
+        ts, w, graph, eager = ts[order], w[order], graph[order], eager[order]
+    graph_cum = np.concatenate([[0.0], np.cumsum(np.where(graph, w, 0.0))])
+    eager_cum = np.concatenate([[0.0], np.cumsum(np.where(eager, w, 0.0))])
+    lo = _sorted_search(ts, starts, "left")
+    hi = _sorted_search(ts, ends, "right")
+    return graph_cum[hi] - graph_cum[lo], eager_cum[hi] - eager_cum[lo]
+
+
+def _sorted_search(ts: np.ndarray, keys: np.ndarray, side: Literal["left", "right"]) -> np.ndarray:
+    """``np.searchsorted(ts, keys, side)`` with the keys searched in sorted order (each search
+    starts where the last ended: ~4x faster than keys in request-id order)."""
+    order = np.argsort(keys, kind="stable")
+    out = np.empty(len(keys), dtype=np.intp)
+    out[order] = np.searchsorted(ts, keys[order], side=side)
+    return out
 
 
 def request_summary(frame: pd.DataFrame) -> dict[str, Any] | None:

@@ -40,10 +40,10 @@ def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
             return set()
         line = np.concatenate([f["line"].to_numpy(dtype="int64") for f in frames])
         ts = np.concatenate([f["ts"].to_numpy(dtype="float64") for f in frames])
-        keep = ~np.isnan(ts)
-        line, ts = line[keep], ts[keep]
-        ts = ts[np.argsort(line, kind="stable")]
-        if len(np.unique(ts)) >= 2:
+        clock = ~np.isnan(ts)
+        if np.count_nonzero(clock) >= 2 and np.nanmin(ts) != np.nanmax(ts):  # 2 stamps at least
+            ts = ts[np.argsort(line, kind="stable")]  # (stable: rows without a clock can
+            ts = ts[~np.isnan(ts)]  # be dropped after the sort as well as before it)
             d = np.diff(ts)
             d = d[d != 0]
             if len(d) >= 1 and (d < 0).mean() > 0.6:
@@ -108,11 +108,17 @@ def _stream_frames(tables: EventTables, streams: list[Stream]) -> list[dict[str,
             keys = by_code[src.cat.codes.to_numpy()]  # code -1 (missing) -> the last entry
         else:
             keys = src.map(stream_of).fillna(-1).to_numpy(dtype=np.int64)
+        categorical = isinstance(src.dtype, pd.CategoricalDtype)
+        if len(keys) and keys[0] >= 0 and bool((keys == keys[0]).all()):
+            # one stream holds every row (one file, one rotated set): the frame itself
+            out[int(keys[0])][kind] = (
+                frame.assign(source=_own_categories(src)) if categorical else frame
+            )
+            continue
         order = np.argsort(keys, kind="stable")
         sorted_keys = keys[order]
         starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
         ends = np.r_[starts[1:], len(sorted_keys)]
-        categorical = isinstance(src.dtype, pd.CategoricalDtype)
         for a, b in zip(starts, ends, strict=True):
             key = int(sorted_keys[a])
             if key >= 0:
@@ -130,11 +136,14 @@ def _own_categories(source: pd.Series) -> pd.Series:
     per-stream step (``map``, ``isin``, ``unique``) then costs the stream's files, not the
     whole folder's (10,000 files made each of them quadratic)."""
     codes = source.cat.codes.to_numpy()
-    present, local = np.unique(codes, return_inverse=True)
     cats = source.cat.categories
-    if len(present) and present[0] < 0:  # missing values keep code -1
-        local = local - 1
-        present = present[1:]
+    seen = np.bincount(codes + 1, minlength=len(cats) + 1) > 0  # slot 0: missing (-1)
+    present = np.flatnonzero(seen[1:])
+    if len(present) == len(cats):  # every category is in use: already its own
+        return source
+    remap = np.full(len(cats) + 1, -1, dtype=np.int64)
+    remap[present + 1] = np.arange(len(present))
+    local = remap[codes + 1]  # missing values keep code -1
     return pd.Series(
         pd.Categorical.from_codes(local, cats[present]), index=source.index, name=source.name
     )

@@ -13,10 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 import pandas as pd
 
 from diag.engines import spec_for
 from diag.engines.spec import EngineSpec, as_bool, as_int
+from diag.facts import classify as cls
 from diag.facts.record import RunFacts, captured_size_count, sizing
 from diag.model import Snapshot
 
@@ -229,12 +231,7 @@ def run_metrics(
     batches = facts.batches
     counts = rec["batches"]
     shape = rec["decode_batch_shape"] or {}
-    eager = batches[batches["verdict"] == "eager"] if not batches.empty else batches
-
-    def eager_reason(*reasons: str) -> int:
-        if eager.empty:
-            return 0
-        return int(round(eager[eager["reason"].isin(reasons)]["weight"].sum()))
+    eager_by_reason = _eager_by_reason(batches)
 
     sizes = rec["graph_capture_sizes"] or list(facts.window.sizes or [])
     adv = t["advisory"]
@@ -281,7 +278,7 @@ def run_metrics(
         batches_eager=int(counts["eager"]),
         batches_decided=int(counts["graph"] + counts["eager"]),
         batches_source=str(counts["source"]),
-        eager_by_cause={c: eager_reason(c) for c in EAGER_LABELS},
+        eager_by_cause={c: int(round(eager_by_reason.get(c, 0.0))) for c in EAGER_LABELS},
         padding_waste=rec["padding_waste"],
         mean_padded_per_step=_mean_padded(batches),
         observed_p99=shape.get("p99"),
@@ -417,30 +414,46 @@ def _engine_downgrades(facts: RunFacts) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _eager_by_reason(batches: pd.DataFrame) -> dict[str, float]:
+    """Eager steps (weights) per reason, from the code columns (weights are whole step
+    counts, so the sums are exact in any order)."""
+    if batches.empty:
+        return {}
+    eager = cls.verdict_codes(batches) == cls.VERDICTS.index("eager")
+    reason = batches["reason"][eager]
+    weight = batches["weight"].to_numpy(dtype=float)[eager]
+    codes, names = pd.factorize(reason, use_na_sentinel=True)
+    sums = np.bincount(codes[codes >= 0], weights=weight[codes >= 0], minlength=len(names))
+    return {str(n): float(w) for n, w in zip(names, sums, strict=True)}
+
+
 def _mean_padded(batches: pd.DataFrame) -> float | None:
     """Padded slots per graph-replayed step (step-weighted)."""
     if batches.empty or "padded" not in batches:
         return None
-    g = batches[(batches["verdict"] == "graph") & batches["padded"].notna()]
-    if g.empty:
+    padded = batches["padded"].to_numpy(dtype=float, na_value=np.nan)
+    g = (cls.verdict_codes(batches) == cls.VERDICTS.index("graph")) & ~np.isnan(padded)
+    if not g.any():
         return None
-    w = g["weight"].astype(float)
-    return float((g["padded"].astype(float) * w).sum() / max(w.sum(), 1e-9))
+    w = batches["weight"].to_numpy(dtype=float)[g]
+    return float(np.nansum(padded[g] * w) / max(np.nansum(w), 1e-9))  # (as pandas' sums)
 
 
 def _per_request_speed(batches: pd.DataFrame) -> tuple[float | None, float | None, int, int]:
     """Decode tokens/s per running request, in the window (graph) vs out of it (eager)."""
     if batches.empty:
         return None, None, 0, 0
-    b = batches[batches["gen_throughput"].notna() & (batches["batch_size"].fillna(0) > 0)]
-    b = b[b["gen_throughput"].astype(float) > 0]
-    if b.empty:
+    gen = batches["gen_throughput"].to_numpy(dtype=float, na_value=np.nan)
+    size = batches["batch_size"].to_numpy(dtype=float, na_value=np.nan)
+    keep = (gen > 0) & (size > 0)  # (NaN compares False)
+    if not keep.any():
         return None, None, 0, 0
-    per = b["gen_throughput"].astype(float) / b["batch_size"].astype(float)
-    g = per[b["verdict"] == "graph"]
-    e = per[b["verdict"] == "eager"]
+    per = gen[keep] / size[keep]
+    verdict = cls.verdict_codes(batches)[keep]
+    g = per[verdict == cls.VERDICTS.index("graph")]
+    e = per[verdict == cls.VERDICTS.index("eager")]
 
-    def med(s: pd.Series) -> float | None:
-        return round(float(s.median()), 3) if len(s) else None
+    def med(s: np.ndarray) -> float | None:
+        return round(float(np.median(s)), 3) if len(s) else None
 
     return med(g), med(e), int(len(g)), int(len(e))

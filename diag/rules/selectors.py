@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pandas as pd
 
+from diag.facts import classify as cls
 from diag.facts.record import RunFacts
 from diag.model import Evidence
 
@@ -72,28 +74,51 @@ def capture_error(f: RunFacts) -> list[Evidence]:
     return _dedupe(out)
 
 
+def _top(frame: pd.DataFrame, mask: np.ndarray, key: np.ndarray, n: int) -> pd.DataFrame:
+    """The first ``n`` rows of ``frame[mask].sort_values(key, ascending=False, kind="stable")``
+    (NaN last), taking only those rows: the candidates are the rows at or above the n-th
+    largest key, so only a handful are sorted."""
+    idx = np.flatnonzero(mask)
+    k = key[idx]
+    finite = ~np.isnan(k)
+    pos, vals = idx[finite], k[finite]
+    if len(vals) > n:
+        nth = np.partition(vals, len(vals) - n)[len(vals) - n]
+        pos, vals = pos[vals >= nth], vals[vals >= nth]
+    top = pos[np.argsort(-vals, kind="stable")][:n]  # ties keep their order, as pandas does
+    if len(top) < n:
+        top = np.concatenate([top, idx[~finite][: n - len(top)]])
+    return frame.iloc[top]
+
+
+def _verdict_is(b: pd.DataFrame, verdict: str) -> np.ndarray:
+    return cls.verdict_codes(b) == cls.VERDICTS.index(verdict)
+
+
+def _floats(b: pd.DataFrame, column: str) -> np.ndarray:
+    return b[column].to_numpy(dtype=float, na_value=np.nan)
+
+
 @selector("eager_batches")
 def eager_batches(f: RunFacts) -> list[Evidence]:
     b = f.batches
-    eager = b[b["verdict"] == "eager"] if not b.empty else b
-    if not eager.empty:
-        eager = eager.sort_values("batch_size", ascending=False, kind="stable")
+    eager = _top(b, _verdict_is(b, "eager"), _floats(b, "batch_size"), 3) if not b.empty else b
     return _dedupe(_window_lines(f) + _ev(eager, 3))
 
 
 @selector("padded_batches")
 def padded_batches(f: RunFacts) -> list[Evidence]:
     b = f.batches
-    g = b[(b["verdict"] == "graph") & b["padded"].notna()] if not b.empty else b
-    if not g.empty:
-        g = g.assign(_p=g["padded"].astype(float)).sort_values("_p", ascending=False, kind="stable")
-    return _dedupe(_window_lines(f) + _ev(g, 3))
+    if not b.empty:
+        padded = _floats(b, "padded")
+        b = _top(b, _verdict_is(b, "graph") & ~np.isnan(padded), padded, 3)
+    return _dedupe(_window_lines(f) + _ev(b, 3))
 
 
 @selector("window")
 def window(f: RunFacts) -> list[Evidence]:
     b = f.batches
-    top = b.sort_values("batch_size", ascending=False, kind="stable") if not b.empty else b
+    top = _top(b, np.ones(len(b), dtype=bool), _floats(b, "batch_size"), 1) if not b.empty else b
     return _dedupe(_window_lines(f) + _ev(f.tables["capture_end"], 1) + _ev(top, 1))
 
 
@@ -161,8 +186,9 @@ def speed(f: RunFacts) -> list[Evidence]:
     b = f.batches
     if b.empty:
         return []
-    e = b[(b["verdict"] == "eager") & b["gen_throughput"].notna()]
-    g = b[(b["verdict"] == "graph") & b["gen_throughput"].notna()]
+    gen = ~np.isnan(_floats(b, "gen_throughput"))
+    e = b.iloc[np.flatnonzero(_verdict_is(b, "eager") & gen)[:2]]
+    g = b.iloc[np.flatnonzero(_verdict_is(b, "graph") & gen)[:1]]
     return _dedupe(_ev(g, 1) + _ev(e, 2))
 
 
