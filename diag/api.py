@@ -14,6 +14,7 @@ from typing import Any
 
 from diag.advise.recommend import attach_recommendations
 from diag.advise.run_advice import advise_runs
+from diag.event_frames import release_freed_memory
 from diag.events import EventTables
 from diag.evidence import resolve_evidence
 from diag.facts.record import RunFacts, build_facts, snapshot_graph_pool_gib
@@ -46,10 +47,12 @@ def analyze(
 
     ing = ingested if ingested is not None else ingest(paths, progress, jobs=jobs)
     facts = [build_facts(run) for run in split_runs(ing.tables, ing.streams)]
+    release_freed_memory()  # the stages' temporaries, kept by the allocators otherwise
     _attach_artifacts(facts, ing)
     engine = RuleEngine.load(rules_file)
     # advice first, from facts alone: the rules and every renderer quote it (issue 14)
     advice = advise_runs(facts, ing.snapshots)
+    release_freed_memory()
     runs = [
         RunReport(
             f,

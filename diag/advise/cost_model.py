@@ -135,7 +135,7 @@ class Traffic:
     tokens: np.ndarray | None = None
     step_time_s: np.ndarray | None = None
     graph: np.ndarray | None = None
-    kind: np.ndarray | None = None  # "decode" / "mixed"
+    mixed: np.ndarray | None = None  # bool: a mixed prefill+decode step (else decode only)
     token_usage: np.ndarray | None = None
     observed_s: float | None = None
     run_id: str = "run"
@@ -176,7 +176,7 @@ class Traffic:
             tokens=pick(self.tokens),
             step_time_s=pick(self.step_time_s),
             graph=pick(self.graph),
-            kind=pick(self.kind),
+            mixed=pick(self.mixed),
             token_usage=pick(self.token_usage),
             observed_s=hours * 3600.0 * share if hours > 0 else None,
             run_id=self.run_id,
