@@ -248,8 +248,12 @@ def _categorical(
     codes = np.full(n, -1, np.int32)
     if len(line_values):
         codes[line_pos] = categories.get_indexer(line_values)
+    lookups: dict[tuple[str | None, ...], np.ndarray] = {}  # blocks mostly share their values
     for pos, piece in pieces:
-        lookup = categories.get_indexer(np.array(piece.values, dtype=object)).astype(np.int32)
+        lookup = lookups.get(piece.values)
+        if lookup is None:
+            found = categories.get_indexer(np.array(piece.values, dtype=object))
+            lookup = lookups[piece.values] = found.astype(np.int32)
         if piece.codes is None:
             codes[pos] = lookup[0]
         else:
