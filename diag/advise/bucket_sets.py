@@ -46,7 +46,7 @@ from diag.advise.cost_model import (
     fit_parameters,
     set_cost,
 )
-from diag.advise.grouping import int_histogram, step_histogram, weighted_quantile
+from diag.advise.grouping import int_histogram, joined, step_histogram, weighted_quantile
 from diag.engines import spec_for
 from diag.engines.spec import AdviceRules
 
@@ -156,8 +156,9 @@ def ceiling_policy(
     """The ceiling and why (see the module docstring, step 1)."""
     notes: list[str] = []
     ok = sizes >= 1
-    peak = int(sizes[ok].max())
-    p999 = weighted_quantile(sizes[ok], weights[ok], 0.999)
+    known, known_w = (sizes, weights) if ok.all() else (sizes[ok], weights[ok])
+    peak = int(known.max())
+    p999 = weighted_quantile(known, known_w, 0.999)
     want = math.ceil(max(peak, p999) * (1 + headroom))
     floor_ = 0
     if limits.mixed_served() and not has_token_counts:
@@ -365,8 +366,8 @@ def _folds(
         rest = [p for j, p in enumerate(parts) if j != i]
         if not rest:
             continue
-        ts = np.concatenate([p[0] for p in rest])
-        tw = np.concatenate([p[1] for p in rest])
+        ts = joined([p[0] for p in rest])
+        tw = joined([p[1] for p in rest])
         if not (ts >= 1).any() or not (parts[i][0] >= 1).any():
             continue
         c, _ = ceiling_policy(ts, tw, limits, **ceil_kw)  # type: ignore[arg-type]
@@ -428,8 +429,8 @@ def advise(
         s = engine_size(tr, limits.engine, limits.spec_tokens)
         has_tokens |= bool((tr.col("tokens", -1) >= 1).any())
         per_run.append((s, np.asarray(tr.steps, dtype=float), np.asarray(tr.t_s, dtype=float)))
-    all_s = np.concatenate([r[0] for r in per_run])
-    all_w = np.concatenate([r[1] for r in per_run])
+    all_s = joined([r[0] for r in per_run])
+    all_w = joined([r[1] for r in per_run])
     if not (all_s >= 1).any():
         raise ValueError("no step with a known size: nothing to size buckets for")
     ceil_kw: dict[str, object] = {

@@ -31,7 +31,7 @@ from typing import Literal
 import numpy as np
 
 from diag.advise.buckets import estimate_capture_memory, estimate_capture_time
-from diag.advise.grouping import group_medians, unique_inverse
+from diag.advise.grouping import group_medians, joined, unique_inverse
 from diag.engines import spec_for
 
 __all__ = [
@@ -124,8 +124,8 @@ class Traffic:
     ``requests``/``tokens``: what the line shows (-1 where it shows nothing); the engine unit is
     derived by :func:`engine_size`. ``steps``: how many steps the sample stands for (SGLang decode
     line: ``decode_log_interval``; vLLM DEBUG step line: 1; cudagraph-metrics row: its Count).
-    ``step_time_s``: measured seconds per step (NaN if unknown). ``graph``: 1 replayed, 0 eager,
-    -1 not said. ``token_usage``: KV pool usage 0..1 (NaN if unknown). ``observed_s``: wall time the
+    ``step_time_s``: measured seconds per step (NaN if unknown). ``graph`` (int8): 1 replayed,
+    0 eager, -1 not said. ``token_usage``: KV pool usage 0..1 (NaN if unknown). ``observed_s``: wall time the
     samples span (None: the time stamps' span).
     """
 
@@ -309,14 +309,13 @@ def _pooled(
     for ev in evidence:
         tr = ev.traffic
         cols["size"].append(engine_size(tr, engine, spec_tokens))
-        cols["t"].append(tr.col("step_time_s", math.nan).astype(float))
-        cols["graph"].append(tr.col("graph", -1).astype(int))
-        cols["usage"].append(tr.col("token_usage", math.nan).astype(float))
+        # copy=False: the traffic's own arrays where they already have the dtype (a run of
+        # millions of steps would otherwise be held twice while the parameters are fitted)
+        cols["t"].append(tr.col("step_time_s", math.nan).astype(float, copy=False))
+        cols["graph"].append(tr.col("graph", -1).astype(np.int8, copy=False))  # -1 / 0 / 1
+        cols["usage"].append(tr.col("token_usage", math.nan).astype(float, copy=False))
         cols["steps"].append(np.asarray(tr.steps, dtype=float))
-    return {
-        k: (v[0] if len(v) == 1 else np.concatenate(v)) if v else np.array([])
-        for k, v in cols.items()
-    }
+    return {k: joined(v) if v else np.array([]) for k, v in cols.items()}
 
 
 def fit_parameters(

@@ -12,6 +12,12 @@ import numpy as np
 DIRECT_MAX = 1 << 20  # non-negative ints up to this are binned directly instead of sorted
 
 
+def joined(arrays: list[np.ndarray]) -> np.ndarray:
+    """The arrays end to end; one array as it is (np.concatenate would copy it: a run of
+    millions of steps held twice)."""
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+
 def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(values, return_inverse=True)`` for an int array (sorted distinct values,
     and each row's index into them), by one bincount when the values are small."""
@@ -58,7 +64,7 @@ def step_histogram(sizes: np.ndarray, steps: np.ndarray) -> dict[int, float]:
     """``{size: steps}`` over sizes >= 1 with steps > 0. Each bin sums its steps in input
     order either way (a direct bincount, or over sorted distinct sizes when they are huge)."""
     ok = sizes >= 1
-    s, w = sizes[ok], steps[ok]
+    s, w = (sizes, steps) if ok.all() else (sizes[ok], steps[ok])  # (no copy: every size known)
     if len(s) and int(s.max()) <= DIRECT_MAX:
         per = np.bincount(s.astype(np.int64), weights=w)
         uniq = np.flatnonzero(per > 0)

@@ -131,7 +131,7 @@ def _num(frame: pd.DataFrame, col: str) -> np.ndarray:
 
 def _flag(frame: pd.DataFrame, col: str) -> np.ndarray:
     """1 the line says graph, 0 it says eager, -1 it says nothing."""
-    return np.where(np.isnan(v := _num(frame, col)), -1, (v > 0).astype(np.int64)).astype(np.int64)
+    return np.where(np.isnan(v := _num(frame, col)), -1, v > 0).astype(np.int8)
 
 
 def _rank_rows(frame: pd.DataFrame, all_ranks: bool) -> pd.DataFrame:
@@ -166,7 +166,7 @@ def _step_traffic(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     # -1 no mode (missing or empty), 0 NONE, 1 any other: per distinct value, not per row
     codes, modes = pd.factorize(frame["mode"], use_na_sentinel=True)
     per_mode = [str(m).upper() for m in modes]
-    graph = np.array([-1 if m == "" else int(m != "NONE") for m in per_mode] + [-1])[codes]
+    graph = np.array([-1 if m == "" else int(m != "NONE") for m in per_mode] + [-1], np.int8)[codes]
     count = _num(frame, "count")
     # uniform False: a mixed prefill+decode step (NaN: the row does not say, e.g. metrics rows)
     mixed = _num(frame, "uniform") == 0.0
@@ -199,7 +199,7 @@ def _stats_traffic(frame: pd.DataFrame, inp: AdviceInputs) -> dict[str, np.ndarr
         "tokens": np.full(len(active), np.nan),
         "steps": steps,
         "step_time_s": t,
-        "graph": np.full(len(active), -1, dtype=np.int64),
+        "graph": np.full(len(active), -1, dtype=np.int8),
         "mixed": np.zeros(len(active), dtype=bool),
         "usage": _num(active, "kv_usage") / 100.0,
     }
