@@ -94,9 +94,14 @@ def verdict_codes(verdict: pd.Series) -> np.ndarray:
 
 
 def _numeric(frame: pd.DataFrame, col: str, default: float) -> np.ndarray:
+    """The column as float64 (NaN where missing or not a number); a float64 column as it is
+    (read-only, no copy: the classify frame of a million batch lines holds several)."""
     if col not in frame:
         return np.full(len(frame), default)
-    return pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+    series = frame[col]
+    if series.dtype == np.float64:
+        return series.to_numpy()
+    return pd.to_numeric(series, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
 
 
 ROW_COLUMNS = ["batch_size", "weight", "v", "ts", "gen_throughput"]
