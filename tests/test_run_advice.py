@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from diag.advise.bucket_sets import MAX_RUN_FOLDS
 from diag.advise.recommend import recommend
 from diag.api import analyze
 from diag.cli import main
@@ -216,3 +217,29 @@ def test_odd_cluster_gets_a_conventional_set_with_headroom(tmp_path: Path) -> No
     assert rec["ceiling"] > max(series)
     picked = next(r for r in rec["frontier"] if r["recommended"])
     assert picked["conventional"] is True
+
+
+def test_a_fleet_is_validated_in_a_bounded_number_of_folds(tmp_path: Path) -> None:
+    """More runs of one server than MAX_RUN_FOLDS (pods of one deployment, one config): the
+    runs are dealt into that many folds (one fold per run grew with the square of the runs),
+    and every run still gets the one pooled advice."""
+    clock = sg.Clock()
+    sizes = [1, 2, 4, 8, 12, 16, 24, 32, 40, 48]
+    n = MAX_RUN_FOLDS + 3
+    folder = tmp_path / "fleet"
+    for i in range(n):
+        series = sg.traffic(60, low=8, high=30, seed=40 + i, burst_every=10, burst_to=44)
+        lines = [sg.server_args(clock.now, cuda_graph_max_bs=max(sizes))]
+        lines += sg.startup(clock, sizes=sizes, kv_gib_each=20.0, kv_tokens=400000)
+        served, _ = sg.serve(clock, series, sizes=sizes, seed=i)
+        pod = folder / f"pod-{i:02d}"
+        pod.mkdir(parents=True)
+        (pod / "server.log").write_text("\n".join(lines + served) + "\n", encoding="utf-8")
+    report = analyze([str(folder)])
+    assert len(report.runs) == n
+    advice = [r.advice for r in report.runs]
+    assert all(a is not None for a in advice)
+    first = advice[0]
+    assert first is not None
+    assert first.folds.startswith(f"{MAX_RUN_FOLDS} folds over {n} runs")
+    assert len({a.ceiling for a in advice if a is not None}) == 1

@@ -66,6 +66,10 @@ DEFAULT_HEADROOM = 0.10
 DEFAULT_TIE_TOLERANCE = 0.0025
 DEFAULT_FOLDS = 5
 MAX_FRONTIER_K = 48
+# more runs than this (a fleet of pods with one config) are validated in this many folds of
+# runs, not one fold per run: each fold re-fits the ceiling and the sets on all the others,
+# so one fold per run grows with the square of the runs (10,000 pods: hours)
+MAX_RUN_FOLDS = 10
 MIN_BLOCK_LINES = 20  # a held-out block smaller than this says nothing about tomorrow
 _GRID_LIMIT = 16384
 
@@ -352,7 +356,19 @@ def _folds(
 ) -> tuple[list[_Fold], str]:
     """Leave-one-run-out with several runs, else contiguous time blocks of one run."""
     parts: list[tuple[np.ndarray, np.ndarray]] = []
-    if len(runs) > 1:
+    if len(runs) > MAX_RUN_FOLDS:  # a fleet: runs dealt round-robin into folds
+        parts = [
+            (
+                joined([r[0] for r in runs[j::MAX_RUN_FOLDS]]),
+                joined([r[1] for r in runs[j::MAX_RUN_FOLDS]]),
+            )
+            for j in range(MAX_RUN_FOLDS)
+        ]
+        how = (
+            f"{MAX_RUN_FOLDS} folds over {len(runs)} runs (every {MAX_RUN_FOLDS}th run held out "
+            "together, fit on the others)"
+        )
+    elif len(runs) > 1:
         parts = [(s, w) for s, w, _ in runs]
         how = f"leave-one-run-out over {len(runs)} runs"
     else:
