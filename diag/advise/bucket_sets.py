@@ -66,10 +66,7 @@ DEFAULT_HEADROOM = 0.10
 DEFAULT_TIE_TOLERANCE = 0.0025
 DEFAULT_FOLDS = 5
 MAX_FRONTIER_K = 48
-# more runs than this (a fleet of pods with one config) are validated in this many folds of
-# runs, not one fold per run: each fold re-fits the ceiling and the sets on all the others,
-# so one fold per run grows with the square of the runs (10,000 pods: hours)
-MAX_RUN_FOLDS = 10
+MAX_RUN_FOLDS = 10  # a fleet (pods of one config): folds of runs, not one per run (quadratic)
 MIN_BLOCK_LINES = 20  # a held-out block smaller than this says nothing about tomorrow
 _GRID_LIMIT = 16384
 
