@@ -129,6 +129,11 @@ class Rule(ABC):
     def message(self, m: RunMetrics) -> str:
         """The finding's message, from the run's own numbers."""
 
+    def held_back(self, m: RunMetrics) -> str | None:
+        """Why the rule does not fire on a run that shows its signal (a run note, so that a
+        signal the rule cannot attribute is never silent); None: nothing to say."""
+        return None
+
     def cause(self, m: RunMetrics) -> str | None:
         """The cause that picks remedies (e.g. the capture error class)."""
         return None

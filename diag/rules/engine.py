@@ -84,6 +84,10 @@ class RuleEngine:
 
     def evaluate_metrics(self, m: RunMetrics, facts: RunFacts) -> list[Finding]:
         fired = [r for r in sorted(self.rules, key=_order_key) if r.fires(m)]
+        for rule in self.rules:
+            note = None if rule in fired else rule.held_back(m)
+            if note is not None and note not in facts.notes:
+                facts.notes.append(note)
         findings: dict[str, Finding] = {}
         for rule in fired:
             findings[rule.code] = Finding(

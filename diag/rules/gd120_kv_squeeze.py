@@ -146,6 +146,26 @@ class GD120(Rule):
     def fires(self, m: RunMetrics) -> bool:
         return m.graph_on and bool(self.evidence_found(m))
 
+    def held_back(self, m: RunMetrics) -> str | None:
+        """A saturated pool that cannot be laid at the graphs' door is still said."""
+        if not (m.retractions or m.preemptions):
+            return None
+        big = m.largest_graph_gib
+        if m.graph_mode == "disabled":
+            why = "CUDA graphs are off in this run"
+        elif not m.graph_on:
+            why = "the log does not say whether CUDA graphs are on"
+        elif big is None:
+            why = "the log shows no graph memory (capture, estimate or snapshot)"
+        elif big < self.t("large_capture_gib"):
+            why = f"graphs hold only {num(big)} GiB"
+        else:
+            return None
+        return (
+            f"KV pool saturated ({m.retractions} retractions, {m.preemptions} preemptions); "
+            f"not reported as {self.code} {self.name}: {why}"
+        )
+
     def message(self, m: RunMetrics) -> str:
         out = "Graph memory squeezes the KV pool: " + "; ".join(self.evidence_found(m))
         known = []
