@@ -482,3 +482,24 @@ def test_json_report_is_deterministic(tmp_path: Path) -> None:
     doc = json.loads(outputs[0])
     assert {"ok", "skipped"} <= {i["status"] for i in doc["inputs"]}
     assert doc["runs"] and doc["snapshots"] and doc["profiles"]
+
+
+@pytest.mark.parametrize("command", ["parse", "recommend"])
+def test_every_command_exits_as_interrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """Ctrl-C in any command (not only analyze) ends with 130 and one line, not click's
+    "Aborted!" and exit 1."""
+    import diag.ingest
+    from diag.cli import main
+
+    def interrupted(*_a: object, **_k: object) -> None:
+        raise KeyboardInterrupt("Ctrl-C while reading")
+
+    monkeypatch.setattr(diag.ingest, "ingest", interrupted)
+    log = tmp_path / "server.log"
+    log.write_bytes((INCIDENTS / "sglang-healthy" / "server.log").read_bytes())
+    result = CliRunner().invoke(main, [command, str(log)])
+    assert result.exit_code == 130, result.output
+    assert "graphdiag: interrupted; no report written" in result.output
+    assert "Aborted" not in result.output

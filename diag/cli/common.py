@@ -11,7 +11,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -36,7 +36,7 @@ def check_interrupted() -> None:
         raise KeyboardInterrupt(f"signal {_received[0]}")
 
 
-def exit_interrupted() -> None:
+def exit_interrupted() -> NoReturn:
     """Exit as shells expect after a signal: 128 + signal number (130 SIGINT, 143 SIGTERM)."""
     warn("interrupted; no report written")
     sys.exit(128 + (_received[0] if _received else signal.SIGINT))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from diag.about import __version__
-from diag.cli.common import install_signal_handlers
+from diag.cli.common import exit_interrupted, install_signal_handlers
 
 EPILOG = """\b
 Examples:
@@ -29,7 +29,22 @@ Exit codes:
 """
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
+class InterruptibleGroup(click.Group):
+    """Ctrl-C or SIGTERM in any command ends it the one way (exit 130/143, no traceback,
+    no "Aborted!"), not click's default exit 1."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            exit_interrupted()
+
+
+@click.group(
+    cls=InterruptibleGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EPILOG,
+)
 @click.version_option(__version__, prog_name="graphdiag")
 def main() -> None:
     """Diagnose CUDA-graph capture in vLLM and SGLang logs: which decode batches ran on

@@ -461,6 +461,8 @@ def _signals_held() -> Iterator[None]:
 def _stop(pool: ProcessPoolExecutor) -> None:
     """Cancel what is queued and end the worker processes without waiting for them."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
+    # (shutdown drops the pool's reference to its result queue: take the write end first)
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in procs:
         if proc.is_alive():
@@ -470,6 +472,14 @@ def _stop(pool: ProcessPoolExecutor) -> None:
         proc.join(max(0.0, deadline - time.monotonic()))
         if proc.is_alive():
             proc.kill()
+            proc.join(1.0)
+    # A worker ended while sending its result leaves half a message in the result pipe, and
+    # the pool's manager thread blocks reading the rest: the parent holds the pipe's write
+    # end too, so no EOF ever comes, and interpreter exit joins that thread for ever. With
+    # the workers gone, closing the parent's write end gives the reader its EOF; the pool
+    # then tears itself down as broken (CPython's own path for a dead worker).
+    if writer is not None and not any(proc.is_alive() for proc in procs):
+        writer.close()
 
 
 def _pick(plans: list[_Plan]) -> tuple[_Plan, _Task] | None:
