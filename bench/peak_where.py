@@ -6,7 +6,8 @@ thread samples RSS every 3 ms and keeps the main thread's stack at the highest s
 line that holds the peak is named, not guessed (tracemalloc misses Arrow's allocator and
 glibc's retained pages, which is where RSS and traced memory part ways).
 
-Usage: python bench/peak_where.py LOG [--jobs N]
+Usage: python bench/peak_where.py LOG [--jobs N] [--html]  (--html: the HTML report too, as
+``graphdiag analyze`` writes it by default)
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("log")
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--html", action="store_true", help="render the HTML report too")
     args = ap.parse_args()
     ing = ingest([args.log], jobs=args.jobs)
     print(f"RSS after ingest: {rss_mb()} MB")
@@ -55,6 +57,10 @@ def main() -> None:
     report = api.analyze([], ingested=ing)
     to_json(report)
     render_text(report)
+    if args.html:
+        from diag.render.html import render_html
+
+        render_html(report)
     done.set()
     sampler.join()
     print(f"peak RSS during analysis and rendering: {best[0]} MB, at")

@@ -13,7 +13,7 @@ branch: each engine fills its own tables, see :mod:`diag.events`):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -27,58 +27,81 @@ def _num(frame: pd.DataFrame, col: str) -> np.ndarray:
     return pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
 
 
-def _part(frame: pd.DataFrame, **cols: np.ndarray | float) -> pd.DataFrame:
-    n = len(frame)
+Column = Callable[[pd.DataFrame], np.ndarray] | float  # a column of the load, or a constant
+
+
+def _col(name: str, scale: float = 1.0, fill: float | None = None) -> Column:
+    def read(frame: pd.DataFrame) -> np.ndarray:
+        v = _num(frame, name) * scale if scale != 1.0 else _num(frame, name)
+        return v if fill is None else np.nan_to_num(v, nan=fill)
+
+    return read
+
+
+# table -> the load columns it fills (the rest stay NaN), see the module doc
+_SOURCES: dict[str, dict[str, Column]] = {
+    "stats": {
+        "kv_usage": _col("kv_usage", 0.01),
+        "running": _col("running"),
+        "waiting": _col("waiting"),
+        "evicted": _col("preemptions", fill=0.0),
+    },
+    "decode_batch": {
+        "kv_usage": _col("token_usage"),
+        "running": _col("batch_size"),
+        "waiting": _col("queue"),
+        "evicted": 0.0,
+    },
+    "prefill_batch": {"running": _col("running"), "waiting": _col("queue"), "evicted": 0.0},
+    "retract": {"evicted": _col("count", fill=1.0)},
+}
+_VALUES = ("kv_usage", "running", "waiting", "evicted")
+
+
+def _ranks(frame: pd.DataFrame) -> pd.Series:
+    """Who printed each sample: the rank, or for vLLM data-parallel stats the engine index."""
+    rank = frame["rank"] if "rank" in frame else pd.Series([""] * len(frame), index=frame.index)
+    if "engine_index" in frame and frame["engine_index"].notna().any():
+        idx = pd.to_numeric(frame["engine_index"], errors="coerce")
+        named = "engine " + idx.astype("Int64").astype(str)
+        rank = pd.Series(
+            np.where(idx.notna(), named, rank.astype("object").fillna("")), index=frame.index
+        )
+    return rank
+
+
+def _value(cols: Mapping[str, Column], name: str, frame: pd.DataFrame) -> np.ndarray:
+    v = cols.get(name, np.nan)
+    return np.full(len(frame), v) if isinstance(v, float) else v(frame)
+
+
+def _present(tables: Mapping[str, pd.DataFrame]) -> list[tuple[pd.DataFrame, dict[str, Column]]]:
+    out = []
+    for kind, cols in _SOURCES.items():
+        frame = tables.get(kind)
+        if frame is not None and not frame.empty:
+            out.append((frame, cols))
+    return out
+
+
+def _part(frame: pd.DataFrame, cols: Mapping[str, Column]) -> pd.DataFrame:
     data: dict[str, object] = {
         "ts": _num(frame, "ts"),
-        "rank": (
-            frame["rank"].astype("object").fillna("").to_numpy() if "rank" in frame else [""] * n
+        "rank": _ranks(frame).astype("object").fillna("").to_numpy(),
+        "source": (
+            frame["source"].astype("object").to_numpy() if "source" in frame else [""] * len(frame)
         ),
-        "source": frame["source"].astype("object").to_numpy() if "source" in frame else [""] * n,
         "line": _num(frame, "line"),
     }
-    for name in ("kv_usage", "running", "waiting", "evicted"):
-        v = cols.get(name, np.nan)
-        data[name] = v if isinstance(v, np.ndarray) else np.full(n, v)
+    for name in _VALUES:
+        data[name] = _value(cols, name, frame)
     return pd.DataFrame(data)[LOAD_COLUMNS]
 
 
 def load_frame(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """KV usage (fraction 0-1), running / waiting requests and evicted requests per sample,
     sorted by time; empty (with the columns) when the logs hold none of it."""
-    parts: list[pd.DataFrame] = []
-    s = tables.get("stats")
-    if s is not None and not s.empty:
-        part = _part(
-            s,
-            kv_usage=_num(s, "kv_usage") / 100.0,
-            running=_num(s, "running"),
-            waiting=_num(s, "waiting"),
-            evicted=np.nan_to_num(_num(s, "preemptions"), nan=0.0),
-        )
-        if "engine_index" in s and s["engine_index"].notna().any():
-            idx = pd.to_numeric(s["engine_index"], errors="coerce")
-            named = "engine " + idx.astype("Int64").astype(str)
-            part["rank"] = np.where(idx.notna(), named, part["rank"])
-        parts.append(part)
-    d = tables.get("decode_batch")
-    if d is not None and not d.empty:
-        parts.append(
-            _part(
-                d,
-                kv_usage=_num(d, "token_usage"),
-                running=_num(d, "batch_size"),
-                waiting=_num(d, "queue"),
-                evicted=0.0,
-            )
-        )
-    p = tables.get("prefill_batch")
-    if p is not None and not p.empty:
-        parts.append(_part(p, running=_num(p, "running"), waiting=_num(p, "queue"), evicted=0.0))
-    r = tables.get("retract")
-    if r is not None and not r.empty:
-        parts.append(_part(r, evicted=np.nan_to_num(_num(r, "count"), nan=1.0)))
-    parts = [x for x in parts if not x.empty]
+    parts = [_part(frame, cols) for frame, cols in _present(tables)]
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in LOAD_COLUMNS})
     out = pd.concat(parts, ignore_index=True)
@@ -99,3 +122,68 @@ def first_rank(frame: pd.DataFrame) -> pd.DataFrame:
     first = sorted(ranks, key=str)[0]
     keep = frame["rank"].isin([first, "", None])
     return frame[keep].reset_index(drop=True)
+
+
+def load_timeline(
+    tables: Mapping[str, pd.DataFrame], max_points: int
+) -> tuple[pd.DataFrame, float | None, np.ndarray]:
+    """The first rank's load for drawing (see :func:`first_rank`), the bin width in seconds
+    (None: one row per sample) and the time stamps of its samples (the run's time axis
+    spans them).
+
+    Up to ``max_points`` samples this is ``first_rank(load_frame(tables))``. A busy server
+    logs millions of samples, and a timeline of each is a report of hundreds of MB that no
+    browser draws; beyond ``max_points`` timed samples, time is cut into ``max_points``
+    equal bins, each keeping what an incident is read from: the highest KV usage and the
+    most running and waiting requests in it (pressure is a maximum, not a mean) and the sum
+    of evictions. The bins are filled table by table, one column at a time, so the
+    per-sample frame is never built. Samples without a time stamp are left out of bins."""
+    present = _present(tables)
+    if sum(len(frame) for frame, _ in present) <= max_points:
+        return _every_sample(tables)
+    ranks = [_ranks(frame) for frame, _ in present]
+    named = {r for rank in ranks for r in pd.unique(rank) if isinstance(r, str) and r}
+    first = sorted(named)[0] if len(named) > 1 else None
+    keeps = [
+        slice(None)
+        if first is None
+        else ((rank == first) | rank.isna() | (rank == "")).to_numpy(dtype=bool)
+        for rank in ranks
+    ]
+    stamps = [_num(frame, "ts")[keep] for (frame, _), keep in zip(present, keeps, strict=True)]
+    every = np.concatenate(stamps)
+    finite = every[np.isfinite(every)]
+    if len(finite) <= max_points:
+        return _every_sample(tables)
+    lo, hi = float(finite.min()), float(finite.max())
+    width = (hi - lo) / max_points or 1.0
+    count = np.zeros(max_points, dtype=np.int64)
+    top = {name: np.full(max_points, -np.inf) for name in _VALUES[:3]}
+    evicted = np.zeros(max_points)
+    for (frame, cols), keep, ts in zip(present, keeps, stamps, strict=True):
+        ok = np.isfinite(ts)
+        idx = np.minimum(((ts[ok] - lo) / width).astype(np.int64), max_points - 1)
+        count += np.bincount(idx, minlength=max_points)
+        for name, highest in top.items():
+            if name in cols:  # fmax ignores NaN: a bin where a column says nothing stays -inf
+                np.fmax.at(highest, idx, _value(cols, name, frame)[keep][ok])
+        ev = _value(cols, "evicted", frame)[keep][ok]
+        evicted += np.bincount(idx, weights=np.nan_to_num(ev, nan=0.0), minlength=max_points)
+    hit = np.flatnonzero(count)
+    out: dict[str, object] = {
+        "ts": lo + (hit + 0.5) * width,
+        "rank": first or "",
+        "source": "",  # a bin spans many lines
+        "line": np.nan,
+        "evicted": evicted[hit],
+    }
+    for name, highest in top.items():
+        out[name] = np.where(np.isneginf(highest), np.nan, highest)[hit]
+    return pd.DataFrame(out)[LOAD_COLUMNS], width, every
+
+
+def _every_sample(
+    tables: Mapping[str, pd.DataFrame],
+) -> tuple[pd.DataFrame, None, np.ndarray]:
+    frame = first_rank(load_frame(tables))
+    return frame, None, frame["ts"].to_numpy(dtype="float64")

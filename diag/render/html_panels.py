@@ -37,6 +37,7 @@ class RunContext:
     sizes: list[int] | None
     ceiling: int | None
     snapshots: list[Snapshot]
+    load_bin_s: float | None = None  # the load samples were binned to this width (seconds)
 
     @property
     def evictions(self) -> str:
@@ -73,7 +74,7 @@ def load_panels(ctx: RunContext) -> list[Panel]:
             )
         ]
     fig = load_plots.kv_timeline_figure(
-        ctx.load, ctx.axis, share, rec.get("capture_mem_gib"), ctx.evictions
+        ctx.load, ctx.axis, share, rec.get("capture_mem_gib"), ctx.evictions, ctx.load_bin_s
     )
     if fig is None:
         return []

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from diag.facts.classify import Reason
-from diag.facts.load import first_rank, load_frame
+from diag.facts.load import load_timeline
 from diag.model import Snapshot
 from diag.render import memory_plots, plots
 from diag.render.axes import time_axis
@@ -337,8 +337,8 @@ def run_view(
     rec = run.record
     sizes = list(facts.window.sizes) if facts.window.sizes else rec["graph_capture_sizes"]
     batches = plots.prepare_batches(facts.batches)
-    load = first_rank(load_frame(facts.tables))
-    axis = time_axis([batches["ts"].to_numpy(), load["ts"].to_numpy()], facts.year_source)
+    load, load_bin_s, load_ts = load_timeline(facts.tables, plots.MAX_TIMELINE_POINTS)
+    axis = time_axis([batches["ts"].to_numpy(), load_ts], facts.year_source)
     ctx = RunContext(
         page=page,
         run=run,
@@ -348,6 +348,7 @@ def run_view(
         sizes=sizes or None,
         ceiling=max(sizes) if sizes else rec["cuda_graph_max_bs"],
         snapshots=snapshots,
+        load_bin_s=load_bin_s,
     )
     notes = [n for n in facts.notes if not (snapshots and n.startswith("snapshot "))]
     flags = (run.recommendation or {}).get("flags")

@@ -27,6 +27,14 @@ def _take(x: list[str] | np.ndarray, mask: np.ndarray) -> list[str] | np.ndarray
     return x[mask]
 
 
+def _span(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.3g} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.3g} min"
+    return f"{seconds / 3600:.3g} h"
+
+
 def share_label(capture_share: float, capture_gib: float | None) -> str:
     label = f"capture memory = {capture_share:.1%} of the KV pool"
     return label + (f" ({capture_gib:,.2f} GiB)" if capture_gib else "")
@@ -38,8 +46,10 @@ def kv_timeline_figure(
     capture_share: float | None = None,
     capture_gib: float | None = None,
     evictions: str = "preemptions",
+    bin_s: float | None = None,
 ) -> go.Figure | None:
-    """Stacked panels sharing x: KV usage %, running / waiting, evictions (when any)."""
+    """Stacked panels sharing x: KV usage %, running / waiting, evictions (when any).
+    ``bin_s``: the samples are time bins of that width (see :func:`binned_load`)."""
     if frame.empty or not has_load(frame):
         return None
     ts = frame["ts"].to_numpy(dtype="float64")
@@ -124,6 +134,8 @@ def kv_timeline_figure(
         integer_ticks(fig, float(evict.max()), row=rows, col=1)
     axis.apply(fig, rows)
     title = "KV cache and queue" + ("" if evict.sum() > 0 else f" (no {evictions} logged)")
+    if bin_s is not None:
+        title += f" (binned: each point is the highest of its {_span(bin_s)})"
     layout(fig, title, height=200 + 110 * rows)
     return finish_axes(fig)
 
