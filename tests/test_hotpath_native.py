@@ -448,3 +448,21 @@ def test_native_switch_reads_the_environment(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv(ENV_NATIVE, "1")
     assert native_enabled() == native_available()
     assert not native_enabled(False)
+
+
+@needs_c
+@given(
+    st.lists(
+        st.sampled_from([b"\n", b"a", b"\r\n", b"\x00", b"\xff", b"Decode batch. #running-req: 1"]),
+        max_size=3000,
+    ),
+    st.integers(0, 31),
+)
+def test_the_c_newline_count_is_bytes_count(pieces: list[bytes], cut: int) -> None:
+    """Every length (the 16-byte lanes, the 4080-byte rounds, the tail) and every offset."""
+    from diag.ingest.hotpath import native
+
+    block = b"".join(pieces)
+    view = memoryview(block)[min(cut, len(block)) :]
+    assert native.count_newlines(view) == bytes(view).count(b"\n")
+    assert native.count_newlines(block) == block.count(b"\n")

@@ -47,6 +47,14 @@ def native_enabled(requested: bool | None = None) -> bool:
     return os.environ.get(ENV_NATIVE, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+def count_newlines(block: bytes | memoryview) -> int:
+    """``block.count(b"\\n")``: in C when the extension is built (the segment planner and the
+    NUL watch count every byte of every log), else by numpy's vectorised compare."""
+    if _cscan is not None:
+        return int(_cscan.count_newlines(block))
+    return int(np.count_nonzero(np.frombuffer(block, np.uint8) == 10))
+
+
 @dataclass(frozen=True)
 class Layout:
     """The columns C fills for a kind, in its order (see the C file of the engine)."""
