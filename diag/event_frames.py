@@ -255,9 +255,9 @@ def _categorical(
             found = categories.get_indexer(np.array(piece.values, dtype=object))
             lookup = lookups[piece.values] = found.astype(np.int32)
         if piece.codes is None:
-            codes[pos] = lookup[0]
+            _place(codes, pos, lookup[0])
         else:
-            codes[pos] = np.append(lookup, np.int32(-1))[piece.codes]
+            _place(codes, pos, np.append(lookup, np.int32(-1))[piece.codes])
     return pd.Categorical.from_codes(codes, categories=categories)
 
 
@@ -293,6 +293,15 @@ def _arrow_strings(n: int, col: Any, line_pos: Any, pieces: list[tuple[np.ndarra
     return pd.array(whole, dtype=_STR_DTYPE)
 
 
+def _place(dst: np.ndarray, pos: np.ndarray, src: Any) -> None:
+    """``dst[pos] = src``; as a slice (a memcpy, not a scatter) when ``pos`` is a run of
+    consecutive rows, as a bulk part's rows are unless per-line rows fall between them."""
+    if len(pos) and int(pos[-1]) - int(pos[0]) + 1 == len(pos) and np.all(pos[1:] > pos[:-1]):
+        dst[int(pos[0]) : int(pos[-1]) + 1] = src
+    else:
+        dst[pos] = src
+
+
 def _column(
     t: FieldType, n: int, col: Any, line_pos: Any, pieces: list[tuple[np.ndarray, Any]]
 ) -> Any:
@@ -309,12 +318,12 @@ def _column(
                 values[line_pos] = np.where(missing, 0, np.round(f)) if t == "int" else f == 1.0
         for pos, piece in pieces:
             if piece.values is None:  # all missing
-                values[pos] = np.nan if t == "float" else 0
-                mask[pos] = True
+                _place(values, pos, np.nan if t == "float" else 0)
+                _place(mask, pos, True)
                 continue
-            values[pos] = piece.values
+            _place(values, pos, piece.values)
             if piece.missing is not None:
-                mask[pos] = piece.missing
+                _place(mask, pos, piece.missing)
         if t == "float":
             return values
         if t == "int":
