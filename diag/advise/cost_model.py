@@ -31,7 +31,13 @@ from typing import Literal
 import numpy as np
 
 from diag.advise.buckets import estimate_capture_memory, estimate_capture_time
-from diag.advise.grouping import group_medians, joined, unique_inverse
+from diag.advise.grouping import (
+    RunColumns,
+    every_row,
+    group_medians,
+    masked_sum,
+    unique_inverse,
+)
 from diag.engines import spec_for
 
 __all__ = [
@@ -151,8 +157,9 @@ class Traffic:
         return len(self.t_s)
 
     def col(self, name: str, fill: float) -> np.ndarray:
+        """The column, or ``fill`` on every row as a read-only zero-byte view."""
         v = getattr(self, name)
-        return np.full(len(self), fill) if v is None else np.asarray(v)
+        return np.broadcast_to(np.asarray(fill), (len(self),)) if v is None else np.asarray(v)
 
     def span_h(self) -> float:
         if self.observed_s is not None and self.observed_s > 0:
@@ -227,7 +234,7 @@ def engine_size(traffic: Traffic, engine: Engine, spec_tokens: int = 0) -> np.nd
     """
     req = np.asarray(traffic.requests, dtype=np.int64)
     if _unit(engine) == "requests":
-        return np.where(req >= 1, req, 0)
+        return req if bool((req >= 1).all()) else np.where(req >= 1, req, 0)  # (all sized: no copy)
     tok = traffic.col("tokens", -1).astype(np.int64)
     return np.where(tok >= 1, tok, np.where(req >= 1, req * (1 + spec_tokens), 0))
 
@@ -269,7 +276,7 @@ def _fit_line(size: np.ndarray, t: np.ndarray) -> LineFit | None:
     ok = np.isfinite(t) & (t > 0) & (size >= 1)
     if ok.sum() < 3:
         return None
-    s, tt = size[ok], t[ok]
+    s, tt = (size, t) if ok.all() else (size[ok], t[ok])
     uniq, inv = unique_inverse(s)
     med = group_medians(inv, tt, len(uniq))
     cnt = np.bincount(inv).astype(float)
@@ -299,23 +306,20 @@ def _intercept_for(size: np.ndarray, t: np.ndarray, slope: float) -> float | Non
     ok = np.isfinite(t) & (t > 0) & (size >= 1)
     if ok.sum() < 3:
         return None
-    return max(0.0, float(np.median(t[ok] - slope * size[ok])))
+    s, tt = (size, t) if ok.all() else (size[ok], t[ok])
+    d = np.multiply(s, slope)  # t - slope * size in one buffer, partitioned in place below
+    np.subtract(tt, d, out=d)
+    return max(0.0, float(np.median(d, overwrite_input=True)))
 
 
-def _pooled(
-    evidence: Sequence[RunEvidence], engine: Engine, spec_tokens: int
-) -> dict[str, np.ndarray]:
-    cols: dict[str, list[np.ndarray]] = {"size": [], "t": [], "graph": [], "usage": [], "steps": []}
-    for ev in evidence:
-        tr = ev.traffic
-        cols["size"].append(engine_size(tr, engine, spec_tokens))
-        # copy=False: the traffic's own arrays where they already have the dtype (a run of
-        # millions of steps would otherwise be held twice while the parameters are fitted)
-        cols["t"].append(tr.col("step_time_s", math.nan).astype(float, copy=False))
-        cols["graph"].append(tr.col("graph", -1).astype(np.int8, copy=False))  # -1 / 0 / 1
-        cols["usage"].append(tr.col("token_usage", math.nan).astype(float, copy=False))
-        cols["steps"].append(np.asarray(tr.steps, dtype=float))
-    return {k: joined(v) if v else np.array([]) for k, v in cols.items()}
+def _columns(trs: Sequence[Traffic], engine: Engine, spec_tokens: int) -> RunColumns:
+    return RunColumns(
+        [engine_size(tr, engine, spec_tokens) for tr in trs],
+        [tr.col("step_time_s", math.nan).astype(float, copy=False) for tr in trs],
+        [tr.col("graph", -1).astype(np.int8, copy=False) for tr in trs],  # -1 / 0 / 1
+        [tr.col("token_usage", math.nan).astype(float, copy=False) for tr in trs],
+        [np.asarray(tr.steps, dtype=float) for tr in trs],
+    )
 
 
 def fit_parameters(
@@ -330,13 +334,14 @@ def fit_parameters(
     Step time from graph-replayed lines (``graph`` 1, or -1 when the line does not say),
     eager penalty = median over eager lines of measured minus fitted graph step time; capture
     per graph from the main run's (most steps) measurement; KV tokens per GiB from its KV line."""
-    p = _pooled(evidence, engine, spec_tokens)
+    cols = _columns([ev.traffic for ev in evidence], engine, spec_tokens)
     unit = _unit(engine).rstrip("s")
     # a request-counted slot of a speculative verify graph runs its draft tokens
     per_slot = 1 + spec_tokens if unit == "request" else 1
-    graph_rows = p["graph"] != 0
-    fit = _fit_line(p["size"][graph_rows], p["t"][graph_rows])
-    fit_why = f"median step time per {unit} count over {int(graph_rows.sum())} graph-replayed lines"
+    n_graph = sum(int(np.count_nonzero(g != 0)) for g in cols.graph)
+    fit_size, fit_t = cols.timed(graph=True)
+    fit = _fit_line(fit_size, fit_t)
+    fit_why = f"median step time per {unit} count over {n_graph} graph-replayed lines"
     default_slot = DEFAULT_SLOT_STEP_S * per_slot
     default_slot_why = (
         "0.04 ms per request, the slope between SGLang formats examples (8 requests 44 ms/step, "
@@ -369,13 +374,13 @@ def fit_parameters(
         slot = Param(
             default_slot, f"s/step per {unit}", "default", f"{why_not}: {default_slot_why}"
         )
-        a = _intercept_for(p["size"][graph_rows], p["t"][graph_rows], default_slot)
+        a = _intercept_for(fit_size, fit_t, default_slot)
         if a is not None:
             base = Param(
                 a,
                 "s/step",
                 "run",
-                f"median of step time minus the default slope x size over {int(graph_rows.sum())} "
+                f"median of step time minus the default slope x size over {n_graph} "
                 "graph-replayed lines",
             )
         else:
@@ -391,14 +396,15 @@ def fit_parameters(
     def graph_step_s(size: np.ndarray) -> np.ndarray:
         return float(base.value or 0.0) + float(slot.value or 0.0) * size
 
-    eager_rows = (p["graph"] == 0) & np.isfinite(p["t"]) & (p["t"] > 0) & (p["size"] >= 1)
-    if fit is not None and eager_rows.sum() >= 1:
-        extra = p["t"][eager_rows] - graph_step_s(p["size"][eager_rows].astype(float))
+    del fit_size, fit_t
+    eager_size, eager_t = cols.timed(graph=False)
+    if fit is not None and len(eager_t) >= 1:
+        extra = eager_t - graph_step_s(eager_size.astype(float))
         eager = Param(
             max(0.0, float(np.median(extra))),
             "s/step",
             "run",
-            f"median of eager step time minus fitted graph step time over {int(eager_rows.sum())} "
+            f"median of eager step time minus fitted graph step time over {len(eager_t)} "
             "eager lines",
         )
     else:
@@ -468,10 +474,9 @@ def fit_parameters(
             "run" if kv_tok else "default",
             "KV sizing line" if kv_tok else "no KV sizing line",
         )
-    usage = p["usage"]
-    known = np.isfinite(usage)
-    if known.any():
-        share = float(np.average(usage[known] >= SATURATED_USAGE, weights=p["steps"][known]))
+    del eager_size, eager_t
+    share = cols.usage_share(SATURATED_USAGE)
+    if share is not None:
         sat = Param(
             share, "share of steps", "run", f"steps logged with KV usage >= {SATURATED_USAGE:.0%}"
         )
@@ -488,9 +493,9 @@ def fit_parameters(
         else "given by the caller",
     )
     hours = sum(e.traffic.span_h() for e in evidence)
-    sized = p["size"] >= 1
-    steps = float(p["steps"][sized].sum())
-    busy_h = float(np.sum(p["steps"][sized] * graph_step_s(p["size"][sized].astype(float)))) / 3600
+    sized = [every_row(s >= 1) for s in cols.size]
+    steps = masked_sum(cols.steps, sized)
+    busy_h = cols.busy_s(sized, float(base.value or 0.0), float(slot.value or 0.0)) / 3600
     if hours >= busy_h > 0:
         sph = Param(
             steps / hours, "steps/h", "run", f"{steps:,.0f} steps over {hours:.3g} h of logs"

@@ -129,6 +129,19 @@ def _num(frame: pd.DataFrame, col: str) -> np.ndarray:
     return frame[col].to_numpy(dtype="float64", na_value=np.nan)
 
 
+def _count(frame: pd.DataFrame, col: str) -> np.ndarray:
+    """An integer column as int64, -1 where missing: the frame's own buffer when none is."""
+    if col in frame and pd.api.types.is_integer_dtype(frame[col].dtype) and not frame[col].hasnans:
+        return frame[col].to_numpy(dtype=np.int64, copy=False)
+    return np.nan_to_num(_num(frame, col), nan=-1).astype(np.int64)
+
+
+def _same(value: object, n: int) -> np.ndarray:
+    """One value on every row: a read-only view of zero bytes (SGLang's batch lines hold three
+    such columns; a copy would be a row-long array each, held for the whole advice)."""
+    return np.broadcast_to(np.asarray(value), (n,))
+
+
 def _flag(frame: pd.DataFrame, col: str) -> np.ndarray:
     """1 the line says graph, 0 it says eager, -1 it says nothing."""
     return np.where(np.isnan(v := _num(frame, col)), -1, v > 0).astype(np.int8)
@@ -143,16 +156,16 @@ def _rank_rows(frame: pd.DataFrame, all_ranks: bool) -> pd.DataFrame:
 
 def _batch_line_traffic(frame: pd.DataFrame, inp: AdviceInputs) -> dict[str, np.ndarray]:
     """Periodic decode batch lines (SGLang ``Decode batch``): one line per log interval."""
-    req = _num(frame, "batch_size")
+    req = _count(frame, "batch_size")
     acc = _num(frame, "accept_len")
     return {
         "ts": _num(frame, "ts"),
         "requests": req,
-        "tokens": np.full(len(frame), np.nan),
-        "steps": np.full(len(frame), float(inp.steps_per_batch_line or 1)),
+        "tokens": _same(-1, len(frame)),
+        "steps": _same(float(inp.steps_per_batch_line or 1), len(frame)),
         "step_time_s": step_time_from_throughput(req, _num(frame, "gen_throughput"), acc),
         "graph": _flag(frame, "cuda_graph"),
-        "mixed": np.zeros(len(frame), dtype=bool),
+        "mixed": _same(False, len(frame)),
         "usage": _num(frame, "token_usage"),
     }
 
@@ -230,8 +243,10 @@ def run_traffic(f: RunFacts, inp: AdviceInputs | None = None) -> Traffic | None:
         if len(parts) == 1
         else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     )
-    req = np.nan_to_num(col["requests"], nan=-1).astype(np.int64)
-    tok = np.nan_to_num(col["tokens"], nan=-1).astype(np.int64)
+    req, tok = (
+        v if v.dtype == np.int64 else np.nan_to_num(v, nan=-1).astype(np.int64)
+        for v in (col["requests"], col["tokens"])
+    )
     known = (req >= 1) | (tok >= 1)
     if not known.any():
         return None
