@@ -13,7 +13,9 @@ generator changes). For each log it runs, one after the other:
 * ``LC_ALL=C grep -c -F -f ANCHORS LOG``: the literal anchors graphdiag's own prefilter
   uses (taken from the parsers' ``anchors``), counting matching lines (``-c``: grep must
   read everything; writing to /dev/null would let GNU grep stop at the first match);
-* ``python -m diag analyze LOG --format json --no-html -q``.
+* ``python -m diag analyze LOG --format json --no-html -q``;
+* ``python -m diag analyze LOG -q -o DIR``: the command as typed, writing the HTML and JSON
+  reports (single logs only; reported as its own row and ratio).
 
 Per child: wall time, CPU time (user+sys of the whole process tree, from wait4), peak RSS
 of the largest process, and peak total PSS of the process tree (sampled from
@@ -212,10 +214,17 @@ def bench_one(
     env = {"PYTHONPATH": str(ROOT)}
     if jobs is not None:
         cmd += ["--jobs", str(jobs)]
-    greps, gds = [], []
+    # the command as a user types it: HTML + JSON files and the text summary (not for the
+    # folder: one HTML section per pod is a different question)
+    html_cmd = [sys.executable, "-m", "diag", "analyze", str(log), "-q", "-o", str(OUT / "html")]
+    if jobs is not None:
+        html_cmd += ["--jobs", str(jobs)]
+    greps, gds, htmls = [], [], []
     for _ in range(repeat):  # each graphdiag run paired with a grep run just before it
         greps.append(measure("grep -F", grep_cmd, {"LC_ALL": "C"}))
         gds.append(measure("graphdiag", cmd, env))
+        if not folder:
+            htmls.append(measure("+ HTML", html_cmd, env))
     grep, gd = _median(greps), _median(gds)
     ratios = sorted(g.wall / max(r.wall, 1e-9) for g, r in zip(gds, greps, strict=True))
     try:  # (a fleet's report can outgrow what a pipe hands back whole: 5.9 GB for 10,000 pods)
@@ -229,7 +238,7 @@ def bench_one(
     if folder:
         grep.stdout = str(sum(int(x.rsplit(b":", 1)[1]) for x in grep.stdout.split())).encode()
     rows = []
-    for r in (grep, gd):
+    for r in (grep, gd, *([_median(htmls)] if htmls else [])):
         rows.append(
             f"  {r.name:10s} {r.wall:8.2f} s wall {r.cpu:8.2f} s CPU {lines / r.wall / 1e6:7.3f} M lines/s "
             f"{size_bytes / r.wall / 1e6:8.1f} MB/s  peak RSS {r.max_rss_mb:7.0f} MB "
@@ -244,6 +253,12 @@ def bench_one(
         f"  ratio graphdiag/grep: {gd.wall / grep.wall:.1f}x wall (medians of {repeat}; paired "
         f"ratios {', '.join(f'{x:.1f}' for x in ratios)}), {gd.cpu / max(grep.cpu, 1e-9):.1f}x CPU"
     )
+    if htmls:
+        html = _median(htmls)
+        print(
+            f"  ratio with the HTML report (analyze's default): {html.wall / grep.wall:.1f}x wall, "
+            f"{html.cpu / max(grep.cpu, 1e-9):.1f}x CPU"
+        )
     return {
         "engine": engine,
         "bytes": size_bytes,
@@ -251,6 +266,7 @@ def bench_one(
         "events": events,
         "grep": grep.__dict__ | {"stdout": None},
         "graphdiag": gd.__dict__ | {"stdout": None},
+        "graphdiag_html": _median(htmls).__dict__ | {"stdout": None} if htmls else None,
     }
 
 
