@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from diag.facts.load import first_rank, load_frame, load_timeline
 from diag.ingest import ingest
@@ -96,3 +98,13 @@ def test_html_timeline_of_a_long_log_is_binned(tmp_path: Path) -> None:
     page = render_html(report)
     assert "each point is the highest of its" in page
     assert len(page) < 8_000_000  # plotly.js (~4.8 MB) and a few thousand points per chart
+
+
+@given(st.lists(st.floats(0, 4e9, allow_nan=False), max_size=50), st.integers(0, 3))
+def test_bulk_iso_stamps_read_as_the_per_stamp_ones(stamps: list[float], decimals: int) -> None:
+    """The wall-clock x of a chart, formatted in bulk, is the per-stamp formatting, at log
+    precisions (s, ms) and at full float precision (the rounding edges of .xxx9995)."""
+    from diag.render.axes import _iso, iso_stamps
+
+    for ts in (stamps, [round(t, decimals) for t in stamps]):
+        assert iso_stamps(np.array(ts)) == [_iso(t) for t in ts]

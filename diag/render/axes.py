@@ -86,7 +86,7 @@ class TimeAxis:
     def x(self, ts: np.ndarray) -> list[str] | np.ndarray:
         ts = np.asarray(ts, dtype="float64")
         if self.kind == "wall":
-            return [_iso(t) for t in ts]
+            return iso_stamps(ts)
         if self.kind == "elapsed":
             assert self.t0 is not None
             return (ts - self.t0) / self.divisor
@@ -159,6 +159,24 @@ class TimeAxis:
 
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(float(t), tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def iso_stamps(ts: np.ndarray) -> list[str]:
+    """``[_iso(t) for t in ts]`` in bulk (a chart's x of thousands of points): epoch seconds
+    rounded to the microsecond, cut to milliseconds, UTC. A missing stamp gives ``""``
+    (where ``_iso`` raises)."""
+    ts = np.asarray(ts, dtype="float64")
+    if ts.size == 0:
+        return []
+    finite = np.isfinite(ts)
+    ts = np.where(finite, ts, 0.0)
+    whole = np.floor(ts)  # as CPython does: the fraction alone is scaled and rounded half-even
+    micro = (
+        whole.astype("int64") * 1_000_000 + np.round((ts - whole) * 1e6).astype("int64")
+    ).astype("datetime64[us]")
+    text = np.datetime_as_string(micro, unit="us").astype("<U23")  # ...T12:34:56.789
+    out = np.char.replace(text, "T", " ")
+    return np.where(finite, out, "").tolist()
 
 
 def year_in_stamps(ts: np.ndarray) -> bool:
