@@ -64,6 +64,18 @@ def _source_codes(col: pd.Series) -> tuple[np.ndarray, list[str]]:
     return codes, [str(u) for u in uniques]
 
 
+def _years(ts: np.ndarray) -> np.ndarray:
+    """The UTC year of each epoch-seconds stamp, by a table over the days the stamps span
+    (a log spans a few days: millions of stamps, a handful of distinct years)."""
+    days = np.floor(ts / 86400.0).astype(np.int64)
+    first, last = int(days.min()), int(days.max())
+    if last - first > 100_000:  # far-apart stamps (a garbled one): convert each
+        return pd.to_datetime(ts, unit="s", utc=True).year.to_numpy(np.int64)
+    span = np.arange(first, last + 1).astype("datetime64[D]")
+    year_of_day = span.astype("datetime64[Y]").astype(np.int64) + 1970
+    return year_of_day[days - first]
+
+
 def settle_years(tables: EventTables, streams: list[Stream]) -> None:
     """Give every stream's year-less timestamps a year, and say where it came from.
 
@@ -81,7 +93,7 @@ def settle_years(tables: EventTables, streams: list[Stream]) -> None:
         yearless.update(names[c] for c in np.unique(codes[placeholder]).tolist())
         dated = known & ~placeholder
         if dated.any():
-            got = pd.to_datetime(ts[dated], unit="s", utc=True).year.to_numpy(np.int64)
+            got = _years(ts[dated])
             # one count per (source, year) pair by a bincount of one integer key: no Python
             # loop over rows (np.unique over pairs sorts structured rows: 50x slower)
             low = int(got.min())
