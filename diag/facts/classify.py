@@ -9,6 +9,11 @@ computed so its agreement with the logged flag can be measured.
 The result is a DataFrame (HTA style), one row per observed batch or metrics row:
 ``source, line, ts, rank, batch_size, weight, verdict, logged, origin, reason, bucket,
 padded, inferred, gen_throughput`` (``logged``: the verdict is the engine's own flag).
+The frame lives until the report is written, so it holds little of its own: ``line``,
+``ts`` and ``gen_throughput`` share the event frame's data, a weight of one step a row is
+one broadcast value, ``bucket`` and ``padded`` are float32 where that is exact. Readers
+read columns with ``to_numpy(dtype=float)`` (sums in float64) and never write into them
+(the shared and broadcast columns are read-only: a write raises).
 """
 
 from __future__ import annotations
@@ -189,23 +194,25 @@ def _flags(logged: pd.Series) -> np.ndarray:
         return np.array(
             [np.nan if f is None or f is pd.NA else float(bool(f)) for f in logged], dtype=float
         )
-    return as_bool.astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    return as_bool.to_numpy(dtype=float, na_value=np.nan)  # (no Float64 copy on the way)
 
 
 def _rows(
     frame: pd.DataFrame,
     bs: np.ndarray,
-    weights: np.ndarray,
+    weights: np.ndarray | None,
     flags: np.ndarray,
     window: Window,
     origin: str,
     gen: pd.Series | np.ndarray | None,
     logged_padding: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
-    """The classify frame of ``frame``'s rows: float batch sizes ``bs``, step ``weights``,
-    the engine's own graph ``flags`` (1.0 / 0.0 / NaN: it does not say). ``logged_padding``:
-    (padded, unpadded) tokens a row logged; a logged padded size beats one computed from
-    the bucket list."""
+    """The classify frame of ``frame``'s rows: float batch sizes ``bs``, step ``weights``
+    (None: one step a row), the engine's own graph ``flags`` (1.0 / 0.0 / NaN: it does not
+    say). ``logged_padding``: (padded, unpadded) tokens a row logged; a logged padded size
+    beats one computed from the bucket list. ``bs`` and ``weights`` become columns as they
+    are where they are arrays of their own (the callers' fresh conversions), else copies."""
+    bs = _own(bs)
     inferred, inferred_reason, bucket_any = infer_codes(window, bs)
     has_flag = ~np.isnan(flags)
     said_graph = has_flag & (flags == 1.0)
@@ -228,7 +235,6 @@ def _rows(
         ).astype(np.int8)
         reason[said_eager] = eager_why[said_eager]
     padded = np.where(verdict == _GRAPH, bucket - bs, np.nan)
-    bs = np.array(bs, copy=True)
     if logged_padding is not None:
         padded_tokens, unpadded = logged_padding
         has = ~np.isnan(padded_tokens) & (verdict == _GRAPH)
@@ -238,26 +244,62 @@ def _rows(
         bs[both] = unpadded[both]
     n = len(bs)
     # the arrays below are this frame's own and event columns are handed over as Series
-    # (shared, copy-on-write), so the frame is built without pandas copying anything
+    # (shared, copy-on-write), so the frame is built without pandas copying anything;
+    # columns of one value a row (weight 1, the origin) are one read-only value broadcast
+    # (no memory per row: the frame lives until the report is written)
     return pd.DataFrame(
         {
             "source": _shared(frame, "source"),  # categoricals stay categoricals
-            "line": np.array(frame["line"].to_numpy(), copy=True),  # (Int64's may be a view)
+            "line": _readonly(frame["line"].to_numpy()),  # (Int64's: a view of its data)
             "ts": _shared(frame, "ts"),
             "rank": _shared(frame, "rank"),
             "batch_size": bs,
-            "weight": np.array(weights, dtype=float, copy=True),
+            "weight": _constant(1.0, n)
+            if weights is None
+            else _own(np.asarray(weights, dtype=float)),
             "verdict": labels(verdict, VERDICTS),
             "logged": has_flag,
-            "origin": labels(np.full(n, ORIGINS.index(origin), dtype=np.int8), ORIGINS),
+            "origin": labels(_constant(np.int8(ORIGINS.index(origin)), n), ORIGINS),
             "reason": labels(reason, REASONS),
-            "bucket": bucket,
-            "padded": padded,
+            "bucket": _narrow(bucket),
+            "padded": _narrow(padded),
             "inferred": labels(inferred, VERDICTS),
             "gen_throughput": np.full(n, np.nan) if gen is None else gen,
         },
         copy=False,
     )
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a``: a column shared with an event frame outside pandas'
+    copy-on-write bookkeeping can then never be written through (a write raises)."""
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
+def _own(a: np.ndarray) -> np.ndarray:
+    """``a`` itself where it owns its (writable) data, else a copy: never a view, which
+    would share an event column outside copy-on-write or keep a whole block alive."""
+    return a if a.flags.owndata and a.flags.writeable else a.copy()
+
+
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """Float32 where that holds every value exactly (bucket and padding sizes are whole
+    numbers far below 2**24), else ``a`` as it is: half the memory of a column the frame
+    keeps through the report, and every reader reads it back as float64 (``to_numpy(dtype=
+    float)``), so no sum or product is done in float32."""
+    narrow = a.astype(np.float32)
+    step = 1 << 16  # compared in slices: no float64 copy of the whole column on the way
+    for i in range(0, len(a), step):
+        if not np.array_equal(narrow[i : i + step], a[i : i + step], equal_nan=True):
+            return a
+    return narrow
+
+
+def _constant(value: float | np.int8, n: int) -> np.ndarray:
+    """``n`` rows of one value without ``n`` copies of it (read-only, stride 0)."""
+    return np.broadcast_to(value, n)
 
 
 def _shared(frame: pd.DataFrame, column: str) -> pd.Series:
@@ -283,7 +325,7 @@ def _sglang_decode(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
     return _rows(
         frame,
         _num(frame, "batch_size"),
-        np.ones(len(frame)),
+        None,
         _flags(frame["cuda_graph"]),  # boolean with NA: read without a Python loop
         window,
         "decode_line",
@@ -332,7 +374,7 @@ def _vllm_stats(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
     return _rows(
         active,
         _num(active, "running"),
-        np.ones(len(active)),
+        None,
         np.full(len(active), np.nan),  # interval lines do not say graph or eager
         window,
         "stats_interval",

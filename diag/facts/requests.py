@@ -86,7 +86,7 @@ def _lifetimes(req: pd.DataFrame) -> pd.DataFrame:
         most = np.full(n, np.nan)
         np.fmax.at(most, codes, req[col].to_numpy(dtype=float, na_value=np.nan))
         out[name] = pd.array(most[keep], dtype="Float64").astype(req[col].dtype)
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, copy=False)  # (fresh arrays: no stacked copy of them)
 
 
 _STR = pd.Series(["x"]).dtype  # pandas' own dtype for a column of Python strings
