@@ -161,14 +161,19 @@ def load_timeline(
     top = {name: np.full(max_points, -np.inf) for name in _VALUES[:3]}
     evicted = np.zeros(max_points)
     for (frame, cols), keep, ts in zip(present, keeps, stamps, strict=True):
-        ok = np.isfinite(ts)
+        finite = np.isfinite(ts)
+        ok: slice | np.ndarray = slice(None) if finite.all() else finite  # (no copy: all timed)
         idx = np.minimum(((ts[ok] - lo) / width).astype(np.int64), max_points - 1)
         count += np.bincount(idx, minlength=max_points)
         for name, highest in top.items():
             if name in cols:  # fmax ignores NaN: a bin where a column says nothing stays -inf
                 np.fmax.at(highest, idx, _value(cols, name, frame)[keep][ok])
-        ev = _value(cols, "evicted", frame)[keep][ok]
-        evicted += np.bincount(idx, weights=np.nan_to_num(ev, nan=0.0), minlength=max_points)
+        ev = cols.get("evicted", np.nan)
+        if not isinstance(ev, float):
+            ev_rows = np.nan_to_num(ev(frame)[keep][ok], nan=0.0)
+            evicted += np.bincount(idx, weights=ev_rows, minlength=max_points)
+        elif ev == ev and ev != 0.0:  # (a constant count per sample; NaN and 0 add nothing)
+            evicted += ev * np.bincount(idx, minlength=max_points)
     hit = np.flatnonzero(count)
     out: dict[str, object] = {
         "ts": lo + (hit + 0.5) * width,
