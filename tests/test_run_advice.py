@@ -243,3 +243,10 @@ def test_a_fleet_is_validated_in_a_bounded_number_of_folds(tmp_path: Path) -> No
     assert first is not None
     assert first.folds.startswith(f"{MAX_RUN_FOLDS} folds over {n} runs")
     assert len({a.ceiling for a in advice if a is not None}) == 1
+    # the note every run carries names a few of the pooled runs, not all: a fleet's report
+    # must not grow with the square of its pods
+    (pooled,) = [note for note in first.notes if "runs pooled" in note]
+    ids = [r.id for r in report.runs]
+    assert pooled.startswith(f"{n} runs pooled ({ids[0]}, {ids[1]}, {ids[2]}, ... {n - 6} more")
+    assert pooled.endswith(f"{ids[-1]}); limits from the latest, {ids[-1]}")
+    assert sum(run_id in pooled for run_id in ids) == 6
