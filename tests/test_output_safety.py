@@ -496,7 +496,10 @@ def test_every_command_exits_as_interrupted(
     def interrupted(*_a: object, **_k: object) -> None:
         raise KeyboardInterrupt("Ctrl-C while reading")
 
-    monkeypatch.setattr(diag.ingest, "ingest", interrupted)
+    import diag.api
+
+    monkeypatch.setattr(diag.ingest, "ingest", interrupted)  # parse reads it from here
+    monkeypatch.setattr(diag.api, "ingest", interrupted)  # recommend, through analyze
     log = tmp_path / "server.log"
     log.write_bytes((INCIDENTS / "sglang-healthy" / "server.log").read_bytes())
     result = CliRunner().invoke(main, [command, str(log)])
