@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from diag.ingest.hotpath.native import count_newlines
 from diag.normalize.lines import clean
 from diag.sources.discover import InputFile
 from diag.sources.readers import lines_at, open_binary, read_head
@@ -35,7 +36,7 @@ def read_lines(path: str, wanted: set[int]) -> dict[int, str]:
     try:
         head, _ = read_head(stream)
         errors: list[str] = []
-        for n, raw in lines_at(stream, head, set(wanted), errors).items():
+        for n, raw in lines_at(stream, head, set(wanted), errors, count=count_newlines).items():
             text = clean(raw.decode("utf-8", "replace").rstrip("\r\n").replace("\r", " "))
             out[n] = text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
     finally:
