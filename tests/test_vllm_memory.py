@@ -3,7 +3,71 @@ the values the float conversions gave, and a request log without end lines hashe
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diag.advise.cost_model import Traffic, engine_size
+from diag.advise.run_advice import _step_traffic
+
+counts = st.one_of(st.none(), st.integers(-1, 5000))
+
+
+def _old_ints(v: np.ndarray) -> np.ndarray:
+    """What run_traffic made of a float count column before: -1 missing, truncated."""
+    return np.nan_to_num(v, nan=-1).astype(np.int64)
+
+
+def _floats(col: pd.Series) -> np.ndarray:
+    return col.to_numpy(dtype="float64", na_value=np.nan)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(counts, counts, counts, st.sampled_from([None, 1, 1, 2, 0])), max_size=30),
+    st.booleans(),
+)
+def test_step_traffic_columns_are_the_float_definition(rows: list, with_tokens: bool) -> None:
+    frame = pd.DataFrame(
+        {
+            "ts": np.arange(len(rows), dtype=float),
+            "mode": pd.Series(["FULL"] * len(rows), dtype="category"),
+            "num_reqs": pd.array([r[0] for r in rows], dtype="Int64"),
+            "padded_tokens": pd.array([r[2] for r in rows], dtype="Int64"),
+            "count": pd.array([r[3] for r in rows], dtype="Int64"),
+            "uniform": pd.array([True] * len(rows), dtype="boolean"),
+        }
+    )
+    if with_tokens:
+        frame["num_tokens"] = pd.array([r[1] for r in rows], dtype="Int64")
+    got = _step_traffic(frame)
+    tokens = _floats(frame["num_tokens"]) if with_tokens else np.full(len(rows), np.nan)
+    want_tok = np.where(np.isnan(tokens), _floats(frame["padded_tokens"]), tokens)
+    assert got["requests"].dtype == np.int64 and got["tokens"].dtype == np.int64
+    assert got["requests"].tolist() == _old_ints(_floats(frame["num_reqs"])).tolist()
+    assert got["tokens"].tolist() == _old_ints(want_tok).tolist()
+    count = _floats(frame["count"])
+    want_steps = np.where(np.isnan(count) | (count <= 0), 1.0, count)
+    assert got["steps"].tolist() == want_steps.tolist()
+    for name in ("step_time_s", "usage"):  # zero-byte, read-only: never written into
+        assert got[name].strides == (0,) and not got[name].flags.writeable
+        assert np.isnan(got[name]).all() and len(got[name]) == len(rows)
+    if len(rows) and (want_steps == 1.0).all():
+        assert got["steps"].strides == (0,)
+
+
+def test_engine_size_hands_back_sized_tokens_as_they_are() -> None:
+    tokens = np.array([8, 16, 3], dtype=np.int64)
+    tr = Traffic(t_s=np.zeros(3), requests=np.array([1, 2, 3]), steps=np.ones(3), tokens=tokens)
+    assert engine_size(tr, "vllm") is tokens  # no copy of a million-step column
+    some = Traffic(
+        t_s=np.zeros(3),
+        requests=np.array([1, 2, -1]),
+        steps=np.ones(3),
+        tokens=np.array([8, -1, -1]),
+    )
+    assert engine_size(some, "vllm", spec_tokens=1).tolist() == [8, 4, 0]
 
 
 def test_requests_without_end_lines_keep_none() -> None:
