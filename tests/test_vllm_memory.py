@@ -83,3 +83,36 @@ def test_requests_without_end_lines_keep_none() -> None:
         }
     )
     assert _lifetimes(req).empty
+
+
+def test_vllm_step_batches_hold_one_value_columns_as_views() -> None:
+    from diag.facts import classify as cls
+
+    def steps(count: list[int | None]) -> pd.DataFrame:
+        n = len(count)
+        return pd.DataFrame(
+            {
+                "source": pd.Series(["a.log"] * n, dtype="category"),
+                "line": pd.array(range(1, n + 1), dtype="Int64"),
+                "ts": np.arange(n, dtype=float),
+                "rank": pd.Series([""] * n, dtype="category"),
+                "mode": pd.Series(["FULL"] * n, dtype="category"),
+                "num_tokens": pd.array([None] * n, dtype="Int64"),
+                "padded_tokens": pd.array([8] * n, dtype="Int64"),
+                "num_reqs": pd.array([5] * n, dtype="Int64"),
+                "uniform": pd.array([True] * n, dtype="boolean"),
+                "count": pd.array(count, dtype="Int64"),
+                "origin": pd.Series(["debug_step"] * n, dtype="category"),
+            }
+        )
+
+    window = cls.Window("enabled", (1, 8, 16))
+    one = cls._vllm_steps(steps([1, None, 1]), window)
+    for name in ("weight", "gen_throughput"):
+        col = one[name].to_numpy()
+        assert col.strides == (0,) and not col.flags.writeable
+    assert one["weight"].tolist() == [1.0] * 3 and one["gen_throughput"].isna().all()
+    assert cls.batch_counts(one)["graph"] == 3
+    two = cls._vllm_steps(steps([1, 2, None]), window)
+    assert two["weight"].tolist() == [1.0, 2.0, 1.0]
+    assert cls.batch_counts(two)["graph"] == 4
