@@ -225,17 +225,17 @@ def step_time_from_throughput(
 
 
 def engine_size(traffic: Traffic, engine: Engine, spec_tokens: int = 0) -> np.ndarray:
-    """Step size in the engine's capture unit (int array; 0 where unknown).
-
-    vLLM capture sizes are tokens: a line's scheduled tokens where it shows them (DEBUG step
-    lines, cudagraph-metrics rows), else ``requests * (1 + num_speculative_tokens)`` for decode.
-    SGLang captures request counts (with speculative decoding each graph runs
-    ``num_draft_tokens`` tokens per request, but ``--cuda-graph-bs`` still counts requests).
-    """
+    """Step size in the engine's capture unit (int array, 0 where unknown; never written into):
+    vLLM captures tokens (a line's scheduled tokens where it shows them: DEBUG step lines,
+    cudagraph-metrics rows; else ``requests * (1 + num_speculative_tokens)`` for decode), SGLang
+    request counts (a speculative graph runs ``num_draft_tokens`` tokens per request, but
+    ``--cuda-graph-bs`` still counts requests)."""
     req = np.asarray(traffic.requests, dtype=np.int64)
     if _unit(engine) == "requests":
         return req if bool((req >= 1).all()) else np.where(req >= 1, req, 0)  # (all sized: no copy)
-    tok = traffic.col("tokens", -1).astype(np.int64)
+    tok = np.asarray(traffic.col("tokens", -1), dtype=np.int64)  # (int64 already: no copy)
+    if bool((tok >= 1).all()):  # every step shows its tokens (vLLM DEBUG lines): no copy
+        return tok
     return np.where(tok >= 1, tok, np.where(req >= 1, req * (1 + spec_tokens), 0))
 
 

@@ -174,25 +174,43 @@ def _step_traffic(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     """Per-step dispatch lines (vLLM DEBUG step lines, cudagraph-metrics rows): tokens per step,
     mixed prefill+decode steps included (piecewise graphs serve them too). A graph-replayed
     DEBUG line shows the padded descriptor only: its size is taken as that bucket, an upper
-    bound, so no size a step used is ever dropped."""
-    padded = _num(frame, "padded_tokens")
+    bound, so no size a step used is ever dropped. Requests and tokens are read as int64 (-1
+    missing) straight away, the frame's own buffers where nothing is missing, and columns of
+    one value (no step time nor KV usage on these lines, one step a line) are zero-byte views:
+    the traffic of 1.5 M steps is held through the whole advice."""
     # -1 no mode (missing or empty), 0 NONE, 1 any other: per distinct value, not per row
     codes, modes = pd.factorize(frame["mode"], use_na_sentinel=True)
     per_mode = [str(m).upper() for m in modes]
     graph = np.array([-1 if m == "" else int(m != "NONE") for m in per_mode] + [-1], np.int8)[codes]
     count = _num(frame, "count")
+    steps = np.where(np.isnan(count) | (count <= 0), 1.0, count)
+    del count
+    n = len(frame)
     # uniform False: a mixed prefill+decode step (NaN: the row does not say, e.g. metrics rows)
     mixed = _num(frame, "uniform") == 0.0
     return {
         "ts": _num(frame, "ts"),
-        "requests": _num(frame, "num_reqs"),
-        "tokens": np.where(np.isnan(tokens := _num(frame, "num_tokens")), padded, tokens),
-        "steps": np.where(np.isnan(count) | (count <= 0), 1.0, count),
-        "step_time_s": np.full(len(frame), np.nan),
+        "requests": _count(frame, "num_reqs"),
+        "tokens": _tokens(frame),
+        "steps": _same(1.0, n) if bool((steps == 1.0).all()) else steps,
+        "step_time_s": _same(np.nan, n),
         "graph": graph,
         "mixed": mixed,
-        "usage": np.full(len(frame), np.nan),
+        "usage": _same(np.nan, n),
     }
+
+
+def _tokens(frame: pd.DataFrame) -> np.ndarray:
+    """Scheduled tokens of a step line as int64 (-1 missing), the padded size where the line
+    shows no unpadded count: the truncation ``run_traffic`` applies to float counts."""
+    padded = _count(frame, "padded_tokens")
+    if "num_tokens" not in frame:
+        return padded
+    missing = frame["num_tokens"].isna().to_numpy(dtype=bool)
+    if missing.all():
+        return padded
+    tokens = _count(frame, "num_tokens")
+    return np.where(missing, padded, tokens) if missing.any() else tokens
 
 
 def _stats_traffic(frame: pd.DataFrame, inp: AdviceInputs) -> dict[str, np.ndarray]:

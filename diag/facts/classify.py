@@ -11,9 +11,10 @@ The result is a DataFrame (HTA style), one row per observed batch or metrics row
 padded, inferred, gen_throughput`` (``logged``: the verdict is the engine's own flag).
 The frame lives until the report is written, so it holds little of its own: ``line``,
 ``ts`` and ``gen_throughput`` share the event frame's data, a weight of one step a row is
-one broadcast value, ``bucket`` and ``padded`` are float32 where that is exact. Readers
-read columns with ``to_numpy(dtype=float)`` (sums in float64) and never write into them
-(the shared and broadcast columns are read-only: a write raises).
+one broadcast value (so is the throughput of lines that log none: vLLM step lines),
+``bucket`` and ``padded`` are float32 where that is exact. Readers read columns with
+``to_numpy(dtype=float)`` (sums in float64) and never write into them (the shared and
+broadcast columns are read-only: a write raises).
 """
 
 from __future__ import annotations
@@ -264,7 +265,7 @@ def _rows(
             "bucket": _narrow(bucket),
             "padded": _narrow(padded),
             "inferred": labels(inferred, VERDICTS),
-            "gen_throughput": np.full(n, np.nan) if gen is None else gen,
+            "gen_throughput": _constant(np.nan, n) if gen is None else gen,
         },
         copy=False,
     )
@@ -353,10 +354,12 @@ def _vllm_steps(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
     rows = frame if every else frame[_STEP_ROW].iloc[np.flatnonzero(keep)]
     num_reqs, num_tokens = kept(_num(frame, "num_reqs")), kept(_num(frame, "num_tokens"))
     count = kept(_num(frame, "count"))
+    weights = np.where(np.isnan(count), 1.0, count)
+    del count
     return _rows(
         rows,
         np.where(np.isnan(num_reqs), num_tokens, num_reqs),
-        np.where(np.isnan(count), 1.0, count),
+        None if bool((weights == 1.0).all()) else weights,  # (one step a line: one value)
         np.where(kept(mode_is_none(frame["mode"])), 0.0, 1.0),  # a step line always says
         window,
         "graph_step",

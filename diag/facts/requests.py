@@ -60,18 +60,26 @@ def request_table(tables: EventTables, batches: pd.DataFrame) -> pd.DataFrame:
     return frame[COLUMNS]
 
 
+_LIFETIME_COLUMNS = COLUMNS[:5]  # what _lifetimes makes (the step counts come after)
+
+
 def _lifetimes(req: pd.DataFrame) -> pd.DataFrame:
     """Per request id (sorted) seen both starting and ending: first start ts, last end ts,
     the largest prompt and completion token counts of any of its lines. One hash
     factorisation and numpy reductions instead of four group-bys over string keys; only the
-    ids kept are sorted (any id dtype: object, category or Arrow strings)."""
+    ids kept are sorted (any id dtype: object, category or Arrow strings). Logs with no start
+    or no end line (vLLM logs its finished requests at DEBUG only) keep no request: they are
+    told by the action column alone, before any hashing of the ids (812 k distinct ids of the
+    700 MB vLLM log: ~120 MB of hash table, dictionary and codes for an empty table)."""
+    action = req["action"]
+    is_start = action.isin(["received", "added"]).to_numpy(dtype=bool)
+    is_end = action.isin(["finished", "aborted", "response"]).to_numpy(dtype=bool)
+    if not (is_start.any() and is_end.any()):
+        return pd.DataFrame(columns=_LIFETIME_COLUMNS)
     codes, uniques = pd.factorize(req["request_id"], sort=False)
     ids = uniques if isinstance(uniques, np.ndarray) else uniques.array  # no object copy
     n = len(ids)
     ts = req["ts"].to_numpy(dtype=float)
-    action = req["action"]
-    is_start = action.isin(["received", "added"]).to_numpy(dtype=bool)
-    is_end = action.isin(["finished", "aborted", "response"]).to_numpy(dtype=bool)
     start = np.full(n, np.inf)
     np.minimum.at(start, codes[is_start], ts[is_start])
     end = np.full(n, -np.inf)

@@ -1,0 +1,118 @@
+"""vLLM step lines held lean (issue 15): the int64 and zero-byte columns of their traffic hold
+the values the float conversions gave, and a request log without end lines hashes no id."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diag.advise.cost_model import Traffic, engine_size
+from diag.advise.run_advice import _step_traffic
+
+counts = st.one_of(st.none(), st.integers(-1, 5000))
+
+
+def _old_ints(v: np.ndarray) -> np.ndarray:
+    """What run_traffic made of a float count column before: -1 missing, truncated."""
+    return np.nan_to_num(v, nan=-1).astype(np.int64)
+
+
+def _floats(col: pd.Series) -> np.ndarray:
+    return col.to_numpy(dtype="float64", na_value=np.nan)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(counts, counts, counts, st.sampled_from([None, 1, 1, 2, 0])), max_size=30),
+    st.booleans(),
+)
+def test_step_traffic_columns_are_the_float_definition(rows: list, with_tokens: bool) -> None:
+    frame = pd.DataFrame(
+        {
+            "ts": np.arange(len(rows), dtype=float),
+            "mode": pd.Series(["FULL"] * len(rows), dtype="category"),
+            "num_reqs": pd.array([r[0] for r in rows], dtype="Int64"),
+            "padded_tokens": pd.array([r[2] for r in rows], dtype="Int64"),
+            "count": pd.array([r[3] for r in rows], dtype="Int64"),
+            "uniform": pd.array([True] * len(rows), dtype="boolean"),
+        }
+    )
+    if with_tokens:
+        frame["num_tokens"] = pd.array([r[1] for r in rows], dtype="Int64")
+    got = _step_traffic(frame)
+    tokens = _floats(frame["num_tokens"]) if with_tokens else np.full(len(rows), np.nan)
+    want_tok = np.where(np.isnan(tokens), _floats(frame["padded_tokens"]), tokens)
+    assert got["requests"].dtype == np.int64 and got["tokens"].dtype == np.int64
+    assert got["requests"].tolist() == _old_ints(_floats(frame["num_reqs"])).tolist()
+    assert got["tokens"].tolist() == _old_ints(want_tok).tolist()
+    count = _floats(frame["count"])
+    want_steps = np.where(np.isnan(count) | (count <= 0), 1.0, count)
+    assert got["steps"].tolist() == want_steps.tolist()
+    for name in ("step_time_s", "usage"):  # zero-byte, read-only: never written into
+        assert got[name].strides == (0,) and not got[name].flags.writeable
+        assert np.isnan(got[name]).all() and len(got[name]) == len(rows)
+    if len(rows) and (want_steps == 1.0).all():
+        assert got["steps"].strides == (0,)
+
+
+def test_engine_size_hands_back_sized_tokens_as_they_are() -> None:
+    tokens = np.array([8, 16, 3], dtype=np.int64)
+    tr = Traffic(t_s=np.zeros(3), requests=np.array([1, 2, 3]), steps=np.ones(3), tokens=tokens)
+    assert engine_size(tr, "vllm") is tokens  # no copy of a million-step column
+    some = Traffic(
+        t_s=np.zeros(3),
+        requests=np.array([1, 2, -1]),
+        steps=np.ones(3),
+        tokens=np.array([8, -1, -1]),
+    )
+    assert engine_size(some, "vllm", spec_tokens=1).tolist() == [8, 4, 0]
+
+
+def test_requests_without_end_lines_keep_none() -> None:
+    from diag.facts.requests import _lifetimes
+
+    req = pd.DataFrame(
+        {
+            "request_id": pd.Series(["a", "b", "a"], dtype="str"),
+            "action": pd.Series(["received", "added", "added"], dtype="category"),
+            "ts": [1.0, 2.0, 3.0],
+            "prompt_tokens": pd.array([5, None, 7], dtype="Int64"),
+            "max_new_tokens": pd.array([None, 3, None], dtype="Int64"),
+        }
+    )
+    assert _lifetimes(req).empty
+
+
+def test_vllm_step_batches_hold_one_value_columns_as_views() -> None:
+    from diag.facts import classify as cls
+
+    def steps(count: list[int | None]) -> pd.DataFrame:
+        n = len(count)
+        return pd.DataFrame(
+            {
+                "source": pd.Series(["a.log"] * n, dtype="category"),
+                "line": pd.array(range(1, n + 1), dtype="Int64"),
+                "ts": np.arange(n, dtype=float),
+                "rank": pd.Series([""] * n, dtype="category"),
+                "mode": pd.Series(["FULL"] * n, dtype="category"),
+                "num_tokens": pd.array([None] * n, dtype="Int64"),
+                "padded_tokens": pd.array([8] * n, dtype="Int64"),
+                "num_reqs": pd.array([5] * n, dtype="Int64"),
+                "uniform": pd.array([True] * n, dtype="boolean"),
+                "count": pd.array(count, dtype="Int64"),
+                "origin": pd.Series(["debug_step"] * n, dtype="category"),
+            }
+        )
+
+    window = cls.Window("enabled", (1, 8, 16))
+    one = cls._vllm_steps(steps([1, None, 1]), window)
+    for name in ("weight", "gen_throughput"):
+        col = one[name].to_numpy()
+        assert col.strides == (0,) and not col.flags.writeable
+    assert one["weight"].tolist() == [1.0] * 3 and one["gen_throughput"].isna().all()
+    assert cls.batch_counts(one)["graph"] == 3
+    two = cls._vllm_steps(steps([1, 2, None]), window)
+    assert two["weight"].tolist() == [1.0, 2.0, 1.0]
+    assert cls.batch_counts(two)["graph"] == 4
