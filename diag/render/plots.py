@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
-from diag.render.axes import TimeAxis, finish_axes, integer_ticks, time_axis
+from diag.render.axes import F, TimeAxis, finish_axes, integer_ticks, time_axis
+from diag.render.figspec import Spec
 
 MAX_TIMELINE_POINTS = 5000
 MAX_HIST_BARS = 300
@@ -49,7 +49,7 @@ def plot_text(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def layout(fig: go.Figure, title: str, height: int = 340, **extra: Any) -> go.Figure:
+def layout(fig: F, title: str, height: int = 340, **extra: Any) -> F:
     """A small, template-free layout (the default template alone is ~10 KB per figure)."""
     fig.update_layout(
         template="none",
@@ -179,14 +179,14 @@ def histogram_table(
 
 def batch_size_figure(
     batches: pd.DataFrame, sizes: Sequence[int] | None, sizes_inferred: bool = False
-) -> go.Figure | None:
+) -> Spec | None:
     """Observed decode batch sizes (stacked graph / eager), the capture window shaded behind
     and each captured size a short mark at the bottom of the same axes (a rug subplot under
     a shared x axis took the x numbers away in Chromium's relayout)."""
     table, width = histogram_table(batches)
     if table.empty:
         return None
-    fig = go.Figure()
+    fig = Spec()
     for verdict in VERDICTS:
         part = table[table["verdict"] == verdict]
         if part.empty:
@@ -196,17 +196,18 @@ def batch_size_figure(
             f"{a}" if a == b else f"{a}–{b}" for a, b in zip(part["lo"], part["hi"], strict=True)
         ]
         fig.add_trace(
-            go.Bar(
-                x=centers.to_numpy(),
-                y=part["weight"].to_numpy(),
-                width=width * 0.9,
-                name=LABELS[verdict],
-                marker={"color": COLORS[verdict]},
-                customdata=label,
-                hovertemplate="batch size %{customdata}<br>%{y:,.0f} batches<extra>"
+            {
+                "type": "bar",
+                "x": centers.to_numpy(),
+                "y": part["weight"].to_numpy(),
+                "width": width * 0.9,
+                "name": LABELS[verdict],
+                "marker": {"color": COLORS[verdict]},
+                "customdata": label,
+                "hovertemplate": "batch size %{customdata}<br>%{y:,.0f} batches<extra>"
                 + LABELS[verdict]
                 + "</extra>",
-            )
+            }
         )
     title = "Decode batch sizes against the capture window"
     if sizes:
@@ -300,7 +301,7 @@ def timeline_table(
 
 def timeline_figure(
     batches: pd.DataFrame, ceiling: int | None, axis: TimeAxis | None = None
-) -> go.Figure | None:
+) -> Spec | None:
     """Batch size over time, coloured graph / eager, with the ceiling as a line; x is the
     run's shared time axis (the KV timeline uses the same one)."""
     table, kind, binned = timeline_table(batches)
@@ -310,7 +311,7 @@ def timeline_figure(
         axis = TimeAxis("sequence")
     elif axis is None:
         axis = time_axis([table["x"].to_numpy()])
-    fig = go.Figure()
+    fig = Spec()
     for verdict in VERDICTS:
         part = table[table["verdict"] == verdict]
         if part.empty:
@@ -323,33 +324,34 @@ def timeline_figure(
                 "<extra>" + LABELS[verdict] + "</extra>"
             )
             fig.add_trace(
-                go.Scatter(
-                    x=xs,
-                    y=part["max"].to_numpy(),
-                    mode="markers",
-                    name=LABELS[verdict],
-                    marker={"color": COLORS[verdict], "size": 4},
-                    customdata=custom,
-                    hovertemplate=hover,
-                )
+                {
+                    "type": "scatter",
+                    "x": xs,
+                    "y": part["max"].to_numpy(),
+                    "mode": "markers",
+                    "name": LABELS[verdict],
+                    "marker": {"color": COLORS[verdict], "size": 4},
+                    "customdata": custom,
+                    "hovertemplate": hover,
+                }
             )
         else:
             fig.add_trace(
-                go.Scatter(
-                    x=xs,
-                    y=part["max"].to_numpy(),
-                    mode="markers",
-                    name=LABELS[verdict],
-                    marker={"color": COLORS[verdict], "size": 6, "opacity": 0.85},
-                    hovertemplate="batch size %{y:.0f}<extra>" + LABELS[verdict] + "</extra>",
-                )
+                {
+                    "type": "scatter",
+                    "x": xs,
+                    "y": part["max"].to_numpy(),
+                    "mode": "markers",
+                    "name": LABELS[verdict],
+                    "marker": {"color": COLORS[verdict], "size": 6, "opacity": 0.85},
+                    "hovertemplate": "batch size %{y:.0f}<extra>" + LABELS[verdict] + "</extra>",
+                }
             )
     if ceiling:
         fig.add_hline(
             y=ceiling,
             line={"color": "#2f9e44", "dash": "dash", "width": 1.5},
             annotation_text=f"ceiling {ceiling}",
-            annotation_position="top left",
             annotation_font_color="#2b8a3e",
         )
     title = "Decode batch size over time"
