@@ -148,6 +148,20 @@ def _decode_rows(batches: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def group_max(key: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """``out[k]`` = the largest value with key k (-inf where none): ``np.maximum.at`` in
+    effect, through a stable sort and ``reduceat``, since ``ufunc.at`` took ~150 ns a row
+    (0.17 s on a million decode batches) where the sort of keys in time order is ~7 ms."""
+    out = np.full(n, -np.inf)
+    if key.size == 0:
+        return out
+    order = np.argsort(key, kind="stable")
+    keys = key[order]
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    out[keys[starts]] = np.maximum.reduceat(values[order], starts)
+    return out
+
+
 # ------------------------------------------------------------------ batch-size distribution
 def histogram_table(
     batches: pd.DataFrame, max_bars: int = MAX_HIST_BARS
@@ -283,8 +297,7 @@ def timeline_table(
     key = idx * 3 + v.astype(np.int64)
     count = np.bincount(key, minlength=bins * 3)
     total = np.bincount(key, weights=size, minlength=bins * 3)
-    largest = np.full(bins * 3, -np.inf)
-    np.maximum.at(largest, key, size)
+    largest = group_max(key, size, bins * 3)
     hit = np.flatnonzero(count)
     agg = pd.DataFrame(
         {
