@@ -275,18 +275,22 @@ def timeline_table(
     if rows.empty:
         return pd.DataFrame(columns=["x", "verdict", "max", "mean", "n"]), "seq", False
     ts = rows["ts"].to_numpy()
-    if np.isfinite(ts).mean() >= 0.5:
-        keep = np.isfinite(ts)
-        x, kind = ts[keep], "time"
-        rows = rows[keep]
-    else:
-        x, kind = np.arange(1, len(rows) + 1, dtype="float64"), "seq"
     size = rows["batch_size"].to_numpy()
     v = rows["v"].to_numpy()
+    timed = np.isfinite(ts)
+    n_timed = int(timed.sum())
+    if n_timed >= 0.5 * len(ts):
+        kind = "time"
+        if n_timed == len(ts):  # (no masked copies of a million rows when all are timed)
+            x = ts
+        else:
+            x, size, v = ts[timed], size[timed], v[timed]
+    else:
+        x, kind = np.arange(1, len(rows) + 1, dtype="float64"), "seq"
     names = np.asarray(VERDICTS, dtype=object)
-    if len(rows) <= max_points:
+    if len(x) <= max_points:
         out = pd.DataFrame(
-            {"x": x, "verdict": names[v], "max": size, "mean": size, "n": np.ones(len(rows))}
+            {"x": x, "verdict": names[v], "max": size, "mean": size, "n": np.ones(len(x))}
         )
         return out, kind, False
     present = max(1, int((np.bincount(v, minlength=3) > 0).sum()))
