@@ -18,7 +18,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 import plotly.io as pio
-from _plotly_utils.utils import convert_to_base64  # plotly's own (its private helper)
+from _plotly_utils.utils import is_homogeneous_array, is_skipped_key, to_typed_array_spec
 
 #: the content of plotly's templates by name, as ``pio.templates[name].to_plotly_json()``
 #: gives it (tests/test_figspec.py holds them equal): reading ``pio.templates`` builds a
@@ -44,6 +44,22 @@ def _expand(props: dict[str, Any]) -> dict[str, Any]:
         else:
             node[parts[-1]] = value
     return out
+
+
+def _typed(obj: Any) -> Any:
+    """``_plotly_utils.utils.convert_to_base64`` (what ``BaseFigure.to_dict`` applies: numeric
+    arrays become base64 typed arrays) on a copy, so the spec is left as built, and without
+    a call per element of a list of 5000 time stamps."""
+    if isinstance(obj, dict):
+        return {
+            k: v
+            if is_skipped_key(k)
+            else (to_typed_array_spec(v) if is_homogeneous_array(v) else _typed(v))
+            for k, v in obj.items()
+        }
+    if isinstance(obj, (list, tuple)):
+        return [_typed(v) if isinstance(v, (dict, list, tuple)) else v for v in obj]
+    return obj
 
 
 def _merge(dst: dict[str, Any], src: dict[str, Any]) -> None:
@@ -214,13 +230,12 @@ class Spec:
             layout["template"] = (
                 copy.deepcopy(known) if known else pio.templates[name].to_plotly_json()
             )
-        return {"data": [dict(t) for t in self.data], "layout": layout}
+        return {"data": self.data, "layout": layout}
 
     def to_json(self) -> str:
         """The figure's JSON as ``pio.to_json(fig)`` writes it for a ``go.Figure``: numeric
         arrays as base64 typed arrays (what ``BaseFigure.to_dict`` does), no trace uid."""
-        spec = self.to_dict()
-        convert_to_base64(spec)
+        spec = _typed(self.to_dict())
         return str(pio.to_json(spec, validate=False, pretty=False, remove_uids=True))
 
     def figure(self) -> go.Figure:

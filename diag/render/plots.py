@@ -1,8 +1,9 @@
 """Plotly figures for the HTML report, built from the facts' DataFrames (HTA style).
 
-Each ``*_figure`` function takes plain DataFrames / dicts and returns a figure, or
-``None`` when the input holds nothing to draw (the page then says "not in the logs"
-instead of showing an empty axis). Analysis stays in :mod:`diag.facts`; the helpers
+Each ``*_figure`` function takes plain DataFrames / dicts and returns a figure as a
+:class:`~diag.render.figspec.Spec` (the dict plotly.js reads; ``.figure()`` is the
+``go.Figure``), or ``None`` when the input holds nothing to draw (the page then says "not
+in the logs" instead of showing an empty axis). Analysis stays in :mod:`diag.facts`; the helpers
 here only aggregate for drawing, so a 10-million-row batches frame still yields a few
 thousand points: the timeline is binned to at most :data:`MAX_TIMELINE_POINTS` and the
 histogram to at most :data:`MAX_HIST_BARS` bars per verdict.
