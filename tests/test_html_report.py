@@ -346,7 +346,7 @@ def test_plot_labels_from_logs_are_escaped() -> None:
     )
     fig = memory_plots.capture_time_figure(capture_end)
     assert fig is not None
-    assert "&lt;b&gt;TP0&lt;/b&gt;" in list(fig.data[0].x)
+    assert "&lt;b&gt;TP0&lt;/b&gt;" in list(fig.figure().data[0].x)
     rows = memory_plots.memory_budget_rows(
         pd.DataFrame(),
         {},
@@ -368,7 +368,7 @@ def test_plot_labels_from_logs_are_escaped() -> None:
         ],
     )
     mem = memory_plots.memory_figure(rows)
-    assert mem is not None and "<img" not in json.dumps(list(mem.data[0].y))
+    assert mem is not None and "<img" not in json.dumps(list(mem.figure().data[0].y))
 
 
 # ------------------------------------------------------------------ big incidents

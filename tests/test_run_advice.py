@@ -185,21 +185,23 @@ def test_html_run_section_shows_the_frontier_and_the_bucket_overlay() -> None:
     page = render_html(report)
     for label in ("Bucket sets by K", "Current vs recommended buckets", "Cost model parameters"):
         assert label in page
-    fig = frontier_figure(adv)
-    assert fig is not None
+    spec = frontier_figure(adv)
+    assert spec is not None
+    fig = spec.figure()
     star = [t for t in fig.data if t.name == "recommended"]
     assert len(star) == 1 and list(star[0].x) == [len(adv.recommended.sizes)]
     current = [t for t in fig.data if t.name == "current set"]
     assert adv.current is not None and list(current[0].x) == [len(adv.current.sizes)]
     overlay = bucket_overlay_figure(adv, adv.current.sizes)
     assert overlay is not None
-    marks = {t.name: list(t.x) for t in overlay.data if t.name and "buckets" in t.name}
+    traces = overlay.figure().data
+    marks = {t.name: list(t.x) for t in traces if t.name and "buckets" in t.name}
     assert marks[f"recommended buckets ({len(adv.recommended.sizes)})"] == list(
         adv.recommended.sizes
     )
     assert marks[f"current buckets ({len(adv.current.sizes)})"] == list(adv.current.sizes)
     # the bars are the advice's own histogram: every step counted once
-    bars = next(t for t in overlay.data if t.name == "decode steps")
+    bars = next(t for t in traces if t.name == "decode steps")
     assert float(sum(bars.y)) == pytest.approx(sum(adv.hist().values()))
 
 

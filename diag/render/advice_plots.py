@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from diag.advise.bucket_sets import Advice
 from diag.render.axes import finish_axes
+from diag.render.figspec import Spec
 from diag.render.html_page import Page
 from diag.render.plots import layout
 from diag.render.view import Panel, SmallTable
@@ -33,23 +32,18 @@ RECOMMENDED_COLOR = "#2f9e44"
 MAX_OVERLAY_BARS = 300
 
 
-def frontier_figure(advice: Advice) -> go.Figure | None:
+def frontier_figure(advice: Advice) -> Spec | None:
     """Cost (stacked terms), coverage and padding waste, capture memory, each against K; the
     recommended K marked, the run's current set as a separate marker."""
     fr = advice.frontier_frame()
     if fr.empty:
         return None
-    fig = make_subplots(
-        rows=3,
-        cols=1,
-        shared_xaxes=True,
-        vertical_spacing=0.06,
-        row_heights=[0.45, 0.3, 0.25],
-    )
+    fig = Spec(3, row_heights=[0.45, 0.3, 0.25], vertical_spacing=0.06)
     k = fr["k"].to_numpy()
     for col, name, color in COST_TERMS:
         fig.add_trace(
-            go.Bar(
+            dict(
+                type="bar",
                 x=k,
                 y=fr[col].to_numpy(),
                 name=name,
@@ -62,7 +56,8 @@ def frontier_figure(advice: Advice) -> go.Figure | None:
     held = fr["heldout_coverage"].astype("float64").to_numpy()
     coverage = np.where(np.isnan(held), fr["coverage"].to_numpy(dtype=float), held)
     fig.add_trace(
-        go.Scatter(
+        dict(
+            type="scatter",
             x=k,
             y=coverage * 100,
             mode="lines+markers",
@@ -75,7 +70,8 @@ def frontier_figure(advice: Advice) -> go.Figure | None:
     )
     waste = fr["padding_waste"].astype("float64").to_numpy()
     fig.add_trace(
-        go.Scatter(
+        dict(
+            type="scatter",
             x=k,
             y=waste * 100,
             mode="lines+markers",
@@ -87,7 +83,8 @@ def frontier_figure(advice: Advice) -> go.Figure | None:
         col=1,
     )
     fig.add_trace(
-        go.Scatter(
+        dict(
+            type="scatter",
             x=k,
             y=fr["capture_gib"].to_numpy(),
             mode="lines+markers",
@@ -109,7 +106,8 @@ def frontier_figure(advice: Advice) -> go.Figure | None:
                 col=1,
             )
         fig.add_trace(
-            go.Scatter(
+            dict(
+                type="scatter",
                 x=[rk],
                 y=[float(rec["total_s_h"].iloc[0])],
                 mode="markers+text",
@@ -131,7 +129,8 @@ def frontier_figure(advice: Advice) -> go.Figure | None:
             (3, cur.capture_gib),
         ):
             fig.add_trace(
-                go.Scatter(
+                dict(
+                    type="scatter",
                     x=[ck],
                     y=[y],
                     mode="markers",
@@ -159,7 +158,7 @@ def frontier_figure(advice: Advice) -> go.Figure | None:
         margin={"b": 120},
         legend={"orientation": "h", "x": 0, "xanchor": "left", "y": -0.14, "yanchor": "top"},
     )
-    return fig
+    return finish_axes(fig)
 
 
 def _binned(hist: dict[int, float], max_bars: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -172,18 +171,17 @@ def _binned(hist: dict[int, float], max_bars: int) -> tuple[np.ndarray, np.ndarr
     return uniq + (width - 1) / 2.0, np.bincount(inv, weights=weights), width
 
 
-def bucket_overlay_figure(advice: Advice, current_sizes: Sequence[int] | None) -> go.Figure | None:
+def bucket_overlay_figure(advice: Advice, current_sizes: Sequence[int] | None) -> Spec | None:
     """Decode steps per size (the advice's pooled histogram, in the engine's unit) with the
     current and the recommended buckets beneath and both ceilings marked."""
     hist = advice.hist()
     if not hist:
         return None
     x, y, width = _binned(hist, MAX_OVERLAY_BARS)
-    fig = make_subplots(
-        rows=2, cols=1, shared_xaxes=True, row_heights=[0.82, 0.18], vertical_spacing=0.03
-    )
+    fig = Spec(2, row_heights=[0.82, 0.18], vertical_spacing=0.03)
     fig.add_trace(
-        go.Bar(
+        dict(
+            type="bar",
             x=x,
             y=y,
             width=width * 0.9,
@@ -215,7 +213,8 @@ def bucket_overlay_figure(advice: Advice, current_sizes: Sequence[int] | None) -
             col=1,
         )
         fig.add_trace(
-            go.Scatter(
+            dict(
+                type="scatter",
                 x=sizes,
                 y=[level] * len(sizes),
                 mode="markers",
@@ -230,7 +229,7 @@ def bucket_overlay_figure(advice: Advice, current_sizes: Sequence[int] | None) -
     fig.update_yaxes(title_text="decode steps", row=1, col=1)
     fig.update_xaxes(title_text=f"step size ({advice.unit})", row=2, col=1)
     layout(fig, "Decode steps against the current and the recommended buckets", height=380)
-    return fig
+    return finish_axes(fig)
 
 
 def parameter_table(advice: Advice) -> SmallTable:
@@ -265,19 +264,13 @@ def advice_panels(page: Page, advice: Advice | None) -> list[Panel]:
     # a frontier needs two K values or more: one K is a point, said in the caption above
     frontier = frontier_figure(advice) if len(advice.frontier_frame()) >= 2 else None
     if frontier is not None:
-        out.append(
-            Panel(
-                "frontier", chart=page.chart(finish_axes(frontier), "Bucket sets by K", "frontier")
-            )
-        )
+        out.append(Panel("frontier", chart=page.chart(frontier, "Bucket sets by K", "frontier")))
     overlay = bucket_overlay_figure(advice, advice.current.sizes if advice.current else None)
     if overlay is not None:
         out.append(
             Panel(
                 "bucket-overlay",
-                chart=page.chart(
-                    finish_axes(overlay), "Current vs recommended buckets", "bucket-overlay"
-                ),
+                chart=page.chart(overlay, "Current vs recommended buckets", "bucket-overlay"),
             )
         )
     out.append(Panel("cost-parameters", table=parameter_table(advice), fold=True))

@@ -17,10 +17,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import plotly.graph_objects as go
+
+from diag.render.figspec import Spec
 
 MIN_CHART_POINTS = 20
 #: normalisation places year-less stamps (vLLM) in this year (diag.normalize.prefix.NO_YEAR;
@@ -31,19 +33,36 @@ MIN_SPAN_S = 10.0  # a time axis never spans less: two batches 0.5 ms apart stay
 YearSource = Literal["log", "mtime", "unknown"]
 
 
-def finish_axes(fig: go.Figure) -> go.Figure:
+_FINISH = {
+    "ticks": "outside",
+    "showline": True,
+    "linecolor": "#ced4da",
+    "gridcolor": "#f1f3f5",
+    "zeroline": False,
+    "automargin": True,
+}
+
+F = TypeVar("F", go.Figure, Spec)
+
+
+def finish_axes(fig: F) -> F:
     """Ticks, labels and a line on every visible axis; a title on every labelled one."""
+    if isinstance(fig, Spec):
+        for name in fig.axis_names():
+            ax = fig.layout[name]
+            if ax.get("visible") is False:
+                continue
+            ax.update(_FINISH)
+            if ax.get("showticklabels") is False:
+                continue
+            ax["showticklabels"] = True
+            if not str((ax.get("title") or {}).get("text") or "").strip():
+                raise ValueError(f"{name} has no title: say what is measured and its unit")
+        return fig
     for ax in [*fig.select_xaxes(), *fig.select_yaxes()]:
         if ax.visible is False:
             continue
-        ax.update(
-            ticks="outside",
-            showline=True,
-            linecolor="#ced4da",
-            gridcolor="#f1f3f5",
-            zeroline=False,
-            automargin=True,
-        )
+        ax.update(_FINISH)
         if ax.showticklabels is False:
             continue
         ax.update(showticklabels=True)
@@ -52,7 +71,7 @@ def finish_axes(fig: go.Figure) -> go.Figure:
     return fig
 
 
-def integer_ticks(fig: go.Figure, top: float, **where: Any) -> None:
+def integer_ticks(fig: go.Figure | Spec, top: float, **where: Any) -> None:
     """Counts are whole: ``,d`` labels, and one tick per unit when the axis is short (plotly
     would put ticks at 0.25 steps and print 0, 0, 1, 1)."""
     fig.update_yaxes(tickformat=",d", rangemode="tozero", **where)
@@ -64,9 +83,9 @@ def wants_table(n_points: int) -> bool:
     return n_points < MIN_CHART_POINTS
 
 
-def figure_height(fig: go.Figure) -> int:
+def figure_height(fig: go.Figure | Spec) -> int:
     """The div gets exactly this height (no CSS min-height band under short figures)."""
-    return int(fig.layout.height or 340)
+    return fig.height if isinstance(fig, Spec) else int(fig.layout.height or 340)
 
 
 # ------------------------------------------------------------------ time axis
@@ -122,7 +141,7 @@ class TimeAxis:
             return [_iso(lo), _iso(hi)]
         return [(lo - self.t0) / self.divisor, (hi - self.t0) / self.divisor]
 
-    def apply(self, fig: go.Figure, rows: int = 1) -> None:
+    def apply(self, fig: go.Figure | Spec, rows: int = 1) -> None:
         """Set type, format, range on every x axis and the title on the bottom one."""
         if self.kind == "sequence":
             fig.update_xaxes(type="linear")

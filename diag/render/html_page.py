@@ -14,6 +14,7 @@ import plotly.io as pio
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from diag.render.axes import figure_height
+from diag.render.figspec import Spec
 from diag.render.view import Chart
 from diag.resources import package_file
 
@@ -112,6 +113,10 @@ class Page:
 
     def chart(self, fig: Any, label: str, kind: str) -> Chart:
         fid = f"fig-{len(self.figures) + 1}"
-        data = pio.to_json(fig, validate=False, pretty=False, remove_uids=True)
+        data = (
+            fig.to_json()
+            if isinstance(fig, Spec)
+            else pio.to_json(fig, validate=False, pretty=False, remove_uids=True)
+        )
         self.figures.append((fid, json_for_script(data)))
         return Chart(id=fid, label=label, kind=kind, height=figure_height(fig))

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from diag.facts.load import has_load
 from diag.render.axes import TimeAxis, finish_axes, integer_ticks
+from diag.render.figspec import Spec
 from diag.render.plots import layout
 
 KV_COLORS = {"kv": "#1c7ed6", "running": "#2f9e44", "waiting": "#e8590c", "evict": "#c92a2a"}
@@ -47,7 +46,7 @@ def kv_timeline_figure(
     capture_gib: float | None = None,
     evictions: str = "preemptions",
     bin_s: float | None = None,
-) -> go.Figure | None:
+) -> Spec | None:
     """Stacked panels sharing x: KV usage %, running / waiting, evictions (when any).
     ``bin_s``: the samples are time bins of that width (see :func:`binned_load`)."""
     if frame.empty or not has_load(frame):
@@ -59,13 +58,12 @@ def kv_timeline_figure(
     has_kv = np.isfinite(kv)
     rows = (2 if has_kv.any() else 1) + (1 if evict.sum() > 0 else 0)
     heights = {1: [1.0], 2: [0.55, 0.45], 3: [0.45, 0.35, 0.2]}[rows]
-    fig = make_subplots(
-        rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=heights
-    )
+    fig = Spec(rows, row_heights=heights, vertical_spacing=0.08)
     row = 1
     if has_kv.any():
         fig.add_trace(
-            go.Scatter(
+            dict(
+                type="scatter",
                 x=_take(x, has_kv),
                 y=kv[has_kv],
                 mode="lines+markers",
@@ -102,7 +100,8 @@ def kv_timeline_figure(
         ok = np.isfinite(v)
         if ok.any():
             fig.add_trace(
-                go.Scatter(
+                dict(
+                    type="scatter",
                     x=_take(x, ok),
                     y=v[ok],
                     mode="lines",
@@ -120,7 +119,8 @@ def kv_timeline_figure(
     if evict.sum() > 0:
         hit = evict > 0
         fig.add_trace(
-            go.Bar(
+            dict(
+                type="bar",
                 x=_take(x, hit),
                 y=evict[hit],
                 name=evictions,

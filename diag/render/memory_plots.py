@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
 from diag.model import GIB, Snapshot
 from diag.render.axes import finish_axes
+from diag.render.figspec import Spec
 from diag.render.plots import MEMORY_COLORS, layout, plot_text
 
 
@@ -105,12 +105,12 @@ def is_rank0(rank: Any) -> bool:
     return all(int(n) == 0 for n in re.findall(r"\d+", rank))
 
 
-def memory_figure(rows: Sequence[tuple[str, Mapping[str, float]]]) -> go.Figure | None:
+def memory_figure(rows: Sequence[tuple[str, Mapping[str, float]]]) -> Spec | None:
     """Horizontal stacked bars, one per source (logs, each snapshot), in GiB."""
     rows = [(label, parts) for label, parts in rows if parts]
     if not rows:
         return None
-    fig = go.Figure()
+    fig = Spec()
     components: list[str] = []
     for _, parts in rows:
         components += [c for c in parts if c not in components]
@@ -118,7 +118,8 @@ def memory_figure(rows: Sequence[tuple[str, Mapping[str, float]]]) -> go.Figure 
     for comp in components:
         values = [parts.get(comp) for _, parts in rows]
         fig.add_trace(
-            go.Bar(
+            dict(
+                type="bar",
                 y=ylabels,
                 x=[v if v is not None else 0 for v in values],
                 orientation="h",
@@ -141,7 +142,7 @@ def components(rows: Sequence[tuple[str, Mapping[str, float]]]) -> int:
 
 
 # ------------------------------------------------------------------ capture per rank
-def capture_time_figure(capture_end: pd.DataFrame) -> go.Figure | None:
+def capture_time_figure(capture_end: pd.DataFrame) -> Spec | None:
     """Capture duration per rank and phase (memory taken in the hover)."""
     if capture_end is None or capture_end.empty or "time_s" not in capture_end:
         return None
@@ -164,12 +165,13 @@ def capture_time_figure(capture_end: pd.DataFrame) -> go.Figure | None:
         .reset_index()
     )
     ranks = sorted(f["rank"].unique(), key=natural_key)
-    fig = go.Figure()
+    fig = Spec()
     phase_colors = ["#1c7ed6", "#f08c00", "#7048e8", "#0ca678"]
     for i, (phase, part) in enumerate(f.groupby("phase", sort=True)):
         part = part.set_index("rank").reindex(ranks)
         fig.add_trace(
-            go.Bar(
+            dict(
+                type="bar",
                 x=[plot_text(r) for r in ranks],
                 y=part["time_s"].to_numpy(),
                 name=plot_text(phase),
