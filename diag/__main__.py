@@ -1,6 +1,6 @@
 """``python -m diag``: the graphdiag command line."""
 
-from diag.cli import main
+from diag.cli import run
 
 if __name__ == "__main__":
-    main()
+    run()
