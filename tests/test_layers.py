@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("diag.render",),
     # orchestration and outputs over everything below
     ("diag.api", "diag.evidence", "diag.export", "diag.export_parquet", "diag.output"),
-    ("diag.cli", "diag.__main__", "diag"),
+    ("diag.cli", "diag.entry", "diag.__main__", "diag"),
 ]
 MAX_LINES = 600
 

@@ -506,3 +506,29 @@ def test_every_command_exits_as_interrupted(
     assert result.exit_code == 130, result.output
     assert "graphdiag: interrupted; no report written" in result.output
     assert "Aborted" not in result.output
+
+
+def test_the_program_runs_openblas_single_threaded_unless_told(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The entry point sets OPENBLAS_NUM_THREADS=1 before numpy can load (its spinning
+    threads take CPU from the scan workers), and keeps a value the user set."""
+    import diag.cli
+    from diag.entry import run
+
+    seen: list[str | None] = []
+
+    def fake_cli_run() -> None:
+        seen.append(os.environ.get("OPENBLAS_NUM_THREADS"))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(diag.cli, "run", fake_cli_run)
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    with pytest.raises(SystemExit):
+        run()
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    with pytest.raises(SystemExit):
+        run()
+    assert seen == ["1", "4"]
+    src = (ROOT / "diag" / "entry.py").read_text()
+    assert "import numpy" not in src and "from diag" not in src.split("def run")[0]
