@@ -161,8 +161,8 @@ def load_timeline(
     top = {name: np.full(max_points, -np.inf) for name in _VALUES[:3]}
     evicted = np.zeros(max_points)
     for (frame, cols), keep, ts in zip(present, keeps, stamps, strict=True):
-        finite = np.isfinite(ts)
-        ok: slice | np.ndarray = slice(None) if finite.all() else finite  # (no copy: all timed)
+        timed = np.isfinite(ts)
+        ok: slice | np.ndarray = slice(None) if timed.all() else timed  # (no copy: all timed)
         idx = np.minimum(((ts[ok] - lo) / width).astype(np.int64), max_points - 1)
         count += np.bincount(idx, minlength=max_points)
         for name, highest in top.items():
