@@ -62,3 +62,42 @@ def kv_tokens_with_source(
         f"derived: {blocks} GPU blocks x block_size {size} ({spec.name} default; "
         "the log does not echo block_size)"
     )
+
+
+_SERVING = ("decode_batch", "prefill_batch", "stats", "graph_step")
+
+
+def unfinished_capture(tables: EventTables) -> str | None:
+    """A note when the log ends inside a capture: a capture began, and after its last begin
+    or progress line nothing says it ended (no end line, no complete progress bar, no
+    serving line), and no capture error was placed. Never silent: such a log is either a
+    capture that stopped without words graphdiag can read (the error cut off, a killed
+    process) or an excerpt cut during capture; either way the run has no capture figures."""
+
+    def keys(kind: str) -> list[tuple[int, int]]:
+        frame = tables[kind]
+        if frame.empty:
+            return []
+        col = "_order" if "_order" in frame.columns else "line"
+        return list(zip(frame[col].astype("int64"), range(len(frame)), strict=True))
+
+    begun = [(k, "capture_begin", i) for k, i in keys("capture_begin")]
+    begun += [(k, "capture_progress", i) for k, i in keys("capture_progress")]
+    if not begun:
+        return None
+    last, kind, row_at = max(begun)
+    row = tables[kind].iloc[row_at]
+    if kind == "capture_progress" and _as_int(row.get("done")) is not None:
+        total = _as_int(row.get("total"))
+        if total is not None and _as_int(row.get("done")) == total:
+            return None  # the bar reached its total: the last size was captured
+    for later in ("capture_end", *_SERVING):
+        if any(k > last for k, _ in keys(later)):
+            return None
+    phase = row.get("phase")
+    what = f"{phase} capture" if isinstance(phase, str) and phase else "capture"
+    return (
+        f"{what} began (line {int(row['line'])} of {row['source']}) and the log ends before it "
+        "finished: no end of capture, no serving line and no error graphdiag can place after "
+        "it (a capture that stopped without a readable error, or a log cut during capture)"
+    )

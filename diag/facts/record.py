@@ -28,6 +28,7 @@ from diag.facts.capture_totals import (
     _capture_totals,
     _kv_tokens,
     kv_tokens_with_source,
+    unfinished_capture,
 )
 from diag.facts.requests import request_table
 from diag.facts.runs import Run
@@ -497,6 +498,7 @@ def build_facts(run: Run) -> RunFacts:
         request_table(t, batches),
         capture_phases=phases,
         kv_tokens_source=kv_source,
+        notes=[note] if error is None and (note := unfinished_capture(t)) else [],
     )
 
 
