@@ -58,3 +58,21 @@ def test_a_capture_shown_to_end_is_not_noted(tmp_path: Path, after: str) -> None
 
 def test_a_whole_healthy_log_is_not_noted(tmp_path: Path) -> None:
     assert _notes(tmp_path, HEALTHY) == []
+
+
+def test_an_error_outside_capture_is_noted_on_a_run_without_capture_error(tmp_path: Path) -> None:
+    """A traceback of the forward pass (no capture frame, its exception line cut off) is no
+    capture error, and the run says that it saw it and why it is not one."""
+    fragment = (
+        "Traceback (most recent call last):\n"
+        '  File "/sgl-workspace/sglang/python/sglang/srt/models/qwen2.py", line 371, in forward\n'
+        "    return self.logits_processor(\n"
+        '  File "/usr/local/lib/python3.11/dist-packages/vllm/distributed/parallel_state.py", '
+        "line 420, in all_gather\n"
+    )
+    log = tmp_path / "server.log"
+    log.write_text(fragment)
+    run = analyze([str(log)]).runs[0]
+    assert run.record["capture_error"] is None
+    (note,) = [n for n in run.facts.notes if "not read as a capture error" in n]
+    assert note.startswith(f"an error at line 1 of {log} is not read as a capture error, ")

@@ -101,3 +101,24 @@ def unfinished_capture(tables: EventTables) -> str | None:
         "finished: no end of capture, no serving line and no error graphdiag can place after "
         "it (a capture that stopped without a readable error, or a log cut during capture)"
     )
+
+
+def unplaced_error(tables: EventTables) -> str | None:
+    """A note for a run with errors but no capture error: the first error, and why it is not
+    read as one (its phase), so a traceback in the log is never passed over in silence."""
+    errors = tables["error"]
+    if errors.empty:
+        return None
+    col = "_order" if "_order" in errors.columns else "line"
+    row = errors.iloc[int(errors[col].astype("int64").to_numpy().argmin())]
+    phase = next(
+        (p for p in (row.get("phase"), row.get("log_phase")) if isinstance(p, str) and p),
+        None,
+    )
+    where = f"placed in {phase.replace('_', ' ')}" if phase else "in no phase the log shows"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    message = str(row["message"]).split("\n", 1)[0]
+    return (
+        f"an error at line {int(row['line'])} of {row['source']}{more} is not read as a capture "
+        f"error, {where}: {message}"
+    )

@@ -29,6 +29,7 @@ from diag.facts.capture_totals import (
     _kv_tokens,
     kv_tokens_with_source,
     unfinished_capture,
+    unplaced_error,
 )
 from diag.facts.requests import request_table
 from diag.facts.runs import Run
@@ -498,8 +499,14 @@ def build_facts(run: Run) -> RunFacts:
         request_table(t, batches),
         capture_phases=phases,
         kv_tokens_source=kv_source,
-        notes=[note] if error is None and (note := unfinished_capture(t)) else [],
+        notes=_quiet_run_notes(t) if error is None else [],
     )
+
+
+def _quiet_run_notes(t: EventTables) -> list[str]:
+    """What a run without a capture error still shows: errors outside capture, a capture
+    the log ends inside (never "No findings" in silence)."""
+    return [note for note in (unplaced_error(t), unfinished_capture(t)) if note]
 
 
 def _ceiling(
