@@ -114,9 +114,15 @@ class BucketPlan:
     def evaluate(cls, sizes: Iterable[int], hist: Mapping[int, int]) -> BucketPlan:
         """Score any bucket set (e.g. the engine's current one) the same way as the optimum."""
         ss = _clean_sizes(sizes)
-        covered, total, padded, slots = _serve(ss, _clean_hist(hist))
+        return cls.from_counts(ss, *_serve(ss, _clean_hist(hist)))
+
+    @classmethod
+    def from_counts(
+        cls, sizes: list[int], covered: int, total: int, padded: int, slots: int
+    ) -> BucketPlan:
+        """The plan of ``sizes`` from its served weight, total weight, padded and graph slots."""
         return cls(
-            sizes=ss,
+            sizes=sizes,
             coverage=covered / total if total else 0.0,
             padding_waste=padded / slots if slots else None,
             padded_slots=padded,
@@ -285,13 +291,7 @@ class BucketSolver:
         w = self.ws[served]
         covered, total = int(w.sum()), int(self.ws.sum())
         padded, slots = int(((bucket - self.xs[served]) * w).sum()), int((bucket * w).sum())
-        return BucketPlan(
-            sizes=sizes,
-            coverage=covered / total if total else 0.0,
-            padding_waste=padded / slots if slots else None,
-            padded_slots=padded,
-            graph_slots=slots,
-        )
+        return BucketPlan.from_counts(sizes, covered, total, padded, slots)
 
     def _grow(self, levels: int) -> None:
         if len(self.table) > levels:
