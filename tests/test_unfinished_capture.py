@@ -60,6 +60,16 @@ def test_a_whole_healthy_log_is_not_noted(tmp_path: Path) -> None:
     assert _notes(tmp_path, HEALTHY) == []
 
 
+def test_redraws_glued_on_one_line_are_read_to_their_last(tmp_path: Path) -> None:
+    """tqdm redraws glued into one physical line: the last one (100%) decides, not the first."""
+    redraws = [ln for ln in HEALTHY.splitlines() if ln.startswith("Capturing CUDA graphs (decode")]
+    glued = "\r".join(redraws)  # as tqdm leaves them in a file: one line, CR between redraws
+    assert "100%" in glued
+    assert _notes(tmp_path, f"{BEGIN}\n{glued}\n") == []
+    cut = "\r".join(redraws[:-1])  # the same bar, last redrawn at 78% when the log ends
+    assert len(_notes(tmp_path, f"{BEGIN}\n{cut}\n")) == 1
+
+
 def test_an_error_outside_capture_is_noted_on_a_run_without_capture_error(tmp_path: Path) -> None:
     """A traceback of the forward pass (no capture frame, its exception line cut off) is no
     capture error, and the run says that it saw it and why it is not one."""

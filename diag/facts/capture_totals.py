@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from diag.engines import spec_for
 from diag.events import EventTables
 from diag.facts.access import _as_int, _first, _rank0, sizing
@@ -64,6 +66,7 @@ def kv_tokens_with_source(
     )
 
 
+_BEGUN = ("capture_begin", "capture_progress")
 _SERVING = ("decode_batch", "prefill_batch", "stats", "graph_step")
 
 
@@ -74,25 +77,27 @@ def unfinished_capture(tables: EventTables) -> str | None:
     capture that stopped without words graphdiag can read (the error cut off, a killed
     process) or an excerpt cut during capture; either way the run has no capture figures."""
 
-    def keys(kind: str) -> list[tuple[int, int]]:
+    def order(kind: str) -> np.ndarray:
         frame = tables[kind]
         if frame.empty:
-            return []
-        col = "_order" if "_order" in frame.columns else "line"
-        return list(zip(frame[col].astype("int64"), range(len(frame)), strict=True))
+            return np.zeros(0, np.int64)
+        return frame["_order" if "_order" in frame.columns else "line"].to_numpy(np.int64)
 
-    begun = [(k, "capture_begin", i) for k, i in keys("capture_begin")]
-    begun += [(k, "capture_progress", i) for k, i in keys("capture_progress")]
+    begun = []  # (latest order key, kind rank: progress over begin on one line, last such row)
+    for rank, kind in enumerate(_BEGUN):
+        if len(o := order(kind)):
+            begun.append((int(o.max()), rank, len(o) - 1 - int(np.argmax(o[::-1]))))
     if not begun:
         return None
-    last, kind, row_at = max(begun)
+    last, rank, row_at = max(begun)
+    kind = _BEGUN[rank]
     row = tables[kind].iloc[row_at]
     if kind == "capture_progress" and _as_int(row.get("done")) is not None:
         total = _as_int(row.get("total"))
         if total is not None and _as_int(row.get("done")) == total:
             return None  # the bar reached its total: the last size was captured
-    for later in ("capture_end", *_SERVING):
-        if any(k > last for k, _ in keys(later)):
+    for later in ("capture_end", *_SERVING):  # (whole columns: millions of serving lines)
+        if len(o := order(later)) and int(o.max()) > last:
             return None
     phase = row.get("phase")
     what = f"{phase} capture" if isinstance(phase, str) and phase else "capture"
