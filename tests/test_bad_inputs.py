@@ -453,3 +453,25 @@ def test_rows_are_documented() -> None:
         assert name in globals() or name in (ROOT / "tests" / "test_properties.py").read_text(), (
             name
         )
+
+
+def test_a_text_file_named_as_a_pickle_is_skipped_not_read_as_a_log(tmp_path: Path) -> None:
+    """A protocol-0 pickle is ASCII (the classic `os.system` payload), and so is any text
+    misnamed ``cuda_graph_runner_memory_usage.pickle``: neither is a snapshot torch wrote,
+    neither is loaded nor read as a log; the other inputs are analysed."""
+    from diag.api import analyze
+
+    (tmp_path / "cuda_graph_runner_memory_usage.pickle").write_text(
+        'cos\nsystem\n(S"touch pwned"\ntR.'
+    )
+    log = tmp_path / "server.log"
+    log.write_bytes(
+        (ROOT / "fixtures" / "incidents" / "sglang-healthy" / "server.log").read_bytes()
+    )
+    report = analyze([str(tmp_path)])
+    by_name = {Path(i.path).name: i for i in report.inputs}
+    pickled = by_name["cuda_graph_runner_memory_usage.pickle"]
+    assert (pickled.status, pickled.kind) == ("skipped", "memory_snapshot")
+    assert pickled.reason == "named as a pickle but not a binary pickle (protocol 2-5): not read"
+    assert by_name["server.log"].status == "ok" and len(report.runs) == 1
+    assert not (tmp_path / "pwned").exists()

@@ -122,6 +122,11 @@ def logs_by_stream(
                 close_quietly(opened.stream)
 
 
+def _named_pickle(item: InputFile) -> bool:
+    name = str(item.path).lower()
+    return name.endswith((".pickle", ".pkl", ".pickle.gz", ".pkl.gz"))
+
+
 def open_input(
     item: InputFile, status: InputStatus, found: Artifacts, snapshot_limit: int
 ) -> Opened | None:
@@ -139,6 +144,13 @@ def open_input(
             status.status, status.reason = "skipped", err
             return None
         info = sniff(head, compressed=False)
+        if info.kind in ("log", "profile_table") and _named_pickle(item):
+            # a text "pickle" (protocol 0/1, or no pickle at all) is never a snapshot torch
+            # wrote, and never read as a log either: its name says what it claims to be
+            status.kind = "memory_snapshot"
+            status.status = "skipped"
+            status.reason = "named as a pickle but not a binary pickle (protocol 2-5): not read"
+            return None
         status.kind, status.backend = info.kind, info.backend
         if info.kind == "memory_snapshot":
             close_quietly(stream_obj)
