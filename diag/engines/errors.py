@@ -125,18 +125,20 @@ class Form:
             rx = rf"(?<![\w.]){rx}(?!\w)"
         return rx
 
-    def anchor(self, codes: list[RuntimeCode]) -> str:
-        """A literal every line of this form holds (its text, or the names' common prefix)."""
+    def anchors(self, table: dict[str, RuntimeCode]) -> tuple[str, ...]:
+        """Literals one of which every line of this form holds: its longest literal, the names'
+        common prefix, or (a form that is the message alone) the messages themselves."""
         if self.key() == "name":
-            return commonprefix([c.name for c in codes])
-        return max(re.split(r"\{\w+\}", self.text), key=len)
+            return (commonprefix(list(table)),)
+        literal = max(re.split(r"\{\w+\}", self.text), key=len)
+        return (literal,) if literal else tuple(sorted(table))
 
 
 @dataclass(frozen=True)
 class _Matcher:
     """One printed form of one runtime, with the codes its key is looked up in."""
 
-    anchor: str
+    anchors: tuple[str, ...]
     regex: re.Pattern[str]
     table: dict[str, RuntimeCode]
 
@@ -206,16 +208,15 @@ def _matchers() -> tuple[_Matcher, ...]:
             for c in codes:
                 if form.holds(c):
                     table.setdefault(str(c.value(key)), c)
+            anchors = form.anchors(table)
             if key == "message":
                 alt = "|".join(re.escape(k) for k in sorted(table, key=len, reverse=True))
                 key_rx = f"(?P<key>{alt})"
+            elif key == "name":
+                key_rx = rf"(?P<key>{re.escape(anchors[0])}\w*)"
             else:
-                key_rx = (
-                    rf"(?P<key>{re.escape(form.anchor(codes))}\w*)"
-                    if key == "name"
-                    else r"(?P<key>\d+)"
-                )
-            out.append(_Matcher(form.anchor(codes), re.compile(form.pattern(key_rx)), table))
+                key_rx = r"(?P<key>\d+)"
+            out.append(_Matcher(anchors, re.compile(form.pattern(key_rx)), table))
     return tuple(out)
 
 
@@ -223,7 +224,7 @@ def quoted_codes(text: str) -> list[RuntimeCode]:
     """The runtime codes a text quotes in one of their printed forms, in the order they appear."""
     hits: list[tuple[int, RuntimeCode]] = []
     for m in _matchers():
-        if m.anchor in text:
+        if any(a in text for a in m.anchors):
             for hit in m.regex.finditer(text):
                 if (c := m.table.get(hit.group("key"))) is not None:
                     hits.append((hit.start(), c))
@@ -334,4 +335,4 @@ def recognised(text: str) -> bool:
 def line_anchors() -> tuple[str, ...]:
     """Literals one of which every line a runtime code is printed in holds: a parser that feeds
     only lines with an anchor feeds these."""
-    return tuple(sorted({m.anchor for m in _matchers()}))
+    return tuple(sorted({a for m in _matchers() for a in m.anchors}))
