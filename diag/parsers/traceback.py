@@ -449,9 +449,13 @@ class ErrorParser(LineParser):
             return self._block(line, stripped, phase)
         if (erring or _NCCL_LINE in msg) and any(w in msg for w in _SIGNATURE_WORDS):
             verdict = sigs.judge(msg)
-            if verdict.capture or verdict.code is not None or (
-                verdict.error_class != "other"
-                and (_NCCL_LINE in msg or verdict.signature in _LINE_OOM)
+            if (
+                verdict.capture
+                or verdict.code is not None
+                or (
+                    verdict.error_class != "other"
+                    and (_NCCL_LINE in msg or verdict.signature in _LINE_OOM)
+                )
             ):
                 ctx.emit(
                     "error",
