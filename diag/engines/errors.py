@@ -82,7 +82,7 @@ class RuntimeCode:
                 message=self.message,
                 name=self.name,
                 code=self.code,
-                file="/workspace/csrc/custom_all_reduce.cuh",
+                file="/workspace/csrc/kernel.cu",
                 line=432,
                 n=self.code,
             )
