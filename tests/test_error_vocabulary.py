@@ -18,24 +18,12 @@ def _want(code: sigs.RuntimeCode, line: str) -> str:
     return code.error_class
 
 
-# known conflicts, kept visible (strict xfail): a hand row outranks the code's own class
-_CONFLICTS = {
-    "cuda_304": "unsupported_in_graph's bare 'operation not supported' (OS call failed or ...)",
-    "hip_304": "unsupported_in_graph's bare 'operation not supported' (OS call failed or ...)",
-    "cuda_717": "unsupported_in_graph's bare 'operation not supported' (global/shared space)",
-    "acl_207000": "'[Error]: This feature is not supported.' judged by a hand row",
-    "acl_207001": "'[Error]: Failed to apply for memory.' judged by a hand row",
-}
-
-
 def _cases() -> list[object]:
-    out: list[object] = []
-    for c in sigs.runtime_codes():
-        for line in c.printed():
-            bad = c.id in _CONFLICTS and sigs.judge(line).error_class != _want(c, line)
-            marks = [pytest.mark.xfail(strict=True, reason=_CONFLICTS[c.id])] if bad else []
-            out.append(pytest.param(c, line, marks=marks, id=f"{c.id}-{line[:50]}"))
-    return out
+    return [
+        pytest.param(c, line, id=f"{c.id}-{line[:50]}")
+        for c in sigs.runtime_codes()
+        for line in c.printed()
+    ]
 
 
 def test_every_code_is_printed_and_the_table_is_complete() -> None:

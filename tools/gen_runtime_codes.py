@@ -162,9 +162,11 @@ def acl(arg: str) -> list[Code]:
     return [out[k] for k in sorted(out)]
 
 
-_OOM = re.compile(r"MemoryAllocation|OutOfMemory|MEMORY_ALLOCATION|OUT_OF_MEMORY")
+_OOM = re.compile(
+    r"MemoryAllocation|OutOfMemory|MEMORY_ALLOCATION|OUT_OF_MEMORY|BAD_ALLOC|_ALLOC_FAIL"
+)
 _CAPTURE = re.compile(r"StreamCapture|CapturedEvent|CAPTURE|_CAPTURED\b|CAPTURING|STREAM_UNJOINED")
-_UNSUPPORTED = re.compile(r"NotSupported|NOT_SUPPORT")
+_UNSUPPORTED = re.compile(r"NotSupported|NOT_SUPPORT|FEATURE_UNSUPPORTED")
 
 
 def _judge(c: Code) -> tuple[str, bool]:
