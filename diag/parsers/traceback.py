@@ -297,8 +297,10 @@ class TracebackBlock(Block):
             if sec.exception is None:
                 continue
             verdict = sigs.judge(sec.exception)
-            if not known and not verdict.capture and verdict.error_class == "other":
-                continue  # an unknown text's exception names nothing graphdiag knows
+            named = verdict.capture or verdict.error_class != "other" or verdict.code is not None
+            if not known and not named:
+                continue  # an unknown text's exception names nothing graphdiag knows (a
+                # runtime's error code is known, whatever the engine)
             phase = place(sec.frames) or place(all_frames)
             reason = None
             head = sec.exception.split("\n", 1)[0]
