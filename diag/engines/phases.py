@@ -148,16 +148,24 @@ def place(frames: list[str], engines: tuple[str, ...] = ("vllm", "sglang")) -> s
     return phase
 
 
+@cache
+def _packages() -> tuple[tuple[str, str], ...]:
+    """("/package/", engine) for every package of phases.yaml ``packages``."""
+    raw = _raw()["packages"]
+    assert isinstance(raw, dict)
+    return tuple((f"/{pkg}/", str(engine)) for engine, pkgs in raw.items() for pkg in pkgs)
+
+
 def _package_engine(path: str) -> str | None:
-    if "/sglang/" in path:
-        return "sglang"
-    if "/vllm/" in path:
-        return "vllm"
+    for marker, engine in _packages():
+        if marker in path:
+            return engine
     return None
 
 
 def engine_of_frames(frames: list[str]) -> str | None:
-    """The engine whose package the frames run in (``.../vllm/...`` or ``.../sglang/...``)."""
+    """The engine whose package (or plugin package) the frames run in (``.../vllm/...``,
+    ``.../vllm_ascend/...``, ``.../sglang/...``)."""
     for frame in reversed(frames):
         parts = split_frame(frame)
         if parts is None:

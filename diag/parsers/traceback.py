@@ -426,6 +426,8 @@ class ErrorParser(LineParser):
         "startup complete",
         "fired up",
         *sigs.line_anchors(),  # how the runtimes print their codes (Cuda error, error code is, ...)
+        # every phase marker's anchors (phases.yaml), so no marker row goes unread
+        *sorted({a for e in ("vllm", "sglang") for m in phase_table(e).markers for a in m.anchors}),
     )
 
     def feed(self, line: LogLine, ctx: Context) -> Block | None:
