@@ -182,3 +182,28 @@ def test_every_printed_code_in_every_prefix_family_is_an_error_event(
             wrong.append((line, row["error_class"], row["explicit_capture"]))
     assert not missed, f"{family}: {len(missed)} of {len(cases)} not an error event: {missed[:5]}"
     assert not wrong, f"{family}: {len(wrong)} of {len(cases)} judged otherwise: {wrong[:5]}"
+
+
+def _said() -> list[object]:
+    return [
+        pytest.param(s, text, id=f"{s.id}-{text[:40]}")
+        for s in sigs.signatures()
+        if s.code is None
+        for text in s.says
+    ]
+
+
+def test_every_hand_row_names_what_its_source_says() -> None:
+    rows = [s for s in sigs.signatures() if s.code is None]
+    assert rows and all(s.says for s in rows), [s.id for s in rows if not s.says]
+
+
+@pytest.mark.parametrize("sig,text", _said())
+def test_every_hand_row_is_judged_by_its_own_text(sig: sigs.Signature, text: str) -> None:
+    assert sig.regex.search(text), text
+    v = sigs.judge(text)
+    if sig.error_class is None:  # a capture wrapper: the class is what it wraps
+        assert v.capture and v.error_class == "other", v
+    else:  # no row above it takes its text
+        assert (v.signature, v.error_class) == (sig.id, sig.error_class), v
+        assert v.capture == sig.capture or v.capture, v

@@ -47,6 +47,7 @@ class Signature:
     secondary: bool = False
     message: str | None = None  # the exact message, where the row is one message
     code: RuntimeCode | None = None  # the runtime code the row is (rows of runtime_codes.yaml)
+    says: tuple[str, ...] = ()  # the texts its source prints (what the row is tested against)
 
     @cached_property
     def regex(self) -> re.Pattern[str]:
@@ -260,6 +261,8 @@ def _order() -> tuple[Signature | _Slot, ...]:
                 bool(row.get("capture", False)),
                 bool(row.get("secondary", False)),
                 row.get("message"),
+                None,
+                tuple(row.get("says", ())),
             )
         )
     return tuple(out)
@@ -280,7 +283,9 @@ def signatures() -> tuple[Signature, ...]:
 def _code_signature(c: RuntimeCode) -> Signature:
     forms = [f for f in _forms()[c.runtime] if f.holds(c)]
     rx = "|".join(f"(?:{f.pattern(re.escape(str(c.value(f.key()))))})" for f in forms)
-    return Signature(c.id, c.error_class, rx, c.source, c.capture, _secondary(c), c.message, c)
+    return Signature(
+        c.id, c.error_class, rx, c.source, c.capture, _secondary(c), c.message, c, c.printed()
+    )
 
 
 def _secondary(c: RuntimeCode) -> bool:
