@@ -1,4 +1,4 @@
-"""The runtimes' error vocabulary, row by row: every code of ``runtime_codes.yaml`` in every form
+"""The runtimes' error vocabulary, row by row: every code of ``runtime_codes.json`` in every form
 its runtime prints it, judged as its row (class, capture mark), and the precedence rules."""
 
 from __future__ import annotations
