@@ -11,7 +11,15 @@ import pytest
 import yaml
 
 from diag.api import analyze
-from diag.engines.phases import CAPTURE_PHASES, DATA, engine_of_frames, place
+from diag.engines.phases import (
+    CAPTURE_PHASES,
+    DATA,
+    LogMarker,
+    engine_of_frames,
+    phase_table,
+    place,
+)
+from diag.parsers.traceback import _markers
 
 RAW = yaml.safe_load((DATA / "phases.yaml").read_text())
 
@@ -81,3 +89,28 @@ def test_an_oom_under_a_capture_frame_is_a_capture_error_of_its_phase(
     err = run.record["capture_error"]
     assert err is not None and err["class"] == "oom", (row["source"], err)
     assert err["phase"] == row["phase"]
+
+
+def _marker_lines() -> list[object]:
+    return [
+        pytest.param(engine, m, line, id=f"{engine}:{m.phase}:{line[:40]}")
+        for engine in ("vllm", "sglang")
+        for m in phase_table(engine).markers
+        for line in m.says
+    ]
+
+
+def test_every_marker_row_names_what_its_source_prints() -> None:
+    for engine in ("vllm", "sglang"):
+        assert all(m.says for m in phase_table(engine).markers), engine
+
+
+@pytest.mark.parametrize("engine,marker,line", _marker_lines())
+def test_every_marker_opens_its_phase_on_its_own_line(
+    engine: str, marker: LogMarker, line: str
+) -> None:
+    assert any(a in line for a in marker.anchors), line  # the prefilter lets it through
+    anchors, rx, phases = _markers((engine,))
+    m = rx.search(line)
+    assert m is not None and m.lastindex is not None, line
+    assert phases[m.lastindex - 1] == marker.phase, line  # no row above takes it

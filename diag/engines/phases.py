@@ -58,6 +58,7 @@ class LogMarker:
     regex: re.Pattern[str]
     versions: str
     source: str
+    says: tuple[str, ...] = ()  # lines its source prints (what the row is tested against)
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,7 @@ def phase_table(engine: str) -> PhaseTable:
             re.compile(r["regex"]),
             str(r.get("versions", "")),
             r["source"],
+            tuple(r.get("says", ())),
         )
         for r in raw.get("markers", [])
     )
