@@ -58,6 +58,7 @@ class LogMarker:
     regex: re.Pattern[str]
     versions: str
     source: str
+    says: tuple[str, ...] = ()  # lines its source prints (what the row is tested against)
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,7 @@ def phase_table(engine: str) -> PhaseTable:
             re.compile(r["regex"]),
             str(r.get("versions", "")),
             r["source"],
+            tuple(r.get("says", ())),
         )
         for r in raw.get("markers", [])
     )
@@ -148,16 +150,24 @@ def place(frames: list[str], engines: tuple[str, ...] = ("vllm", "sglang")) -> s
     return phase
 
 
+@cache
+def _packages() -> tuple[tuple[str, str], ...]:
+    """("/package/", engine) for every package of phases.yaml ``packages``."""
+    raw = _raw()["packages"]
+    assert isinstance(raw, dict)
+    return tuple((f"/{pkg}/", str(engine)) for engine, pkgs in raw.items() for pkg in pkgs)
+
+
 def _package_engine(path: str) -> str | None:
-    if "/sglang/" in path:
-        return "sglang"
-    if "/vllm/" in path:
-        return "vllm"
+    for marker, engine in _packages():
+        if marker in path:
+            return engine
     return None
 
 
 def engine_of_frames(frames: list[str]) -> str | None:
-    """The engine whose package the frames run in (``.../vllm/...`` or ``.../sglang/...``)."""
+    """The engine whose package (or plugin package) the frames run in (``.../vllm/...``,
+    ``.../vllm_ascend/...``, ``.../sglang/...``)."""
     for frame in reversed(frames):
         parts = split_frame(frame)
         if parts is None:

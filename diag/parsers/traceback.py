@@ -297,8 +297,10 @@ class TracebackBlock(Block):
             if sec.exception is None:
                 continue
             verdict = sigs.judge(sec.exception)
-            if not known and not verdict.capture and verdict.error_class == "other":
-                continue  # an unknown text's exception names nothing graphdiag knows
+            named = verdict.capture or verdict.error_class != "other" or verdict.code is not None
+            if not known and not named:
+                continue  # an unknown text's exception names nothing graphdiag knows (a
+                # runtime's error code is known, whatever the engine)
             phase = place(sec.frames) or place(all_frames)
             reason = None
             head = sec.exception.split("\n", 1)[0]
@@ -368,9 +370,11 @@ _SIGNATURE_WORDS = (
     "rror",
     "graph",
     "Fail when",
+    *sigs.line_anchors(),  # a runtime code in its printed form
 )
-# OOM rows an error line is reported for on its own (engine parsers report their own OOM lines)
-_LINE_OOM = frozenset({"torch_cuda_oom", "cuda_error_oom", "nccl_cuda_failure_oom"})
+# OOM rows an error line is reported for on its own (engine parsers report their own OOM lines);
+# a line quoting a runtime code in its printed form is reported whatever its class
+_LINE_OOM = frozenset({"torch_cuda_oom"})
 # what stands before the message on C++ lines: torchrun "[rank0]:", glog/c10d "[E1030 hh:mm:ss.us
 # file:N]", NCCL "host:pid:tid [dev] file:line (func)"
 _CPP_HEAD = re.compile(
@@ -421,6 +425,9 @@ class ErrorParser(LineParser):
         "Load weight",
         "startup complete",
         "fired up",
+        *sigs.line_anchors(),  # how the runtimes print their codes (Cuda error, error code is, ...)
+        # every phase marker's anchors (phases.yaml), so no marker row goes unread
+        *sorted({a for e in ("vllm", "sglang") for m in phase_table(e).markers for a in m.anchors}),
     )
 
     def feed(self, line: LogLine, ctx: Context) -> Block | None:
@@ -446,9 +453,13 @@ class ErrorParser(LineParser):
             return self._block(line, stripped, phase)
         if (erring or _NCCL_LINE in msg) and any(w in msg for w in _SIGNATURE_WORDS):
             verdict = sigs.judge(msg)
-            if verdict.capture or (
-                verdict.error_class != "other"
-                and (_NCCL_LINE in msg or verdict.signature in _LINE_OOM)
+            if (
+                verdict.capture
+                or verdict.code is not None
+                or (
+                    verdict.error_class != "other"
+                    and (_NCCL_LINE in msg or verdict.signature in _LINE_OOM)
+                )
             ):
                 ctx.emit(
                     "error",
