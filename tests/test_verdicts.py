@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from markupsafe import escape
 
 from diag.api import analyze
 from diag.cli import main
@@ -256,3 +257,24 @@ def test_no_real_error_excerpt_is_ok_or_silent(sub: str) -> None:
             assert item["reason"], f"{name} made no run and says nothing"
     for name in errors & set(by_file):
         assert "ok" not in by_file[name], (name, by_file[name])
+
+
+# ------------------------------------------------------------------ one verdict everywhere
+def test_the_verdict_and_its_reason_read_the_same_in_every_surface(tmp_path: Path) -> None:
+    """JSON, text, Markdown and HTML print the one verdict of each run, word for word."""
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    for name in ("sglang-healthy", "sglang-padding-waste", "sglang-capture-oom"):
+        _write(folder, f"{name}.log", (INCIDENTS / name / "server.log").read_text())
+    _write(folder, "oom.log", VLLM_PROFILE_OOM)
+    report = analyze([str(folder)], generated_at="fixed")
+    doc = report.to_dict()
+    text = " ".join(render_text(report).split())
+    md = " ".join(render_markdown(report).split())
+    html = render_html(report)
+    assert len(doc["runs"]) == 4
+    for run, row in zip(report.runs, doc["runs"], strict=True):
+        assert (row["verdict"], row["verdict_reason"]) == (run.verdict, run.verdict_reason)
+        said = f"verdict {run.verdict}: {run.verdict_reason}"
+        assert said in text and said in md
+        assert str(escape(run.verdict_reason)) in html

@@ -255,6 +255,11 @@ def render_markdown(report: Report) -> str:
         out += md_table(
             ["verdict", "run", "engine", "on graphs", "capture", "KV tokens", "findings"], rows
         )
+        out += ["", "<details><summary>Why each verdict</summary>", ""]
+        out += [
+            f"- {md_cell(run_name(run.id))}: {md_cell(verdict_line(run))}" for run in report.runs
+        ]
+        out += ["", "</details>"]
     else:
         for run in report.runs:
             out.append(f"- **{md_cell(verdict(run))}**")
