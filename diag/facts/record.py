@@ -78,6 +78,7 @@ DISABLING_REASONS = {
     "prefill_server",
     "torch_native_attention",
     "flex_attention",
+    "dual_chunk_attention",
     "deepep_normal",
     "double_sparsity",
     "tensor_dump",

@@ -84,9 +84,9 @@ class RunRow:
     codes: Sequence[str]
     summary: str  # what the run came to, without its id
     verdict_line: str  # the same with the run id, as the verdict box lists it
-    verdict: str = "ok"  # the run's verdict (diag.facts.verdict) and why
-    verdict_reason: str = ""
-    badge: tuple[str, str] = ("ok", "OK")  # (severity class, label) of the verdict
+    verdict: str  # the run's verdict (diag.facts.verdict) and why
+    verdict_reason: str
+    badge: tuple[str, str]  # (severity class, label) of the verdict
 
     @property
     def quiet(self) -> bool:

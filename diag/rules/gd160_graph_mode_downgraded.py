@@ -37,8 +37,8 @@ class GD160(Rule):
     evidence = "downgrade"
     remedies = (
         Remedy(
-            "Use an attention backend that supports graphs (flashinfer, fa3 or triton) instead "
-            "of torch native or flex attention.",
+            "Use an attention backend that supports graphs (flashinfer, fa3 or triton): the "
+            "one in use (torch native, flex or dual-chunk attention) makes SGLang turn them off.",
             engine="sglang",
             causes=("attention_backend", "other"),
         ),

@@ -31,6 +31,7 @@ MODEL_LIMIT_REASONS = frozenset(
     {
         "torch_native_attention",
         "flex_attention",
+        "dual_chunk_attention",
         "deepep",
         "deepep_normal",
         "double_sparsity",
