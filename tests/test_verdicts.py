@@ -19,7 +19,9 @@ from diag.api import analyze
 from diag.cli import main
 from diag.facts.verdict import FAILED, VERDICTS
 from diag.render.html import render_html
+from diag.render.mdtable import md_cell
 from diag.render.text import render_markdown, render_text
+from diag.report import Report
 from diag.rules.gd100_capture_failed import GD100
 from diag.rules.gd105_engine_error import GD105
 from tests.conftest import ROOT, need_corpus
@@ -257,24 +259,32 @@ def test_no_real_error_excerpt_is_ok_or_silent(sub: str) -> None:
             assert item["reason"], f"{name} made no run and says nothing"
     for name in errors & set(by_file):
         assert "ok" not in by_file[name], (name, by_file[name])
+    _same_everywhere(report)
 
 
 # ------------------------------------------------------------------ one verdict everywhere
+def _same_everywhere(report: Report) -> None:
+    doc = report.to_dict()
+    text = " ".join(render_text(report).split())
+    md = " ".join(render_markdown(report).split())
+    html = render_html(report)
+    for run, row in zip(report.runs, doc["runs"], strict=True):
+        assert (row["verdict"], row["verdict_reason"]) == (run.verdict, run.verdict_reason)
+        said = f"verdict {run.verdict}: {run.verdict_reason}"
+        assert said in text and " ".join(md_cell(said).split()) in md
+        assert str(escape(run.verdict_reason)) in html
+
+
 def test_the_verdict_and_its_reason_read_the_same_in_every_surface(tmp_path: Path) -> None:
-    """JSON, text, Markdown and HTML print the one verdict of each run, word for word."""
+    """JSON, text, Markdown and HTML print the one verdict of each run, word for word: over a
+    folder of several runs, and over every fixture incident on its own."""
     folder = tmp_path / "fleet"
     folder.mkdir()
     for name in ("sglang-healthy", "sglang-padding-waste", "sglang-capture-oom"):
         _write(folder, f"{name}.log", (INCIDENTS / name / "server.log").read_text())
     _write(folder, "oom.log", VLLM_PROFILE_OOM)
     report = analyze([str(folder)], generated_at="fixed")
-    doc = report.to_dict()
-    text = " ".join(render_text(report).split())
-    md = " ".join(render_markdown(report).split())
-    html = render_html(report)
-    assert len(doc["runs"]) == 4
-    for run, row in zip(report.runs, doc["runs"], strict=True):
-        assert (row["verdict"], row["verdict_reason"]) == (run.verdict, run.verdict_reason)
-        said = f"verdict {run.verdict}: {run.verdict_reason}"
-        assert said in text and said in md
-        assert str(escape(run.verdict_reason)) in html
+    assert len(report.runs) == 4
+    _same_everywhere(report)
+    for incident in sorted(p for p in INCIDENTS.iterdir() if p.is_dir()):
+        _same_everywhere(analyze([str(incident)], generated_at="fixed"))

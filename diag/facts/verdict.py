@@ -145,6 +145,12 @@ def engine_error(t: EventTables) -> EngineError | None:
     )
 
 
+def _one_line(text: str, limit: int = 200) -> str:
+    """A message as a reason quotes it: whitespace collapsed, cut at ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
 def _count(n: int, what: str) -> str:
     return f"{n:,} {what}{'es' if what.endswith('batch') and n != 1 else 's' if n != 1 else ''}"
 
@@ -193,13 +199,13 @@ def run_state(t: EventTables, record: dict[str, Any]) -> RunState:
         return RunState(
             "capture_failed",
             f"graph capture failed ({err['class']}){where} at {err['path']}:{err['line']}: "
-            f"{str(err['message']).strip()[:200]}",
+            f"{_one_line(str(err['message']))}",
         )
     served = _served(t, record["batches"])
     failure = engine_error(t)
     if failure is not None:
         after = "; the log shows serving lines after it" if failure.served_after else ""
-        said = f"{failure.headline[:200]} ({failure.at})"
+        said = f"{_one_line(failure.headline)} ({failure.at})"
         if failure.phase == "serving":
             return RunState(
                 "serving_failed", f"the engine failed while serving: {said}{after}", failure
