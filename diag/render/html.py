@@ -182,6 +182,12 @@ def _inputs(report: Report) -> list[dict[str, Any]]:
     ]
 
 
+def _rank(row: RunRow) -> int:
+    """Worst first: by the worst finding or the verdict, whichever is worse (a cut log with
+    no finding sorts with the notes, above the runs that are ok)."""
+    return min(SEVERITY_ORDER.get(row.worst or "", 9), SEVERITY_ORDER.get(row.badge[0], 9))
+
+
 def _worst(report: Report) -> str:
     """The verdict box's colour: the worst finding, or the worst run verdict where that is
     worse (a cut log with no finding is never green; no run at all is not either)."""
@@ -201,7 +207,7 @@ def render_html(report: Report) -> str:
     profiles, loose_profiles = _by_run(report.profiles, ids)
     snapshots, loose_snapshots = _by_run(report.snapshots, ids)
     pairs = [(_row(i, run), run) for i, run in enumerate(report.runs, start=1)]
-    order = sorted(pairs, key=lambda rr: (SEVERITY_ORDER.get(rr[1].worst() or "", 9), rr[0].index))
+    order = sorted(pairs, key=lambda rr: (_rank(rr[0]), rr[0].index))
     findings = sorted(
         ((f, row) for row, run in pairs for f in run.findings),
         key=lambda fr: finding_key(fr[0]),
