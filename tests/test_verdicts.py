@@ -288,3 +288,20 @@ def test_the_verdict_and_its_reason_read_the_same_in_every_surface(tmp_path: Pat
     _same_everywhere(report)
     for incident in sorted(p for p in INCIDENTS.iterdir() if p.is_dir()):
         _same_everywhere(analyze([str(incident)], generated_at="fixed"))
+
+
+def test_a_figure_in_the_reason_is_the_record_s_own(tmp_path: Path) -> None:
+    """The capture time a reason quotes is the record's capture_time_s (decode graphs, rank
+    0), not a sum over every capture: the healthy log with a draft capture added."""
+    lines = SGLANG_HEALTHY.read_text().splitlines(keepends=True)
+    end = next(i for i, ln in enumerate(lines) if "Capture cuda graph end" in ln)
+    draft = (
+        "[2025-11-03 09:00:11] Capture draft cuda graph end. Time elapsed: 62.67 s. "
+        "mem usage=0.21 GB. avail mem=7.20 GB.\n"
+    )
+    log = _write(
+        tmp_path, "draft.log", "".join(lines[: end + 1]) + draft + "".join(lines[end + 1 :])
+    )
+    _, run = _one(log)
+    assert run.record["capture_time_s"] == 6.2
+    assert "captured graphs in 6.2 s" in run.verdict_reason, run.verdict_reason

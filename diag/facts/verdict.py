@@ -176,11 +176,9 @@ def _served(t: EventTables, batches: dict[str, Any]) -> str | None:
 
 def _captured(t: EventTables, record: dict[str, Any]) -> str | None:
     """How the log shows graphs captured, in words; None when it does not."""
-    ends = t["capture_end"]
-    if not ends.empty:
-        secs = ends["time_s"].dropna()
-        took = f" in {float(secs.sum()):g} s" if len(secs) else ""
-        return f"captured graphs{took}"
+    if not t["capture_end"].empty:
+        secs = record["capture_time_s"]  # the record's one figure, as every surface prints it
+        return "captured graphs" + (f" in {secs:g} s" if secs is not None else "")
     b = record["batches"]
     if b["graph"] and b["source"] in ("logged", "mixed"):
         return "ran decode batches on graphs (the engine's own per-batch flag)"
