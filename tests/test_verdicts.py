@@ -20,6 +20,7 @@ from diag.cli import main
 from diag.facts.verdict import FAILED, VERDICTS
 from diag.render.html import render_html
 from diag.render.mdtable import md_cell
+from diag.render.serialize import to_yaml
 from diag.render.text import render_markdown, render_text
 from diag.report import Report
 from diag.rules.gd100_capture_failed import GD100
@@ -273,6 +274,10 @@ def _same_everywhere(report: Report) -> None:
         said = f"verdict {run.verdict}: {run.verdict_reason}"
         assert said in text and " ".join(md_cell(said).split()) in md
         assert str(escape(run.verdict_reason)) in html
+    tickets = yaml.safe_load(to_yaml(report))["runs"]
+    assert [(t["verdict"], t["verdict_reason"]) for t in tickets] == [
+        (r.verdict, r.verdict_reason) for r in report.runs
+    ]
 
 
 def test_the_verdict_and_its_reason_read_the_same_in_every_surface(tmp_path: Path) -> None:
