@@ -128,7 +128,8 @@ class GD105(Rule):
             causes=("oom",),
             flags=("--chunked-prefill-size", "--max-running-requests", "--mem-fraction-static"),
             when=_phase("memory_profiling", "serving", "unknown"),
-            source="sglang docs/advanced_features/hyperparameter_tuning.md (out of memory)",
+            source="SGLang's hyperparameter tuning guide, 'If OOM happens during prefill, try "
+            "to decrease --chunked-prefill-size' (project docs, not in the wheel)",
         ),
         # ---- the rest
         Remedy(

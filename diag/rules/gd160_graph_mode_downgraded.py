@@ -80,8 +80,9 @@ class GD160(Rule):
             "release's notes, or serve the model where graphs are supported; it is not a "
             "setting of yours to remove.",
             causes=("platform",),
-            source="vllm==0.6.3:vllm/config.py ('CUDA graph is not supported for %s on ROCm "
-            "yet, fallback to eager mode.', 'CUDA graph is not supported on BitAndBytes yet')",
+            source="vllm/config.py ~0.6-0.10: 'CUDA graph is not supported for %s on ROCm yet, "
+            "fallback to eager mode.', 'CUDA graph is not supported on BitAndBytes 8bit yet, "
+            "fallback to the eager mode.' (both set enforce_eager=True; formats 2.4)",
         ),
         Remedy(
             "Pick an attention backend with full-graph support, or leave full_cuda_graph off.",

@@ -18,6 +18,7 @@ import pandas as pd
 
 from diag.engines import spec_for
 from diag.engines.spec import EngineSpec, as_bool, as_int
+from diag.events import EventTables
 from diag.facts import classify as cls
 from diag.facts.record import RunFacts, captured_size_count, sizing
 from diag.facts.verdict import EngineError
@@ -343,7 +344,7 @@ def run_metrics(
     )
 
 
-def _memory_pressure(t: Any) -> bool:
+def _memory_pressure(t: EventTables) -> bool:
     """Does the run show memory running short: an OOM error anywhere, retractions, or
     preemptions? (Memory remedies for an error of class ``other`` need this.)"""
     errors = t["error"]
@@ -358,7 +359,7 @@ def _memory_pressure(t: Any) -> bool:
 _SOLUTION = re.compile(r"^\s*\d+\.\s+(.+?)\s*$", re.M)
 
 
-def _printed_solutions(t: Any) -> tuple[str, ...]:
+def _printed_solutions(t: EventTables) -> tuple[str, ...]:
     """The numbered "Possible solutions:" items the engine printed after a capture error
     (in the raised message: sglang==0.3.0:srt/model_executor/model_runner.py:514;
     sglang==0.5.2:srt/model_executor/cuda_graph_runner.py:392), in its order."""
@@ -366,7 +367,7 @@ def _printed_solutions(t: Any) -> tuple[str, ...]:
     if errors.empty:
         return ()
     for message in errors["message"].dropna():
-        head, sep, tail = str(message).partition("Possible solutions:")
+        _, sep, tail = str(message).partition("Possible solutions:")
         if sep:
             return tuple(m.group(1) for m in _SOLUTION.finditer(tail))
     return ()
@@ -416,11 +417,13 @@ def _user_eager(facts: RunFacts) -> str | None:
     return None
 
 
-USER_ARG_ORIGINS = ("non_default_args", "args", "server_args")
-# the args the user typed, echoed before the engine changes anything (vLLM
-# "non-default args:" 0.10.1+, "args:" before; vllm==0.11.0:vllm/entrypoints/utils.py
-# log_non_default_args); SGLang's server_args are printed after its own adjustments
+# the args the user typed, echoed before the engine changes anything: vLLM's
+# "non-default args: {...}" (vllm/entrypoints/openai/cli_args.py 0.9.0, later
+# vllm/entrypoints/utils.py) and "args: Namespace(...)" (vllm/entrypoints/openai/api_server.py
+# 0.4.0-0.8.5); formats/vllm-log-formats.md 2.3. SGLang's server_args= is printed after
+# ServerArgs.__post_init__ changed it (sglang==0.5.2:srt/entrypoints/engine.py:124)
 TYPED_ARG_ORIGINS = ("non_default_args", "args")
+USER_ARG_ORIGINS = (*TYPED_ARG_ORIGINS, "server_args")
 # graph_disabled reasons that follow from graphs being off, whoever turned them off:
 # vLLM's dispatcher warns once whenever cudagraph_mode is NONE
 # (vllm==0.10.2:vllm/v1/cudagraph_dispatcher.py, "cudagraph dispatching keys are not
