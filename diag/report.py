@@ -6,7 +6,7 @@ deterministic: the same inputs give the same bytes apart from ``generated_at``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from diag.about import __version__
@@ -52,6 +52,7 @@ class RunReport:
 
     def to_dict(self) -> dict[str, Any]:
         run = self.facts.run
+        failure = self.facts.state.engine_error
         out: dict[str, Any] = {
             "id": run.id,
             "backend": run.backend,
@@ -59,6 +60,8 @@ class RunReport:
             "sources": list(run.sources),
             "verdict": self.verdict,
             "verdict_reason": self.verdict_reason,
+            # the engine error outside capture the verdict rests on (GD105), placed in its phase
+            "engine_error": None if failure is None else asdict(failure),
             "year_source": self.facts.year_source,
             "startup_phase": self.facts.startup_phase,
             "record": clean_json(self.facts.record),

@@ -140,6 +140,8 @@ def test_an_oom_in_profiling_is_startup_failed_and_exits_1(tmp_path: Path) -> No
     report, run = _one(log)
     assert run.verdict == "startup_failed"
     assert "memory profiling" in run.verdict_reason and "oom.log:4" in run.verdict_reason
+    error = run.to_dict()["engine_error"]
+    assert (error["phase"], error["placed_by"], error["line"]) == ("memory_profiling", "frames", 4)
     res = CliRunner().invoke(main, ["analyze", str(log), "--no-html", "-o", str(tmp_path)])
     assert res.exit_code == 1
     assert "FAIL" in render_text(report) and "startup_failed" in render_markdown(report)
@@ -179,6 +181,7 @@ def test_a_log_that_makes_no_run_says_why_everywhere(tmp_path: Path) -> None:
     row = next(i for i in report.to_dict()["inputs"] if i["path"] == str(empty))
     assert row["reason"] and "made no run" in row["reason"]
     assert "made no run" in " ".join(render_text(report).split())
+    assert "made no run" in render_markdown(report)
     assert "made no run" in render_html(report)
 
 

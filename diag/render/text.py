@@ -298,6 +298,13 @@ def render_markdown(report: Report) -> str:
                 out.append("```")
             out.append("</details>")
             out.append("")
+    shown = report.inputs_to_show()
+    if shown:
+        out += ["### Inputs not fully read or without a run", ""]
+        out += md_table(
+            ["input", "status", "why"], [[i.path, i.status, i.reason or ""] for i in shown]
+        )
+        out.append("")
     out += [
         "### Ticket record",
         "",
