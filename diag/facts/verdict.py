@@ -37,6 +37,7 @@ PlacedBy = Literal["frames", "log", "order", "none"]
 # periodic lines of a serving engine (batches, stats, per-step graph lines)
 SERVING_KINDS = ("decode_batch", "prefill_batch", "stats", "graph_step")
 _BEFORE_SERVING = "before serving"
+FLAGGED = "ran decode batches on graphs (the engine's own per-batch flag)"
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,7 @@ def _captured(t: EventTables, record: dict[str, Any]) -> str | None:
         return "captured graphs" + (f" in {secs:g} s" if secs is not None else "")
     b = record["batches"]
     if b["graph"] and b["source"] in ("logged", "mixed"):
-        return "ran decode batches on graphs (the engine's own per-batch flag)"
+        return FLAGGED
     began = not (t["capture_begin"].empty and t["capture_progress"].empty)
     if began and unfinished_capture(t) is None:
         return "captured graphs (the capture ran to its end)"
@@ -245,6 +246,11 @@ def run_state(t: EventTables, record: dict[str, Any]) -> RunState:
         )
     if served is None:
         return RunState("incomplete", f"the server {done}, and the log ends before it served")
+    if done == FLAGGED:  # the batches show both: say it once
+        g = int(record["batches"]["graph"])
+        return RunState(
+            "ok", f"the server {served}, {g:,} of them on graphs by the engine's own per-batch flag"
+        )
     return RunState("ok", f"the server {done} and {served}")
 
 
