@@ -313,3 +313,45 @@ def test_a_figure_in_the_reason_is_the_record_s_own(tmp_path: Path) -> None:
     _, run = _one(log)
     assert run.record["capture_time_s"] == 6.2
     assert "captured graphs in 6.2 s" in run.verdict_reason, run.verdict_reason
+
+
+SGLANG_SERVING_CRASH = """\
+[2025-11-03 09:59:00] Scheduler hit an exception: Traceback (most recent call last):
+  File "/usr/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 2400, in run_scheduler_process
+    scheduler.event_loop_normal()
+  File "/usr/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 700, in event_loop_normal
+    result = self.run_batch(batch)
+RuntimeError: CUDA error: an illegal memory access was encountered
+"""
+
+
+@pytest.mark.parametrize("incident", sorted(p.name for p in INCIDENTS.iterdir() if p.is_dir()))
+def test_a_crash_appended_to_a_served_log_makes_it_serving_failed(
+    incident: str, tmp_path: Path
+) -> None:
+    """Transformation over every fixture incident: a run seen serving (ok or warn) that gets
+    a serving-time traceback appended to its last log becomes serving_failed with GD105 at
+    error, whatever else it had; one whose capture failed stays capture_failed."""
+    folder = INCIDENTS / incident
+    report = analyze([str(folder)], generated_at="fixed")
+    if len(report.runs) != 1:
+        pytest.skip("one run per incident is transformed")
+    before = report.runs[0]
+    logs = sorted(folder.glob("*.log"))
+    if not logs:
+        pytest.skip("no plain log to append to")
+    copy = tmp_path / incident
+    copy.mkdir()
+    for f in folder.iterdir():
+        if f.is_file():
+            (copy / f.name).write_bytes(f.read_bytes())
+    crash = SGLANG_SERVING_CRASH if before.facts.backend == "sglang" else VLLM_SERVING_CRASH
+    with (copy / logs[-1].name).open("a") as out:
+        out.write(crash)
+    after = analyze([str(copy)], generated_at="fixed").runs[0]
+    if before.verdict in ("ok", "warn"):
+        assert after.verdict == "serving_failed", (after.verdict, after.verdict_reason)
+        assert "illegal memory access" in after.verdict_reason
+        assert any(f.code == "GD105" and f.severity == "error" for f in after.findings)
+    elif before.verdict == "capture_failed":
+        assert after.verdict == "capture_failed"
