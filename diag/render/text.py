@@ -208,7 +208,8 @@ def render_text(report: Report) -> str:
     else:
         out.append(no_findings(report))
         out.append("")
-    out.append("Runs:")
+    if report.runs:
+        out.append("Runs:")
     for run in report.runs:
         out.extend(wrap(verdict(run), WIDTH, subsequent_indent="     "))
         lines = [verdict_line(run), *record_lines(run)]
@@ -216,7 +217,8 @@ def render_text(report: Report) -> str:
             out.extend(wrap(line, WIDTH, initial_indent="     ", subsequent_indent="       "))
     skipped = report.inputs_to_show()
     if skipped:
-        out.append("")
+        if out[-1]:
+            out.append("")
         out.append("Inputs not fully read or without a run:")
         for item in skipped:
             out.extend(
