@@ -31,10 +31,11 @@ class GD105(Rule):
     (weights, memory profiling, KV allocation, warm-up) or an error while serving. The
     server did not come up, or stopped serving, whatever its graphs did.
 
-    The run's first root error is the one reported (a follow-on such as vLLM's
-    "EngineCore failed to start" or a CUDA error reported after another is not), placed by
-    its traceback frames, else by the serving lines before it, else by the last start-up
-    phase the log opened. Remedies follow the cause and the phase: memory steps only for
+    The run's first root error is the one reported (not a later one such as vLLM's
+    front-end "Engine core initialization failed. See root cause above", nor a follow-on
+    error errors.yaml marks secondary, nor a traceback cut before its exception line while
+    a whole one exists), placed by its traceback frames, else by the serving lines before
+    it, else by the last start-up phase the log opened. Remedies follow the cause and the phase: memory steps only for
     an out-of-memory error, in the engine's own words for that phase (vLLM's KV check
     "Try increasing `gpu_memory_utilization` or decreasing `max_model_len`", its warm-up
     "Please try lowering `max_num_seqs` or `gpu_memory_utilization`", SGLang's "Please
