@@ -355,3 +355,17 @@ def test_a_crash_appended_to_a_served_log_makes_it_serving_failed(
         assert any(f.code == "GD105" and f.severity == "error" for f in after.findings)
     elif before.verdict == "capture_failed":
         assert after.verdict == "capture_failed"
+
+
+def test_many_inputs_without_a_run_are_counted_not_listed_in_text(tmp_path: Path) -> None:
+    folder = tmp_path / "many"
+    folder.mkdir()
+    _write(folder, "server.log", SGLANG_HEALTHY.read_text())
+    for i in range(15):
+        _write(folder, f"chatter-{i:02}.log", "[2025-11-03 09:00:00] hello\n")
+    report = analyze([str(folder)], generated_at="fixed")
+    reasons = [i.reason for i in report.inputs if i.path != str(folder / "server.log")]
+    assert len(reasons) == 15 and all(r and "made no run" in r for r in reasons)
+    for text in (render_text(report), render_markdown(report)):
+        assert text.count("made no run") == 10 and "... and 5 more" in text
+    assert render_html(report).count("made no run") >= 15

@@ -21,6 +21,7 @@ from diag.rules.engine import finding_key
 
 WIDTH = 100
 MAX_REMEDIES = 2
+MAX_INPUTS = 10  # inputs listed by name in text and Markdown; the JSON and HTML list all
 
 #: flags like --cuda-graph-max-bs are never split at their hyphens
 wrap = partial(textwrap.wrap, break_on_hyphens=False, break_long_words=False)
@@ -220,7 +221,7 @@ def render_text(report: Report) -> str:
         if out[-1]:
             out.append("")
         out.append("Inputs not fully read or without a run:")
-        for item in skipped:
+        for item in skipped[:MAX_INPUTS]:
             out.extend(
                 wrap(
                     f"{item.status}: {item.path}: {item.reason}",
@@ -229,7 +230,17 @@ def render_text(report: Report) -> str:
                     subsequent_indent="    ",
                 )
             )
+        if len(skipped) > MAX_INPUTS:
+            out.append(f"  {more_inputs(len(skipped))}")
     return "\n".join(out) + "\n"
+
+
+def more_inputs(n: int) -> str:
+    """The line that stands for the inputs past :data:`MAX_INPUTS` (a folder of many files)."""
+    return (
+        f"... and {n - MAX_INPUTS:,} more (the JSON report's inputs and the HTML inputs table "
+        "list every one with its reason)"
+    )
 
 
 def render_markdown(report: Report) -> str:
@@ -304,8 +315,11 @@ def render_markdown(report: Report) -> str:
     if shown:
         out += ["### Inputs not fully read or without a run", ""]
         out += md_table(
-            ["input", "status", "why"], [[i.path, i.status, i.reason or ""] for i in shown]
+            ["input", "status", "why"],
+            [[i.path, i.status, i.reason or ""] for i in shown[:MAX_INPUTS]],
         )
+        if len(shown) > MAX_INPUTS:
+            out += ["", more_inputs(len(shown))]
         out.append("")
     out += [
         "### Ticket record",
