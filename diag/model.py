@@ -200,9 +200,11 @@ class Finding:
     message: str
     evidence: list[Evidence] = field(default_factory=list)
     remediation: list[str] = field(default_factory=list)
+    # the cause that picked the remedies (e.g. GD100's error cause); None: one for all
+    cause: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "code": self.code,
             "name": self.name,
             "severity": self.severity,
@@ -210,6 +212,9 @@ class Finding:
             "evidence": [e.to_dict() for e in self.evidence],
             "remediation": list(self.remediation),
         }
+        if self.cause is not None:
+            out["cause"] = self.cause
+        return out
 
 
 def clean_json(value: Any) -> Any:

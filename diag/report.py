@@ -6,7 +6,7 @@ deterministic: the same inputs give the same bytes apart from ``generated_at``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from diag.about import __version__
@@ -14,6 +14,7 @@ from diag.advise.bucket_sets import Advice
 from diag.events import EventTables
 from diag.facts.record import RunFacts
 from diag.facts.requests import request_summary
+from diag.facts.verdict import Verdict, judge
 from diag.model import SEVERITY_ORDER, Evidence, Finding, InputStatus, Snapshot, clean_json
 
 SCHEMA = "graphdiag.report/1"
@@ -34,6 +35,16 @@ class RunReport:
     def record(self) -> dict[str, Any]:
         return self.facts.record
 
+    @property
+    def verdict(self) -> Verdict:
+        """ok | warn | capture_failed | startup_failed | serving_failed | incomplete."""
+        return judge(self.facts.state, self.findings)[0]
+
+    @property
+    def verdict_reason(self) -> str:
+        """One sentence from the run's own evidence: why it got its verdict."""
+        return judge(self.facts.state, self.findings)[1]
+
     def worst(self) -> str | None:
         if not self.findings:
             return None
@@ -41,11 +52,16 @@ class RunReport:
 
     def to_dict(self) -> dict[str, Any]:
         run = self.facts.run
+        failure = self.facts.state.engine_error
         out: dict[str, Any] = {
             "id": run.id,
             "backend": run.backend,
             "engine_version": self.facts.engine_version,
             "sources": list(run.sources),
+            "verdict": self.verdict,
+            "verdict_reason": self.verdict_reason,
+            # the engine error outside capture the verdict rests on (GD105), placed in its phase
+            "engine_error": None if failure is None else asdict(failure),
             "year_source": self.facts.year_source,
             "startup_phase": self.facts.startup_phase,
             "record": clean_json(self.facts.record),
@@ -76,6 +92,18 @@ class Report:
     tables: EventTables
     generated_at: str | None = None
 
+    def __post_init__(self) -> None:
+        note_inputs_without_runs(self.inputs, self.runs)
+
+    def inputs_to_show(self) -> list[InputStatus]:
+        """Inputs a reader must hear about: not fully read, or read without making a run
+        (files skipped only for not being logs, e.g. a README in a folder, are left out)."""
+        return [
+            i
+            for i in self.inputs
+            if (i.status != "ok" or i.reason) and not (i.reason or "").startswith("not a log")
+        ]
+
     @property
     def findings(self) -> list[Finding]:
         return [f for r in self.runs for f in r.findings]
@@ -103,6 +131,26 @@ class Report:
             "profiles": clean_json(self.profiles),
             "snapshots": clean_json(self.snapshots),
         }
+
+
+NO_RUN = "read, but made no run"
+
+
+def note_inputs_without_runs(inputs: list[InputStatus], runs: list[RunReport]) -> None:
+    """Every log that was read but made no run says why in its ``reason`` (INTERFACE:
+    "every input that makes no run says why"): nothing in its lines is a start-up,
+    capture, batch, stats or error line graphdiag reads."""
+    used = {s for r in runs for s in r.facts.run.sources}
+    for item in inputs:
+        if item.kind != "log" or item.status != "ok" or item.reason or item.path in used:
+            continue
+        lines = (
+            f"{item.lines:,} line{'s' if item.lines != 1 else ''}" if item.lines else "its lines"
+        )
+        item.reason = (
+            f"{NO_RUN}: none of {lines} is a start-up, capture, batch, stats or error line "
+            f"graphdiag reads ({item.events or 0} events)"
+        )
 
 
 __all__ = ["Evidence", "Finding", "Report", "RunReport", "SCHEMA", "clean_json"]

@@ -175,3 +175,63 @@ def test_promise_missed_on_other_traffic(tmp_path: Path) -> None:
     # priced on AFTER's traffic, the promised set misses the same batches the engine ran eager
     assert p["recommended_on_after_traffic"]["coverage"] == p["measured_coverage"]
     assert any("the promise was missed" in w for w in doc["warnings"])
+
+
+# ------------------------------------------------------------------ verdicts across units
+INCIDENTS = Path(__file__).resolve().parents[1] / "fixtures" / "incidents"
+
+
+def _lines_first(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.strip()]
+
+
+def test_across_engines_no_metric_is_better_and_the_refusal_comes_first() -> None:
+    sg = INCIDENTS / "sglang-healthy" / "server.log"
+    vl = INCIDENTS / "vllm-healthy" / "server.log"
+    doc = compare(analyze([str(sg)]), analyze([str(vl)]), [str(sg)], [str(vl)])
+    assert doc["comparable"] is False
+    assert doc["warnings"][0].startswith("not comparable: BEFORE is sglang, AFTER is vllm")
+    assert "requests" in doc["warnings"][0] and "tokens" in doc["warnings"][0]
+    assert all(m["better"] is None for m in doc["metrics"])
+    assert any(m["delta"] for m in doc["metrics"])  # the numbers are still shown
+    text = render_text(doc)
+    assert _lines_first(text)[0].startswith("WARNING: not comparable")
+    assert "(better)" not in text and "(worse)" not in text and "n/a" not in text
+    page = render_html(doc)
+    assert page.index("not comparable") < page.index("<ul>") < page.index("<table>")
+    assert 'class="better"' not in page and 'class="worse"' not in page
+
+
+def test_vllm_v0_against_v1_is_refused_by_the_unit_change(tmp_path: Path) -> None:
+    """The same log with its version moved before 0.8.0 (V0: sizes count sequences)."""
+    v1 = INCIDENTS / "vllm-healthy" / "server.log"
+    v0 = tmp_path / "v0.log"
+    v0.write_text(v1.read_text().replace("0.13.0", "0.6.3"))
+    doc = compare(analyze([str(v0)]), analyze([str(v1)]), [str(v0)], [str(v1)])
+    assert doc["comparable"] is False
+    assert doc["warnings"][0].startswith("not comparable: BEFORE (vllm 0.6.3) counts")
+    assert "sequences" in doc["warnings"][0] and "tokens" in doc["warnings"][0]
+    same = compare(analyze([str(v1)]), analyze([str(v1)]))
+    assert same["comparable"] is True and not same["warnings"]
+
+
+def test_each_side_carries_its_verdict(pair: tuple[Path, Path]) -> None:
+    doc = compare(analyze([str(pair[0])]), analyze([str(pair[1])]))
+    assert doc["before"]["verdict"] == "warn" and "GD110" in doc["before"]["verdict_reason"]
+    assert doc["after"]["verdict"] in ("ok", "warn")
+    assert f"verdict {doc['before']['verdict']}:" in render_text(doc)
+
+
+def test_a_set_not_applied_is_not_checked_and_says_so_in_one_sentence(
+    pair: tuple[Path, Path],
+) -> None:
+    before = analyze([str(pair[0])])
+    doc = compare(before, analyze([str(pair[0])]))  # AFTER kept BEFORE's own set
+    p = doc["promise"]
+    assert p["applied"] is False and p["held"] is None
+    assert p["coverage_held"] is None and p["waste_held"] is None
+    s = p["summary"]
+    assert "was not applied" in s and "is not checked" in s
+    assert "held" not in s and "missed" not in s  # no verdict beside "not applied"
+    assert s.count("BEFORE's recommended set") == 1
+    assert s in render_text(doc) and not any(s in w for w in doc["warnings"])

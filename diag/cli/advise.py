@@ -115,8 +115,10 @@ def compare(
 ) -> None:
     """Two runs side by side: BEFORE AFTER, or --before P... --after P... for path sets.
 
-    Each side's main run (most decode batches) is compared; a side with graphs disabled
-    gets a warning (eager numbers are not the graph path's).
+    Each side's main run (most decode batches) is compared, with its verdict; a side with
+    graphs disabled gets a warning (eager numbers are not the graph path's). Across engines,
+    or vLLM versions whose sizes count other things (V0 before 0.8.0: sequences; V1:
+    tokens), no metric is called better or worse, and that is said first.
     """
     from diag.output import write_atomic
     from diag.render.compare import compare as make
@@ -136,7 +138,7 @@ def compare(
     rb = _analyze(list(before), quiet, "before")
     ra = _analyze(list(after), quiet, "after")
     doc = make(rb, ra, before, after)
-    if fmt != "text" or output:  # the text table already ends with them
+    if fmt != "text" or output:  # the text on stdout already begins with them
         for w in doc["warnings"]:
             warn(w)
     text = {"text": render_text, "json": render_json, "html": render_html}[fmt](doc)

@@ -24,6 +24,16 @@ from diag.engines.spec import (
 from diag.engines.version import parse_version
 
 NEWEST = (0, 11, 1)
+# the default engine is V0 before 0.8.0 (VLLM_USE_V1 defaults to 0:
+# vllm==0.7.3:vllm/envs.py:503-504) and V1 from 0.8.0: V0 captures per batch of sequences,
+# V1 per step of tokens (which also serve mixed prefill+decode steps)
+V1_DEFAULT_SINCE = (0, 8, 0)
+
+
+def capture_unit(version: str | None) -> str:
+    """What this version's capture sizes (and the batch sizes set against them) count."""
+    return "sequences" if (parse_version(version) or NEWEST) < V1_DEFAULT_SINCE else "tokens"
+
 
 MARKERS = re.compile(
     rb"vllm|vLLM|model_runner\.py|gpu_model_runner|Avg prompt throughput|# GPU blocks|"
@@ -59,7 +69,7 @@ def default_capture_sizes(
     vllm==0.7.3:vllm/envs.py:503-504), whose list stops at max_num_seqs padded
     (vllm==0.7.3:vllm/config.py:3369-3394); from 0.8.0 V1's token list."""
     ver = parse_version(version) or NEWEST
-    if v0 or ver < (0, 8, 0):
+    if v0 or ver < V1_DEFAULT_SINCE:
         seqs = max_num_seqs or 256
         pad = seqs if seqs <= 2 else 4 if seqs <= 4 else -(-seqs // 8) * 8
         cap = min(pad, 256 if ver < (0, 6, 0) else 8192)

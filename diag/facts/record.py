@@ -33,6 +33,7 @@ from diag.facts.capture_totals import (
 )
 from diag.facts.requests import request_table
 from diag.facts.runs import Run
+from diag.facts.verdict import RunState, run_state
 from diag.model import Snapshot
 
 RECORD_KEYS = (
@@ -77,6 +78,7 @@ DISABLING_REASONS = {
     "prefill_server",
     "torch_native_attention",
     "flex_attention",
+    "dual_chunk_attention",
     "deepep_normal",
     "double_sparsity",
     "tensor_dump",
@@ -96,6 +98,7 @@ class RunFacts:
     batches: pd.DataFrame
     record: dict[str, Any]
     ranks: list[dict[str, Any]]
+    state: RunState  # what the log shows of the server's life (diag.facts.verdict)
     capture_error_at: tuple[str, int] | None = None
     agreement: dict[str, Any] | None = None
     requests: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -494,6 +497,7 @@ def build_facts(run: Run) -> RunFacts:
         batches,
         record,
         _ranks(run, batches),
+        run_state(t, record),
         error_at,
         cls.inference_agreement(batches),
         request_table(t, batches),

@@ -100,6 +100,11 @@ _DISABLED = (
         "torch_native_attention",
     ),
     ("Cuda graph is disabled because of using torch Flex Attention backend", "flex_attention"),
+    # sglang==0.5.2:srt/server_args.py:615-619 (sets disable_cuda_graph before server_args=)
+    (
+        "cuda graphs are disabled because of using dual chunk flash attention",
+        "dual_chunk_attention",
+    ),
     ("Cuda graph is disabled because deepep_mode", "deepep_normal"),
     ("Use triton backend without CUDA graph", "double_sparsity"),
     ("Cuda graph and server warmup are disabled", "tensor_dump"),

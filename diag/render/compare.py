@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from diag.about import __version__
+from diag.engines import spec_for
+from diag.engines.vllm import capture_unit
 from diag.model import Snapshot, clean_json
 from diag.report import Report, RunReport
 from diag.rules.metrics import run_metrics
@@ -124,6 +126,8 @@ def _side(
         "main_run": run.id if run else None,
         "why": why,
         "runs": [r.id for r in report.runs],
+        "verdict": run.verdict if run else None,
+        "verdict_reason": run.verdict_reason if run else None,
         "inputs_skipped": [
             {"path": i.path, "reason": i.reason} for i in report.inputs if i.status == "skipped"
         ],
@@ -145,12 +149,14 @@ def compare(
         run = runs[label]
         values[label] = _values(run, rep.snapshots) if run else {}
 
+    refusal = not_comparable(runs["before"], runs["after"])
     metrics = []
     for key, name, unit, kind, better in METRICS:
         a, b = values["before"].get(key), values["after"].get(key)
         if a is None and b is None:
             continue
-        d, winner = _delta(a, b, kind, better)
+        # across engines or unit-changing versions a delta is shown, never a verdict on it
+        d, winner = _delta(a, b, kind, None if refusal else better)
         metrics.append(
             {
                 "key": key,
@@ -172,8 +178,8 @@ def compare(
         "disappeared": [_finding(codes_b[c]) for c in sorted(set(codes_b) - set(codes_a))],
         "persisting": [_finding(codes_a[c]) for c in sorted(set(codes_a) & set(codes_b))],
     }
-    promise = promise_held(rb, ra)
-    warnings = _warnings(runs, values)
+    promise = promise_held(rb, ra, refusal)
+    warnings = ([refusal] if refusal else []) + _warnings(runs, values)
     if promise is not None and promise["held"] is False:
         warnings.append(promise["summary"])
     doc = {
@@ -181,6 +187,7 @@ def compare(
         "tool_version": __version__,
         "before": sides["before"],
         "after": sides["after"],
+        "comparable": refusal is None,
         "metrics": metrics,
         "findings": findings,
         "promise": promise,
@@ -192,11 +199,46 @@ def compare(
 PROMISE_TOLERANCE = 0.005  # half a point: below the resolution of a day's coverage figure
 
 
-def promise_held(before: RunReport | None, after: RunReport | None) -> dict[str, Any] | None:
+def size_unit(run: RunReport) -> str:
+    """What the run's capture sizes and decode batch sizes count, for its engine version."""
+    if run.facts.backend == "vllm":
+        return capture_unit(run.facts.engine_version)
+    spec = spec_for(run.facts.backend)
+    return spec.size_unit if spec is not None else "unknown"
+
+
+def not_comparable(before: RunReport | None, after: RunReport | None) -> str | None:
+    """Why no metric may be called better or worse across the two sides (None: they may):
+    other engines, or versions whose sizes count other things. Said first, everywhere."""
+    if before is None or after is None:
+        return None
+    eb, ea = before.facts.backend, after.facts.backend
+    if eb != ea:
+        return (
+            f"not comparable: BEFORE is {eb}, AFTER is {ea}; their sizes count "
+            f"{size_unit(before)} and {size_unit(after)} and their batches and throughputs are "
+            "measured differently, so no metric below is called better or worse"
+        )
+    ub, ua = size_unit(before), size_unit(after)
+    if ub != ua:
+        vb = before.facts.engine_version or "unknown version"
+        va = after.facts.engine_version or "unknown version"
+        return (
+            f"not comparable: BEFORE ({eb} {vb}) counts capture and batch sizes in {ub}, "
+            f"AFTER ({ea} {va}) in {ua}, so no metric below is called better or worse"
+        )
+    return None
+
+
+def promise_held(
+    before: RunReport | None, after: RunReport | None, refusal: str | None = None
+) -> dict[str, Any] | None:
     """Did BEFORE's advice hold on AFTER? The promise is the recommended set's held-out coverage
     and waste (``Advice.promised_coverage`` / ``heldout_waste``); the measurement is what AFTER's
-    engine logged with the set it captured. Also the promised set priced on AFTER's traffic, so
-    a miss can be told apart: other traffic (that price misses too) or another set applied."""
+    engine logged with the set it captured. It is checked only where AFTER applied that set
+    (and the sides are comparable); otherwise ``held`` is None and the one sentence says why.
+    Also the promised set priced on AFTER's traffic, so a miss can be told apart: other
+    traffic (that price misses too) or another set applied."""
     if before is None or after is None or before.advice is None:
         return None
     adv = before.advice
@@ -212,40 +254,24 @@ def promise_held(before: RunReport | None, after: RunReport | None) -> dict[str,
         if after.advice is not None and after.advice.unit == adv.unit
         else None
     )
-    applied = list(after_sizes) == list(rec.sizes)
-    cov_ok = None if cov is None else cov >= promised_cov - PROMISE_TOLERANCE
+    applied = refusal is None and list(after_sizes) == list(rec.sizes)
+    cov_ok = None if cov is None or not applied else cov >= promised_cov - PROMISE_TOLERANCE
     waste_ok = (
         None
-        if waste is None or promised_waste is None
+        if waste is None or promised_waste is None or not applied
         else waste <= promised_waste + PROMISE_TOLERANCE
     )
     held = None if cov_ok is None else bool(cov_ok and waste_ok is not False)
-    parts = [
-        f"promised coverage {promised_cov:.1%}" + ("" if cov is None else f", measured {cov:.1%}"),
-    ]
-    if promised_waste is not None:
-        parts.append(
-            f"promised padding waste {promised_waste:.1%}"
-            + ("" if waste is None else f", measured {waste:.1%}")
-        )
-    if held is None:
-        verdict = "AFTER logged no decided decode batch: the promise cannot be checked"
-    elif held:
-        verdict = "the promise held"
-    else:
-        verdict = "the promise was missed"
-    summary = f"BEFORE's recommended set {list(rec.sizes)}: {verdict} ({'; '.join(parts)})"
-    if not applied:
-        summary += f"; AFTER captured {list(after_sizes) or 'no set'}, not the recommended one"
-    if held is False and on_after is not None:
-        summary += (
-            f"; the recommended set on AFTER's traffic would cover {on_after.coverage:.1%}"
-            + (
-                ""
-                if on_after.padding_waste is None
-                else f" with {on_after.padding_waste:.1%} waste"
-            )
-        )
+    summary = _promise_sentence(
+        list(rec.sizes),
+        list(after_sizes),
+        held,
+        applied,
+        refusal,
+        (promised_cov, promised_waste),
+        (cov, waste),
+        None if on_after is None else (on_after.coverage, on_after.padding_waste),
+    )
     return {
         "recommended_sizes": list(rec.sizes),
         "ceiling": adv.ceiling,
@@ -273,6 +299,54 @@ def promise_held(before: RunReport | None, after: RunReport | None) -> dict[str,
     }
 
 
+def _pct(v: float | None) -> str | None:
+    return None if v is None else f"{v:.1%}"
+
+
+def _figures(label: str, cov: float | None, waste: float | None) -> str:
+    parts = [f"coverage {c}" for c in [_pct(cov)] if c] + [
+        f"padding waste {w}" for w in [_pct(waste)] if w
+    ]
+    return f"{label} " + " and ".join(parts) if parts else ""
+
+
+def _promise_sentence(
+    sizes: list[int],
+    after_sizes: list[int],
+    held: bool | None,
+    applied: bool,
+    refusal: str | None,
+    promised: tuple[float, float | None],
+    measured: tuple[float | None, float | None],
+    on_after: tuple[float, float | None] | None,
+) -> str:
+    """The promise check as one sentence whose parts never contradict each other."""
+    head = f"BEFORE's recommended set {sizes}"
+    promise = _figures("promised", *promised)
+    if refusal is not None:
+        return f"{head} is not checked on AFTER: the sides are {refusal.split(': ', 1)[0]}"
+    if not applied:
+        own = _figures("measured", *measured)
+        tail = (
+            f"; priced on AFTER's traffic it would give {_figures('', *on_after).strip()}"
+            if (on_after is not None)
+            else ""
+        )
+        return (
+            f"{head} was not applied (AFTER captured {after_sizes or 'no set'}), so its promise "
+            f"({promise}) is not checked" + (f"; AFTER's own set {own}" if own else "") + tail
+        )
+    if held is None:
+        return f"{head} was applied, but AFTER logged no decided decode batch: its promise ({promise}) cannot be checked"
+    measured_text = _figures("measured", *measured)
+    if held:
+        return f"{head} was applied and the promise held: {promise}, {measured_text}"
+    tail = ""
+    if on_after is not None:
+        tail = f"; priced on AFTER's traffic the set gives {_figures('', *on_after).strip()}"
+    return f"{head} was applied and the promise was missed: {promise}, {measured_text}{tail}"
+
+
 def _warnings(runs: dict[str, RunReport | None], values: dict[str, dict[str, Any]]) -> list[str]:
     out: list[str] = []
     for label, run in runs.items():
@@ -297,10 +371,6 @@ def _warnings(runs: dict[str, RunReport | None], values: dict[str, dict[str, Any
             )
     rb, ra = runs["before"], runs["after"]
     if rb is not None and ra is not None:
-        if rb.facts.backend != ra.facts.backend:
-            out.append(
-                f"the sides come from different engines ({rb.facts.backend} vs {ra.facts.backend})"
-            )
         pb, pa = values["before"].get("batch_p50"), values["after"].get("batch_p50")
         if pb and pa and max(pb, pa) > 1.25 * min(pb, pa):
             out.append(
@@ -313,7 +383,7 @@ def _warnings(runs: dict[str, RunReport | None], values: dict[str, dict[str, Any
 # ------------------------------------------------------------------ renderings
 def _fmt(v: Any, kind: str, unit: str = "") -> str:
     if v is None:
-        return "n/a"
+        return "-"
     if kind == "share":
         return f"{v:.1%}"
     if kind == "int" and isinstance(v, int | float):
@@ -339,14 +409,22 @@ def _fmt_delta(m: dict[str, Any]) -> str:
 
 
 def _side_line(label: str, side: dict[str, Any]) -> str:
+    verdict = (
+        f"; verdict {side['verdict']}: {side['verdict_reason']}" if side.get("verdict") else ""
+    )
     return (
-        f"{label}: {side['main_run'] or '-'} ({side['why']}) from {', '.join(side['paths']) or '-'}"
+        f"{label}: {side['main_run'] or '-'} ({side['why']}) from "
+        f"{', '.join(side['paths']) or '-'}{verdict}"
     )
 
 
 def render_text(doc: dict[str, Any]) -> str:
-    """Terminal table: metric, before, after, delta; then findings moves and warnings."""
-    lines = [_side_line("before", doc["before"]), _side_line("after ", doc["after"]), ""]
+    """Warnings first (a refusal to compare first of all), then the sides with their
+    verdicts, the metric table (metric, before, after, delta) and the findings moves."""
+    lines = [f"WARNING: {w_}" for w_ in doc["warnings"]]
+    if lines:
+        lines.append("")
+    lines += [_side_line("before", doc["before"]), _side_line("after ", doc["after"]), ""]
     rows = [
         (
             m["label"],
@@ -374,9 +452,6 @@ def render_text(doc: dict[str, Any]) -> str:
     promise = doc.get("promise")
     if promise is not None and promise["held"] is not False:  # a miss is among the warnings
         lines.extend(["", promise["summary"]])
-    if doc["warnings"]:
-        lines.append("")
-        lines.extend(f"WARNING: {w_}" for w_ in doc["warnings"])
     return "\n".join(lines) + "\n"
 
 

@@ -26,7 +26,7 @@ from diag.model import SEVERITY_ORDER, Finding, Snapshot
 from diag.render.html_page import Page, csp_hash, environment, fmt_num, joined, plotly_js, template
 from diag.render.html_run import run_view, unattached_view
 from diag.render.serialize import record_yaml
-from diag.render.text import run_name, verdict_text
+from diag.render.text import VERDICT_BADGE, no_findings, run_name, verdict_text
 from diag.render.view import EvidenceLine, FindingCard, FindingGroup, FirstChange, RunRow
 from diag.report import Report, RunReport
 from diag.rules.engine import finding_key, first_change
@@ -67,6 +67,9 @@ def _row(index: int, run: RunReport) -> RunRow:
         codes=sorted({f.code for f in run.findings}),
         summary=verdict_text(run, with_id=False),
         verdict_line=verdict_text(run),
+        verdict=run.verdict,
+        verdict_reason=run.verdict_reason,
+        badge=VERDICT_BADGE[run.verdict],
     )
 
 
@@ -91,11 +94,12 @@ def _card(f: Finding, row: RunRow) -> FindingCard:
 
 def _groups(pairs: list[tuple[Finding, RunRow]]) -> list[FindingGroup]:
     """One row per (code, first remedy): the first instance's message, the others folded."""
-    keyed: dict[tuple[str, str], list[tuple[Finding, RunRow]]] = {}
-    for f, row in pairs:
-        keyed.setdefault((f.code, f.remediation[0] if f.remediation else ""), []).append((f, row))
+    keyed: dict[tuple[str, str | None, str], list[tuple[Finding, RunRow]]] = {}
+    for f, row in pairs:  # the cause too: runs whose causes differ never share a row
+        key = (f.code, f.cause, f.remediation[0] if f.remediation else "")
+        keyed.setdefault(key, []).append((f, row))
     out = []
-    for (_, remedy), items in keyed.items():
+    for (_, _, remedy), items in keyed.items():
         f0, _ = items[0]
         runs = list(dict.fromkeys((r.anchor, r.name) for _, r in items))
         out.append(
@@ -122,31 +126,31 @@ def _headline(report: Report) -> str:
             hit = sum(1 for r in report.runs if r.findings)
             text += f" in {hit} of {len(report.runs)} runs"
         return text
-    return "No findings." if report.runs else "No server run found in the inputs."
+    return no_findings(report)
 
 
 def _first_changes(runs: list[tuple[RunRow, RunReport]], limit: int | None) -> list[FirstChange]:
     """Each run's first change; with a limit (many runs) one line per distinct change,
     naming its first run and how many others share it."""
     out: list[FirstChange] = []
-    seen: dict[tuple[str, str], list[RunRow]] = {}
+    seen: dict[tuple[str, str | None, str], list[RunRow]] = {}
     for row, run in sorted(runs, key=lambda rr: SEVERITY_ORDER.get(rr[1].worst() or "", 9)):
         fix = first_change(run.findings)
         if not fix:
             continue
-        key = (fix.code, fix.remediation[0])
+        key = (fix.code, fix.cause, fix.remediation[0])  # never one line for two causes
         if limit is not None and key in seen:
             seen[key].append(row)
             continue
         seen[key] = [row]
-        out.append(FirstChange(row.anchor, row.name, fix.code, fix.remediation[0]))
+        out.append(FirstChange(row.anchor, row.name, fix.code, fix.remediation[0], cause=fix.cause))
     if limit is None:
         return out
     named = []
     for c in out[:limit]:
-        more = len(seen[(c.code, c.text)]) - 1
+        more = len(seen[(c.code, c.cause, c.text)]) - 1
         also = f" and {more} other run{'s' if more != 1 else ''}" if more else ""
-        named.append(FirstChange(c.anchor, c.run_name, c.code, c.text, also))
+        named.append(FirstChange(c.anchor, c.run_name, c.code, c.text, also, c.cause))
     return named
 
 
@@ -178,6 +182,23 @@ def _inputs(report: Report) -> list[dict[str, Any]]:
     ]
 
 
+def _rank(row: RunRow) -> int:
+    """Worst first: by the worst finding or the verdict, whichever is worse (a cut log with
+    no finding sorts with the notes, above the runs that are ok)."""
+    return min(SEVERITY_ORDER.get(row.worst or "", 9), SEVERITY_ORDER.get(row.badge[0], 9))
+
+
+def _worst(report: Report) -> str:
+    """The verdict box's colour: the worst finding, or the worst run verdict where that is
+    worse (a cut log with no finding is never green; no run at all is not either)."""
+    sevs = [f.severity for f in report.findings]
+    sevs += [VERDICT_BADGE[r.verdict][0] for r in report.runs]
+    if not report.runs:
+        sevs.append("info")
+    known = [s for s in sevs if s in SEVERITY_ORDER]
+    return min(known, key=SEVERITY_ORDER.__getitem__) if known else "ok"
+
+
 def render_html(report: Report) -> str:
     """The whole report as one HTML document (plotly.js inlined once, no network use)."""
     page = Page()
@@ -186,7 +207,7 @@ def render_html(report: Report) -> str:
     profiles, loose_profiles = _by_run(report.profiles, ids)
     snapshots, loose_snapshots = _by_run(report.snapshots, ids)
     pairs = [(_row(i, run), run) for i, run in enumerate(report.runs, start=1)]
-    order = sorted(pairs, key=lambda rr: (SEVERITY_ORDER.get(rr[1].worst() or "", 9), rr[0].index))
+    order = sorted(pairs, key=lambda rr: (_rank(rr[0]), rr[0].index))
     findings = sorted(
         ((f, row) for row, run in pairs for f in run.findings),
         key=lambda fr: finding_key(fr[0]),
@@ -225,10 +246,9 @@ def render_html(report: Report) -> str:
             n_runs=len(report.runs),
             n_inputs=len(report.inputs),
             many=many,
-            worst=min(
-                (f.severity for f in report.findings), key=SEVERITY_ORDER.__getitem__, default=None
-            ),
+            worst=_worst(report),
             headline=_headline(report),
+            all_ok=bool(report.runs) and all(r.verdict == "ok" for r in report.runs),
             first_changes=_first_changes(pairs, MAX_FIRST_CHANGES if many else None),
             rows=rows,
             n_findings=len(findings),
@@ -238,11 +258,7 @@ def render_html(report: Report) -> str:
             runs=runs,
             loose=loose,
             inputs=_inputs(report),
-            inputs_not_ok=sum(
-                1
-                for i in report.inputs
-                if i.status != "ok" and not (i.reason or "").startswith("not a log")
-            ),
+            inputs_not_ok=len(report.inputs_to_show()),
             figures=[{"id": fid, "json": Markup(data)} for fid, data in page.figures],
             plotly_js=Markup(plotly_script),
             app_js=Markup(app_js),

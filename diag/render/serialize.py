@@ -34,6 +34,8 @@ def ticket_records(report: Report) -> list[dict[str, Any]]:
                 "run": run.id,
                 "backend": run.facts.backend,
                 "engine_version": run.facts.engine_version,
+                "verdict": run.verdict,
+                "verdict_reason": run.verdict_reason,
                 **clean_json(run.record),
                 "findings": [f"{f.code} {f.name} ({f.severity})" for f in run.findings],
             }

@@ -21,11 +21,20 @@ from diag.rules.engine import finding_key
 
 WIDTH = 100
 MAX_REMEDIES = 2
+MAX_INPUTS = 10  # inputs listed by name in text and Markdown; the JSON and HTML list all
 
 #: flags like --cuda-graph-max-bs are never split at their hyphens
 wrap = partial(textwrap.wrap, break_on_hyphens=False, break_long_words=False)
 
-HEAD = {"error": "FAIL", "warning": "WARN", "info": "NOTE", None: "OK"}
+# a run's verdict as a badge: (severity class, label); OK only for an ``ok`` verdict
+VERDICT_BADGE: dict[str, tuple[str, str]] = {
+    "ok": ("ok", "OK"),
+    "warn": ("warning", "WARN"),
+    "capture_failed": ("error", "FAIL"),
+    "startup_failed": ("error", "FAIL"),
+    "serving_failed": ("error", "FAIL"),
+    "incomplete": ("info", "INCOMPLETE"),
+}
 
 
 def _num(v: Any, unit: str = "") -> str | None:
@@ -46,15 +55,41 @@ def run_name(run_id: str) -> str:
 
 
 def verdict(run: RunReport) -> str:
-    """``FAIL run-id [engine]: ...``: the run's worst severity, then :func:`verdict_text`."""
-    return f"{HEAD[run.worst()]:4} {verdict_text(run)}"
+    """``FAIL run-id [engine]: capture_failed; ...``: the run's verdict badge, then
+    :func:`verdict_text`."""
+    return f"{VERDICT_BADGE[run.verdict][1]:4} {verdict_text(run)}"
+
+
+def verdict_line(run: RunReport) -> str:
+    """The verdict and its reason, as every renderer prints it under the run."""
+    return f"verdict {run.verdict}: {run.verdict_reason}"
+
+
+def no_findings(report: Report) -> str:
+    """What stands where no rule fired: "No findings." only when every run is ``ok``;
+    otherwise how many runs are not, so a failed or cut log never reads as healthy."""
+    if not report.runs:
+        return "No server run found in the inputs" + (
+            f": {len(report.inputs)} input{'s' if len(report.inputs) != 1 else ''} made "
+            "no run (why: the inputs list)."
+            if report.inputs
+            else "."
+        )
+    counts: dict[str, int] = {}
+    for run in report.runs:
+        if run.verdict != "ok":
+            counts[run.verdict] = counts.get(run.verdict, 0) + 1
+    if not counts:
+        return "No findings."
+    parts = ", ".join(f"{n} {v}" for v, n in counts.items())
+    return f"No rule fired, but not every run is ok: {parts} (the verdicts below say why)."
 
 
 def verdict_text(run: RunReport, with_id: bool = True) -> str:
     """What a run came to in one line, without the severity head (HTML shows a badge)."""
     rec = run.record
     b = rec["batches"]
-    parts = [f"graphs {rec['graph_mode']}"]
+    parts = [run.verdict, f"graphs {rec['graph_mode']}"]
     if rec["capture_error"]:
         parts.append(f"capture failed ({rec['capture_error']['class']})")
     if b["graph"] + b["eager"] and rec["captured_share"] is not None:
@@ -172,22 +207,21 @@ def render_text(report: Report) -> str:
                 out.extend(wrap(f"at {ev.path}:{ev.line}", WIDTH, initial_indent="        "))
         out.append("")
     else:
-        out.append("No findings.")
+        out.append(no_findings(report))
         out.append("")
-    out.append("Runs:")
+    if report.runs:
+        out.append("Runs:")
     for run in report.runs:
         out.extend(wrap(verdict(run), WIDTH, subsequent_indent="     "))
-        for line in record_lines(run) + [f"note: {n}" for n in run.facts.notes]:
+        lines = [verdict_line(run), *record_lines(run)]
+        for line in lines + [f"note: {n}" for n in run.facts.notes]:
             out.extend(wrap(line, WIDTH, initial_indent="     ", subsequent_indent="       "))
-    skipped = [
-        i
-        for i in report.inputs
-        if i.status != "ok" and not (i.reason or "").startswith("not a log")
-    ]
+    skipped = report.inputs_to_show()
     if skipped:
-        out.append("")
-        out.append("Inputs not fully read:")
-        for item in skipped:
+        if out[-1]:
+            out.append("")
+        out.append("Inputs not fully read or without a run:")
+        for item in skipped[:MAX_INPUTS]:
             out.extend(
                 wrap(
                     f"{item.status}: {item.path}: {item.reason}",
@@ -196,7 +230,17 @@ def render_text(report: Report) -> str:
                     subsequent_indent="    ",
                 )
             )
+        if len(skipped) > MAX_INPUTS:
+            out.append(f"  {more_inputs(len(skipped))}")
     return "\n".join(out) + "\n"
+
+
+def more_inputs(n: int) -> str:
+    """The line that stands for the inputs past :data:`MAX_INPUTS` (a folder of many files)."""
+    return (
+        f"... and {n - MAX_INPUTS:,} more (the JSON report's inputs and the HTML inputs table "
+        "list every one with its reason)"
+    )
 
 
 def render_markdown(report: Report) -> str:
@@ -212,7 +256,7 @@ def render_markdown(report: Report) -> str:
             share = rec["captured_share"]
             rows.append(
                 [
-                    HEAD[run.worst()],
+                    f"{VERDICT_BADGE[run.verdict][1]} ({run.verdict})",
                     run_name(run.id),
                     _join(run.facts.backend, run.facts.engine_version, sep=" "),
                     "" if share is None else f"{share:.0%}",
@@ -224,9 +268,17 @@ def render_markdown(report: Report) -> str:
         out += md_table(
             ["verdict", "run", "engine", "on graphs", "capture", "KV tokens", "findings"], rows
         )
+        out += ["", "<details><summary>Why each verdict</summary>", ""]
+        out += [
+            f"- {md_cell(run_name(run.id))}: {md_cell(verdict_line(run))}" for run in report.runs
+        ]
+        out += ["", "</details>"]
     else:
         for run in report.runs:
             out.append(f"- **{md_cell(verdict(run))}**")
+            out.append(f"  - {md_cell(verdict_line(run))}")
+    if not report.runs or not report.findings:
+        out += ["", no_findings(report)]
     out.append("")
     findings = _sorted_findings(report)
     if findings:
@@ -259,6 +311,16 @@ def render_markdown(report: Report) -> str:
                 out.append("```")
             out.append("</details>")
             out.append("")
+    shown = report.inputs_to_show()
+    if shown:
+        out += ["### Inputs not fully read or without a run", ""]
+        out += md_table(
+            ["input", "status", "why"],
+            [[i.path, i.status, i.reason or ""] for i in shown[:MAX_INPUTS]],
+        )
+        if len(shown) > MAX_INPUTS:
+            out += ["", more_inputs(len(shown))]
+        out.append("")
     out += [
         "### Ticket record",
         "",

@@ -84,10 +84,13 @@ class RunRow:
     codes: Sequence[str]
     summary: str  # what the run came to, without its id
     verdict_line: str  # the same with the run id, as the verdict box lists it
+    verdict: str  # the run's verdict (diag.facts.verdict) and why
+    verdict_reason: str
+    badge: tuple[str, str]  # (severity class, label) of the verdict
 
     @property
     def quiet(self) -> bool:
-        return not self.codes
+        return not self.codes and self.verdict == "ok"
 
 
 @dataclass(frozen=True)
@@ -129,3 +132,4 @@ class FirstChange:
     code: str
     text: str
     more: str = ""  # "and 5 other runs" when several runs share this change
+    cause: str | None = None  # the finding's cause: runs of different causes never share one

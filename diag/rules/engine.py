@@ -97,6 +97,7 @@ class RuleEngine:
                 rule.message(m),
                 SELECTORS[rule.evidence](facts),
                 rule.remediation(m),
+                rule.cause(m),
             )
         for rule in fired:
             f = findings[rule.code]

@@ -2,15 +2,61 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from diag.rules.base import Remedy, Rule
+from diag.rules.causes import CAUSE_FIRST_STEPS, Cause, cause_of
 from diag.rules.metrics import RunMetrics
 
-_CAPTURE_CLASSES = ("oom", "stream_capture_invalid", "unsupported_op", "distributed", "other")
-_NON_OOM = ("stream_capture_invalid", "unsupported_op", "distributed", "other")
+ALL_CAUSES: tuple[Cause, ...] = (
+    "oom",
+    "stream_capture_invalid",
+    "unsupported_op",
+    "distributed",
+    "illegal_memory_access",
+    "collective_mismatch",
+    "transport",
+    "compile",
+    "other",
+)
 # SGLang prints one "Possible solutions" list whatever the error; with no class to go on
 # ("other") that printed order is the best guide, so "other" follows the OOM order there
-_PRINTED_ORDER = ("oom", "other")
-_NAMED_CAUSE = ("stream_capture_invalid", "unsupported_op", "distributed")
+# (its memory steps only where the run shows memory pressure)
+_PRINTED_ORDER: tuple[Cause, ...] = ("oom", "other")
+_NAMED_CAUSE: tuple[Cause, ...] = ("stream_capture_invalid", "unsupported_op", "distributed")
+_FLAG = re.compile(r"--[a-z][a-z0-9-]+")
+
+
+def _cause(m: RunMetrics) -> Cause:
+    return cause_of(m.capture_error_class, m.capture_error_message)
+
+
+def _memory_cause(m: RunMetrics) -> bool:
+    """Memory remedies serve an OOM, or an error nothing narrows ("other") in a run short
+    of memory or after which the engine printed its own list (SGLang's "Possible
+    solutions", whose first steps are memory steps): an illegal access, a collective
+    mismatch, a transport or compile failure never get them."""
+    cause = _cause(m)
+    return cause == "oom" or (cause == "other" and (m.memory_pressure or bool(m.engine_solutions)))
+
+
+def printed_order(remedies: Sequence[str], printed: Sequence[str]) -> list[str]:
+    """The remedies, those that name a flag of the engine's printed list re-ordered among
+    their own slots into the printed order (the others, e.g. a cause's first step, keep
+    their place)."""
+
+    def rank(text: str) -> int | None:
+        flags = set(_FLAG.findall(text))
+        hits = [i for i, item in enumerate(printed) if flags & set(_FLAG.findall(item))]
+        return min(hits) if hits else None
+
+    slots = [i for i, r in enumerate(remedies) if rank(r) is not None]
+    ordered = sorted((remedies[i] for i in slots), key=lambda r: rank(r) or 0)
+    out = list(remedies)
+    for i, text in zip(slots, ordered, strict=True):
+        out[i] = text
+    return out
 
 
 def _nccl_first(m: RunMetrics) -> str | None:
@@ -59,12 +105,20 @@ _LAST_SGLANG = Remedy(
     "Only as a last resort turn graphs off (--disable-cuda-graph before SGLang 0.5.15, "
     "--cuda-graph-backend-decode=disabled from 0.5.15): huge decode performance loss.",
     engine="sglang",
+    causes=ALL_CAUSES,
     specific=_disable_last,
 )
 _LAST_VLLM = Remedy(
     "Only as a last resort --enforce-eager (the diagnostic state: no graphs at all).",
     engine="vllm",
+    causes=ALL_CAUSES,
     flags=("--enforce-eager",),
+)
+_READ_IT = Remedy(
+    "Read the capture exception: the innermost frame names the failing component; lower "
+    "memory pressure or the number of captured sizes only if it says memory.",
+    causes=ALL_CAUSES,
+    when=lambda m: m.backend == "unknown" or _cause(m) == "other",
 )
 
 
@@ -102,11 +156,16 @@ class GD100(Rule):
         Remedy(
             "Fix the NCCL library first when the log shows it failed to load "
             "(VLLM_NCCL_SO_PATH / the nvidia-nccl package).",
+            causes=ALL_CAUSES,
             when=lambda m: m.nccl_load_failure is not None,
             specific=_nccl_first,
             source="vllm==0.11.0:vllm/distributed/device_communicators/pynccl_wrapper.py:265",
         ),
-        # ---- SGLang, its own order per version (remedies.md; cuda_graph_runner.py)
+        # ---- the cause's own first step (illegal access, collective mismatch, transport,
+        # compile: diag/rules/causes.py)
+        *CAUSE_FIRST_STEPS,
+        # ---- SGLang, its own order per version (remedies.md; cuda_graph_runner.py); where
+        # the log carries its printed list, that order wins (GD100.remediation)
         Remedy(
             "Turn graphs off with --disable-cuda-graph (SGLang before 0.4.6 lists this first).",
             engine="sglang",
@@ -121,6 +180,7 @@ class GD100(Rule):
             engine="sglang",
             causes=_PRINTED_ORDER,
             flags=("--mem-fraction-static",),
+            when=_memory_cause,
             in_effect=_mem_fraction_low,
         ),
         Remedy(
@@ -130,6 +190,7 @@ class GD100(Rule):
             since=(0, 4, 3),
             causes=_PRINTED_ORDER,
             flags=("--cuda-graph-max-bs",),
+            when=_memory_cause,
             in_effect=_max_bs_small,
             specific=_sglang_max_bs,
         ),
@@ -143,7 +204,7 @@ class GD100(Rule):
         Remedy(
             "Drop --enable-torch-compile: compile-time autotuning and syncs inside capture break it.",
             engine="sglang",
-            causes=_NAMED_CAUSE,
+            causes=(*_NAMED_CAUSE, "compile"),
             when=lambda m: m.torch_compile,
         ),
         Remedy(
@@ -156,6 +217,7 @@ class GD100(Rule):
             "Install an NCCL that can be captured: NCCL says it must be built with CUDA runtime "
             ">= 11.3 and run on a CUDA driver >= R465; point the engine at a current "
             "libnccl.so.2 (VLLM_NCCL_SO_PATH for vLLM) and check the driver.",
+            causes=("distributed", "other"),
             when=lambda m: _nccl_not_capturable(m),
             source="NCCL's own warning 'NCCL cannot be captured in a graph if ...'",
         ),
@@ -168,7 +230,7 @@ class GD100(Rule):
         Remedy(
             "Try --disable-custom-all-reduce: custom all-reduce registers graph buffers during capture.",
             engine="sglang",
-            causes=("stream_capture_invalid", "distributed"),
+            causes=("stream_capture_invalid", "distributed", "collective_mismatch"),
             flags=("--disable-custom-all-reduce",),
             in_effect=_car_in_effect,
         ),
@@ -179,21 +241,23 @@ class GD100(Rule):
             flags=("--cuda-graph-max-bs",),
             in_effect=_max_bs_small,
         ),
+        _READ_IT,
         _LAST_SGLANG,
         # ---- vLLM
         Remedy(
             "Lower --kv-cache-memory-bytes: it overrides --gpu-memory-utilization and leaves "
             "graphs the rest.",
             engine="vllm",
-            causes=("oom",),
+            causes=("oom", "other"),
             flags=("--kv-cache-memory-bytes",),
-            when=lambda m: m.kv_cache_memory_bytes_set,
+            when=lambda m: m.kv_cache_memory_bytes_set and _memory_cause(m),
         ),
         Remedy(
             "Lower --gpu-memory-utilization: graphs live in the memory it leaves free.",
             engine="vllm",
-            causes=("oom",),
+            causes=("oom", "other"),
             flags=("--gpu-memory-utilization",),
+            when=_memory_cause,
             in_effect=lambda m: m.kv_cache_memory_bytes_set,
         ),
         Remedy(
@@ -202,13 +266,15 @@ class GD100(Rule):
             "a cudagraph_capture_sizes list on 0.6.6+).",
             engine="vllm",
             since=(0, 6, 6),
-            causes=("oom",),
+            causes=("oom", "other"),
+            when=_memory_cause,
             specific=_fewer_sizes_vllm,
         ),
         Remedy(
             "Use cudagraph_mode=PIECEWISE in --compilation-config: no full graphs (less graph "
             "memory), and an op that cannot be captured runs between the graph pieces.",
             engine="vllm",
+            causes=("oom", "unsupported_op", "stream_capture_invalid", "other"),
             flags=("cudagraph_mode",),
             in_effect=lambda m: (m.cudagraph_mode or "").upper() == "PIECEWISE",
         ),
@@ -229,24 +295,22 @@ class GD100(Rule):
         Remedy(
             "With tensor parallelism try --disable-custom-all-reduce (all-reduce during capture).",
             engine="vllm",
-            causes=("stream_capture_invalid", "distributed"),
+            causes=("stream_capture_invalid", "distributed", "collective_mismatch"),
             flags=("--disable-custom-all-reduce",),
             in_effect=_car_in_effect,
         ),
         _LAST_VLLM,
-        Remedy(
-            "Read the capture exception: it names the failing component; lower memory pressure "
-            "or the number of captured sizes, and turn graphs off only last.",
-            engine="unknown",
-        ),
     )
 
     def fires(self, m: RunMetrics) -> bool:
         return m.capture_failed
 
     def cause(self, m: RunMetrics) -> str | None:
-        cls = m.capture_error_class
-        return cls if cls in _CAPTURE_CLASSES else "other"
+        return _cause(m)
+
+    def remediation(self, m: RunMetrics) -> list[str]:
+        out = super().remediation(m)
+        return printed_order(out, m.engine_solutions) if m.engine_solutions else out
 
     def message(self, m: RunMetrics) -> str:
         text = (m.capture_error_message or "").strip()

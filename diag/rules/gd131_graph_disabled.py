@@ -22,9 +22,12 @@ class GD131(Rule):
 
     Judgement: the user's own eager mode (--enforce-eager, disable_cuda_graph=True,
     cudagraph_mode=NONE set by the user; vLLM's "Cudagraph is disabled under eager mode")
-    is GD131, never GD160: GD160 is the engine overriding a request. A prefill node with
-    graphs off is the recommended setting, and a model/backend that cannot run graphs is
-    GD160's.
+    is GD131, never GD160: GD160 is the engine overriding a request. What the user typed
+    decides first (vLLM's "non-default args" echo), even where the engine then prints
+    downgrade-like warnings (V1's "cudagraph dispatching keys are not initialized. No
+    cudagraph will be used.", a consequence of mode NONE). A prefill node with graphs off is
+    the recommended setting, and a model/backend that cannot run graphs (the engine's own
+    fallback, with no eager setting in the typed args) is GD160's.
 
     Fires::
 

@@ -14,7 +14,11 @@ class GD160(Rule):
     Judgement: only the engine's own override counts (vLLM "setting cudagraph_mode=...",
     "Overriding cudagraph_mode to ..."; SGLang "Cuda graph is disabled because of using
     torch native attention backend" and kin). A change to NONE that follows the user's own
-    --enforce-eager / cudagraph_mode=NONE is the user's choice: GD131, never GD160.
+    --enforce-eager / cudagraph_mode=NONE is the user's choice: GD131, never GD160; so is
+    vLLM V1's "cudagraph dispatching keys are not initialized" warning, which follows from
+    graphs being off whoever turned them off. The args the user typed (vLLM's "non-default
+    args") decide; an enforce_eager=True that only the config echo shows, after the
+    engine's own ROCm or BitsAndBytes fallback, is the engine's override.
 
     Fires::
 
@@ -33,8 +37,8 @@ class GD160(Rule):
     evidence = "downgrade"
     remedies = (
         Remedy(
-            "Use an attention backend that supports graphs (flashinfer, fa3 or triton) instead "
-            "of torch native or flex attention.",
+            "Use an attention backend that supports graphs (flashinfer, fa3 or triton): the "
+            "one in use (torch native, flex or dual-chunk attention) makes SGLang turn them off.",
             engine="sglang",
             causes=("attention_backend", "other"),
         ),
@@ -71,8 +75,19 @@ class GD160(Rule):
             source="vllm==0.12.0:vllm/config/vllm.py:650-705",
         ),
         Remedy(
+            "This engine version cannot capture graphs for this model on this platform or "
+            "quantization, so it runs eager on its own: look for graph support in a newer "
+            "release's notes, or serve the model where graphs are supported; it is not a "
+            "setting of yours to remove.",
+            causes=("platform",),
+            source="vllm/config.py ~0.6-0.10: 'CUDA graph is not supported for %s on ROCm yet, "
+            "fallback to eager mode.', 'CUDA graph is not supported on BitAndBytes 8bit yet, "
+            "fallback to the eager mode.' (both set enforce_eager=True; formats 2.4)",
+        ),
+        Remedy(
             "Pick an attention backend with full-graph support, or leave full_cuda_graph off.",
             engine="vllm",
+            causes=("attention_backend", "other"),
             flags=("full_cuda_graph",),
         ),
     )
@@ -88,6 +103,8 @@ class GD160(Rule):
             return "context_parallel"
         if "deepep" in low:
             return "deepep"
+        if "on rocm" in low or "bitsandbytes" in low or "bitandbytes" in low:
+            return "platform"  # vllm==0.6.3:vllm/config.py (ROCm fallback, BitsAndBytes)
         return "attention_backend"
 
     def fires(self, m: RunMetrics) -> bool:

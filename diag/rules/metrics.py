@@ -18,8 +18,10 @@ import pandas as pd
 
 from diag.engines import spec_for
 from diag.engines.spec import EngineSpec, as_bool, as_int
+from diag.events import EventTables
 from diag.facts import classify as cls
 from diag.facts.record import RunFacts, captured_size_count, sizing
+from diag.facts.verdict import EngineError
 from diag.model import Snapshot
 
 if TYPE_CHECKING:
@@ -30,6 +32,7 @@ MODEL_LIMIT_REASONS = frozenset(
     {
         "torch_native_attention",
         "flex_attention",
+        "dual_chunk_attention",
         "deepep",
         "deepep_normal",
         "double_sparsity",
@@ -142,6 +145,10 @@ class RunMetrics:
     advice: Advice | None = None
     advised_flags: str = ""
     advised_ceiling_flag: str = ""
+    # an engine error outside capture (GD105) and what the log shows around failures
+    engine_error: EngineError | None = None
+    memory_pressure: bool = False  # an OOM anywhere in the run, retractions or preemptions
+    engine_solutions: tuple[str, ...] = ()  # the engine's own printed "Possible solutions"
 
     @property
     def graph_on(self) -> bool:
@@ -331,7 +338,39 @@ def run_metrics(
         advised_ceiling_flag=(
             spec.ceiling_flag(facts.engine_version, cfg, advice.ceiling) if spec and advice else ""
         ),
+        engine_error=facts.state.engine_error,
+        memory_pressure=_memory_pressure(t),
+        engine_solutions=_printed_solutions(t),
     )
+
+
+def _memory_pressure(t: EventTables) -> bool:
+    """Does the run show memory running short: an OOM error anywhere, retractions, or
+    preemptions? (Memory remedies for an error of class ``other`` need this.)"""
+    errors = t["error"]
+    if not errors.empty and (errors["error_class"] == "oom").any():
+        return True
+    if not t["retract"].empty:
+        return True
+    stats = t["stats"]
+    return bool(not stats.empty and stats["preemptions"].fillna(0).sum() > 0)
+
+
+_SOLUTION = re.compile(r"^\s*\d+\.\s+(.+?)\s*$", re.M)
+
+
+def _printed_solutions(t: EventTables) -> tuple[str, ...]:
+    """The numbered "Possible solutions:" items the engine printed after a capture error
+    (in the raised message: sglang==0.3.0:srt/model_executor/model_runner.py:514;
+    sglang==0.5.2:srt/model_executor/cuda_graph_runner.py:392), in its order."""
+    errors = t["error"]
+    if errors.empty:
+        return ()
+    for message in errors["message"].dropna():
+        _, sep, tail = str(message).partition("Possible solutions:")
+        if sep:
+            return tuple(m.group(1) for m in _SOLUTION.finditer(tail))
+    return ()
 
 
 def _float(v: object) -> float | None:
@@ -349,11 +388,20 @@ def _first_text(adv: pd.DataFrame, topic: str) -> str | None:
 
 
 def _user_eager(facts: RunFacts) -> str | None:
-    """The user's own eager setting (GD131), never an engine downgrade (GD160)."""
+    """The user's own eager setting (GD131), never an engine downgrade (GD160).
+
+    The user's own args (vLLM's "non-default args" / args echo) decide first: what the user
+    typed is the user's whatever the engine warns next. Then a model/backend limit the
+    engine printed rules the user out (the config echo may show the engine's own change);
+    a consequence of graphs being off (vLLM's "dispatching keys are not initialized",
+    printed whenever cudagraph_mode ends NONE) is never such a limit on its own."""
     cfg = facts.config
     disabled = facts.tables["graph_disabled"]
     reasons = set(disabled["reason"]) if not disabled.empty else set()
-    if reasons & MODEL_LIMIT_REASONS:
+    own = _user_args_eager(facts)
+    if own is not None:
+        return own
+    if reasons & (MODEL_LIMIT_REASONS - CONSEQUENCE_REASONS):
         return None
     if "enforce_eager" in reasons:
         return "--enforce-eager"
@@ -369,7 +417,33 @@ def _user_eager(facts: RunFacts) -> str | None:
     return None
 
 
-USER_ARG_ORIGINS = ("non_default_args", "args", "server_args")
+# the args the user typed, echoed before the engine changes anything: vLLM's
+# "non-default args: {...}" (vllm/entrypoints/openai/cli_args.py 0.9.0, later
+# vllm/entrypoints/utils.py) and "args: Namespace(...)" (vllm/entrypoints/openai/api_server.py
+# 0.4.0-0.8.5); formats/vllm-log-formats.md 2.3. SGLang's server_args= is printed after
+# ServerArgs.__post_init__ changed it (sglang==0.5.2:srt/entrypoints/engine.py:124)
+TYPED_ARG_ORIGINS = ("non_default_args", "args")
+USER_ARG_ORIGINS = (*TYPED_ARG_ORIGINS, "server_args")
+# graph_disabled reasons that follow from graphs being off, whoever turned them off:
+# vLLM's dispatcher warns once whenever cudagraph_mode is NONE
+# (vllm==0.10.2:vllm/v1/cudagraph_dispatcher.py, "cudagraph dispatching keys are not
+# initialized. No cudagraph will be used.")
+CONSEQUENCE_REASONS = frozenset({"dispatch_keys_uninitialized"})
+
+
+def _user_args_eager(facts: RunFacts) -> str | None:
+    """The eager setting in the args the user typed, spelled as the user set it."""
+    cfg = facts.tables["config"]
+    if cfg.empty:
+        return None
+    typed = cfg[cfg["origin"].isin(TYPED_ARG_ORIGINS)]
+    for key, value in zip(typed["key"], typed["value"], strict=True):
+        text = str(value).strip('"').lower()
+        if key == "enforce_eager" and text == "true":
+            return "--enforce-eager"
+        if key == "compilation_config.cudagraph_mode" and text.endswith("none"):
+            return "cudagraph_mode=NONE"
+    return None
 
 
 def _user_set_mode_none(facts: RunFacts, reasons: set[str]) -> bool:
@@ -409,7 +483,10 @@ def _engine_downgrades(facts: RunFacts) -> tuple[str, ...]:
             out.append(str(row["text"]))
     disabled = facts.tables["graph_disabled"]
     if not disabled.empty:
-        lim = disabled[disabled["reason"].isin(MODEL_LIMIT_REASONS)]
+        # with the user's own eager mode nothing was overridden: a limit or a consequence
+        # the engine prints then is not a downgrade of a mode the user asked for
+        limits = MODEL_LIMIT_REASONS if user is None else frozenset()
+        lim = disabled[disabled["reason"].isin(limits)]
         out += [str(x) for x in lim["text"]]
     return tuple(out)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from diag.rules.base import Rule
 from diag.rules.gd100_capture_failed import GD100
 from diag.rules.gd101_too_many_sizes import GD101
+from diag.rules.gd105_engine_error import GD105
 from diag.rules.gd110_out_of_window import GD110
 from diag.rules.gd111_padding_waste import GD111
 from diag.rules.gd112_oversized_window import GD112
@@ -20,6 +21,7 @@ from diag.rules.gd170_out_of_window_slower import GD170
 RULES: tuple[type[Rule], ...] = (
     GD100,
     GD101,
+    GD105,
     GD110,
     GD111,
     GD112,

@@ -74,6 +74,20 @@ def capture_error(f: RunFacts) -> list[Evidence]:
     return _dedupe(out)
 
 
+@selector("engine_error")
+def engine_error(f: RunFacts) -> list[Evidence]:
+    """The error line, then the last phase line the log opened before it."""
+    e = f.state.engine_error
+    if e is None:
+        return []
+    out = [Evidence(e.path, e.line, "")]
+    ph = f.tables["phase"]
+    if not ph.empty:
+        before = ph[(ph["source"] == e.path) & (ph["line"] < e.line)]
+        out += _ev(before.tail(1), 1)
+    return _dedupe(out)
+
+
 def _top(frame: pd.DataFrame, mask: np.ndarray, key: np.ndarray, n: int) -> pd.DataFrame:
     """The first ``n`` rows of ``frame[mask].sort_values(key, ascending=False, kind="stable")``
     (NaN last), taking only those rows: the candidates are the rows at or above the n-th

@@ -1,0 +1,282 @@
+"""What a run came to: its verdict and the sentence that says why, from the run's own lines.
+
+Computed once per run, in two steps, because half of it needs the rules:
+
+* :func:`run_state` (facts, in ``build_facts``): what the log shows of the server's life -
+  a capture error, an engine error outside capture and the phase it hit (start-up or
+  serving), whether capture ended, whether the server was seen serving. Its verdict is
+  never ``warn``; ``ok`` here means "captured (or eager) and served, no error line".
+* :func:`judge` (where the findings are known, ``RunReport``): an ``ok`` state with a
+  finding at warning or above becomes ``warn``; every other state stands.
+
+The verdict names are INTERFACE.md's (``verdict`` / ``verdict_reason`` of each run).
+A run is ``ok`` only where the logs show it: a server that captured graphs (or ran eager)
+and served. A log cut before that is ``incomplete`` with what is missing, never a green OK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+import numpy as np
+import pandas as pd
+
+from diag.engines.phases import CAPTURE_PHASES
+from diag.events import EventTables
+from diag.facts.capture_totals import unfinished_capture
+from diag.model import Finding
+
+Verdict = Literal["ok", "warn", "capture_failed", "startup_failed", "serving_failed", "incomplete"]
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
+# verdicts that say the server did not do its job: rendered as failures, never as OK
+FAILED: frozenset[Verdict] = frozenset({"capture_failed", "startup_failed", "serving_failed"})
+PlacedBy = Literal["frames", "log", "order", "none"]
+
+# periodic lines of a serving engine (batches, stats, per-step graph lines)
+SERVING_KINDS = ("decode_batch", "prefill_batch", "stats", "graph_step")
+_BEFORE_SERVING = "before serving"
+FLAGGED = "ran decode batches on graphs (the engine's own per-batch flag)"
+
+
+@dataclass(frozen=True)
+class EngineError:
+    """The engine error a run without a capture error died of (GD105's evidence).
+
+    ``phase`` is where it struck: the innermost deciding traceback frame's phase, else
+    ``serving`` when serving lines precede it, else the last phase a log line opened
+    (``placed_by`` says which), else ``unknown``."""
+
+    phase: str
+    placed_by: PlacedBy
+    error_class: str
+    message: str  # the full message as parsed (first line first, tail lines after it)
+    path: str
+    line: int
+    others: int  # further error lines in the run
+    served_after: bool  # serving lines follow it
+
+    @property
+    def headline(self) -> str:
+        return self.message.split("\n", 1)[0].strip()
+
+    @property
+    def at(self) -> str:
+        return f"{self.path}:{self.line}"
+
+    @property
+    def during(self) -> str:
+        """The phase in words, as a reason sentence uses it."""
+        if self.phase == "unknown":
+            return "in a phase the log does not show"
+        if self.phase == "serving":
+            return "while serving"
+        if self.phase == "warmup_after_capture":
+            return "in the warm-up after capture"
+        if self.phase in CAPTURE_PHASES:
+            return f"while {self.phase.replace('_', ' ')} was under way"
+        return f"during {self.phase.replace('_', ' ')}"
+
+
+@dataclass(frozen=True)
+class RunState:
+    """The evidence part of a run's verdict (see :func:`judge` for the final one)."""
+
+    verdict: Verdict
+    reason: str
+    engine_error: EngineError | None = None
+
+
+def _order(frame: pd.DataFrame) -> np.ndarray:
+    if frame.empty:
+        return np.zeros(0, np.int64)
+    return frame["_order" if "_order" in frame.columns else "line"].to_numpy(np.int64)
+
+
+def _text(v: Any) -> str | None:
+    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
+        return None
+    return str(v) or None
+
+
+def _serving_orders(t: EventTables) -> np.ndarray:
+    parts = [_order(t[k]) for k in SERVING_KINDS]
+    ph = t["phase"]
+    if not ph.empty:
+        parts.append(_order(ph[ph["phase"] == "serving"]))
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def engine_error(t: EventTables) -> EngineError | None:
+    """The run's first root error (a follow-on or cut traceback only when nothing else),
+    placed in its phase. Call it for runs without a capture error."""
+    errors = t["error"]
+    if errors.empty:
+        return None
+    order = _order(errors)
+    secondary = errors["secondary"].fillna(False).astype(bool).to_numpy()
+    cut = errors["reason"].notna().to_numpy()
+    rank = np.where(secondary | cut, 1, 0)
+    at = int(np.lexsort((order, rank))[0])
+    row = errors.iloc[at]
+    key = int(order[at])
+    serving = _serving_orders(t)
+    frame_phase = _text(row.get("phase"))
+    log_phase = _text(row.get("log_phase"))
+    phase: str
+    placed: PlacedBy
+    if frame_phase is not None and frame_phase != "unknown":
+        phase, placed = frame_phase, "frames"
+    elif len(serving) and int(serving.min()) < key:
+        phase, placed = "serving", "order"
+    elif log_phase is not None and log_phase != "unknown":
+        phase, placed = log_phase, "log"
+    else:
+        phase, placed = "unknown", "none"
+    return EngineError(
+        phase=phase,
+        placed_by=placed,
+        error_class=str(row["error_class"]),
+        message=str(row["message"]),
+        path=str(row["source"]),
+        line=int(row["line"]),
+        others=len(errors) - 1,
+        served_after=bool(len(serving) and int(serving.max()) > key),
+    )
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """A message as a reason quotes it: whitespace collapsed, cut at ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n:,} {what}{'es' if what.endswith('batch') and n != 1 else 's' if n != 1 else ''}"
+
+
+def _served(t: EventTables, batches: dict[str, Any]) -> str | None:
+    """How the log shows the server serving, in words; None when it does not."""
+    decided = int(batches["graph"] + batches["eager"] + batches["unknown"])
+    if decided:
+        return f"served {_count(decided, 'decode batch')}"
+    for kind, what in (
+        ("prefill_batch", "prefill batch"),
+        ("stats", "stats line"),
+        ("graph_step", "step line"),
+    ):
+        if not t[kind].empty:
+            return f"logged {_count(len(t[kind]), what)}"
+    ph = t["phase"]
+    if not ph.empty and (ph["phase"] == "serving").any():
+        row = ph[ph["phase"] == "serving"].iloc[0]
+        return f"came up (line {int(row['line'])} of {row['source']})"
+    return None
+
+
+def _captured(t: EventTables, record: dict[str, Any]) -> str | None:
+    """How the log shows graphs captured, in words; None when it does not."""
+    if not t["capture_end"].empty:
+        secs = record["capture_time_s"]  # the record's one figure, as every surface prints it
+        return "captured graphs" + (f" in {secs:g} s" if secs is not None else "")
+    b = record["batches"]
+    if b["graph"] and b["source"] in ("logged", "mixed"):
+        return FLAGGED
+    began = not (t["capture_begin"].empty and t["capture_progress"].empty)
+    if began and unfinished_capture(t) is None:
+        return "captured graphs (the capture ran to its end)"
+    return None
+
+
+def run_state(t: EventTables, record: dict[str, Any]) -> RunState:
+    """The verdict the run's own lines support (never ``warn``: that needs the rules)."""
+    err = record.get("capture_error")
+    if isinstance(err, dict):
+        phase = str(err.get("phase") or "unknown").replace("_", " ")
+        where = "" if phase == "unknown" else f" in {phase}"
+        return RunState(
+            "capture_failed",
+            f"graph capture failed ({err['class']}){where} at {err['path']}:{err['line']}: "
+            f"{_one_line(str(err['message']))}",
+        )
+    served = _served(t, record["batches"])
+    failure = engine_error(t)
+    if failure is not None:
+        after = "; the log shows serving lines after it" if failure.served_after else ""
+        said = f"{_one_line(failure.headline)} ({failure.at})"
+        if failure.phase == "serving":
+            return RunState(
+                "serving_failed", f"the engine failed while serving: {said}{after}", failure
+            )
+        if failure.phase == "unknown":
+            return RunState(
+                "incomplete",
+                f"an engine error in a phase the log does not show (no start-up, capture or "
+                f"serving line before it): {said}",
+                failure,
+            )
+        return RunState(
+            "startup_failed",
+            f"the engine failed {failure.during}, {_BEFORE_SERVING}: {said}{after}",
+            failure,
+        )
+    cut = unfinished_capture(t)
+    if cut is not None:
+        return RunState("incomplete", f"the log ends during capture: {cut}")
+    mode = record["graph_mode"]
+    captured = _captured(t, record)
+    if mode == "disabled":
+        done = "ran with graphs off (eager)"
+    elif captured is not None:
+        done = captured
+    elif served is None:
+        return RunState("incomplete", _not_up(t))
+    elif mode == "enabled":
+        return RunState(
+            "incomplete",
+            f"the server {served}, but the log shows no capture and no batch the engine "
+            "flagged as graph-served (graphs are on in its settings): too little to judge",
+        )
+    else:
+        return RunState(
+            "incomplete",
+            f"the server {served}, but the log does not show whether graphs were captured "
+            "(no capture line, no per-batch graph flag, no graph setting): too little to judge",
+        )
+    if served is None:
+        return RunState("incomplete", f"the server {done}, and the log ends before it served")
+    if done == FLAGGED:  # the batches show both: say it once
+        g = int(record["batches"]["graph"])
+        return RunState(
+            "ok", f"the server {served}, {g:,} of them on graphs by the engine's own per-batch flag"
+        )
+    return RunState("ok", f"the server {done} and {served}")
+
+
+def _not_up(t: EventTables) -> str:
+    """Why a run with no error, no capture and no serving line is incomplete."""
+    ph = t["phase"]
+    if not ph.empty:
+        row = ph.iloc[int(np.argmax(_order(ph)))]
+        last = str(row["phase"]).replace("_", " ")
+        return (
+            f"the log ends during start-up: the last phase it shows is {last} (line "
+            f"{int(row['line'])} of {row['source']}), with no capture and no serving line after it"
+        )
+    return (
+        "the log shows no start-up phase, capture or serving line graphdiag reads (settings "
+        "or sizing lines only): too little to judge"
+    )
+
+
+def judge(state: RunState, findings: Sequence[Finding]) -> tuple[Verdict, str]:
+    """The run's final verdict: an ``ok`` state with a finding at warning or above is
+    ``warn``, naming those findings; every other state stands as the facts found it."""
+    if state.verdict != "ok":
+        return state.verdict, state.reason
+    serious = [f for f in findings if f.severity in ("error", "warning")]
+    if not serious:
+        return "ok", state.reason
+    codes = ", ".join(dict.fromkeys(f"{f.code} {f.name}" for f in serious))
+    return "warn", f"{state.reason}, with findings to act on: {codes}"

@@ -1,0 +1,145 @@
+"""The cause a failure's remedies are picked by: the error class, refined by the message.
+
+Detection gives each error a class (``oom``, ``stream_capture_invalid``, ``unsupported_op``,
+``distributed``, ``other``; diag/engines/data/errors.yaml). Two of them are too broad to
+advise on: ``other`` holds illegal memory accesses and compile failures as well as errors
+nobody has classed yet, and ``distributed`` holds both a broken transport and ranks that
+disagree. Each cause below gets its own first step in GD100/GD105; memory remedies serve
+only ``oom`` (and ``other`` where the run shows memory pressure, see ``RunMetrics``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from diag.rules.base import Remedy
+from diag.rules.metrics import RunMetrics
+
+Cause = Literal[
+    "oom",
+    "stream_capture_invalid",
+    "unsupported_op",
+    "distributed",
+    "illegal_memory_access",
+    "collective_mismatch",
+    "transport",
+    "compile",
+    "other",
+]
+CLASSES: tuple[Cause, ...] = (
+    "oom",
+    "stream_capture_invalid",
+    "unsupported_op",
+    "distributed",
+    "other",
+)
+
+
+@dataclass(frozen=True)
+class Signature:
+    cause: Cause
+    refines: tuple[str, ...]  # the detection classes it narrows
+    pattern: re.Pattern[str]
+    source: str
+
+
+SIGNATURES: tuple[Signature, ...] = (
+    Signature(
+        "illegal_memory_access",
+        ("other",),
+        re.compile(
+            r"an illegal memory access was encountered|misaligned address|"
+            r"an illegal instruction was encountered|hipErrorIllegalAddress|cudaErrorIllegalAddress"
+        ),
+        "CUDA runtime cudaGetErrorString for cudaErrorIllegalAddress (700), "
+        "cudaErrorIllegalInstruction (715), cudaErrorMisalignedAddress (716); HIP the same text",
+    ),
+    Signature(
+        "collective_mismatch",
+        ("other", "distributed"),
+        re.compile(r"Detected mismatch between collectives on ranks"),
+        "torch==2.5.1:torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp (TORCH_DISTRIBUTED_DEBUG)",
+    ),
+    Signature(
+        "transport",
+        ("other", "distributed"),
+        re.compile(
+            r"gloo/transport/|Connection (?:closed by peer|reset by peer|refused)|"
+            r"Socket Timeout|remote process exited|unhandled system error|NCCL_SOCKET"
+        ),
+        "torch==2.5.1:third_party/gloo/gloo/transport/tcp/pair.cc; NCCL ncclSystemError / "
+        "ncclRemoteError texts",
+    ),
+    Signature(
+        "compile",
+        ("other",),
+        re.compile(
+            r"Error building extension|ptxas|InductorError|BackendCompilerFailed|"
+            r"torch\._dynamo\.exc|CompilationError|nvcc fatal|triton\.compiler"
+        ),
+        "torch==2.5.1:torch/utils/cpp_extension.py _run_ninja_build ('Error building "
+        "extension'); torch/_inductor/exc.py InductorError; triton CompilationError; ptxas",
+    ),
+)
+
+
+def cause_of(error_class: str | None, message: str | None) -> Cause:
+    """The remedy cause of an error: its class, narrowed by the message where a signature
+    says more (an ``other`` that is an illegal memory access, a ``distributed`` that is a
+    gloo transport failure)."""
+    cls: Cause = error_class if error_class in CLASSES else "other"  # type: ignore[assignment]
+    text = message or ""
+    for sig in SIGNATURES:
+        if cls in sig.refines and sig.pattern.search(text):
+            return sig.cause
+    return cls
+
+
+def _attention_flag(m: RunMetrics) -> str:
+    return "--attention-backend" if m.backend == "sglang" else "VLLM_ATTENTION_BACKEND"
+
+
+def _backend_step(m: RunMetrics) -> str | None:
+    return (
+        f"Try another attention backend ({_attention_flag(m)}) or turn off the feature "
+        "whose kernel faults; memory settings do not help an illegal access."
+    )
+
+
+# The first step per narrowed cause, shared by GD100 (in capture) and GD105 (outside it):
+# one declaration, whichever rule meets the cause.
+CAUSE_FIRST_STEPS: tuple[Remedy, ...] = (
+    Remedy(
+        "Re-run with CUDA_LAUNCH_BLOCKING=1 so the error is raised at the kernel that faults "
+        "(torch's own hint after an asynchronous CUDA error).",
+        causes=("illegal_memory_access",),
+        source="torch==2.5.1:c10/cuda/CUDAException.cpp ('For debugging consider passing "
+        "CUDA_LAUNCH_BLOCKING=1')",
+    ),
+    Remedy(
+        "Try another attention backend or turn off the feature whose kernel faults; "
+        "memory settings do not help an illegal access.",
+        causes=("illegal_memory_access",),
+        specific=_backend_step,
+    ),
+    Remedy(
+        "The ranks ran different collectives: start every rank with identical arguments and "
+        "model revision, and set TORCH_DISTRIBUTED_DEBUG=DETAIL to see which op differs; "
+        "memory settings do not help.",
+        causes=("collective_mismatch",),
+        source="torch==2.5.1:torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp",
+    ),
+    Remedy(
+        "Fix the NCCL/gloo transport first (network, NCCL_SOCKET_IFNAME / "
+        "GLOO_SOCKET_IFNAME, firewall, a rank that exited): memory settings do not help.",
+        causes=("transport",),
+    ),
+    Remedy(
+        "A compile step failed (a JIT extension, Triton or Inductor): check the toolchain for "
+        "this GPU (CUDA/ROCm version, nvcc/ptxas support for its architecture) and clear the "
+        "kernel cache, or run without the feature that compiles.",
+        causes=("compile",),
+    ),
+)
