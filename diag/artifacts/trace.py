@@ -357,3 +357,20 @@ def _captures(raw: RawTrace) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=cols)
+
+
+def step_table(traces: list[TraceAnalysis]) -> pd.DataFrame:
+    """Every step of every trace in one frame (``parse`` exports it): trace path and rank
+    first, then :data:`STEP_COLUMNS`."""
+    parts = []
+    for t in traces:
+        if t.steps.empty:
+            continue
+        part = t.steps.copy()
+        part.insert(0, "rank", pd.array([t.rank] * len(part), dtype="Int64"))
+        part.insert(0, "trace", t.path)
+        part["verdict"] = part["verdict"].astype(str)
+        parts.append(part)
+    if not parts:
+        return pd.DataFrame(columns=["trace", "rank", *STEP_COLUMNS])
+    return pd.concat(parts, ignore_index=True)

@@ -87,7 +87,7 @@ def _card(f: Finding, row: RunRow) -> FindingCard:
         anchor=row.anchor,
         message=f.message,
         remedies=list(f.remediation),
-        evidence=[EvidenceLine(f"{ev.path}:{ev.line}", ev.text) for ev in shown],
+        evidence=[EvidenceLine(ev.where, ev.text) for ev in shown],
         evidence_label=label,
     )
 

@@ -204,7 +204,7 @@ def render_text(report: Report) -> str:
                     )
                 )
             for ev in f.evidence[:1]:
-                out.extend(wrap(f"at {ev.path}:{ev.line}", WIDTH, initial_indent="        "))
+                out.extend(wrap(f"at {ev.where}", WIDTH, initial_indent="        "))
         out.append("")
     else:
         out.append(no_findings(report))
@@ -307,7 +307,7 @@ def render_markdown(report: Report) -> str:
                 out.append("")
             if f.evidence:
                 out.append("```text")
-                out.extend(f"{e.path}:{e.line}: {e.text}".replace("```", "'''") for e in f.evidence)
+                out.extend(f"{e.where}: {e.text}".replace("```", "'''") for e in f.evidence)
                 out.append("```")
             out.append("</details>")
             out.append("")
