@@ -167,10 +167,13 @@ def _tz_offset_s(tz: tzinfo | None, traces: list[TraceAnalysis]) -> float:
 
 
 def _trace_run(t: TraceAnalysis, facts: list[RunFacts], tz: tzinfo | None) -> RunFacts | None:
-    folder = Path(t.path).parent
+    folder = os.path.abspath(Path(t.path).parent)
     depth = [
         max(
-            (len(os.path.commonpath([str(folder), str(Path(s).parent)])) for s in f.run.sources),
+            (
+                len(os.path.commonpath([folder, os.path.abspath(Path(s).parent)]))
+                for s in f.run.sources
+            ),
             default=-1,
         )
         for f in facts
