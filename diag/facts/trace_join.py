@@ -80,13 +80,13 @@ class TraceCheck:
         }
 
 
-def _rank_number(label: Any) -> int | None:
+def _rank_number(label: Any) -> float:
     """0 for an unlabelled line (only rank 0 prints batch lines), else the label's TP rank."""
     text = "" if label is None or (isinstance(label, float) and np.isnan(label)) else str(label)
     if not text:
         return 0
     m = re.search(r"TP(\d+)$", text) or re.search(r"(\d+)$", text)
-    return int(m.group(1)) if m else None
+    return float(m.group(1)) if m else float("nan")
 
 
 def verify(facts: RunFacts, traces: list[TraceAnalysis], tz_offset_s: float = 0.0) -> TraceCheck:
@@ -100,11 +100,11 @@ def verify(facts: RunFacts, traces: list[TraceAnalysis], tz_offset_s: float = 0.
     no_epoch: list[str] = []
     batches = facts.batches
     decided = batches[batches["verdict"].isin(["graph", "eager"])] if not batches.empty else batches
-    log_rank = (
-        np.array([_rank_number(r) for r in decided["rank"]], dtype=object)
-        if len(decided)
-        else np.array([])
-    )
+    codes, labels = pd.factorize(decided["rank"]) if len(decided) else (np.zeros(0, int), [])
+    # the rank number of each distinct label; code -1 (no label at all) takes the last: 0
+    numbers = np.array([_rank_number(u) for u in labels] + [0], dtype=float)
+    numbers[np.isnan(numbers)] = -1  # a label with no rank number in it joins no trace
+    log_rank = numbers[codes] if len(decided) else np.zeros(0)
     log_t = decided["ts"].to_numpy(dtype=float) - tz_offset_s if len(decided) else np.zeros(0)
     log_bs = decided["batch_size"].to_numpy(dtype=float) if len(decided) else np.zeros(0)
     for t in step_traces:
@@ -122,7 +122,10 @@ def verify(facts: RunFacts, traces: list[TraceAnalysis], tz_offset_s: float = 0.
         end = start + s["dur_us"].to_numpy(dtype=float) / 1e6
         bs = s["batch_size"].to_numpy(dtype=float, na_value=np.nan)
         rank = 0 if t.rank is None else t.rank
-        for i in np.flatnonzero(log_rank == rank):
+        window = (log_t >= np.nanmin(start) - 2 * TOLERANCE_S - 1.0) & (
+            log_t <= np.nanmax(end) + 2 * TOLERANCE_S
+        )
+        for i in np.flatnonzero((log_rank == rank) & window):
             lo, hi = log_t[i] - TOLERANCE_S, log_t[i] + 1.0 + TOLERANCE_S
             cand = np.flatnonzero(is_decode & (bs == log_bs[i]) & (end >= lo) & (start <= hi))
             if not len(cand):

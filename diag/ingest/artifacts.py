@@ -56,10 +56,11 @@ def load_trace(
     notes); one with no event array at all is skipped with its reason."""
     from diag.artifacts.trace import analyse
     from diag.artifacts.trace_reader import TraceError, read_trace
+    from diag.ingest.hotpath.native import native_enabled
 
     status.kind = "trace"
-    try:
-        raw = read_trace(item, stream, head)
+    try:  # GRAPHDIAG_NATIVE=0 reads every event in Python, as it does every log line
+        raw = read_trace(item, stream, head, native=native_enabled())
     except TraceError as exc:
         status.status, status.reason = "skipped", str(exc)
         return None
