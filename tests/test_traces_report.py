@@ -113,3 +113,21 @@ def test_traces_without_a_run_have_their_section(browser: Any, tmp_path: Path) -
         assert page.locator("table.trace-launches tbody tr").count() == 6
     finally:
         page.close()
+
+
+def test_parse_exports_the_step_table(tmp_path: Path) -> None:
+    """Every profiled step, as trace_step rows (csv) and one Parquet table DuckDB reads."""
+    duckdb = pytest.importorskip("duckdb")
+    csv = tmp_path / "ev.csv"
+    res = CliRunner().invoke(main, ["parse", str(INCIDENT), "--format", "csv", "-o", str(csv)])
+    assert res.exit_code == 0, res.output
+    assert "trace_step 8" in res.output
+    rows = [ln for ln in csv.read_text().splitlines() if ln.startswith("trace_step,")]
+    assert len(rows) == 8
+    out = tmp_path / "pq"
+    res = CliRunner().invoke(main, ["parse", str(INCIDENT), "--format", "parquet", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    got = duckdb.sql(
+        f"SELECT verdict, count(*) FROM '{out}/trace_step/*.parquet' GROUP BY 1 ORDER BY 1"
+    ).fetchall()
+    assert got == [("eager", 1), ("graph", 7)]
