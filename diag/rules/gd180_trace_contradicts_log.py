@@ -37,9 +37,10 @@ class GD180(Rule):
     decode batch of the same rank and batch size by time (``--tz`` for logs stamped in
     local time); the trace's verdict comes from the step's launches: a graph launch whose
     GPU ops carry its correlation id is a replay, kernel launches one by one are eager.
-    The trace is the ground truth: the log's flag is a prediction (SGLang prints
-    ``can_run_cuda_graph``, decided before the forward pass) or, without one, graphdiag's
-    inference from the bucket list. Steps whose graph launches carry no GPU op are
+    The trace is the ground truth: the log's flag is the engine's check made just before the
+    forward pass (SGLang's ``cuda graph:`` is the runner's ``can_run_graph(forward_batch)``,
+    ``sglang==0.5.23:sglang/srt/model_executor/model_runner.py:1991-2011``) or, without a
+    flag, graphdiag's inference from the bucket list. Steps whose graph launches carry no GPU op are
     unverified and never count here (GD181).
 
     Fires::
