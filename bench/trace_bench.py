@@ -8,7 +8,10 @@ RSS of reading and analysing them in a fresh process (``read_trace`` + ``analyse
 after file, as ``analyze`` does), and the ratio. Targets (issue 25): peak RSS < 400 MB on
 1 GB uncompressed, time within 4x of ``gzip -dc``.
 
-Usage: python bench/trace_bench.py [--gb 1.0] [--ranks 4] [--keep DIR]
+Each of the two is timed ``--repeat`` times, alternating, and the best of each is printed
+(other jobs on a shared machine slow either at random).
+
+Usage: python bench/trace_bench.py [--gb 1.0] [--ranks 4] [--filler N] [--keep DIR] [--repeat N]
 """
 
 from __future__ import annotations
@@ -97,6 +100,9 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--filler", type=int, default=FILLER, help="python_function events a step")
     ap.add_argument("--keep", help="write the traces here and keep them (default: a temp dir)")
+    ap.add_argument(
+        "--repeat", type=int, default=2, help="alternate gzip -dc and the read this often; min"
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="trace-bench-") as tmp:
         folder = Path(args.keep or tmp)
