@@ -130,6 +130,7 @@ def attach_traces(facts: list[RunFacts], traces: list[TraceAnalysis], tz: tzinfo
         run = _trace_run(t, facts, tz)
         if run is not None:
             t.run = run.run.id
+            t.log_capture_sizes = run.record.get("graph_capture_sizes")
             by_run.setdefault(run.run.id, []).append(t)
     for f in facts:
         joined = by_run.get(f.run.id)

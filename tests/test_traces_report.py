@@ -51,6 +51,8 @@ def test_json_traces_list_and_record(tmp_path: Path) -> None:
     assert (step["rank"], step["run"]) == (0, doc["runs"][0]["id"])
     assert step["steps"]["graph"] == 7 and step["steps"]["eager"] == 1
     assert kinds["capture_trace"]["captures"][0]["nodes_per_graph"] == [421]
+    # beside the log's capture lines: size 32 is among the sizes the SGLang log captured
+    assert kinds["capture_trace"]["captures"][0]["in_log_capture_sizes"] is True
     assert doc["runs"][0]["record"]["trace_verified"]["disagree"] == 1
     inputs = {Path(i["path"]).name: i["kind"] for i in doc["inputs"]}
     assert inputs[cap.name] == "trace"

@@ -100,13 +100,23 @@ class TraceAnalysis:
     summary: dict[str, Any]
     problems: list[str] = field(default_factory=list)
     run: str | None = None
+    # the joined run's capture sizes as its log printed them (None: no run, or no list)
+    log_capture_sizes: list[int] | None = None
+
+    def in_log(self, size: int) -> bool | None:
+        """Is a captured size among those the joined run's log captured (None: no list)?"""
+        return None if self.log_capture_sizes is None else int(size) in self.log_capture_sizes
 
     def to_dict(self) -> dict[str, Any]:
         """The report's ``traces`` entry (INTERFACE.md keys first, then ours)."""
         out = {"path": self.path, "kind": self.kind, "rank": self.rank}
         out.update(self.summary)
         out["run"] = self.run
-        out["captures"] = self.captures.to_dict("records")
+        caps = self.captures.to_dict("records")
+        if self.log_capture_sizes is not None:  # side by side with the log's capture lines
+            for c in caps:
+                c["in_log_capture_sizes"] = self.in_log(c["size"])
+        out["captures"] = caps
         return out
 
 

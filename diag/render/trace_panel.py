@@ -57,7 +57,7 @@ def _trace_row(t: TraceAnalysis) -> list[str]:
     ]
 
 
-def _capture_rows(traces: list[TraceAnalysis], logged_sizes: list[int] | None) -> list[list[str]]:
+def _capture_rows(traces: list[TraceAnalysis]) -> list[list[str]]:
     rows = []
     for t in traces:
         for c in t.captures.to_dict("records"):
@@ -67,10 +67,9 @@ def _capture_rows(traces: list[TraceAnalysis], logged_sizes: list[int] | None) -
                 if len(nodes) <= 6
                 else f"{min(nodes)}-{max(nodes)} ({sum(nodes):,} in all)"
             )
-            if logged_sizes is None:
-                in_log = "no size list in the log"
-            else:
-                in_log = "yes" if int(c["size"]) in logged_sizes else "no"
+            in_log = {None: "no size list in the log", True: "yes", False: "no"}[
+                t.in_log(c["size"])
+            ]
             rows.append(
                 [
                     str(c["size"]),
@@ -155,7 +154,7 @@ def panel(traces: list[TraceAnalysis], run: RunReport | None) -> dict[str, Any]:
         "join": join,
         "verdicts": [[VERDICT_LABELS[v], _n(n)] for v, n in steps.items() if n],
         "traces": [_trace_row(t) for t in traces if t.kind == "step_trace"],
-        "captures": _capture_rows(traces, logged_sizes),
+        "captures": _capture_rows(traces),
         "capture_log": (
             f"The log's capture took {fmt_num(capture_s, 1)} s over "
             f"{len(logged_sizes or [])} sizes."
