@@ -17,6 +17,13 @@ setup(
             depends=[HOTPATH + "_cscan.h"],
             extra_compile_args=["-O2", "-std=gnu11"],
             optional=True,
-        )
+        ),
+        # the trace reader's pre-scan (diag/artifacts/trace_reader.py; optional likewise)
+        Extension(
+            "diag.artifacts._tracescan",
+            sources=["diag/artifacts/_tracescan.c"],
+            extra_compile_args=["-O2", "-std=gnu11"],
+            optional=True,
+        ),
     ]
 )

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from typing import Any
 
 from diag.advise.recommend import attach_recommendations
 from diag.advise.run_advice import advise_runs
+from diag.artifacts.trace import TraceAnalysis
 from diag.event_frames import release_freed_memory
 from diag.events import EventTables
 from diag.evidence import resolve_evidence
 from diag.facts.record import RunFacts, build_facts, snapshot_graph_pool_gib
 from diag.facts.runs import Run, split_runs
+from diag.facts.trace_join import verify
 from diag.ingest import Ingested, ProgressFn, ingest
 from diag.report import Report, RunReport
 
@@ -41,14 +43,19 @@ def analyze(
     ingested: Ingested | None = None,
     generated_at: str | None = None,
     jobs: int | None = None,
+    tz: tzinfo | None = None,
 ) -> Report:
-    """Read the inputs, build facts per run, run the rules, return the :class:`Report`."""
+    """Read the inputs, build facts per run, run the rules, return the :class:`Report`.
+
+    ``tz``: the zone of log time stamps that carry none (``--tz``), to meet profiler traces'
+    epoch times; None reads them as UTC."""
     from diag.rules.engine import RuleEngine
 
     ing = ingested if ingested is not None else ingest(paths, progress, jobs=jobs)
     facts = [build_facts(run) for run in split_runs(ing.tables, ing.streams)]
     release_freed_memory()  # the stages' temporaries, kept by the allocators otherwise
     _attach_artifacts(facts, ing)
+    attach_traces(facts, ing.traces, tz)
     engine = RuleEngine.load(rules_file)
     # advice first, from facts alone: the rules and every renderer quote it (issue 14)
     advice = advise_runs(facts, ing.snapshots)
@@ -70,6 +77,7 @@ def analyze(
         ing.snapshots,
         ing.tables,
         generated_at or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        traces=ing.traces,
     )
 
 
@@ -109,6 +117,83 @@ def _attach_artifacts(facts: list[RunFacts], ing: Ingested) -> None:
             run.notes.append(run.memory_check["summary"])
     for f in facts:
         f.snapshot_graph_pool_gib = snapshot_graph_pool_gib(f.run.id, ing.snapshots)
+
+
+def attach_traces(facts: list[RunFacts], traces: list[TraceAnalysis], tz: tzinfo | None) -> None:
+    """Join each profiler trace to a run (nearest folder; among runs there, the one whose
+    decode batches span the trace's steps), then verify each run's batches against its
+    traces: the record gets ``trace_verified``, the run notes what could not be joined."""
+    if not facts or not traces:
+        return
+    by_run: dict[str, list[TraceAnalysis]] = {}
+    for t in traces:
+        run = _trace_run(t, facts, tz)
+        if run is not None:
+            t.run = run.run.id
+            t.log_capture_sizes = run.record.get("graph_capture_sizes")
+            by_run.setdefault(run.run.id, []).append(t)
+    for f in facts:
+        joined = by_run.get(f.run.id)
+        if not joined:
+            continue
+        offset = _tz_offset_s(tz, joined)
+        check = verify(f, joined, offset)
+        f.trace_check = check
+        f.record["trace_verified"] = check.record()
+        for path in check.no_epoch:
+            f.notes.append(
+                f"trace {path}: its time stamps are relative and it has no baseTimeNanoseconds, "
+                "so its steps are not joined to log lines"
+            )
+        if (
+            check.matches.empty
+            and not check.no_epoch
+            and any(not t.steps.empty for t in joined if t.kind == "step_trace")
+        ):
+            f.notes.append(
+                "no decode batch of the log matched a profiled step by time and batch size "
+                "(same rank): if the log stamps local time, pass --tz with its zone"
+            )
+
+
+def _tz_offset_s(tz: tzinfo | None, traces: list[TraceAnalysis]) -> float:
+    """Seconds the log's wall clock is ahead of UTC at the traces' time (DST-aware)."""
+    if tz is None:
+        return 0.0
+    times = [float(t.steps["epoch_s"].min()) for t in traces if not t.steps.empty]
+    times = [x for x in times if x == x]
+    at = datetime.fromtimestamp(times[0] if times else 0.0, timezone.utc)
+    off = at.astimezone(tz).utcoffset()
+    return off.total_seconds() if off is not None else 0.0
+
+
+def _trace_run(t: TraceAnalysis, facts: list[RunFacts], tz: tzinfo | None) -> RunFacts | None:
+    folder = os.path.abspath(Path(t.path).parent)
+    depth = [
+        max(
+            (
+                len(os.path.commonpath([folder, os.path.abspath(Path(s).parent)]))
+                for s in f.run.sources
+            ),
+            default=-1,
+        )
+        for f in facts
+    ]
+    best = max(depth)
+    near = [f for f, d in zip(facts, depth, strict=True) if d == best]
+    if len(near) > 1 and not t.steps.empty and t.steps["epoch_s"].notna().any():
+        lo = float(t.steps["epoch_s"].min()) + _tz_offset_s(tz, [t])
+        hi = float(t.steps["epoch_s"].max()) + _tz_offset_s(tz, [t])
+        spans = [
+            f
+            for f in near
+            if not f.batches.empty
+            and f.batches["ts"].min() - 2 <= hi
+            and f.batches["ts"].max() + 2 >= lo
+        ]
+        if spans:
+            return spans[-1]
+    return _nearest_run(Path(t.path), near) or near[-1]
 
 
 def memory_check(log_gib: float | None, snapshot_gib: float, path: str) -> dict[str, Any]:

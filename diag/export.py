@@ -9,13 +9,33 @@ from typing import IO
 
 import pandas as pd
 
+from diag.artifacts.trace import step_table
 from diag.events import COMMON_COLUMNS
 from diag.ingest import Ingested
 
 
 def long_rows(ing: Ingested) -> pd.DataFrame:
-    """All events in one frame: kind, source, line, ts, rank and a JSON 'data' column."""
-    return ing.tables.long()
+    """All events in one frame: kind, source, line, ts, rank and a JSON 'data' column; the
+    profiled steps of torch-profiler traces follow as kind ``trace_step`` (source: the
+    trace, ts: the step's start in epoch seconds where the trace has it)."""
+    frame = ing.tables.long()
+    steps = step_table(ing.traces)
+    if steps.empty:
+        return frame
+    data = steps.drop(columns=["trace", "rank", "epoch_s"])
+    rows = pd.DataFrame(
+        {
+            "kind": "trace_step",
+            "source": steps["trace"],
+            "line": pd.array([None] * len(steps), dtype="Int64"),
+            "ts": steps["epoch_s"],
+            "rank": steps["rank"].astype(object).where(steps["rank"].notna(), None),
+            "data": [
+                json.dumps({k: _plain(v) for k, v in r.items()}) for r in data.to_dict("records")
+            ],
+        }
+    )
+    return pd.concat([frame, rows.reindex(columns=frame.columns)], ignore_index=True)
 
 
 def export_events(ing: Ingested, fmt: str, output: str | None) -> None:

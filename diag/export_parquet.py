@@ -4,6 +4,9 @@ Layout (one hive-partitioned dataset per event kind, since kinds have different 
 
     DIR/<kind>/run=<run id, sanitised>/part-0.parquet    e.g. DIR/decode_batch/run=node1.log_1/
     DIR/runs/part-0.parquet                               one row per run
+    DIR/trace_step/part-0.parquet                         one row per profiled step of the
+                                                          torch-profiler traces (trace, rank,
+                                                          diag.artifacts.trace.STEP_COLUMNS)
 
 Every event row has the kind's columns (``diag.events.EVENT_KINDS``: source, line, ts,
 rank, instance, then the kind's fields) plus ``run_id`` (the run id as in the JSON report)
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from diag.artifacts.trace import step_table
 from diag.events import EVENT_KINDS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -98,7 +102,7 @@ def write_parquet(ing: Ingested, out: Path) -> None:
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    for kind in [*EVENT_KINDS, "runs"]:
+    for kind in [*EVENT_KINDS, "runs", "trace_step"]:
         old = out / kind
         if old.is_dir():
             shutil.rmtree(old)
@@ -145,6 +149,11 @@ def write_parquet(ing: Ingested, out: Path) -> None:
         run_rows, columns=["run", "run_id", "node", "stream", "backend", "sources"]
     )
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), runs_dir / "part-0.parquet")
+    steps = step_table(ing.traces)
+    if not steps.empty:  # one flat table of profiled steps: DIR/trace_step/part-0.parquet
+        target = out / "trace_step"
+        target.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pandas(steps, preserve_index=False), target / "part-0.parquet")
 
 
 __all__ = ["write_parquet", "sanitise", "node_name"]

@@ -185,8 +185,13 @@ class Snapshot:
 @dataclass
 class Evidence:
     path: str
-    line: int
+    line: int  # 1-based; 0 where the input has no lines to point at (a profiler trace)
     text: str
+
+    @property
+    def where(self) -> str:
+        """``path:line``, or the path alone where there is no line."""
+        return f"{self.path}:{self.line}" if self.line > 0 else self.path
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "line": self.line, "text": self.text}

@@ -11,6 +11,7 @@ from typing import Any
 
 from diag.about import __version__
 from diag.advise.bucket_sets import Advice
+from diag.artifacts.trace import TraceAnalysis
 from diag.events import EventTables
 from diag.facts.record import RunFacts
 from diag.facts.requests import request_summary
@@ -91,6 +92,7 @@ class Report:
     snapshots: list[Snapshot]
     tables: EventTables
     generated_at: str | None = None
+    traces: list[TraceAnalysis] = field(default_factory=list)  # torch-profiler traces
 
     def __post_init__(self) -> None:
         note_inputs_without_runs(self.inputs, self.runs)
@@ -118,6 +120,7 @@ class Report:
             self.runs
             or self.profiles
             or self.snapshots
+            or any(t.kind == "step_trace" or not t.captures.empty for t in self.traces)
             or any(i.backend != "unknown" and i.status != "skipped" for i in self.inputs)
         )
 
@@ -130,6 +133,7 @@ class Report:
             "runs": [r.to_dict() for r in self.runs],
             "profiles": clean_json(self.profiles),
             "snapshots": clean_json(self.snapshots),
+            "traces": [clean_json(t.to_dict()) for t in self.traces],
         }
 
 

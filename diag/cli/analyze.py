@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import sys
+from datetime import timedelta, timezone, tzinfo
 from pathlib import Path
 
 import click
@@ -62,6 +64,32 @@ Exit codes: 0 no finding at or above --fail-on; 1 such a finding; 2 usage error,
 """
 
 
+_OFFSET = re.compile(r"^(?:UTC|GMT)?\s*([+-])(\d{1,2})(?::?(\d{2}))?$", re.I)
+
+
+def parse_tz(text: str) -> tzinfo:
+    """``UTC``, ``+08:00`` / ``-0530`` / ``UTC+8``, or an IANA name (DST-aware)."""
+    t = text.strip()
+    if t.upper() in ("UTC", "GMT", "Z"):
+        return timezone.utc
+    m = _OFFSET.match(t)
+    if m:
+        hours, minutes = int(m.group(2)), int(m.group(3) or 0)
+        if hours > 14 or minutes > 59:
+            raise click.BadParameter(f"{text!r} is not a UTC offset", param_hint="--tz")
+        sign = -1 if m.group(1) == "-" else 1
+        return timezone(sign * timedelta(hours=hours, minutes=minutes))
+    try:
+        from zoneinfo import ZoneInfo
+
+        return ZoneInfo(t)
+    except (ValueError, KeyError, OSError):
+        raise click.BadParameter(
+            f"{text!r} is neither a UTC offset (+08:00) nor a zone name (Asia/Shanghai)",
+            param_hint="--tz",
+        ) from None
+
+
 @click.command(epilog=EPILOG, short_help=SHORT)
 @click.argument("paths", nargs=-1, required=True)
 @click.option(
@@ -88,6 +116,14 @@ Exit codes: 0 no finding at or above --fail-on; 1 such a finding; 2 usage error,
     default=None,
     help="YAML overriding thresholds, severities, or disabling rules.",
 )
+@click.option(
+    "--tz",
+    "tz",
+    default=None,
+    metavar="ZONE",
+    help="Zone of log time stamps that carry none (e.g. Asia/Shanghai, +08:00), to join "
+    "profiler-trace steps to log lines by time; default UTC.",
+)
 @jobs_option
 @quiet_option()
 def analyze(
@@ -97,6 +133,7 @@ def analyze(
     no_html: bool,
     fail_on: str,
     rules_file: str | None,
+    tz: str | None,
     jobs: int,
     quiet: bool,
 ) -> None:
@@ -108,10 +145,11 @@ def analyze(
     from diag.render.text import render_markdown, render_text
     from diag.rules.engine import RulesError
 
+    zone = parse_tz(tz) if tz else None
     progress = Progress(quiet)
     try:
         report = run_analysis(
-            list(paths), rules_file=rules_file, progress=progress, jobs=jobs or None
+            list(paths), rules_file=rules_file, progress=progress, jobs=jobs or None, tz=zone
         )
         progress.finish()
         report_inputs(report.inputs)

@@ -80,6 +80,7 @@ def parse(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int, quiet
         sys.exit(2)
     if not quiet:
         counts = {kind: len(ing.tables[kind]) for kind in ing.tables}
+        counts["trace_step"] = sum(len(t.steps) for t in ing.traces)
         where = output if output else "stdout"
         if fmt == "parquet":
             where = f"{output}/ (one folder per kind)"

@@ -110,6 +110,9 @@ class RunFacts:
     # capture phases other than decode, and how kv_tokens is known (run JSON, beside record)
     capture_phases: dict[str, float | None] = field(default_factory=dict)
     kv_tokens_source: str | None = None
+    # diag.facts.trace_join.TraceCheck: the run's profiler traces joined to its batches, set
+    # where traces join runs (typed loosely: trace_join imports this module)
+    trace_check: Any = None
 
     @property
     def tables(self) -> EventTables:

@@ -11,9 +11,10 @@ so one unreadable file never stops the others and nothing is silently dropped.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from diag.artifacts.trace import TraceAnalysis
 from diag.event_frames import release_freed_memory
 from diag.events import EventSink, EventTables
 from diag.ingest.clock import settle_years
@@ -46,6 +47,7 @@ class Ingested:
     streams: list[Stream]
     snapshots: list[Snapshot]
     profiles: list[dict[str, Any]]  # standalone table files
+    traces: list[TraceAnalysis] = field(default_factory=list)  # torch-profiler traces
 
 
 def ingest(
@@ -99,7 +101,7 @@ def ingest(
     settle_years(tables, streams)
     _attach_notes(tables, inputs)
     release_freed_memory()  # what reading and framing freed goes back before analysis
-    return Ingested(tables, inputs, streams, found.snapshots, found.profiles)
+    return Ingested(tables, inputs, streams, found.snapshots, found.profiles, found.traces)
 
 
 def _attach_notes(tables: EventTables, inputs: list[InputStatus]) -> None:

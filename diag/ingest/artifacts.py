@@ -1,9 +1,10 @@
-"""Inputs that are not logs: allocator snapshots and standalone profiler-table files."""
+"""Inputs that are not logs: allocator snapshots, standalone profiler-table files, traces."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from diag.artifacts.trace import TraceAnalysis
 from diag.model import InputStatus, Snapshot
 from diag.sources.discover import InputFile
 from diag.sources.readers import iter_lines
@@ -42,3 +43,50 @@ def load_tables(
     elif errors or any(not t.complete for t in tables):
         status.status, status.reason = "partial", errors[0] if errors else "table cut mid-row"
     return [t.to_dict() for t in tables]
+
+
+DEEP_SNIFF_BYTES = 64 * 1024 * 1024  # how far a JSON document is searched for its events key
+
+
+def load_trace(
+    item: InputFile, head: bytes, stream: Any, status: InputStatus
+) -> TraceAnalysis | None:
+    """A torch-profiler trace, read streamed and analysed; its raw columns are dropped here.
+    A trace cut short or with broken events is ``partial`` (the first reason, the others in
+    notes); one with no event array at all is skipped with its reason."""
+    from diag.artifacts.trace import analyse
+    from diag.artifacts.trace_reader import TraceError, read_trace
+    from diag.ingest.hotpath.native import native_enabled
+
+    status.kind = "trace"
+    try:  # GRAPHDIAG_NATIVE=0 reads every event in Python, as it does every log line
+        raw = read_trace(item, stream, head, native=native_enabled())
+    except TraceError as exc:
+        status.status, status.reason = "skipped", str(exc)
+        return None
+    result = analyse(raw)
+    status.events = raw.events
+    if result.problems:
+        status.status, status.reason = "partial", result.problems[0]
+        status.notes.extend(result.problems[1:])
+    return result
+
+
+def holds_trace_events(item: InputFile, head: bytes, stream: Any) -> bool:
+    """A JSON document whose first KB shows no trace key (other keys were written first):
+    is there a ``"traceEvents"`` key within its first DEEP_SNIFF_BYTES? Reads the stream."""
+    from diag.sources.readers import iter_blocks
+
+    errors: list[str] = []
+    tail = b""
+    seen = 0
+    for block in iter_blocks(stream, head, errors):
+        if b'"traceEvents"' in tail + block[:32]:
+            return True
+        if b'"traceEvents"' in block:
+            return True
+        tail = block[-32:]
+        seen += len(block)
+        if seen > DEEP_SNIFF_BYTES:
+            return False
+    return False

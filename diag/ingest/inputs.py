@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from diag.ingest.artifacts import load_snapshot, load_tables
+from diag.artifacts.trace import TraceAnalysis
+from diag.ingest.artifacts import holds_trace_events, load_snapshot, load_tables, load_trace
 from diag.ingest.hotpath.native import count_newlines
 from diag.model import InputStatus, Snapshot, Stream
 from diag.parsers.scan import StreamScanner
@@ -32,6 +33,7 @@ from diag.sources.readers import (
     read_head,
     sniff,
 )
+from diag.sources.trace_sniff import looks_like_json, trace_by_name
 
 ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total)
 
@@ -68,6 +70,7 @@ class Artifacts:
 
     snapshots: list[Snapshot] = field(default_factory=list)
     profiles: list[dict[str, Any]] = field(default_factory=list)  # standalone table files
+    traces: list[TraceAnalysis] = field(default_factory=list)  # torch-profiler traces
 
 
 @dataclass
@@ -127,6 +130,18 @@ def _named_pickle(item: InputFile) -> bool:
     return name.endswith((".pickle", ".pkl", ".pickle.gz", ".pkl.gz"))
 
 
+def _json_trace(item: InputFile, head: bytes) -> bool:
+    """A JSON file whose first KB shows no trace marker (a writer put other keys first):
+    a trace when named like one, or when ``"traceEvents"`` follows further in. JSON-lines
+    logs (one object a line, as docker and k8s write them) are logs, not searched."""
+    if item.fs_path is None or not looks_like_json(head) or head.count(b"\n{") >= 3:
+        return False
+    if trace_by_name(item.path):
+        return True
+    with open_binary(item) as probe:
+        return holds_trace_events(item, b"", probe)
+
+
 def open_input(
     item: InputFile, status: InputStatus, found: Artifacts, snapshot_limit: int
 ) -> Opened | None:
@@ -158,6 +173,15 @@ def open_input(
             return None
         if info.kind == "profile_table":
             found.profiles.extend(load_tables(item, head, stream_obj, status))
+            return None
+        if info.kind == "log" and _json_trace(item, head):
+            close_quietly(stream_obj)
+            stream_obj = open_binary(item)  # the sniff read on; the trace is read from the start
+            head, info.kind = b"", "trace"
+        if info.kind == "trace":
+            trace = load_trace(item, head, stream_obj, status)
+            if trace is not None:
+                found.traces.append(trace)
             return None
         if info.kind != "log":
             status.status, status.reason = "skipped", info.reason

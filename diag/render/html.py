@@ -23,6 +23,7 @@ from markupsafe import Markup
 
 from diag.about import __version__
 from diag.model import SEVERITY_ORDER, Finding, Snapshot
+from diag.render import trace_panel
 from diag.render.html_page import Page, csp_hash, environment, fmt_num, joined, plotly_js, template
 from diag.render.html_run import run_view, unattached_view
 from diag.render.serialize import record_yaml
@@ -87,7 +88,7 @@ def _card(f: Finding, row: RunRow) -> FindingCard:
         anchor=row.anchor,
         message=f.message,
         remedies=list(f.remediation),
-        evidence=[EvidenceLine(f"{ev.path}:{ev.line}", ev.text) for ev in shown],
+        evidence=[EvidenceLine(ev.where, ev.text) for ev in shown],
         evidence_label=label,
     )
 
@@ -216,6 +217,9 @@ def render_html(report: Report) -> str:
         run_view(page, row, run, profiles.get(run.id, []), snapshots.get(run.id, []))
         for row, run in pairs
     ]
+    trace_views, loose_traces = trace_panel.views(report)
+    for view, (_, run) in zip(runs, pairs, strict=True):
+        view["traces"] = trace_views.get(run.id)
     rows = [row for row, _ in (order if many else pairs)]
     loose = unattached_view(page, loose_profiles, loose_snapshots)
     plotly_script = plotly_js()
@@ -257,6 +261,7 @@ def render_html(report: Report) -> str:
             record_yaml=record_yaml(report),
             runs=runs,
             loose=loose,
+            loose_traces=loose_traces,
             inputs=_inputs(report),
             inputs_not_ok=len(report.inputs_to_show()),
             figures=[{"id": fid, "json": Markup(data)} for fid, data in page.figures],

@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from diag.render import trace_panel
 from diag.render.mdtable import md_cell, md_table
 from diag.render.plots import prepare_batches, throughput_table
 from diag.render.sizes import compact_sizes
@@ -204,7 +205,7 @@ def render_text(report: Report) -> str:
                     )
                 )
             for ev in f.evidence[:1]:
-                out.extend(wrap(f"at {ev.path}:{ev.line}", WIDTH, initial_indent="        "))
+                out.extend(wrap(f"at {ev.where}", WIDTH, initial_indent="        "))
         out.append("")
     else:
         out.append(no_findings(report))
@@ -216,6 +217,11 @@ def render_text(report: Report) -> str:
         lines = [verdict_line(run), *record_lines(run)]
         for line in lines + [f"note: {n}" for n in run.facts.notes]:
             out.extend(wrap(line, WIDTH, initial_indent="     ", subsequent_indent="       "))
+    if report.traces:
+        out.append("")
+        out.append("Profiler traces:")
+        for line in trace_panel.trace_lines(report):
+            out.extend(wrap(line, WIDTH, initial_indent="  ", subsequent_indent="    "))
     skipped = report.inputs_to_show()
     if skipped:
         if out[-1]:
@@ -307,7 +313,7 @@ def render_markdown(report: Report) -> str:
                 out.append("")
             if f.evidence:
                 out.append("```text")
-                out.extend(f"{e.path}:{e.line}: {e.text}".replace("```", "'''") for e in f.evidence)
+                out.extend(f"{e.where}: {e.text}".replace("```", "'''") for e in f.evidence)
                 out.append("```")
             out.append("</details>")
             out.append("")

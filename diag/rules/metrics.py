@@ -149,6 +149,16 @@ class RunMetrics:
     engine_error: EngineError | None = None
     memory_pressure: bool = False  # an OOM anywhere in the run, retractions or preemptions
     engine_solutions: tuple[str, ...] = ()  # the engine's own printed "Possible solutions"
+    # profiler traces joined to the run (diag.facts.trace_join): decode batches matched to a
+    # profiled step, those where the log says graph and the trace eager and the reverse,
+    # where the log's verdicts came from, and graph launches no GPU op carries
+    trace_matched: int = 0
+    trace_log_graph_trace_eager: int = 0
+    trace_log_eager_trace_graph: int = 0
+    trace_batches_source: str = "none"
+    trace_graph_launches: int = 0
+    trace_launches_without_ops: int = 0
+    trace_paths: tuple[str, ...] = ()
 
     @property
     def graph_on(self) -> bool:
@@ -262,7 +272,9 @@ def run_metrics(
     speed = _per_request_speed(batches)
     tp = as_int(cfg.get("tp_size") or cfg.get("tensor_parallel_size"))
     spec = spec_for(facts.backend)
+    trace = _trace_counts(facts)
     return RunMetrics(
+        **trace,
         backend=facts.backend,
         engine_version=facts.engine_version,
         graph_mode=rec["graph_mode"],
@@ -371,6 +383,30 @@ def _printed_solutions(t: EventTables) -> tuple[str, ...]:
         if sep:
             return tuple(m.group(1) for m in _SOLUTION.finditer(tail))
     return ()
+
+
+def _trace_counts(facts: RunFacts) -> dict[str, Any]:
+    check = facts.trace_check
+    if check is None:
+        return {}
+    m = check.matches
+    bad = check.disagree
+    logged = set(bad["logged"]) if not bad.empty else set(m["logged"]) if not m.empty else set()
+    return {
+        "trace_matched": len(m),
+        "trace_log_graph_trace_eager": int((bad["log_verdict"] == "graph").sum())
+        if not bad.empty
+        else 0,
+        "trace_log_eager_trace_graph": int((bad["log_verdict"] == "eager").sum())
+        if not bad.empty
+        else 0,
+        "trace_batches_source": "mixed"
+        if len(logged) > 1
+        else ("logged" if True in logged else "inferred" if logged else "none"),
+        "trace_graph_launches": check.graph_launches,
+        "trace_launches_without_ops": check.graph_launches_without_ops,
+        "trace_paths": tuple(check.traces),
+    }
 
 
 def _float(v: object) -> float | None:

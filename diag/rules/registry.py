@@ -17,6 +17,8 @@ from diag.rules.gd140_slow_capture import GD140
 from diag.rules.gd150_torch_compile_with_graph import GD150
 from diag.rules.gd160_graph_mode_downgraded import GD160
 from diag.rules.gd170_out_of_window_slower import GD170
+from diag.rules.gd180_trace_contradicts_log import GD180
+from diag.rules.gd181_graph_launches_without_ops import GD181
 
 RULES: tuple[type[Rule], ...] = (
     GD100,
@@ -32,6 +34,8 @@ RULES: tuple[type[Rule], ...] = (
     GD150,
     GD160,
     GD170,
+    GD180,
+    GD181,
 )
 ALL_CODES: tuple[str, ...] = tuple(r.code for r in RULES)
 BY_CODE: dict[str, type[Rule]] = {r.code: r for r in RULES}

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from diag.sources.trace_sniff import SNIFF_BYTES, looks_like_trace, trace_by_name
+
 STDIN = "-"
 
 # our own outputs and obvious non-logs met while walking a folder (named files are always read)
@@ -130,7 +132,7 @@ def discover(paths: Sequence[str]) -> tuple[list[InputFile], list[Problem]]:
             continue
         candidates = list(_walk(p, problems)) if p.is_dir() else [p]
         for c in candidates:
-            if p.is_dir() and c.name.lower().endswith(NOT_LOG_SUFFIXES):
+            if p.is_dir() and c.name.lower().endswith(NOT_LOG_SUFFIXES) and not _json_trace(c):
                 problems.append(Problem(str(c), f"not a log ({c.suffix} file in a folder)"))
                 continue
             key = os.path.normpath(str(c))
@@ -146,6 +148,20 @@ def discover(paths: Sequence[str]) -> tuple[list[InputFile], list[Problem]]:
     if stdin_seen:
         out.append(InputFile(STDIN, None, STDIN, 0))
     return out, problems
+
+
+def _json_trace(path: Path) -> bool:
+    """A plain ``.json`` in a folder is read when it is a torch-profiler trace, by name or by
+    its first KB."""
+    if not path.name.lower().endswith(".json"):
+        return False
+    if trace_by_name(str(path)):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            return looks_like_trace(fh.read(SNIFF_BYTES))
+    except OSError:
+        return False
 
 
 def _order(files: list[Path]) -> list[InputFile]:

@@ -21,6 +21,7 @@ import numpy as np
 
 from diag.engines import SGLANG, VLLM
 from diag.sources.discover import InputFile
+from diag.sources.trace_sniff import looks_like_trace
 
 HEAD_BYTES = 256 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
@@ -39,7 +40,7 @@ class InputError(Exception):
 
 @dataclass
 class Sniff:
-    kind: str  # log | profile_table | memory_snapshot | unknown
+    kind: str  # log | profile_table | memory_snapshot | trace | unknown
     backend: str  # vllm | sglang | unknown
     compressed: bool
     reason: str | None = None  # why unknown
@@ -108,6 +109,8 @@ def sniff(head: bytes, compressed: bool) -> Sniff:
     if _binary_ratio(text[:65536]) > 0.10:
         return Sniff("unknown", "unknown", compressed, "binary file, not a text log")
     head = text
+    if looks_like_trace(head):
+        return Sniff("trace", "unknown", compressed)
     # a table file names operators ("sglang::...") but has no engine log header lines
     if _TABLE_HEAD.search(head) and b"Self CPU" in head and not _LOG_HEADER.search(head):
         return Sniff("profile_table", "unknown", compressed)
