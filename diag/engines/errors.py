@@ -161,14 +161,11 @@ class Verdict:
     code: str | None = None  # id of the first runtime code the text quotes (``cuda_1``), if any
 
 
-def _load(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = yaml.load((DATA / name).read_text(encoding="utf-8"), Loader=_LOADER)
-    return data
-
-
 @cache
 def _errors_yaml() -> dict[str, Any]:
-    return _load("errors.yaml")
+    text = (DATA / "errors.yaml").read_text(encoding="utf-8")
+    data: dict[str, Any] = yaml.load(text, Loader=_LOADER)
+    return data
 
 
 @cache
