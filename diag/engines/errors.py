@@ -307,7 +307,8 @@ def _hand_any() -> re.Pattern[str]:
 def judge(text: str) -> Verdict:
     """The class of an error text (``other`` when no row names one) and its capture marks."""
     codes = quoted_codes(text)
-    if not codes and _hand_any().search(text) is None:
+    hand = _hand_any().search(text) is not None  # the one prefilter of the hand-written rows
+    if not codes and not hand:
         return Verdict("other", False, False, None)
     cls: ErrorClass | None = None
     capture = any(c.capture for c in codes)
@@ -322,7 +323,7 @@ def judge(text: str) -> Verdict:
                 first = min(mine, key=lambda c: c.index)
                 cls, secondary, sig_id = first.error_class, _secondary(first), first.id
             continue
-        if row.regex.search(text) is None:
+        if not hand or row.regex.search(text) is None:
             continue
         capture = capture or row.capture
         if cls is None and row.error_class is not None:
