@@ -207,3 +207,52 @@ def test_every_hand_row_is_judged_by_its_own_text(sig: sigs.Signature, text: str
     else:  # no row above it takes its text
         assert (v.signature, v.error_class) == (sig.id, sig.error_class), v
         assert v.capture == sig.capture or v.capture, v
+
+
+_CAPTURE_FRAME = '  File "/x/vllm/v1/worker/gpu_model_runner.py", line 1, in capture_model'
+
+
+@pytest.mark.parametrize(
+    "exception,cls",
+    [
+        (
+            "torch.distributed.DistBackendError: NCCL error in: /x/ProcessGroupNCCL.cpp:1, "
+            "unhandled cuda error, NCCL version 2.21.5 Last error: Cuda failure 'out of memory'",
+            "oom",
+        ),
+        (
+            "RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running "
+            "collective: CollectiveFingerPrint(SequenceNumber=3OpType=BARRIER)",
+            "distributed",
+        ),
+        (
+            "RuntimeError: NCCL WARN Cuda failure 'capturing stream has unjoined work'",
+            "distributed",
+        ),
+        (
+            "RuntimeError: CUDA error: operation not permitted when stream is capturing",
+            "stream_capture_invalid",
+        ),
+        ("RuntimeError: CUDA error: operation not supported", "unsupported_op"),
+    ],
+)
+def test_precedence_through_analyze(tmp_path: Path, exception: str, cls: str) -> None:
+    head = "(VllmWorker rank=1 pid=7) ERROR 01-01 12:00:00 [multiproc_executor.py:1] "
+    lines = ["Traceback (most recent call last):", _CAPTURE_FRAME, exception]
+    path = tmp_path / "x.log"
+    path.write_text("\n".join(head + line for line in lines) + "\n")
+    err = analyze([str(path)], generated_at="fixed").runs[0].record["capture_error"]
+    assert err is not None and (err["class"], err["phase"]) == (cls, "capture_decode"), err
+
+
+def test_a_collective_mismatch_in_sglang_capture_is_distributed(tmp_path: Path) -> None:
+    path = tmp_path / "x.log"
+    path.write_text(
+        "[2025-01-01 12:00:00 TP0] Capture cuda graph begin. This can take up to several minutes.\n"
+        "[2025-01-01 12:00:05 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/x/sglang/srt/model_executor/model_runner.py", line 1, in init_device_graphs\n'
+        "Exception: Capture cuda graph failed: Detected mismatch between collectives on ranks. "
+        "Rank 13 is running collective: CollectiveFingerPrint(SequenceNumber=17OpType=BARRIER)\n"
+    )
+    err = analyze([str(path)], generated_at="fixed").runs[0].record["capture_error"]
+    assert err is not None and err["class"] == "distributed", err

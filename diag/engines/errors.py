@@ -161,14 +161,11 @@ class Verdict:
     code: str | None = None  # id of the first runtime code the text quotes (``cuda_1``), if any
 
 
-def _load(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = yaml.load((DATA / name).read_text(encoding="utf-8"), Loader=_LOADER)
-    return data
-
-
 @cache
 def _errors_yaml() -> dict[str, Any]:
-    return _load("errors.yaml")
+    text = (DATA / "errors.yaml").read_text(encoding="utf-8")
+    data: dict[str, Any] = yaml.load(text, Loader=_LOADER)
+    return data
 
 
 @cache
@@ -228,8 +225,17 @@ def _matchers() -> tuple[_Matcher, ...]:
     return tuple(out)
 
 
+@cache
+def _any_anchor() -> re.Pattern[str]:
+    """One regex over every form's anchors: a text that holds none quotes no code."""
+    anchors = {a for m in _matchers() for a in m.anchors}
+    return re.compile("|".join(re.escape(a) for a in sorted(anchors, key=len, reverse=True)))
+
+
 def quoted_codes(text: str) -> list[RuntimeCode]:
     """The runtime codes a text quotes in one of their printed forms, in the order they appear."""
+    if _any_anchor().search(text) is None:
+        return []
     hits: list[tuple[int, RuntimeCode]] = []
     for m in _matchers():
         if any(a in text for a in m.anchors):
@@ -301,16 +307,20 @@ def _secondary(c: RuntimeCode) -> bool:
 
 
 @cache
-def _hand_any() -> re.Pattern[str]:
-    """One pattern that hits wherever some hand-written row would."""
+def _hand_any() -> tuple[re.Pattern[str], ...]:
+    """The prefilter of the hand-written rows: one pattern over the case-sensitive rows and one
+    over the (?i) ones (one alternation mixing both is slower than the two: 36 us vs 21 us a
+    line here)."""
     rows = [r.pattern for r in _order() if isinstance(r, Signature)]
-    return re.compile("|".join(f"(?:{p})" for p in rows))
+    groups = ([p for p in rows if "(?i" not in p], [p for p in rows if "(?i" in p])
+    return tuple(re.compile("|".join(f"(?:{p})" for p in g)) for g in groups if g)
 
 
 def judge(text: str) -> Verdict:
     """The class of an error text (``other`` when no row names one) and its capture marks."""
     codes = quoted_codes(text)
-    if not codes and _hand_any().search(text) is None:
+    hand = any(rx.search(text) for rx in _hand_any())  # the hand-written rows' prefilter
+    if not codes and not hand:
         return Verdict("other", False, False, None)
     cls: ErrorClass | None = None
     capture = any(c.capture for c in codes)
@@ -325,7 +335,7 @@ def judge(text: str) -> Verdict:
                 first = min(mine, key=lambda c: c.index)
                 cls, secondary, sig_id = first.error_class, _secondary(first), first.id
             continue
-        if row.regex.search(text) is None:
+        if not hand or row.regex.search(text) is None:
             continue
         capture = capture or row.capture
         if cls is None and row.error_class is not None:
