@@ -208,6 +208,13 @@ def _drop_last(lines: Lines, k: int) -> tuple[Lines, Kept]:
     return lines[: len(lines) - k], list(range(1, len(lines) - k + 1))
 
 
+def _prefix_then_drop(lines: Lines, params: tuple[Prefix, int]) -> tuple[Lines, Kept]:
+    """A launcher's prefix on every line, and the window starting mid-log (mid-traceback)."""
+    p, k = params
+    prefixed, _ = _prefixed(p)(lines, p)
+    return _drop_first(prefixed, k)
+
+
 _ENTITIES = {"<": "&lt;", ">": "&gt;", '"': "&quot;", "&": "&amp;"}
 
 
@@ -273,6 +280,11 @@ def transforms() -> tuple[Transform, ...]:
         Transform("CRLF line ends", ident, _each(lambda i, ln: ln), crlf=True, drawn=False),
         Transform("drop first K lines", lambda n: st.integers(1, max(1, n - 1)), _drop_first),
         Transform("drop last K lines", lambda n: st.integers(1, max(1, n - 1)), _drop_last),
+        Transform(
+            "prefix family, then first K dropped",
+            lambda n: st.tuples(prefix_families(), st.integers(1, max(1, n - 1))),
+            _prefix_then_drop,
+        ),
         Transform(
             "markdown quote",
             lambda n: st.sampled_from(("> ", ">", "> > ")),

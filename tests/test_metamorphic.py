@@ -55,7 +55,9 @@ def _length(path: Path) -> int:
 
 @dataclass
 class Tally:
-    """Pairs tried and verdicts kept per transformation, and what changed."""
+    """Per transformation: pairs tried, verdicts kept, and how many of them held a capture
+    error that had to stay (its class, or ``other`` when the cut forces it) and a negative
+    that had to stay quiet; plus what changed."""
 
     table: dict[str, list[int]] = field(default_factory=dict)
     changed: list[str] = field(default_factory=list)
@@ -68,7 +70,7 @@ def _sweep(t: Transform, excerpts: list[Path], work: Path, tally: Tally) -> None
     Hypothesis begins with its simplest example (every draw minimal): the excerpts are dealt
     round-robin over SLICES examples, so all but one slice get freely drawn parameters; every
     example draws every excerpt's parameters (hypothesis wants the same draws each time)."""
-    row = tally.table.setdefault(t.name, [0, 0])
+    row = tally.table.setdefault(t.name, [0, 0, 0, 0])
     dealt = [0]
     slices = SLICES if t.drawn else 1
 
@@ -94,7 +96,9 @@ def _sweep(t: Transform, excerpts: list[Path], work: Path, tally: Tally) -> None
             want = expected(before, lines, kept)
             diff = {k: (v, after.get(k)) for k, v in want.items() if after.get(k) != v}
             row[0] += 1
-            what = getattr(params, "family", params)
+            row[2] += "capture_error" in want and want["capture_error"] is not None
+            row[3] += "capture_error" in want and want["capture_error"] is None
+            what = getattr(params[0] if isinstance(params, tuple) else params, "family", params)
             if not diff:
                 row[1] += 1
             else:
@@ -114,12 +118,18 @@ def test_verdicts_survive_what_pastes_do_to_logs(tmp_path: Path) -> None:
     tally = Tally()
     for t in transforms():
         _sweep(t, excerpts, tmp_path, tally)
-    tried = sum(n for n, _ in tally.table.values())
-    kept = sum(k for _, k in tally.table.values())
-    print("\ninvariance per transformation (pairs tried, verdicts kept):")
-    for name, (n, k) in tally.table.items():
-        print(f"  {name:32s} {n:5d} {k:5d}  {k / max(n, 1):6.1%}")
-    print(f"  {'all':32s} {tried:5d} {kept:5d}  {kept / max(tried, 1):6.1%}")
+    tried = sum(r[0] for r in tally.table.values())
+    kept = sum(r[1] for r in tally.table.values())
+    print("\ninvariance per transformation:")
+    print(
+        f"  {'transformation':36s} {'pairs':>5s} {'kept':>5s} {'share':>7s} {'errors':>6s} {'quiet':>5s}"
+    )
+    for name, (n, k, e, q) in tally.table.items():
+        print(f"  {name:36s} {n:5d} {k:5d} {k / max(n, 1):7.1%} {e:6d} {q:5d}")
+    e_all = sum(r[2] for r in tally.table.values())
+    q_all = sum(r[3] for r in tally.table.values())
+    print(f"  {'all':36s} {tried:5d} {kept:5d} {kept / max(tried, 1):7.1%} {e_all:6d} {q_all:5d}")
+    print("  (errors: pairs whose capture error had to stay; quiet: negatives that had to stay so)")
     for line in tally.changed:
         print("CHANGED", line)
     assert not tally.loud_negatives, tally.loud_negatives
