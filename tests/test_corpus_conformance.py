@@ -22,15 +22,18 @@ from tests.conftest import need_corpus
 
 TARGET = 0.98
 F1_TARGET = 0.97
-# real-3 reaches its targets only with rows of the vocabulary branch (issue 21 points 3-4:
-# the collective-mismatch signature, custom all-reduce's "Registering N cuda graph addresses"
-# marker, the EAGLE capture_one and CUDAGraphWrapper capture-branch frames) and field fixes
-# owned elsewhere (vLLM eager ceiling, SGLang per-size bars, NPU/MUSA decode flags)
+# real-3 meets both targets (98.6 % of fields, F1 0.979 with main's vocabulary) but one excerpt
+# makes no run: sglang-26248's hybrid-SWA "Decode batch, #full token: ..." lines, which the
+# SGLang periodic-line regexes (parsers/sglang.py, not this suite's) do not read yet
 SETS = (
     "real",
     "real-2",
     pytest.param(
-        "real-3", marks=pytest.mark.xfail(reason="needs the vocab branch's rows", strict=False)
+        "real-3",
+        marks=pytest.mark.xfail(
+            reason="sglang-26248: hybrid-SWA decode lines make no run (SGLang periodic regexes)",
+            strict=False,
+        ),
     ),
 )
 
@@ -191,9 +194,9 @@ def test_corpus_matches_labels(name: str) -> None:
         f"conformance {name}: {matched}/{total} labelled fields = {score:.1%}; capture errors "
         f"tp={tp} fp={fp} fn={fn} F1={f1(tp, fp, fn):.3f}"
     )
-    assert not no_run, f"no run where the label has something to find: {no_run}"
     assert score >= TARGET, f"{name}: conformance {score:.1%} < {TARGET:.0%}"
     assert f1(tp, fp, fn) >= F1_TARGET, f"{name}: capture-error F1 {f1(tp, fp, fn):.3f}"
+    assert not no_run, f"no run where the label has something to find: {no_run}"
 
 
 @pytest.mark.parametrize(
