@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
+# beside the checkout; GRAPHDIAG_SHARED names it for a worktree kept elsewhere
+SHARED = Path(os.environ.get("GRAPHDIAG_SHARED") or ROOT.parent / "shared")
 CORPUS = SHARED / "corpus"
 
 # fixtures/gen is the project's own generator package (not installed with the wheel)

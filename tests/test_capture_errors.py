@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from diag.api import analyze
 from diag.cli import main
 from diag.engines import errors as sigs
-from diag.engines.phases import place
+from diag.engines.phases import CAPTURE_PHASES, place
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "errors"
 EXPECT = yaml.safe_load((FIXTURES / "expectations.yaml").read_text())
@@ -219,3 +219,124 @@ def test_one_quoted_exception_line_is_a_run_with_gd100(tmp_path: Path, quote: st
     run = analyze([str(path)], generated_at="x").runs[0]
     assert run.record["capture_error"]["class"] == "stream_capture_invalid"
     assert "GD100" in [f.code for f in run.findings]
+
+
+# ------------------------------------------------------------------ issue 21: structure
+def _verdict(path: Path) -> tuple[object, ...]:
+    report = analyze([str(path)], generated_at="x")
+    assert report.runs, f"{path.name}: no run"
+    err = report.runs[0].record["capture_error"]
+    return (err["class"], err["phase"]) if err else (None, None)
+
+
+# launchers no prefix row names: journald, Rust tracing relaying a child (Dynamo), a made-up
+# CI tag, and two nested; each applied to every line as the launcher writes it
+_UNLISTED = {
+    "journal": lambda i: f"Dec 01 10:00:{i % 60:02d} gpu-node-7 python3[4242]: ",
+    "rust tracing": lambda i: (
+        f"2025-04-23T03:35:{i % 60:02d}.390Z  INFO dynamo_run::worker: VLLM: "
+    ),
+    "made-up tag": lambda i: "job-17/node-3 >> ",
+    "journal in compose": lambda i: f"infer-1  | Dec 01 10:00:{i % 60:02d} h python3[7]: ",
+}
+_BASES = (
+    "sglang-bare-capture-traceback.log",
+    "vllm-v0-worker-capture-oom.log",
+    "custom-allreduce-cudacheck-no-header.log",
+    "sglang-serving-error-graph-replay.log",
+)
+
+
+@pytest.mark.parametrize("launcher", sorted(_UNLISTED))
+@pytest.mark.parametrize("base", _BASES)
+def test_unlisted_launcher_prefix_keeps_the_verdict(
+    tmp_path: Path, base: str, launcher: str
+) -> None:
+    """The per-line prefix is found from the structure (an engine header or a traceback frame
+    after it), so a launcher nobody listed changes nothing (issue 21, point 1)."""
+    lines = (FIXTURES / base).read_text().splitlines()
+    path = tmp_path / base
+    path.write_text("".join(_UNLISTED[launcher](i) + ln + "\n" for i, ln in enumerate(lines)))
+    assert _verdict(path) == _verdict(FIXTURES / base)
+
+
+def _cut(tmp_path: Path, lines: list[str], start: int, end: int) -> Path:
+    path = tmp_path / "fragment.log"
+    path.write_text("\n".join(lines[start:end]) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("at", ["frame", "code", "caret", "exception"])
+def test_fragment_from_any_point_is_a_traceback(tmp_path: Path, at: str) -> None:
+    """A paste that starts at a frame, a code line, a caret line or the exception line (the
+    header fell outside the window) keeps the class; the capture frames or the capture-only
+    message still place it (issue 21, point 2)."""
+    lines = (FIXTURES / "sglang-bare-capture-traceback.log").read_text().splitlines()
+    starts = {
+        "frame": next(i for i, ln in enumerate(lines) if ln.startswith('  File "')),
+        "code": next(i for i, ln in enumerate(lines) if ln.startswith("    self.")),
+        "caret": next(i for i, ln in enumerate(lines) if ln.strip().startswith("^")),
+        "exception": len(lines) - 1,
+    }
+    whole = _verdict(FIXTURES / "sglang-bare-capture-traceback.log")
+    assert whole == ("stream_capture_invalid", "capture_decode")
+    got = _verdict(_cut(tmp_path, lines, starts[at], len(lines)))
+    assert got[0] == whole[0]
+    if at != "exception":  # frames kept: they place it, as in the whole log
+        assert got == whole
+
+
+def test_fragment_ending_before_its_exception_is_class_other_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    lines = (FIXTURES / "sglang-bare-capture-traceback.log").read_text().splitlines()
+    for end in range(len(lines) - 1, 2, -1):
+        frames = [ln for ln in lines[:end] if ln.startswith('  File "')]
+        if place(frames) not in ("capture_decode",):
+            break
+        err = (
+            analyze([str(_cut(tmp_path, lines, 0, end))], generated_at="x")
+            .runs[0]
+            .record["capture_error"]
+        )
+        assert err["class"] == "other" and err["phase"] == "capture_decode", end
+        assert "exception line" in err["reason"] or "ends inside" in err["reason"], err
+
+
+def test_an_error_takes_the_phase_of_the_process_that_raised_it(tmp_path: Path) -> None:
+    """TP1 began capture; TP0 ran out of memory in its own earlier phase (weights):
+    not a capture error. The same lines raised by TP1 are one (issue 21, point 5)."""
+    name = "vllm-tp0-init-oom-while-tp1-captures.log"
+    run = analyze([str(FIXTURES / name)], generated_at="x").runs[0]
+    assert run.record["capture_error"] is None
+    assert any("not read as a capture error" in n for n in run.facts.notes)
+    text = (FIXTURES / name).read_text()
+    raised_by_tp1 = "\n".join(
+        ln.replace("(Worker_TP0 pid=4101) ERROR", "(Worker_TP1 pid=4102) ERROR")
+        for ln in text.splitlines()
+    )
+    path = tmp_path / name
+    path.write_text(raised_by_tp1 + "\n")
+    err = analyze([str(path)], generated_at="x").runs[0].record["capture_error"]
+    assert err is not None and err["class"] == "oom" and err["phase"] in CAPTURE_PHASES
+
+
+def test_header_less_error_print_is_placed_by_the_log(tmp_path: Path) -> None:
+    """custom all-reduce's CUDACHECK line has no header: inside a capture it is the capture
+    error; moved before the capture began it is an error outside capture, noted, and the run
+    stays a run (never "nothing recognised")."""
+    name = "custom-allreduce-cudacheck-no-header.log"
+    lines = (FIXTURES / name).read_text().splitlines()
+    failed = next(i for i, ln in enumerate(lines) if ln.startswith("Failed: "))
+    before = [lines[failed], *lines[:failed], *lines[failed + 1 :]]
+    path = tmp_path / name
+    path.write_text("\n".join(before) + "\n")
+    run = analyze([str(path)], generated_at="x").runs[0]
+    assert run.record["capture_error"] is None
+    assert any("custom_all_reduce.cuh:164" in n for n in run.facts.notes), run.facts.notes
+    alone = tmp_path / "alone.log"
+    alone.write_text(lines[failed] + "\n")
+    report = analyze([str(alone)], generated_at="x")
+    assert report.runs and report.runs[0].facts.tables["error"]["error_class"].tolist() == [
+        "distributed"
+    ]

@@ -138,20 +138,7 @@ FAMILIES: dict[str, tuple[Callable[[str], list[str]], str]] = {
 }
 
 
-# the torchrun prefix is not peeled yet, so its exception line is not seen (issue 21 point 1,
-# prefix-agnostic structure, is another branch's): kept visible, strict
-_NOT_YET = {"torchrun": "'[rankN]: ' before the exception line is not peeled (issue 21 point 1)"}
-
-
-@pytest.mark.parametrize(
-    "family",
-    [
-        pytest.param(f, marks=[pytest.mark.xfail(strict=True, reason=_NOT_YET[f])])
-        if f in _NOT_YET
-        else f
-        for f in sorted(FAMILIES)
-    ],
-)
+@pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_every_printed_code_in_every_prefix_family_is_an_error_event(
     tmp_path: Path, family: str
 ) -> None:

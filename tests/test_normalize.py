@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from diag.normalize.lines import clean, split_logical
 from diag.normalize.prefix import peel
+from diag.normalize.shape import PrefixShapes, shape_of, unprefix
 
 
 def test_tqdm_redraws_split_and_glued_log_line_separated() -> None:
@@ -41,6 +44,47 @@ def test_ansi_raw_and_caret_forms_removed(raw: str) -> None:
 
 CASES = [
     # (line, expected header, rank, proc, wrapper, msg start)
+    (
+        "(VllmWorker PP0_TP0 pid=4797) ERROR 09-29 05:54:49 [multiproc_executor.py:596] x",
+        "vllm",
+        "PP0-TP0",
+        "VllmWorker PP0_TP0",
+        None,
+        "x",
+    ),
+    (
+        "[rank1]:[2025-02-27 04:37:29 TP1] Decode batch. #running-req: 8",
+        "sglang",
+        "TP1",
+        "rank1",
+        "torchrun",
+        "Decode batch.",
+    ),
+    (
+        "> > (EngineCore_DP0 pid=1) INFO 02-02 18:25:03 [core.py:1] Capturing CUDA graphs",
+        "vllm",
+        "DP0",
+        "EngineCore_DP0",
+        "quote",
+        "Capturing CUDA graphs",
+    ),
+    (
+        "Dec 01 10:00:00 gpu7 python3[4242]: [2025-02-27 04:37:29 TP0] Decode batch. #running-req: 8",
+        "sglang",
+        "TP0",
+        None,
+        "unlisted",
+        "Decode batch.",
+    ),
+    (
+        "2025-04-23T03:35:43.390Z  INFO dynamo_run::worker: VLLM: "
+        "(VllmWorker rank=1 pid=2) INFO 04-23 03:35:43 [gpu_worker.py:1] Model loading took 1 GiB",
+        "vllm",
+        "TP1",
+        "VllmWorker rank=1",
+        "docker+unlisted",
+        "Model loading took",
+    ),
     (
         "[2025-02-27 04:37:29 TP0] Decode batch. #running-req: 8",
         "sglang",
@@ -203,3 +247,43 @@ def test_ray_repeat_suffix() -> None:
         "(pid=123, ip=10.0.0.1) INFO 02-11 09:51:19 model_runner.py:1077] hello [repeated 7x across cluster]",
     )
     assert line.repeat == 7 and line.msg == "hello"
+
+
+def test_html_entities_of_a_page_source_are_decoded() -> None:
+    assert clean("RuntimeError: &quot;x&quot; &#39;y&#39; &#x27;z&#x27; a &lt; b") == (
+        "RuntimeError: \"x\" 'y' 'z' a < b"
+    )
+    assert clean("tokens & more") == "tokens & more"  # a bare ampersand is text
+
+
+def test_unlisted_prefix_shape_frees_digits_and_level_words_only() -> None:
+    rx = shape_of("2025-04-23T03:35:43.390Z  INFO dynamo_run::worker: VLLM: ")
+    assert re.match(rx, "2025-04-23T03:36:01.002Z ERROR dynamo_run::worker: VLLM:   File")
+    assert not re.match(rx, "2025-04-23T03:36:01.002Z  INFO other_crate::worker: VLLM: x")
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["Dec 01 10:00:00 gpu7 python3[4242]: ", "   17\t", "job-3 >> ", "[worker 2] | "],
+)
+def test_prefix_learned_from_a_frame_is_stripped_from_the_next_lines(prefix: str) -> None:
+    state = PrefixShapes()
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/x/sglang/srt/model_executor/cuda_graph_runner.py", line 497, in capture',
+        "    self.capture_one_batch_size(bs, forward)",
+        "RuntimeError: CUDA error: out of memory",
+    ]
+    got = []
+    for i, text in enumerate(lines):
+        line = peel("x", i + 1, prefix.replace("17", str(17 + i)) + text)
+        unprefix(line, state)
+        got.append(line.msg)
+    assert got[1:] == lines[1:]
+
+
+def test_glued_traceback_text_is_never_learned_as_a_prefix() -> None:
+    state = PrefixShapes()
+    line = peel("x", 1, 'Traceback (most recent call last):  File "/x.py", line 1, in f')
+    unprefix(line, state)
+    assert state.shapes == ()

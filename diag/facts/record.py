@@ -319,22 +319,17 @@ def capture_error(tables: EventTables) -> tuple[dict[str, Any] | None, tuple[str
     if errors.empty:
         return None, None
     order = _order(tables)
-    begins = [(order(r), r.get("phase")) for r in _frame_rows(tables["capture_begin"])] + [
-        (order(r), r.get("phase")) for r in _frame_rows(tables["capture_progress"])
-    ]
-    ends = [order(r) for r in _frame_rows(tables["capture_end"])]
+    begun = _frame_rows(tables["capture_begin"]) + _frame_rows(tables["capture_progress"])
+    begins = [(order(r), r.get("phase"), _text(r.get("rank"))) for r in begun]
+    ends = [(order(r), _text(r.get("rank"))) for r in _frame_rows(tables["capture_end"])]
 
-    def log_capture_phase(key: tuple[int, int]) -> str | None:
-        opened = [(k, p) for k, p in begins if k <= key]
-        if not opened:
-            return None
-        k0, p = max(opened, key=lambda kp: kp[0])
-        first = min(k for k, _ in opened)
-        if any(first <= e <= key for e in ends) and not any(e < k0 for e in ends if e >= first):
-            return None
-        if any(k0 <= e <= key for e in ends):
-            return None
-        return _LOG_CAPTURE_PHASE.get(str(p), "capture_decode")
+    def log_capture_phase(key: tuple[int, int], rank: str | None) -> str | None:
+        """The capture the log had open at ``key`` on the error's own rank (or on lines naming
+        no rank); another rank's only when its own logged none (rank 0 prints for its peers)."""
+        mine = [b for b in begins if b[2] in (rank, None)]
+        rows = mine if mine else begins
+        ends_ = [k for k, r in ends if r in (rank, None)] if mine else [k for k, _ in ends]
+        return _open_capture(key, [(k, p) for k, p, _ in rows], ends_)
 
     chosen = None
     for row in _frame_rows(errors):
@@ -342,7 +337,14 @@ def capture_error(tables: EventTables) -> tuple[dict[str, Any] | None, tuple[str
         explicit = _flag(row.get("explicit_capture"))
         frame_phase = _text(row.get("phase"))
         marker_phase = _text(row.get("log_phase"))
-        log_phase = log_capture_phase(key) or marker_phase
+        who = _text(row.get("rank"))
+        own_capture = any(b[2] in (who, None) for b in begins)  # (a bar names no rank)
+        if own_capture or marker_phase is None:
+            log_phase = log_capture_phase(key, who) or marker_phase
+        else:
+            # the process opened a phase of its own and logged no capture: its phase rules,
+            # not another rank's capture (an OOM in TP0's init while TP1 captures)
+            log_phase = marker_phase
         cls_ = str(row["error_class"])
         if frame_phase is not None:
             phase, placed_by = frame_phase, "frames"
@@ -376,6 +378,22 @@ def capture_error(tables: EventTables) -> tuple[dict[str, Any] | None, tuple[str
     if reason is not None:
         out["reason"] = reason
     return out, (str(row["source"]), int(row["line"]))
+
+
+def _open_capture(
+    key: tuple[int, int], begins: list[tuple[tuple[int, int], Any]], ends: list[tuple[int, int]]
+) -> str | None:
+    """The capture phase open at ``key``: begun before it and not ended since."""
+    opened = [(k, p) for k, p in begins if k <= key]
+    if not opened:
+        return None
+    k0, p = max(opened, key=lambda kp: kp[0])
+    first = min(k for k, _ in opened)
+    if any(first <= e <= key for e in ends) and not any(e < k0 for e in ends if e >= first):
+        return None
+    if any(k0 <= e <= key for e in ends):
+        return None
+    return _LOG_CAPTURE_PHASE.get(str(p), "capture_decode")
 
 
 def _frame_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ concatenated. Both are split here, before any prefix or message parser runs.
 
 from __future__ import annotations
 
+import html
 import re
 
 from diag.normalize.prefix import wrapper_prefix
@@ -17,6 +18,9 @@ from diag.normalize.prefix import wrapper_prefix
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\^\[\[[0-9;?]*[A-Za-z]")
 _CARET_CTRL = re.compile(r"\^[@A-Z\\\]^_](?=[^a-z]|$)")
 _OTHER_CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# the entities a web page's source shows a log's text with (GitHub writes &#39;, Python's
+# html.escape &#x27;): a paste copied from page source is read as the log it shows
+_ENTITY = re.compile(r"&(?:lt|gt|amp|quot|apos|#\d{2,3}|#x[0-9a-fA-F]{2});")
 
 # The tail of a tqdm refresh: "[00:01<00:03,  1.14s/it]" or "[00:00<?, ?it/s]". Text glued
 # after it starts a new logical line.
@@ -24,13 +28,15 @@ _TQDM_TAIL = re.compile(r"\[(?:\d+:)?\d\d:\d\d<(?:(?:\d+:)?\d\d:\d\d|\?)(?:,\s*[
 
 
 def clean(text: str) -> str:
-    """Remove ANSI/caret escapes and control characters (tabs kept)."""
+    """Remove ANSI/caret escapes and control characters (tabs kept); decode HTML entities."""
     if "\x1b" in text or "^" in text:
         text = _ANSI.sub("", text)
         if "^" in text:
             text = _CARET_CTRL.sub("", text)
     if _OTHER_CTRL.search(text):
         text = _OTHER_CTRL.sub("", text)
+    if "&" in text and _ENTITY.search(text):
+        text = html.unescape(text)
     return text
 
 

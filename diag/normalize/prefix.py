@@ -2,9 +2,10 @@
 
 Order of peeling, outermost first:
 
-1. wrapper prefixes added by whatever collected the log (k8s/k9s box borders, CI
-   timestamps, docker ``--timestamps``, Docker-Desktop local timestamps, compose
-   ``svc  | ``, ``kubectl --prefix``), kept as metadata;
+1. wrapper prefixes added by whatever collected or pasted the log (markdown ``> `` quotes,
+   k8s/k9s box borders, CI timestamps, docker ``--timestamps``, Docker-Desktop local
+   timestamps, compose ``svc  | ``, ``kubectl --prefix``, torchrun ``[rankN]:``), kept as
+   metadata;
 2. process prefixes ``(EngineCore_DP0 pid=N)``, ``(VllmWorker rank=1 pid=N)``,
    ``(RayWorkerWrapper pid=N, ip=...)``, ``(pid=N, ip=...)``, vllm-omni ``[Stage-N]``;
 3. the engine logger header: SGLang ``[date time TP0]`` / ``[date time DP0 TP1 EP1]`` /
@@ -13,6 +14,11 @@ Order of peeling, outermost first:
    glog ``W0911 10:24:17.065000 224 file:N]``.
 
 The result is a :class:`LogLine` with timestamp, level, rank and the bare message.
+
+A launcher no row lists (journald, Rust tracing relaying a child's output, ...) is found by
+structure: when no engine header starts the line, the first one further in is the header and
+what stands before it is an ``unlisted`` prefix (``LogLine.unlisted``); the scanner then learns
+its shape and strips it from the stream's header-less lines too (``diag.normalize.shape``).
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ class LogLine:
     wrapper: str | None = None
     repeat: int = 1  # ray "[repeated Nx across cluster]"
     instance: str = ""  # compose service / k8s pod named by the collector's prefix
+    unlisted: str | None = None  # a prefix no row names, found before an engine header
 
     @property
     def key(self) -> str:
@@ -53,17 +60,25 @@ class LogLine:
 _BOX = re.compile(r"^\s*[│|┃]\s?(.*?)\s*[│|┃]\s*$")
 _ISO_TS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
 _WRAPPERS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("quote", re.compile(r"^(?:>[ \t]?)+(?=[^>]|$)")),
     ("ci", re.compile(r"^\[(" + _ISO_TS + r")\]\s?")),
     ("docker", re.compile(r"^(" + _ISO_TS + r")\s+(?=\S)")),
     ("docker-desktop", re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\s+|$)(?=\[|\S|$)")),
     ("kubectl", re.compile(r"^\[pod/([^\]\s]+)\]\s")),
     ("compose", re.compile(r"^([A-Za-z0-9][\w.-]*(?:-\d+)?)\s+\|\s?")),
+    # torch.distributed.elastic's per-rank tee (torchrun --tee / --local-ranks-filter)
+    ("torchrun", re.compile(r"^\[(?:rank|default)(\d+)\]:[ \t]?")),
 )
+# wrappers that stand in front of the others: a quote wraps what was pasted, CI stamps
+# what the job printed; torchrun's tag may follow a collector's
+_STACKING = frozenset({"quote", "ci"})
 _RAY_REPEAT = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
 
 # ---------------------------------------------------------------- process prefixes
+# "(EngineCore_DP0 pid=1)", "(VllmWorker rank=1 pid=2)", "(VllmWorker PP0_TP0 pid=3)",
+# "(RayWorkerWrapper pid=4, ip=...)", "(pid=5)": a name, qualifiers, then pid
 PROCESS_HEADER = re.compile(
-    r"^\((?P<proc>[A-Za-z_][\w]*(?: rank=\d+)?|) ?pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s*"
+    r"^\((?P<proc>[A-Za-z_]\w*(?: (?!pid=)[\w=-]+)*|) ?pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s*"
 )
 _STAGE = re.compile(r"^\[Stage-(\d+)\]\s*")
 _UNRANKED_WORKER = re.compile(r"^(?:VllmWorkerProcess|RayWorker\w*|pid=\d+)$")
@@ -118,15 +133,15 @@ def proc_rank(proc: str) -> str | None:
     m = re.match(r"^(?:VllmWorker|Worker) rank=(\d+)$", proc)
     if m:
         return f"TP{m.group(1)}"
-    m = re.match(r"^(?:Worker|EngineCore)((?:_[A-Z]+\d+)+)$", proc)
+    m = re.match(r"^(?:VllmWorker|Worker|EngineCore)((?:[ _][A-Z]+\d+)+)$", proc)
     if m:
-        return "-".join(p for p in m.group(1).split("_") if p)
+        return "-".join(p for p in re.split(r"[ _]", m.group(1)) if p)
     return None
 
 
 def peel(source: str, lineno: int, text: str) -> LogLine:
     """Parse one logical line (escapes already removed) into a :class:`LogLine`."""
-    rest, wrapper, wrapper_ts, instance = _wrappers(text)
+    rest, wrapper, wrapper_ts, instance, tee = _wrappers(text)
     repeat = 1
     if "repeated" in rest:
         rm = _RAY_REPEAT.search(rest)
@@ -136,8 +151,38 @@ def peel(source: str, lineno: int, text: str) -> LogLine:
     line = LogLine(
         source, lineno, rest, rest, ts=wrapper_ts, wrapper=wrapper, repeat=repeat, instance=instance
     )
+    if tee is not None:
+        line.proc = f"rank{tee}"  # the launcher's rank: the process, until a header names it
     peel_engine_header(line, rest)
+    if line.header is None and rest:
+        _unlisted_prefix(line, rest)
     return line
+
+
+# where an engine header may begin (checked by the full header regexes at that point)
+_HEADER_START = re.compile(
+    r"\((?:[A-Za-z_][\w =-]*? )?pid=\d+|\[(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d"
+    r"|\b(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) +\d\d-\d\d \d\d:\d\d:\d\d"
+    r"|\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|\b[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ "
+)
+MAX_UNLISTED = 120  # an unlisted prefix is a launcher's tag, not a sentence
+
+
+def _unlisted_prefix(line: LogLine, rest: str) -> None:
+    """An engine header after a prefix no row lists: take it, and keep the prefix."""
+    for m in _HEADER_START.finditer(rest, 1, MAX_UNLISTED + 40):
+        if m.start() > MAX_UNLISTED:
+            return
+        trial = LogLine(line.source, line.lineno, line.text, line.msg, ts=line.ts)
+        trial.proc = line.proc
+        peel_engine_header(trial, rest[m.start() :])
+        if trial.header is None:
+            continue
+        line.unlisted = rest[: m.start()]
+        line.wrapper = "unlisted" if line.wrapper is None else f"{line.wrapper}+unlisted"
+        for name in ("msg", "ts", "level", "rank", "proc", "header"):
+            setattr(line, name, getattr(trial, name))
+        return
 
 
 def wrapper_prefix(text: str) -> str:
@@ -147,17 +192,19 @@ def wrapper_prefix(text: str) -> str:
     A collector prefixes physical lines, so the logical lines after a ``\\r`` inside one
     need it copied to keep their timestamp and instance.
     """
-    rest, wrapper, _, _ = _wrappers(text)
+    rest, wrapper, _, _, _ = _wrappers(text)
     if wrapper is None or wrapper.startswith("k9s"):
         return ""
     return text[: len(text) - len(rest)]
 
 
-def _wrappers(text: str) -> tuple[str, str | None, float | None, str]:
-    """(text after the wrapper prefixes, wrapper names, wrapper timestamp, instance)."""
+def _wrappers(text: str) -> tuple[str, str | None, float | None, str, str | None]:
+    """(text after the wrapper prefixes, wrapper names, wrapper timestamp, instance,
+    torchrun rank)."""
     wrapper: str | None = None
     wrapper_ts: float | None = None
     instance = ""
+    tee: str | None = None
     rest = text
     box = _BOX.match(rest)
     if box and ("│" in rest or "┃" in rest):
@@ -174,6 +221,8 @@ def _wrappers(text: str) -> tuple[str, str | None, float | None, str]:
             wrapper_ts = _iso_epoch(m.group(1))
         elif name in ("compose", "kubectl"):
             instance = m.group(1)
+        elif name == "torchrun":
+            tee = m.group(1)
         elif name == "docker-desktop":
             if _PYLOG.match(rest):
                 continue
@@ -186,9 +235,14 @@ def _wrappers(text: str) -> tuple[str, str | None, float | None, str]:
             )
         wrapper = name if wrapper is None else f"{wrapper}+{name}"
         rest = rest[m.end() :]
-        if name != "ci":
+        if name not in _STACKING:
             break
-    return rest, wrapper, wrapper_ts, instance
+    if tee is None:
+        t = _WRAPPERS[-1][1].match(rest)  # torchrun's tag inside a collector's prefix
+        if t:
+            tee, rest = t.group(1), rest[t.end() :]
+            wrapper = "torchrun" if wrapper is None else f"{wrapper}+torchrun"
+    return rest, wrapper, wrapper_ts, instance, tee
 
 
 _TRACEBACK_PART = re.compile(

@@ -30,6 +30,7 @@ from diag.events import EventSink
 from diag.normalize import prefix
 from diag.normalize.lines import split_logical
 from diag.normalize.prefix import LogLine, peel
+from diag.normalize.shape import PrefixShapes, unprefix
 from diag.parsers.base import Block, Context, LineParser
 
 
@@ -62,9 +63,10 @@ def pivot_regex(parsers: Sequence[LineParser], sample: bytes) -> re.Pattern[byte
 
 
 # Anything split_logical / peel would treat specially: control characters (CR, ESC, ...),
-# caret notation, tqdm tails ("<"), ray's "[repeated Nx ...]". Such lines take the slow path.
+# caret notation, tqdm tails ("<"), HTML entities ("&"), ray's "[repeated Nx ...]". Such lines
+# take the slow path.
 # (bytes.translate deleting them is ~8x cheaper per line than a regex search.)
-_SPECIAL = bytes([*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, ord("^"), ord("<")])
+_SPECIAL = bytes([*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, ord("^"), ord("<"), ord("&")])
 
 
 def is_plain(raw: bytes) -> bool:
@@ -282,8 +284,11 @@ class StreamScanner:
                 return
         else:
             text = raw.decode("utf-8", "replace").rstrip("\n")
+        shapes = self.ctx.state_of(PrefixShapes)
         for logical in split_logical(text):
-            self._feed(peel(source, lineno, logical))
+            line = peel(source, lineno, logical)
+            unprefix(line, shapes)
+            self._feed(line)
 
     def _feed(self, line: LogLine) -> None:
         if self.blocks and self._offer(line):

@@ -32,9 +32,13 @@ from diag.resources import grammar_text
 
 @dataclass
 class PhaseState:
-    """Per-stream state: the start-up phase each process has opened ("": the stream's last)."""
+    """Per-stream state: the start-up phase each process has opened ("": lines that name no
+    process, such as tqdm bars), when (``at``, a count of phase lines), and the stream's last."""
 
     opened: dict[str, str] = field(default_factory=dict)  # process key -> phase
+    at: dict[str, int] = field(default_factory=dict)
+    count: int = 0
+    latest: str | None = None
 
 
 def classify(message: str, frames: str = "") -> str:
@@ -371,7 +375,16 @@ _SIGNATURE_WORDS = (
     "graph",
     "Fail when",
     *sigs.line_anchors(),  # a runtime code in its printed form
+    "ail",
+    "error",
 )
+# what an error print says of itself, whatever printed it (a C++ CUDACHECK's "Failed: Cuda
+# error FILE:LINE 'msg'", a watchdog's "HIP error: ...", an exception line): a header-less line
+# with one of these words whose text the signature table gives a class is an error line
+_ERROR_PRINT = re.compile(
+    r"\b(?:Failed|FAILED|failed|\w*Error|ERROR|error|\w*Exception|terminate called|Aborted)\b"
+)
+_NOT_AN_ERROR = ("NCCL INFO",)
 # OOM rows an error line is reported for on its own (engine parsers report their own OOM lines);
 # a line quoting a runtime code in its printed form is reported whatever its class
 _LINE_OOM = frozenset({"torch_cuda_oom"})
@@ -403,6 +416,11 @@ def line_message(msg: str) -> str:
     return out or msg.strip()
 
 
+def _error_print(msg: str) -> bool:
+    """Whether a header-less line is an error print (not an info line naming a library)."""
+    return _ERROR_PRINT.search(msg) is not None and not any(w in msg for w in _NOT_AN_ERROR)
+
+
 class ErrorParser(LineParser):
     """Tracebacks, bare exception lines, engine error lines, and the phase log lines open."""
 
@@ -414,6 +432,9 @@ class ErrorParser(LineParser):
         "Exception",
         "out of memory",
         "graph failed",
+        "Failed",
+        "failed",
+        "error",
         "During handling of the above",
         "The above exception",
         "NCCL WARN",
@@ -428,6 +449,12 @@ class ErrorParser(LineParser):
         *sigs.line_anchors(),  # how the runtimes print their codes (Cuda error, error code is, ...)
         # every phase marker's anchors (phases.yaml), so no marker row goes unread
         *sorted({a for e in ("vllm", "sglang") for m in phase_table(e).markers for a in m.anchors}),
+        # a paste copied from a web page's source: the anchors above with their quotes escaped
+        "&quot;",
+        "&#39;",
+        "&#x27;",
+        "&lt;",
+        "&gt;",
     )
 
     def feed(self, line: LogLine, ctx: Context) -> Block | None:
@@ -458,7 +485,11 @@ class ErrorParser(LineParser):
                 or verdict.code is not None
                 or (
                     verdict.error_class != "other"
-                    and (_NCCL_LINE in msg or verdict.signature in _LINE_OOM)
+                    and (
+                        _NCCL_LINE in msg
+                        or verdict.signature in _LINE_OOM
+                        or (line.header is None and _error_print(msg))
+                    )
                 )
             ):
                 ctx.emit(
@@ -484,23 +515,27 @@ class ErrorParser(LineParser):
 
     @staticmethod
     def _track_phase(line: LogLine, ctx: Context) -> str | None:
-        """The phase the log lines have opened: on this line's process, and stream-wide; a
-        capture phase on either wins (workers print capture progress for their peers)."""
+        """The phase the log lines have opened on this line's process (an error takes the
+        phase of the process that raised it); the stream's latest for a process that has
+        opened none itself (only rank 0 prints capture progress for its peers)."""
         engines = (ctx.backend,) if ctx.backend in ("vllm", "sglang") else ("vllm", "sglang")
         anchors, rx, phases = _markers(engines)
-        state = ctx.state_of(PhaseState).opened
+        state = ctx.state_of(PhaseState)
         msg = line.msg
         m = None
         if line.level != "DEBUG" and any(a in msg for a in anchors):
             m = rx.search(msg)
         if m is not None and m.lastindex is not None:
             opened = phases[m.lastindex - 1]
-            if state.get(line.key) != opened:
+            if state.opened.get(line.key) != opened:
                 ctx.emit("phase", line, engine=ctx.backend, phase=opened)
-            state[line.key] = opened
-            state[""] = opened
-        mine, anywhere = state.get(line.key), state.get("")
-        for p in (mine, anywhere):
-            if p is not None and p.startswith("capture_"):
-                return p
-        return mine or anywhere
+            state.opened[line.key] = opened
+            state.count += 1
+            state.at[line.key] = state.count
+            state.latest = opened
+        # this process's own phase, or a later one opened by a line naming no process (which
+        # may be its own); the stream's last for a process that opened none
+        own = [k for k in (line.key, "") if k in state.opened]
+        if not own or (line.key and line.key not in state.opened):
+            return state.latest
+        return state.opened[max(own, key=lambda k: state.at[k])]
