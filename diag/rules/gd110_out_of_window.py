@@ -34,6 +34,20 @@ def _raise_generic(m: RunMetrics) -> str | None:
     )
 
 
+def _raise_flag(m: RunMetrics) -> str | None:
+    """The version's own ceiling flag (the flag table's answer), when nothing else is known."""
+    if not m.ceiling_flag:
+        return None
+    return (
+        f"Raise the capture ceiling ({m.ceiling_flag}) to the advised ceiling "
+        "`graphdiag recommend` prints."
+    )
+
+
+def _raise_any(m: RunMetrics) -> str | None:
+    return _raise(m) or _raise_generic(m) or _raise_flag(m)
+
+
 class GD110(Rule):
     """A significant share of decode batches ran eagerly: above the capture ceiling, between
     captured sizes with padding off, or declined by the engine inside the window.
@@ -70,12 +84,12 @@ class GD110(Rule):
     }
     remedies = (
         Remedy(
-            "Raise --cuda-graph-max-bs (--cuda-graph-max-bs-decode from SGLang 0.5.15) to the "
-            "advised ceiling `graphdiag recommend` prints, or pass its --cuda-graph-bs set.",
+            "Raise the capture ceiling (the version's ceiling flag) to the advised ceiling "
+            "`graphdiag recommend` prints, or pass its bucket set.",
             engine="sglang",
             causes=("above_ceiling", "logged_eager"),
             flags=("--cuda-graph-max-bs",),
-            specific=lambda m: _raise(m) or _raise_generic(m),
+            specific=_raise_any,
         ),
         Remedy(
             "Or cap concurrency with --max-running-requests near the ceiling so decode stays "
@@ -107,13 +121,12 @@ class GD110(Rule):
             causes=("engine_reported_eager",),
         ),
         Remedy(
-            "Raise the capture ceiling in tokens (max_cudagraph_capture_size from vLLM 0.11.1, "
-            "--cuda-graph-sizes on 0.9.2-0.11.0, a cudagraph_capture_sizes list on 0.6.6+) to "
-            "the advised ceiling `graphdiag recommend` prints.",
+            "Raise the capture ceiling in tokens (the version's ceiling flag) to the advised "
+            "ceiling `graphdiag recommend` prints.",
             engine="vllm",
             causes=("above_ceiling", "logged_eager", "other"),
-            since=(0, 6, 6),
-            specific=lambda m: _raise(m) or _raise_generic(m),
+            flags=("cudagraph_capture_sizes",),
+            specific=_raise_any,
         ),
         Remedy(
             "Or lower --max-num-seqs so decode steps stay inside the captured window.",

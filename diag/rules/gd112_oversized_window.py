@@ -15,6 +15,16 @@ def _lower(m: RunMetrics) -> str | None:
     return f"Lower the capture ceiling to {ceiling}" + (f": capture {s}" if s else "") + "."
 
 
+def _lower_flag(m: RunMetrics) -> str | None:
+    """The version's own ceiling flag (the flag table's answer), when no advice is known."""
+    if not m.ceiling_flag:
+        return None
+    return (
+        f"Lower the capture ceiling ({m.ceiling_flag}) to the advised ceiling "
+        "`graphdiag recommend` prints: less capture time and memory, more KV cache."
+    )
+
+
 class GD112(Rule):
     """The capture ceiling is far above what the traffic needs: the capture time and graph
     memory of the large sizes buy nothing, and that memory is not available to the KV cache.
@@ -52,18 +62,18 @@ class GD112(Rule):
     }
     remedies = (
         Remedy(
-            "Lower --cuda-graph-max-bs (--cuda-graph-max-bs-decode from SGLang 0.5.15) to the "
-            "advised ceiling `graphdiag recommend` prints: less capture time and memory, more KV cache.",
+            "Lower the capture ceiling (the version's ceiling flag) to the advised ceiling "
+            "`graphdiag recommend` prints: less capture time and memory, more KV cache.",
             engine="sglang",
             flags=("--cuda-graph-max-bs",),
-            specific=_lower,
+            specific=lambda m: _lower(m) or _lower_flag(m),
         ),
         Remedy(
-            "Lower the capture ceiling in tokens to the advised one `graphdiag recommend` prints "
-            "(max_cudagraph_capture_size from vLLM 0.11.1, --cuda-graph-sizes on 0.9.2-0.11.0).",
+            "Lower the capture ceiling in tokens (the version's ceiling flag) to the advised one "
+            "`graphdiag recommend` prints.",
             engine="vllm",
-            since=(0, 9, 2),
-            specific=_lower,
+            flags=("cudagraph_capture_sizes",),
+            specific=lambda m: _lower(m) or _lower_flag(m),
         ),
     )
 
