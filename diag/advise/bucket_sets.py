@@ -18,9 +18,12 @@ How a set is chosen (issue 14):
    fold the ceiling and the set are fitted on the other folds only and priced on the held-out
    one; held-out coverage, waste and cost are the promise.
 4. **Pick**: lowest held-out total cost; costs within ``tie_tolerance`` x the traffic's decode GPU
-   time per hour are equal, and then the fewer buckets win. For that K the exact (any size) set is
-   tried too and only wins if its held-out cost is lower by more than that: conventional sizes
-   when the cost is equal.
+   time per hour are equal, and then the fewer buckets win. Sets stay on the engine's
+   conventional grid; current sizes the traffic uses are put back where dropping them costs
+   more than keeping them (:func:`diag.advise.decision.keep_used_sizes`).
+5. **Keep or change** (:mod:`diag.advise.decision`): the pick against the current set (or the
+   engine's default list with graphs off) under the same cost on the same held-out folds; a
+   change only when it wins by the stated margin, and sizing only from enough evidence.
 """
 
 from __future__ import annotations
@@ -42,9 +45,18 @@ from diag.advise.cost_model import (
     SetCost,
     Traffic,
     engine_size,
-    fit_parameters,
     set_cost,
 )
+from diag.advise.decision import (
+    TIE_TOLERANCE,
+    Baseline,
+    Basis,
+    Decision,
+    Evidence,
+    decide,
+    keep_used_sizes,
+)
+from diag.advise.fitting import fit_parameters
 from diag.advise.grouping import int_histogram, joined, step_histogram
 from diag.advise.limits import (
     _GRID_LIMIT,
@@ -64,9 +76,8 @@ __all__ = [
     "traffic_histogram",
 ]
 
-# Costs closer than this share of the traffic's decode GPU time are "equal": the step-time fit
-# that prices padding is not finer than that, so a cheaper odd set or one more bucket is noise.
-DEFAULT_TIE_TOLERANCE = 0.0025
+# costs within this share of decode GPU time are equal (decision.TIE_TOLERANCE says why)
+DEFAULT_TIE_TOLERANCE = TIE_TOLERANCE
 DEFAULT_FOLDS = 5
 MAX_FRONTIER_K = 48
 MAX_RUN_FOLDS = 10  # a fleet (pods of one config): folds of runs, not one per run (quadratic)
@@ -139,9 +150,17 @@ class Advice:
     max_ceiling: int | None = None
     max_k: int | None = None
     padding: bool = True  # SGLang --disable-cuda-graph-padding: only exact sizes replay
+    # keep or change, against the current (or default) set; and the traffic it rests on
+    decision: Decision | None = None
+    evidence: Evidence | None = None
 
     def hist(self) -> dict[int, float]:
         return dict(self.histogram)
+
+    @property
+    def changes(self) -> bool:
+        """Does the advice change the bucket set (not "keep", not "too little evidence")?"""
+        return self.decision is None or self.decision.kind == "change"
 
     def price(self, sizes: Sequence[int], hist: dict[int, float] | None = None) -> SetCost:
         """Any set priced with this advice's parameters (on its own traffic by default)."""
@@ -166,6 +185,16 @@ def traffic_histogram(traffic: Traffic, limits: EngineLimits) -> dict[int, float
     return step_histogram(sizes, np.asarray(traffic.steps, dtype=float))
 
 
+@dataclass(frozen=True)
+class _Used:
+    """The current sizes a fitted set must not drop below their padding cost, and the prices."""
+
+    sizes: tuple[int, ...]
+    params: CostParameters
+    padding: bool
+    max_k: int | None  # the caller's budget (--max-buckets): never exceeded to keep a size
+
+
 # solvers of one advise call: (id(hist), ceiling, forced, grid) -> (hist, solver); the hist
 # is kept so its id cannot be reused while the entry lives
 _Solvers = dict[
@@ -181,9 +210,12 @@ def _fit_set(
     grid: Sequence[int] | None,
     kept: Sequence[int] = (),
     solvers: _Solvers | None = None,
+    used: _Used | None = None,
 ) -> tuple[int, ...]:
     """Exact minimum-padding set of <= k sizes with this ceiling (None grid: any size), plus
-    the ``kept`` sizes above it (vLLM mixed steps the logs do not size, see :func:`advise`).
+    the ``kept`` sizes above it (vLLM mixed steps the logs do not size, see :func:`advise`),
+    plus the current sizes ``used`` puts back where dropping them costs more than they do
+    (:func:`diag.advise.decision.keep_used_sizes`, priced on this ``hist``).
     ``solvers``: the DP of each (histogram, ceiling, forced, grid) is built once per advise
     call and read for every K (see :class:`diag.advise.buckets.BucketSolver`)."""
     forced = (forced_min, ceiling) if k >= 2 and forced_min < ceiling else (ceiling,)
@@ -198,7 +230,10 @@ def _fit_set(
         if solvers is not None:
             solvers[key] = (hist, solver)
     plan = solver.plan(max(k, len(forced)))
-    return tuple(sorted(set(plan.sizes) | {s for s in kept if s > ceiling}))
+    out = tuple(sorted(set(plan.sizes) | {s for s in kept if s > ceiling}))
+    if used is None or not used.sizes:
+        return out
+    return keep_used_sizes(out, hist, used.sizes, ceiling, used.params, used.padding, used.max_k)
 
 
 @dataclass(frozen=True)
@@ -279,14 +314,24 @@ def _heldout(
     padding: bool,
     kept: Sequence[int] = (),
     solvers: _Solvers | None = None,
+    used: _Used | None = None,
+    fixed: Sequence[int] | None = None,
 ) -> tuple[float, float | None, float]:
-    """Held-out coverage, waste and cost (GPU-s/h), weighted by held-out steps."""
+    """Held-out coverage, waste and cost (GPU-s/h), weighted by held-out steps: of the set
+    fitted on each fold's other folds, or of one ``fixed`` set (the current one) priced on
+    the same held-out folds."""
     if not folds:
         return math.nan, None, math.nan
     cov = tot = pad_num = pad_den = 0.0
     weight = 0.0
     for f in folds:
-        sizes = _fit_set(f.train, k, f.ceiling, forced_min, grid_for(f.ceiling), kept, solvers)
+        sizes = (
+            tuple(sorted(set(fixed)))
+            if fixed is not None
+            else _fit_set(
+                f.train, k, f.ceiling, forced_min, grid_for(f.ceiling), kept, solvers, used
+            )
+        )
         c = set_cost(sizes, f.test, params, padding=padding)
         w = f.running[-1]  # sum(f.test.values())
         cov += c.coverage * w
@@ -372,13 +417,17 @@ def advise(
     rows: list[FrontierRow] = []
     seen: set[tuple[int, ...]] = set()
     solvers: _Solvers = {}
+    baseline = limits.current_sizes or limits.default_sizes
+    used = _Used(baseline, params, limits.padding, max_k) if baseline else None
     for k in range(k_lo, max(k_lo, k_hi) + 1):
-        sizes = _fit_set(hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept, solvers)
+        sizes = _fit_set(
+            hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept, solvers, used
+        )
         if sizes in seen:  # the budget is no longer binding: larger K gives the same set
             break
         seen.add(sizes)
         hc, hw, ht = _heldout(
-            fold_list, k, forced_min, grid_for, params, limits.padding, kept, solvers
+            fold_list, k, forced_min, grid_for, params, limits.padding, kept, solvers, used
         )
         rows.append(
             FrontierRow(
@@ -408,35 +457,14 @@ def advise(
         how = "not validated (in sample only)"
         notes.append(
             f"too few step lines to hold any out (fewer than {2 * MIN_BLOCK_LINES} in one run): "
-            "coverage and waste are in sample only, and conventional sizes are kept"
+            "coverage and waste are in sample only"
         )
-    elif len(hist) <= 600:  # exact sets over observed sizes: O(K m^2); skipped for huge spreads
-        budget = chosen.k - n_kept
-        exact = _fit_set(hist, budget, fit_ceiling, forced_min, None, kept)
-        if exact != chosen.sizes:
-            hc, hw, ht = _heldout(
-                fold_list, budget, forced_min, lambda c: None, params, limits.padding, kept
-            )
-            ht_key = (
-                ht
-                if math.isfinite(ht)
-                else set_cost(exact, hist, params, padding=limits.padding).total_s_h
-            )
-            if ht_key < key[pick] - eps:
-                chosen = FrontierRow(
-                    chosen.k,
-                    exact,
-                    False,
-                    set_cost(exact, hist, params, padding=limits.padding),
-                    hc,
-                    hw,
-                    ht,
-                )
-                rows.append(chosen)
-                notes.append(
-                    "the exact set over observed sizes beats the conventional one "
-                    f"out of sample by more than {tie_tolerance:.2%} of decode GPU time"
-                )
+    evidence = _evidence(runs, per_run, len(hist))
+    decision, chosen = _decide(
+        chosen, key[pick], baseline, hist, fold_list, params, limits, busy_s_h, evidence, grid
+    )
+    if not any(r is chosen for r in rows):
+        rows.append(chosen)
     rows = [replace(r, recommended=r is chosen) for r in rows]
     current = (
         set_cost(limits.current_sizes, hist, params, padding=limits.padding)
@@ -459,7 +487,57 @@ def advise(
         max_ceiling=max_ceiling,
         max_k=max_k,
         padding=limits.padding,
+        decision=decision,
+        evidence=evidence,
     )
+
+
+def _evidence(
+    runs: Sequence[RunEvidence],
+    per_run: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    n_sizes: int,
+) -> Evidence:
+    """Steps of the sized lines, the wall time they span (None: no clock in any run), sizes."""
+    steps = sum(float(np.sum(w[s >= 1])) for s, w, _ in per_run)
+    lines = sum(int(np.count_nonzero(s >= 1)) for s, _, _ in per_run)
+    clocked = [ev.traffic for ev in runs if ev.traffic.observed_s != 0.0]
+    span = sum(tr.span_h() for tr in clocked) * 3600.0 if clocked else None
+    return Evidence(steps, lines, span, n_sizes)
+
+
+def _decide(
+    chosen: FrontierRow,
+    chosen_key: float,
+    baseline: tuple[int, ...],
+    hist: dict[int, float],
+    folds: Sequence[_Fold],
+    params: CostParameters,
+    limits: EngineLimits,
+    busy_s_h: float,
+    evidence: Evidence,
+    grid: Sequence[int],
+) -> tuple[Decision, FrontierRow]:
+    """The frontier's pick against the baseline (current set, else the engine's default list)
+    under the same cost on the same held-out folds; the baseline row where it is kept."""
+    basis: Basis = "held-out" if folds else "in sample"
+    missing = evidence.missing(limits.rules.more_evidence(limits.version))
+    if not baseline:
+        return decide(chosen_key, None, None, busy_s_h, basis, missing), chosen
+    cost = set_cost(baseline, hist, params, padding=limits.padding)
+    hc, hw, ht = _heldout(folds, 0, 1, lambda c: None, params, limits.padding, fixed=baseline)
+    base_key = ht if math.isfinite(ht) else cost.total_s_h
+    if not math.isfinite(chosen_key) or not math.isfinite(ht):
+        basis = "in sample"
+        chosen_key = chosen.cost.total_s_h
+    source: Baseline = "current" if limits.current_sizes else "default"
+    decision = decide(chosen_key, base_key, source, busy_s_h, basis, missing)
+    if decision.kind == "change":
+        return decision, chosen
+    members = set(grid)
+    row = FrontierRow(
+        len(baseline), baseline, all(s in members for s in baseline), cost, hc, hw, ht
+    )
+    return decision, row
 
 
 def _engine_notes(limits: EngineLimits) -> list[str]:

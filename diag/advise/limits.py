@@ -30,6 +30,9 @@ class EngineLimits:
     version: str | None = None
     current_sizes: tuple[int, ...] = ()
     current_source: Literal["logged", "inferred", "default"] = "default"
+    # the engine's default list for the version where the run shows no set of its own (graphs
+    # off): the baseline a recommendation must beat ("just turn graphs back on")
+    default_sizes: tuple[int, ...] = ()
     max_running: int | None = None  # SGLang max_running_requests / vLLM max_num_seqs (per rank)
     max_num_batched_tokens: int | None = None  # vLLM
     spec_tokens: int = 0  # vLLM num_speculative_tokens; SGLang speculative_num_draft_tokens

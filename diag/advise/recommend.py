@@ -243,14 +243,18 @@ def recommend(
     saved = None if cur_mem is None else cur_mem - rec.cost.capture_gib
     per_gib = p.kv_tokens_per_gib.value
     regained = int(round(saved * per_gib)) if saved is not None and per_gib else None
-    flags = bucket_flags(engine, version, config, rec.sizes, notes)
+    decision = adv.decision
+    change = decision is None or decision.kind == "change"
+    if decision is not None:
+        notes.insert(0, decision.headline)
+    flags = bucket_flags(engine, version, config, rec.sizes, notes) if change else ""
     if version is None and flags:
         notes.append(
             f"the {engine} version is not in the logs: the flags use the newest spelling; "
             "check them against your version's --help"
         )
 
-    if rec.sizes == current.sizes:
+    if change and rec.sizes == current.sizes:
         notes.append("the current set is already the cheapest on the frontier")
     if cur_source == "default":
         notes.append(
@@ -334,6 +338,8 @@ def recommend(
             else None,
             "decode_gpu_s_h": _r(adv.busy_s_h, 3),
         },
+        "decision": None if decision is None else decision.to_dict(),
+        "evidence": None if adv.evidence is None else adv.evidence.to_dict(),
         "cost_unit": "GPU-seconds per hour of the observed traffic, per rank",
         "flags": flags,
         "notes": notes,
@@ -525,7 +531,10 @@ def render_text(rec: dict[str, Any]) -> str:
             f"      capture {_num(new['capture_mem_gib_est'], ' GiB')} / "
             f"{_num(new['capture_time_s_est'], ' s')} (est.)",
         ]
-        if new["capture_mem_saved_gib_est"] is not None:
+        decision = rec.get("decision") or {}
+        if decision.get("kind") not in (None, "change"):
+            lines.append(f"  decision: {decision['headline']}")
+        elif new["capture_mem_saved_gib_est"] is not None:
             lines.append(
                 f"  change (est.): capture memory {_num(_neg(new['capture_mem_saved_gib_est']), ' GiB', True)}"
                 + (
@@ -540,9 +549,15 @@ def render_text(rec: dict[str, Any]) -> str:
                 )
             )
     lines.append("  flags:")
-    lines.append(
-        f"    {rec['flags']}" if rec["flags"] else "    (none for this version, see notes)"
-    )
+    kind = (rec.get("decision") or {}).get("kind")
+    if rec["flags"]:
+        lines.append(f"    {rec['flags']}")
+    elif kind == "keep":
+        lines.append("    (none: keep the current set)")
+    elif kind == "insufficient":
+        lines.append("    (none: too little decode traffic to size buckets, see the decision)")
+    else:
+        lines.append("    (none for this version, see notes)")
     if rec.get("node") != "prefill":
         lines.extend(_frontier_lines(rec))
         lines.extend(_parameter_lines(rec))

@@ -195,6 +195,14 @@ SGLANG_FLAGS: dict[str, FlagSpan] = {
             "sglang==0.2.15..0.5.23:sglang/srt/server_args.py",
         ),
         FlagSpan(
+            "--decode-log-interval",
+            (0, 3, 5),
+            None,
+            "sglang==0.3.5:sglang/srt/server_args.py:441; absent sglang==0.3.4; "
+            "sglang==0.5.23:sglang/srt/arg_groups/fields/observability.py:136 (flag named by "
+            "arg_groups/arg_utils.py:290)",
+        ),
+        FlagSpan(
             "--enable-profile-cuda-graph",
             (0, 4, 9),
             None,

@@ -226,6 +226,16 @@ def _spec_note(algorithm: str | None, k: int) -> str:
     )
 
 
+def more_evidence(version: str | None) -> str:
+    """More Decode batch lines: one every --decode-log-interval steps (40 by default)."""
+    if accepts("sglang", "--decode-log-interval", version):
+        return (
+            f"more Decode batch lines (one per {DECODE_LOG_INTERVAL} steps by default: a longer "
+            "window, or a smaller --decode-log-interval)"
+        )
+    return "more Decode batch lines (a longer window)"
+
+
 ADVICE_RULES = AdviceRules(
     unit="requests",
     step_pattern=lambda version, speculative: default_capture_sizes(
@@ -236,6 +246,7 @@ ADVICE_RULES = AdviceRules(
     capture_multiple=capture_multiple,
     spec_note=_spec_note,
     dp_attention_note="DP attention: sizes are per DP rank (each rank's Decode batch line)",
+    more_evidence=more_evidence,
 )
 
 

@@ -192,6 +192,14 @@ def _spec_note(algorithm: str | None, k: int) -> str:
     )
 
 
+def more_evidence(version: str | None) -> str:
+    """Per-step lines: DEBUG step lines, and the metrics table where the version has it."""
+    debug = "DEBUG step lines (VLLM_LOGGING_LEVEL=DEBUG)"
+    if accepts("vllm", "--cudagraph-metrics", version):
+        return f"{debug} or the --cudagraph-metrics table"
+    return debug
+
+
 ADVICE_RULES = AdviceRules(
     unit="tokens",
     step_pattern=lambda version, speculative: default_capture_sizes(version, 4096, 8192),
@@ -201,6 +209,7 @@ ADVICE_RULES = AdviceRules(
     default_window=lambda version, seqs, tokens: default_capture_sizes(version, seqs, tokens),
     capture_multiple=lambda version, tbo, dp_attention, attn_tp: 1,
     spec_note=_spec_note,
+    more_evidence=more_evidence,
 )
 
 

@@ -7,18 +7,22 @@ from collections.abc import Mapping
 from diag.model import Finding
 from diag.rules.base import Remedy, Rule, Threshold, pct
 from diag.rules.metrics import RunMetrics
-from diag.rules.quotes import advised_ceiling, advised_set
+from diag.rules.quotes import advice_withheld, advised_ceiling, advised_set
 
 
 def _raise(m: RunMetrics) -> str | None:
+    withheld = advice_withheld(m)
+    if withheld is not None:
+        return f"Raising the capture ceiling is not advised: {withheld}."
     ceiling = advised_ceiling(m)
-    if ceiling is None or m.advice is None:
+    a = m.sizing
+    if ceiling is None or a is None:
         return None
-    if m.ceiling is not None and m.advice.ceiling <= m.ceiling:
-        why = f" ({m.advice.notes[0]})" if m.advice.notes else ""
+    if m.ceiling is not None and a.ceiling <= m.ceiling:
+        why = f" ({a.notes[0]})" if a.notes else ""
         cap = m.concurrency_flag or "the engine's concurrency limit"
         return (
-            f"The advice keeps the capture ceiling at {m.advice.ceiling} {m.advice.unit}{why}: "
+            f"The advice keeps the capture ceiling at {a.ceiling} {a.unit}{why}: "
             f"cap concurrency with {cap} so decode stays inside it."
         )
     s = advised_set(m)
@@ -179,8 +183,8 @@ class GD110(Rule):
             if m.ceiling is not None
             else "capture ceiling not in the log"
         )
-        if m.advice is not None:
-            facts.append(f"recommended ceiling {m.advice.ceiling} {m.advice.unit}")
+        if m.sizing is not None:
+            facts.append(f"recommended ceiling {m.sizing.ceiling} {m.sizing.unit}")
         out += "; " + ", ".join(facts) + f" (batches source: {m.batches_source})"
         if m.graph_mode == "unknown":
             out += (
@@ -193,7 +197,7 @@ class GD110(Rule):
         if "GD120" not in fired or m.eager_cause != "above_ceiling":
             return remedies
         cap = m.concurrency_flag or "the engine's concurrency limit"
-        a = m.advice
+        a = m.sizing
         if a is not None and m.ceiling is not None and a.ceiling > m.ceiling:
             # the advice already prices the larger set's graph memory against the squeezed pool
             return [

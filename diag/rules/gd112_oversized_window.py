@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from diag.rules.base import Remedy, Rule, Threshold
 from diag.rules.metrics import RunMetrics
-from diag.rules.quotes import advised_ceiling, advised_set, decode_capture_cost
+from diag.rules.quotes import (
+    advice_withheld,
+    advised_ceiling,
+    advised_set,
+    decode_capture_cost,
+)
 
 
 def _lower(m: RunMetrics) -> str | None:
+    withheld = advice_withheld(m)
+    if withheld is not None:
+        return f"Lowering the capture ceiling is not advised: {withheld}."
     ceiling = advised_ceiling(m)
     if ceiling is None:
         return None
@@ -23,6 +31,11 @@ def _lower_flag(m: RunMetrics) -> str | None:
         f"Lower the capture ceiling ({m.ceiling_flag}) to the advised ceiling "
         "`graphdiag recommend` prints: less capture time and memory, more KV cache."
     )
+
+
+def _too_little(m: RunMetrics) -> bool:
+    d = m.advice.decision if m.advice is not None else None
+    return d is not None and d.kind == "insufficient"
 
 
 class GD112(Rule):
@@ -78,8 +91,8 @@ class GD112(Rule):
     )
 
     def _needed(self, m: RunMetrics) -> float | None:
-        if m.advice is not None:
-            return float(m.advice.ceiling)
+        if m.advice is not None:  # the traffic's ceiling, unless too little traffic to tell
+            return float(m.advice.ceiling) if not _too_little(m) else None
         if m.token_window:
             return None  # decode running counts do not size a token window
         return m.observed_p99
@@ -96,11 +109,28 @@ class GD112(Rule):
             and m.ceiling >= self.t("min_ratio") * needed
         )
 
+    def held_back(self, m: RunMetrics) -> str | None:
+        """A ceiling far above the traffic's while the advice has too little traffic to size."""
+        a = m.advice
+        withheld = advice_withheld(m)
+        if a is None or withheld is None or not _too_little(m) or not m.graph_on:
+            return None
+        if m.ceiling is None:
+            return None
+        if m.ceiling < self.t("min_ceiling") or m.ceiling < self.t("min_ratio") * a.ceiling:
+            return None
+        return (
+            f"capture ceiling {m.ceiling} is {m.ceiling / a.ceiling:.1f}x the traffic's ceiling "
+            f"{a.ceiling} {a.unit}; not reported as {self.code} {self.name}: {withheld}"
+        )
+
     def message(self, m: RunMetrics) -> str:
         needed = self._needed(m) or 1.0
         ratio = (m.ceiling or 0) / needed
         if m.advice is not None:
-            against = f"the recommended ceiling {m.advice.ceiling} {m.advice.unit}"
+            against = (
+                f"the traffic's ceiling {m.advice.ceiling} {m.advice.unit} (its peak plus headroom)"
+            )
         else:
             against = f"the observed p99 batch size {needed:g}"
         out = f"Capture ceiling {m.ceiling} is {ratio:.1f}x {against}"

@@ -55,7 +55,18 @@ EAGER_LABELS: dict[str, str] = {
 }
 
 
-GMU_FROM_TO = re.compile(r"--gpu-memory-utilization from (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?)")
+# vLLM's numeric advice on --gpu-memory-utilization in each wording it printed
+# (../shared/formats/vllm-log-formats.md M-4a..M-4d, read from the wheels): "increase[ing]
+# --gpu-memory-utilization from A to B" (M-4a ~0.17-0.19, M-4d 0.20+ with profiling off) and
+# "The current --gpu-memory-utilization=A is equivalent to ... increase
+# --gpu-memory-utilization to B" (M-4b ~0.17-0.19 with the flag, M-4c 0.20+ default)
+_NUM = r"(\d+(?:\.\d+)?)"
+GMU_ADVICE_WORDINGS = (
+    re.compile(rf"--gpu-memory-utilization from {_NUM} to {_NUM}"),
+    re.compile(
+        rf"current --gpu-memory-utilization={_NUM}\b.*?increase --gpu-memory-utilization to {_NUM}"
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -68,9 +79,13 @@ class Advisory:
 
     @property
     def advised_increase(self) -> tuple[float, float] | None:
-        """vLLM's "increase --gpu-memory-utilization from A to B": (A, B)."""
-        m = GMU_FROM_TO.search(self.text)
-        return (float(m.group(1)), float(m.group(2))) if m else None
+        """vLLM's advice to raise --gpu-memory-utilization from A to B, in any of its
+        wordings (:data:`GMU_ADVICE_WORDINGS`): (A, B)."""
+        for wording in GMU_ADVICE_WORDINGS:
+            m = wording.search(self.text)
+            if m:
+                return float(m.group(1)), float(m.group(2))
+        return None
 
 
 @dataclass(frozen=True)
@@ -159,6 +174,13 @@ class RunMetrics:
     trace_graph_launches: int = 0
     trace_launches_without_ops: int = 0
     trace_paths: tuple[str, ...] = ()
+
+    @property
+    def sizing(self) -> Advice | None:
+        """The advice where it changes the bucket set; None where it keeps the current set or
+        withholds sizing (too little evidence): then no rule quotes a set or a ceiling."""
+        a = self.advice
+        return a if a is not None and a.changes else None
 
     @property
     def graph_on(self) -> bool:
@@ -344,11 +366,13 @@ def run_metrics(
         advice=advice,
         advised_flags=(
             spec.bucket_flags(facts.engine_version, cfg, advice.recommended.sizes, [])
-            if spec and advice
+            if spec and advice and advice.changes
             else ""
         ),
         advised_ceiling_flag=(
-            spec.ceiling_flag(facts.engine_version, cfg, advice.ceiling) if spec and advice else ""
+            spec.ceiling_flag(facts.engine_version, cfg, advice.ceiling)
+            if spec and advice and advice.changes
+            else ""
         ),
         engine_error=facts.state.engine_error,
         memory_pressure=_memory_pressure(t),
