@@ -143,7 +143,8 @@ class GD120(Rule):
         share = m.capture_mem_share
         if share is not None and share >= self.t("max_share"):
             out.append(
-                f"decode graphs hold {num(m.capture_mem_gib or 0)} GiB, {pct(share)} of {kv}"
+                f"decode graphs hold {num(m.capture_mem_gib or 0)} GiB (measured at capture), "
+                f"{pct(share)} of {kv}"
             )
         est = m.graph_mem_est_share
         if est is not None and est >= self.t("max_share"):
@@ -163,9 +164,10 @@ class GD120(Rule):
             and big is not None
             and big >= self.t("large_capture_gib")
         ):
+            what = m.largest_graph[1] if m.largest_graph else ""
             out.append(
                 f"the pool saturated ({m.retractions} retractions, {m.preemptions} preemptions) "
-                f"while graphs hold {num(big)} GiB"
+                f"while graphs hold {num(big)} GiB ({what})"
             )
         return out
 

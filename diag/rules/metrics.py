@@ -223,12 +223,24 @@ class RunMetrics:
 
     @property
     def largest_graph_gib(self) -> float | None:
+        got = self.largest_graph
+        return got[0] if got is not None else None
+
+    @property
+    def largest_graph(self) -> tuple[float, str] | None:
+        """The largest graph-memory figure the log shows and what it is (measured at capture,
+        the engine's estimate, or the snapshot's graph pools), so that two figures of one
+        fact are never printed unnamed."""
         known = [
-            v
-            for v in (self.capture_mem_gib, self.graph_mem_est_gib, self.snapshot_graph_gib)
+            (v, what)
+            for v, what in (
+                (self.capture_mem_gib, "measured at capture"),
+                (self.graph_mem_est_gib, "the engine's estimate"),
+                (self.snapshot_graph_gib, "the snapshot's graph pools"),
+            )
             if v is not None
         ]
-        return max(known) if known else None
+        return max(known, key=lambda x: x[0]) if known else None
 
     @property
     def slowdown(self) -> float | None:
