@@ -7,9 +7,9 @@ prints them), the held-out figures the decision compared, and the regret (recomm
 current; > 0 is advice worse than today). Not a test: it prints figures
 (``tests/test_advice_regret.py`` holds the assertion).
 
-    python bench/advice_regret.py [PATH ...] [--corpus]
+    python bench/advice_regret.py [PATH ...] [--corpus [DIR]]
 
-``--corpus`` adds every log of ``../shared/corpus/real*``. Run it with another tree first on
+``--corpus`` adds every log of ``DIR/real*`` (default ``../shared/corpus``). Run it with another tree first on
 ``PYTHONPATH`` to get that tree's figures (a tree without decisions prints "-" for them).
 """
 
@@ -42,13 +42,16 @@ def _f(v: object) -> str:
 
 
 def main(argv: list[str]) -> int:
-    corpus = "--corpus" in argv
-    args = [a for a in argv if a != "--corpus"]
-    paths = [Path(a) for a in args] or sorted(
+    shared: Path | None = None
+    if "--corpus" in argv:
+        i = argv.index("--corpus")
+        given = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("-") else None
+        shared = Path(given) if given else ROOT.parent / "shared" / "corpus"
+        argv = argv[:i] + argv[i + (2 if given else 1) :]
+    paths = [Path(a) for a in argv] or sorted(
         p for p in (ROOT / "fixtures" / "incidents").iterdir() if p.is_dir()
     )
-    if corpus:
-        shared = ROOT.parent / "shared" / "corpus"
+    if shared is not None:
         paths += sorted(
             f for d in sorted(shared.glob("real*")) for f in d.iterdir() if f.suffix != ".yaml"
         )
