@@ -29,10 +29,15 @@ def _shrink(m: RunMetrics) -> str | None:
     freed = (a.current.capture_gib - a.recommended.cost.capture_gib) if a.current else None
     if freed is not None and freed < FREES_AT_LEAST_GIB:
         # the advice prices graph memory against this pool and still keeps (or grows) it
+        mem = (
+            f"it takes {num(-freed)} GiB more graph memory than today's"
+            if freed <= -FREES_AT_LEAST_GIB
+            else f"its graph memory is within {FREES_AT_LEAST_GIB:g} GiB of today's"
+        )
         return (
             f"{KEEP} at the recommended one, {s}: it is priced with its graph memory against "
-            "this KV pool, and no smaller set is cheaper for this traffic (it frees "
-            f"{num(max(freed, 0.0))} GiB, estimated)."
+            f"this KV pool and is the cheapest set the advice found for this traffic ({mem}, "
+            "estimated)."
         )
     out = f"Shrink the bucket set first: capture {s}"
     if freed is not None:
