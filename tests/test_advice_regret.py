@@ -16,6 +16,8 @@ from diag.advise.decision import MIN_LINES, MIN_SPAN_S, MIN_STEPS, Evidence, dec
 from diag.advise.recommend import RecommendError, recommend
 from diag.api import analyze
 from diag.cli import main
+from diag.rules.gd120_kv_squeeze import MEMORY_SETTING
+from diag.rules.metrics import Advisory
 
 INCIDENTS = Path(__file__).resolve().parents[1] / "fixtures" / "incidents"
 NAMES = sorted(p.name for p in INCIDENTS.iterdir() if p.is_dir())
@@ -100,3 +102,50 @@ def test_same_traffic_same_set_from_a_file_and_from_stdin(tmp_path: Path) -> Non
     for key in ("ceiling", "flags", "decision"):
         assert a[key] == b[key], key
     assert a["recommended"] == b["recommended"] and a["current"] == b["current"]
+
+
+# the four wordings of vLLM's --gpu-memory-utilization advice, as formats/vllm-log-formats.md
+# M-4a..M-4d quote them from the wheels (numbers filled in)
+GMU_WORDINGS = [
+    "In v0.19, CUDA graph memory profiling will be enabled by default "
+    "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1), which more accurately accounts for CUDA graph "
+    "memory during KV cache allocation. To try it now, set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 "
+    "and increase --gpu-memory-utilization from 0.9000 to 0.9530 to maintain the same effective "
+    "KV cache size.",
+    "CUDA graph memory profiling is enabled (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1). This will "
+    "become the default in v0.19. The current --gpu-memory-utilization=0.9000 is equivalent to "
+    "--gpu-memory-utilization=0.8470 without CUDA graph memory profiling. To maintain the same "
+    "effective KV cache size as before, increase --gpu-memory-utilization to 0.9530.",
+    "CUDA graph memory profiling is enabled (default since v0.21.0). The current "
+    "--gpu-memory-utilization=0.9000 is equivalent to --gpu-memory-utilization=0.8470 without CUDA "
+    "graph memory profiling. To maintain the same effective KV cache size as before, increase "
+    "--gpu-memory-utilization to 0.9530. To disable, set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0.",
+    "CUDA graph memory profiling is disabled (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0). Without "
+    "it, CUDA graph memory is not accounted for during KV cache allocation, which may require "
+    "lowering --gpu-memory-utilization to avoid OOM. Consider re-enabling it (the default as of "
+    "v0.21.0) and increasing --gpu-memory-utilization from 0.9000 to 0.9530.",
+]
+
+
+@pytest.mark.parametrize("text", GMU_WORDINGS, ids=["M-4a", "M-4b", "M-4c", "M-4d"])
+def test_vllms_own_memory_advice_is_read_in_every_wording(text: str) -> None:
+    assert Advisory("graph_memory_profiling", 0.953, text).advised_increase == (0.9, 0.953)
+
+
+def test_the_engines_own_advice_comes_first_and_memory_pointers_point_right() -> None:
+    """The squeezed vLLM 0.22 run: vLLM's own number first; GD120's keep remedy points at the
+    memory setting where it stands ("above"), on every incident only where one is listed."""
+    rep = analyze([str(INCIDENTS / "issue24-vllm-squeezed-small-batches")], generated_at="f")
+    gd120 = next(f for f in rep.runs[0].findings if f.code == "GD120")
+    assert gd120.remediation[0].startswith(
+        "Follow vLLM's own advice: raise --gpu-memory-utilization from 0.9 to 0.9316"
+    )
+    for name in NAMES:
+        report = analyze([str(INCIDENTS / name)], generated_at="f")
+        for f in (f for r in report.runs for f in r.findings if f.code == "GD120"):
+            for i, text in enumerate(f.remediation):
+                for where in ("above", "below"):
+                    if f"memory setting {where}" not in text:
+                        continue
+                    others = f.remediation[:i] if where == "above" else f.remediation[i + 1 :]
+                    assert any(MEMORY_SETTING.search(o) for o in others), (name, f.remediation)
