@@ -283,7 +283,7 @@ def recommend(
             f"capture memory/time: linear per-graph model fitted on the main run's {src} "
             "and capture time; an order of magnitude, not a budget"
         )
-    if regained is not None and saved is not None:
+    if change and regained is not None and saved is not None:
         notes.append(_kv_note(engine, version, saved))
     notes.extend(adv.notes)
     hist = adv.hist()

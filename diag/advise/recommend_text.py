@@ -150,7 +150,9 @@ def render_text(rec: dict[str, Any]) -> str:
     if rec.get("node") != "prefill":
         lines.extend(_frontier_lines(rec))
         lines.extend(_parameter_lines(rec))
-    if rec["notes"]:
+    said = (rec.get("decision") or {}).get("headline") if kind != "change" else None
+    notes = [n for n in rec["notes"] if n != said]  # (the decision line above says it)
+    if notes:
         lines.append("  notes:")
-        lines.extend(f"  - {n}" for n in rec["notes"])
+        lines.extend(f"  - {n}" for n in notes)
     return "\n".join(lines) + "\n"
