@@ -45,6 +45,8 @@ def test_the_same_fact_reads_the_same_everywhere(path: Path) -> None:
         if waste is not None and rec["decode_batch_shape"]:
             assert f"padding waste {share(waste)}" in text
             assert share(waste) in html
+        if rec["cuda_graph_max_bs"]:
+            assert f"ceiling {rec['cuda_graph_max_bs']}" in text
         if on_graphs is not None and decided:
             assert f"{share(on_graphs)} of {decided:,} decode batches on graphs" in text
             assert f"{share(on_graphs)} of {decided:,}" in html
@@ -54,9 +56,15 @@ def test_the_same_fact_reads_the_same_everywhere(path: Path) -> None:
     main = next(r for r in report.runs if r.id == doc["before"]["run"]["id"])
     ctext = _flat(compare_text(doc))
     metrics = {m["key"]: m for m in doc["metrics"]}
-    for key in ("padding_waste", "captured_share", "capture_mem_gib", "capture_time_s"):
+    for key, fact in (
+        ("padding_waste", "padding_waste"),
+        ("captured_share", "captured_share"),
+        ("capture_mem_gib", "capture_mem_gib"),
+        ("capture_time_s", "capture_time_s"),
+        ("ceiling", "cuda_graph_max_bs"),
+    ):
         shown = metrics[key]["before"] if key in metrics else None  # (a row of two unknowns)
-        assert shown == main.record[key], key
+        assert shown == main.record[fact], key
     if main.record["padding_waste"] is not None:
         assert share(main.record["padding_waste"]) in ctext
     try:

@@ -84,7 +84,7 @@ def _values(run: RunReport, snapshots: list[Snapshot]) -> dict[str, Any]:
         "graph_mode": rec["graph_mode"],
         "cudagraph_mode": rec["cudagraph_mode"],
         "n_buckets": m.n_buckets,
-        "ceiling": m.ceiling,
+        "ceiling": rec["cuda_graph_max_bs"],  # the record's, as analyze prints it
         "decode_batches": _decode_batches(run),
         "batch_p50": shape.get("p50"),
         "batch_p99": shape.get("p99"),
