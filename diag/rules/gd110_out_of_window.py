@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from diag.model import Finding
 from diag.rules.base import Remedy, Rule, Threshold, pct
 from diag.rules.metrics import RunMetrics
-from diag.rules.quotes import advice_withheld, advised_ceiling, advised_set
+from diag.rules.quotes import advice_withheld, advised_ceiling, advised_set, withheld_lead
 
 
 def _raise(m: RunMetrics) -> str | None:
     withheld = advice_withheld(m)
     if withheld is not None:
-        return f"Raising the capture ceiling is not advised: {withheld}."
+        return f"{withheld_lead(m, 'Raising')}: {withheld}."
     ceiling = advised_ceiling(m)
     a = m.sizing
     if ceiling is None or a is None:

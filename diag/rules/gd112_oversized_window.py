@@ -9,13 +9,14 @@ from diag.rules.quotes import (
     advised_ceiling,
     advised_set,
     decode_capture_cost,
+    withheld_lead,
 )
 
 
 def _lower(m: RunMetrics) -> str | None:
     withheld = advice_withheld(m)
     if withheld is not None:
-        return f"Lowering the capture ceiling is not advised: {withheld}."
+        return f"{withheld_lead(m, 'Lowering')}: {withheld}."
     ceiling = advised_ceiling(m)
     if ceiling is None:
         return None

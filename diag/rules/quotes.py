@@ -48,6 +48,16 @@ def advice_withheld(m: RunMetrics) -> str | None:
     return f"the bucket advice sizes no set ({d.why})"
 
 
+def withheld_lead(m: RunMetrics, verb: str) -> str:
+    """How a remedy that changes the ceiling opens where the advice withholds it: 'Raising the
+    capture ceiling is not advised' (the set is kept) or 'No capture ceiling can be advised
+    yet' (too little traffic); ``verb`` is 'Raising' or 'Lowering'."""
+    d = m.advice.decision if m.advice is not None else None
+    if d is not None and d.kind == "insufficient":
+        return "No capture ceiling can be advised yet"
+    return f"{verb} the capture ceiling is not advised"
+
+
 def comparative(new: float, old: float, less: str, more: str, same: str, tol: float) -> str:
     """The comparative word the two figures bear out ('pads less' only where it does):
     ``less`` where new < old by more than ``tol``, ``more`` where new > old by more, else
