@@ -418,16 +418,15 @@ def advise(
     seen: set[tuple[int, ...]] = set()
     solvers: _Solvers = {}
     baseline = limits.current_sizes or limits.default_sizes
-    used = _Used(baseline, params, limits.padding, max_k) if baseline else None
+    budgets: list[int] = []
     for k in range(k_lo, max(k_lo, k_hi) + 1):
-        sizes = _fit_set(
-            hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept, solvers, used
-        )
+        sizes = _fit_set(hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept, solvers)
         if sizes in seen:  # the budget is no longer binding: larger K gives the same set
             break
         seen.add(sizes)
+        budgets.append(k)
         hc, hw, ht = _heldout(
-            fold_list, k, forced_min, grid_for, params, limits.padding, kept, solvers, used
+            fold_list, k, forced_min, grid_for, params, limits.padding, kept, solvers
         )
         rows.append(
             FrontierRow(
@@ -453,6 +452,26 @@ def advise(
     best = min(key)
     pick = next(i for i, v in enumerate(key) if v <= best + eps)
     chosen = rows[pick]
+    if baseline:  # the pick's budget again, with the used current sizes put back, validated so
+        used = _Used(baseline, params, limits.padding, max_k)
+        k = budgets[pick]
+        back = _fit_set(
+            hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept, solvers, used
+        )
+        fitted = set(chosen.sizes)
+        if back != chosen.sizes:
+            hc, hw, ht = _heldout(
+                fold_list, k, forced_min, grid_for, params, limits.padding, kept, solvers, used
+            )
+            cost = set_cost(back, hist, params, padding=limits.padding)
+            chosen = FrontierRow(len(back), back, True, cost, hc, hw, ht)
+            rows.append(chosen)
+            key.append(ht if math.isfinite(ht) else cost.total_s_h)
+            pick = len(rows) - 1
+            notes.append(
+                f"current sizes the traffic uses kept ({_named_sizes(set(back) - fitted)}): "
+                "dropping them costs more in padding than their graphs cost"
+            )
     if not fold_list:
         how = "not validated (in sample only)"
         notes.append(
@@ -465,7 +484,7 @@ def advise(
     )
     if not any(r is chosen for r in rows):
         rows.append(chosen)
-    rows = [replace(r, recommended=r is chosen) for r in rows]
+    rows = sorted((replace(r, recommended=r is chosen) for r in rows), key=lambda r: r.k)
     current = (
         set_cost(limits.current_sizes, hist, params, padding=limits.padding)
         if limits.current_sizes
@@ -490,6 +509,10 @@ def advise(
         decision=decision,
         evidence=evidence,
     )
+
+
+def _named_sizes(sizes: set[int]) -> str:
+    return ", ".join(map(str, sorted(sizes)))
 
 
 def _evidence(
