@@ -15,8 +15,8 @@ from diag.advise.decision import MIN_LINES, MIN_SPAN_S, MIN_STEPS, Evidence, dec
 from diag.advise.recommend import RecommendError, recommend
 from diag.api import analyze
 from diag.cli import main
+from diag.rules.advisories import Advisory
 from diag.rules.gd120_kv_squeeze import MEMORY_SETTING
-from diag.rules.metrics import Advisory
 
 INCIDENTS = Path(__file__).resolve().parents[1] / "fixtures" / "incidents"
 NAMES = sorted(p.name for p in INCIDENTS.iterdir() if p.is_dir())
