@@ -14,13 +14,14 @@ import pytest
 
 from diag.advise.bucket_sets import EngineLimits, advise, conventional_grid
 from diag.advise.cost_model import (
+    DEFAULT_EAGER_PENALTY_S,
     CaptureMeasurement,
     RunEvidence,
     Traffic,
-    fit_parameters,
     set_cost,
     step_time_from_throughput,
 )
+from diag.advise.fitting import fit_parameters
 
 SGLANG_DEFAULT_053 = (
     [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 497, 16))
@@ -169,7 +170,7 @@ def test_cost_terms_match_a_step_by_step_simulation() -> None:
 def test_parameters_come_from_the_run_when_it_has_them() -> None:
     rng = np.random.default_rng(13)
     tr = day(rng, 3000, t0=0.030, slope=1e-4, cap=200)
-    eager_req = np.arange(150, 200)
+    eager_req = np.arange(20, 70)  # inside the graph sizes: the penalty is measured there
     eager_t = 0.030 + 1e-4 * eager_req + 0.006  # 6 ms eager penalty
     both = Traffic(
         t_s=np.concatenate([tr.t_s, np.full(50, 86400.0)]),
@@ -192,6 +193,45 @@ def test_parameters_come_from_the_run_when_it_has_them() -> None:
     )
     assert bare.eager_penalty_s.source == "default" and bare.eager_penalty_s.why
     assert bare.kv_tokens_per_gib.value is None and "not priced" in bare.kv_tokens_per_gib.why
+
+
+def _graph_and_eager(
+    rng: np.random.Generator, graph_req: np.ndarray, eager_req: np.ndarray, penalty: float
+) -> Traffic:
+    """Graph steps at ``graph_req`` and eager ones at ``eager_req``, 20 ms + 0.1 ms a request,
+    eager ``penalty`` slower, 2 % noise."""
+    req = np.concatenate([graph_req, eager_req])
+    eager = np.arange(len(req)) >= len(graph_req)
+    t = (0.020 + 1e-4 * req + np.where(eager, penalty, 0.0)) * rng.lognormal(0.0, 0.02, len(req))
+    return Traffic(
+        t_s=np.arange(len(req), dtype=float),
+        requests=req.astype(np.int64),
+        steps=np.full(len(req), 40.0),
+        step_time_s=t,
+        graph=(~eager).astype(np.int64),
+    )
+
+
+def test_eager_penalty_is_measured_where_sizes_overlap_and_never_extrapolated() -> None:
+    """Issue 24: a PD decode node with --cuda-graph-max-bs 8 whose batches reach 72 got an
+    eager penalty of 0 from a line fitted on sizes 1-8 and carried to 22-72. Only sizes logged
+    both ways measure the penalty; without any, the documented prior stands, and says so."""
+    rng = np.random.default_rng(7)
+    small = np.tile(np.arange(1, 9), 30)
+    apart = fit_parameters(
+        [RunEvidence(_graph_and_eager(rng, small, np.tile(np.arange(22, 73), 4), 0.004))],
+        "sglang",
+    )
+    assert apart.eager_penalty_s.source == "default"
+    assert apart.eager_penalty_s.value == pytest.approx(DEFAULT_EAGER_PENALTY_S)
+    assert "extrapolated" in apart.eager_penalty_s.why and "22-72" in apart.eager_penalty_s.why
+    both = fit_parameters(
+        [RunEvidence(_graph_and_eager(rng, small, np.tile(np.arange(5, 13), 20), 0.004))],
+        "sglang",
+    )
+    assert both.eager_penalty_s.source == "run"
+    assert both.eager_penalty_s.value == pytest.approx(0.004, rel=0.25)
+    assert "4 request count(s)" in both.eager_penalty_s.why  # sizes 5-8 are logged both ways
 
 
 def vllm_stats(rng: np.random.Generator, n: int) -> Traffic:

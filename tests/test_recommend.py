@@ -29,6 +29,7 @@ from diag.model import PoolSummary, Snapshot, SnapshotSummary
 from gen import incidents as inc
 from gen import sglang_logs as sg
 from gen import vllm_logs as vl
+from gen.vllm_lines import Clock
 
 OUT_OF_WINDOW = sg.traffic(120, low=8, high=30, seed=2, burst_every=6, burst_to=96)
 
@@ -103,6 +104,14 @@ def test_promise_equals_measurement_on_replayed_traffic(
     # the model scores the current set exactly as the classifier measured it
     assert rec["current"]["coverage"] == run0["captured_share"] == 0.5
     assert rec["current"]["padding_waste"] == run0["padding_waste"]
+    d = rec["decision"]
+    if d["kind"] == "keep":  # no set within the budget beats today's by the margin: said so
+        assert rec["recommended"]["sizes"] == rec["current"]["sizes"] and rec["flags"] == ""
+        assert d["candidate_cost_s_h"] > d["current_cost_s_h"] - d["margin_s_h"]
+        assert f"{d['current_cost_s_h']:,.2f}" in d["why"] and k is not None
+        return
+    assert d["kind"] == "change"
+    assert d["candidate_cost_s_h"] < d["current_cost_s_h"] - d["margin_s_h"]
     assert k is None or len(rec["recommended"]["sizes"]) <= k
     assert rec["recommended"]["coverage"] >= (q or 1.0)
     assert 1 in rec["recommended"]["sizes"]
@@ -186,7 +195,10 @@ def test_snapshot_graph_pools_take_precedence(tmp_path: Path) -> None:
     summary = SnapshotSummary("x.pickle", None, 52 * 2**30, 52 * 2**30, 52 * 2**30, None, 0, pools)
     snap = [Snapshot("x.pickle", summary, run=rep.runs[0].id)]
     rec = recommend(rep.runs, snap)
-    assert rec["current"]["capture_mem_gib"] == 2.0
+    # one number per fact: capture memory as the engine printed it (what analyze shows), the
+    # snapshot's graph pools beside it under their own name, and the model scaled from them
+    assert rec["current"]["capture_mem_gib"] == rep.runs[0].record["capture_mem_gib"] != 2.0
+    assert rec["current"]["snapshot_graph_pool_gib"] == 2.0
     assert rec["parameters"]["capture_gib_per_graph"]["source"] == "snapshot"
     assert rec["parameters"]["capture_gib_per_graph"]["source_of"] == "x.pickle"
     assert any("snapshot graph pools" in n for n in rec["notes"])
@@ -243,23 +255,31 @@ def test_vllm_metrics_table_run(tmp_path: Path) -> None:
     version = "0.13.0"
     lines, truth = vl.server_log(version, max_num_batched_tokens=8192)
     rows = [(3, 4, "FULL", 50), (5, 8, "FULL", 30), (9, 16, "FULL", 10), (100, 104, "FULL", 3)]
-    lines += vl.metrics_table(
-        version, mode="FULL_AND_PIECEWISE", capture_sizes=truth.capture_sizes, rows=rows
-    )
+    clock = Clock()
+    for _ in range(12):  # two minutes of tables, 1,116 steps: enough evidence to size buckets
+        clock.advance(10.0)
+        lines += vl.metrics_table(
+            version,
+            mode="FULL_AND_PIECEWISE",
+            capture_sizes=truth.capture_sizes,
+            rows=rows,
+            clock=clock,
+        )
     path = tmp_path / "v.log"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     rep = analyze([str(path)])
     rec = recommend(rep.runs, rep.snapshots, max_buckets=4)
     assert rec["engine"] == "vllm" and rec["version"] == version and rec["unit"] == "tokens"
-    sizes = rec["recommended"]["sizes"]
-    assert len(sizes) <= 4 and sizes[0] == 1
-    assert rec["ceiling"] == sizes[-1] >= 100  # the largest step (100 tokens) stays in the graphs
-    assert rec["flags"] == (
-        f'--compilation-config \'{{"cudagraph_capture_sizes": {json.dumps(sizes)}, '
-        f'"max_cudagraph_capture_size": {sizes[-1]}}}\''
-    )
-    # the window drops from 51 graphs to 4: memory and KV tokens come back
-    assert rec["recommended"]["kv_tokens_regained_est"] > 0
+    # four sizes pad 100-token steps to 112 and 3-token ones to 8: by the advice's own prices
+    # they cost more than today's 51 graphs, so the advice keeps the current set, with figures
+    d = rec["decision"]
+    four = next(r for r in rec["frontier"] if r["k"] == 4)
+    assert four["total_s_h"] > rec["current"]["cost_s_h"]
+    assert d["kind"] == "keep" and d["candidate_cost_s_h"] >= d["current_cost_s_h"]
+    assert rec["recommended"]["sizes"] == rec["current"]["sizes"] == truth.capture_sizes
+    assert rec["flags"] == "" and rec["notes"][0] == d["headline"]
+    assert d["headline"].startswith("Keep the current set: the best candidate")
+    assert rec["recommended"]["cost_s_h"] == rec["current"]["cost_s_h"]
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,12 @@ How a set is chosen (issue 14):
    fold the ceiling and the set are fitted on the other folds only and priced on the held-out
    one; held-out coverage, waste and cost are the promise.
 4. **Pick**: lowest held-out total cost; costs within ``tie_tolerance`` x the traffic's decode GPU
-   time per hour are equal, and then the fewer buckets win. For that K the exact (any size) set is
-   tried too and only wins if its held-out cost is lower by more than that: conventional sizes
-   when the cost is equal.
+   time per hour are equal, and then the fewer buckets win. Sets stay on the engine's
+   conventional grid; current sizes the traffic uses are put back where dropping them costs
+   more than keeping them (:func:`diag.advise.decision.keep_used_sizes`).
+5. **Keep or change** (:mod:`diag.advise.decision`): the pick against the current set (or the
+   engine's default list with graphs off) under the same cost on the same held-out folds; a
+   change only when it wins by the stated margin, and sizing only from enough evidence.
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
-from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -43,12 +45,26 @@ from diag.advise.cost_model import (
     SetCost,
     Traffic,
     engine_size,
-    fit_parameters,
     set_cost,
 )
-from diag.advise.grouping import int_histogram, joined, step_histogram, weighted_quantile
-from diag.engines import spec_for
-from diag.engines.spec import AdviceRules
+from diag.advise.decision import (
+    TIE_TOLERANCE,
+    Baseline,
+    Basis,
+    Decision,
+    Evidence,
+    decide,
+    keep_used_sizes,
+)
+from diag.advise.fitting import fit_parameters
+from diag.advise.grouping import int_histogram, joined, step_histogram
+from diag.advise.limits import (
+    _GRID_LIMIT,
+    DEFAULT_HEADROOM,
+    EngineLimits,
+    ceiling_policy,
+    conventional_grid,
+)
 
 __all__ = [
     "Advice",
@@ -60,140 +76,17 @@ __all__ = [
     "traffic_histogram",
 ]
 
-DEFAULT_HEADROOM = 0.10
-# Costs closer than this share of the traffic's decode GPU time are "equal": the step-time fit
-# that prices padding is not finer than that, so a cheaper odd set or one more bucket is noise.
-DEFAULT_TIE_TOLERANCE = 0.0025
+# costs within this share of decode GPU time are equal (decision.TIE_TOLERANCE says why)
+DEFAULT_TIE_TOLERANCE = TIE_TOLERANCE
 DEFAULT_FOLDS = 5
 MAX_FRONTIER_K = 48
 MAX_RUN_FOLDS = 10  # a fleet (pods of one config): folds of runs, not one per run (quadratic)
 MIN_BLOCK_LINES = 20  # a held-out block smaller than this says nothing about tomorrow
-_GRID_LIMIT = 16384
-
-
-@dataclass(frozen=True)
-class EngineLimits:
-    """What the engine accepts and how it counts, from the run's config (typed, no dict)."""
-
-    engine: Engine
-    version: str | None = None
-    current_sizes: tuple[int, ...] = ()
-    current_source: Literal["logged", "inferred", "default"] = "default"
-    max_running: int | None = None  # SGLang max_running_requests / vLLM max_num_seqs (per rank)
-    max_num_batched_tokens: int | None = None  # vLLM
-    spec_tokens: int = 0  # vLLM num_speculative_tokens; SGLang speculative_num_draft_tokens
-    speculative_algorithm: str | None = None
-    cudagraph_mode: str | None = None  # vLLM; FULL_DECODE_ONLY: mixed steps never replay
-    dp_attention: bool = False  # SGLang
-    attn_tp: int = 1  # SGLang tp_size // dp_size under DP attention, else tp_size
-    two_batch_overlap: bool = False  # SGLang
-    padding: bool = True  # SGLang --disable-cuda-graph-padding turns it off
-
-    @property
-    def rules(self) -> AdviceRules:
-        """How this engine counts and keeps sizes (its spec in diag.engines)."""
-        spec = spec_for(self.engine)
-        if spec is None or spec.advice_rules is None:
-            raise ValueError(f"no advice rules for engine {self.engine!r}")
-        return spec.advice_rules
-
-    @property
-    def unit(self) -> str:
-        return self.rules.unit
-
-    def multiple(self) -> int:
-        """The multiple the engine keeps sizes at (SGLang §7: TBO, DP attention), else 1."""
-        return self.rules.capture_multiple(
-            self.version, self.two_batch_overlap, self.dp_attention, self.attn_tp
-        )
-
-    def mixed_served(self) -> bool:
-        """Do the graphs also serve mixed prefill+decode steps (vLLM piecewise modes)?"""
-        return self.rules.mixed_steps_in_graphs(self.cudagraph_mode)
-
-    def cap(self) -> int | None:
-        """The largest size the engine can use."""
-        if self.unit == "requests":
-            return self.max_running
-        if self.mixed_served():
-            return self.max_num_batched_tokens
-        if self.max_running:
-            decode = self.max_running * (1 + self.spec_tokens)
-            return min(decode, self.max_num_batched_tokens or decode)
-        return self.max_num_batched_tokens
-
-
-def conventional_grid(limits: EngineLimits, upto: int) -> list[int]:
-    """The engine's own step pattern up to ``upto``: its default list for the version, extended
-    past the default top with the list's last step; then the TBO/DP-attention multiple."""
-    base = sorted(
-        set(limits.rules.step_pattern(limits.version, bool(limits.speculative_algorithm)))
-    )
-    step = base[-1] - base[-2] if len(base) > 1 else 8
-    grid = [*base]
-    while grid[-1] < upto:
-        grid.append(grid[-1] + step)
-    m = limits.multiple()
-    grid = [g for g in grid if g <= upto]
-    if m > 1:
-        grid = sorted({g for g in grid if g % m == 0} | {m})
-    return grid
 
 
 def _allowed(grid: Sequence[int]) -> Callable[[int], bool]:
     members = frozenset(grid)
     return lambda s: s in members
-
-
-def ceiling_policy(
-    sizes: np.ndarray,
-    weights: np.ndarray,
-    limits: EngineLimits,
-    *,
-    headroom: float = DEFAULT_HEADROOM,
-    max_ceiling: int | None = None,
-    has_token_counts: bool = False,
-) -> tuple[int, list[str]]:
-    """The ceiling and why (see the module docstring, step 1)."""
-    notes: list[str] = []
-    ok = sizes >= 1
-    known, known_w = (sizes, weights) if ok.all() else (sizes[ok], weights[ok])
-    peak = int(known.max())
-    p999 = weighted_quantile(known, known_w, 0.999)
-    want = math.ceil(max(peak, p999) * (1 + headroom))
-    floor_ = 0
-    if limits.mixed_served() and not has_token_counts:
-        default_top = max(
-            limits.rules.default_window(
-                limits.version, limits.max_running, limits.max_num_batched_tokens
-            )
-        )
-        floor_ = max([default_top, *limits.current_sizes])
-        if limits.max_num_batched_tokens:
-            floor_ = min(floor_, limits.max_num_batched_tokens)
-        if floor_ > want:
-            notes.append(
-                f"ceiling kept at {floor_} tokens: the logs show running requests only (stats lines), "
-                "and vLLM's piecewise graphs also serve mixed prefill+decode steps whose scheduled "
-                "tokens they do not show; turn on --cudagraph-metrics or DEBUG step lines to size it"
-            )
-    cap = limits.cap()
-    grid = conventional_grid(limits, _GRID_LIMIT)
-    target = max(want, floor_)
-    if max_ceiling is not None:
-        target = min(target, max_ceiling)
-    ceiling = next((g for g in grid if g >= target), grid[-1])
-    if cap is not None and ceiling > cap:
-        below = [g for g in grid if g <= cap]
-        ceiling = cap if limits.multiple() == 1 or cap % limits.multiple() == 0 else below[-1]
-        notes.append(
-            f"ceiling {ceiling}: the engine never runs more than {cap} {limits.unit} per step"
-        )
-    if max_ceiling is not None and ceiling < peak:
-        notes.append(
-            f"ceiling {ceiling} below the observed peak {peak} as asked: larger steps run eager"
-        )
-    return ceiling, notes
 
 
 def _finite(v: float, nd: int) -> float | None:
@@ -257,9 +150,17 @@ class Advice:
     max_ceiling: int | None = None
     max_k: int | None = None
     padding: bool = True  # SGLang --disable-cuda-graph-padding: only exact sizes replay
+    # keep or change, against the current (or default) set; and the traffic it rests on
+    decision: Decision | None = None
+    evidence: Evidence | None = None
 
     def hist(self) -> dict[int, float]:
         return dict(self.histogram)
+
+    @property
+    def changes(self) -> bool:
+        """Does the advice change the bucket set (not "keep", not "too little evidence")?"""
+        return self.decision is None or self.decision.kind == "change"
 
     def price(self, sizes: Sequence[int], hist: dict[int, float] | None = None) -> SetCost:
         """Any set priced with this advice's parameters (on its own traffic by default)."""
@@ -284,6 +185,16 @@ def traffic_histogram(traffic: Traffic, limits: EngineLimits) -> dict[int, float
     return step_histogram(sizes, np.asarray(traffic.steps, dtype=float))
 
 
+@dataclass(frozen=True)
+class _Used:
+    """The current sizes a fitted set must not drop below their padding cost, and the prices."""
+
+    sizes: tuple[int, ...]
+    params: CostParameters
+    padding: bool
+    max_k: int | None  # the caller's budget (--max-buckets): never exceeded to keep a size
+
+
 # solvers of one advise call: (id(hist), ceiling, forced, grid) -> (hist, solver); the hist
 # is kept so its id cannot be reused while the entry lives
 _Solvers = dict[
@@ -299,9 +210,12 @@ def _fit_set(
     grid: Sequence[int] | None,
     kept: Sequence[int] = (),
     solvers: _Solvers | None = None,
+    used: _Used | None = None,
 ) -> tuple[int, ...]:
     """Exact minimum-padding set of <= k sizes with this ceiling (None grid: any size), plus
-    the ``kept`` sizes above it (vLLM mixed steps the logs do not size, see :func:`advise`).
+    the ``kept`` sizes above it (vLLM mixed steps the logs do not size, see :func:`advise`),
+    plus the current sizes ``used`` puts back where dropping them costs more than they do
+    (:func:`diag.advise.decision.keep_used_sizes`, priced on this ``hist``).
     ``solvers``: the DP of each (histogram, ceiling, forced, grid) is built once per advise
     call and read for every K (see :class:`diag.advise.buckets.BucketSolver`)."""
     forced = (forced_min, ceiling) if k >= 2 and forced_min < ceiling else (ceiling,)
@@ -316,7 +230,10 @@ def _fit_set(
         if solvers is not None:
             solvers[key] = (hist, solver)
     plan = solver.plan(max(k, len(forced)))
-    return tuple(sorted(set(plan.sizes) | {s for s in kept if s > ceiling}))
+    out = tuple(sorted(set(plan.sizes) | {s for s in kept if s > ceiling}))
+    if used is None or not used.sizes:
+        return out
+    return keep_used_sizes(out, hist, used.sizes, ceiling, used.params, used.padding, used.max_k)
 
 
 @dataclass(frozen=True)
@@ -397,14 +314,24 @@ def _heldout(
     padding: bool,
     kept: Sequence[int] = (),
     solvers: _Solvers | None = None,
+    used: _Used | None = None,
+    fixed: Sequence[int] | None = None,
 ) -> tuple[float, float | None, float]:
-    """Held-out coverage, waste and cost (GPU-s/h), weighted by held-out steps."""
+    """Held-out coverage, waste and cost (GPU-s/h), weighted by held-out steps: of the set
+    fitted on each fold's other folds, or of one ``fixed`` set (the current one) priced on
+    the same held-out folds."""
     if not folds:
         return math.nan, None, math.nan
     cov = tot = pad_num = pad_den = 0.0
     weight = 0.0
     for f in folds:
-        sizes = _fit_set(f.train, k, f.ceiling, forced_min, grid_for(f.ceiling), kept, solvers)
+        sizes = (
+            tuple(sorted(set(fixed)))
+            if fixed is not None
+            else _fit_set(
+                f.train, k, f.ceiling, forced_min, grid_for(f.ceiling), kept, solvers, used
+            )
+        )
         c = set_cost(sizes, f.test, params, padding=padding)
         w = f.running[-1]  # sum(f.test.values())
         cov += c.coverage * w
@@ -490,11 +417,14 @@ def advise(
     rows: list[FrontierRow] = []
     seen: set[tuple[int, ...]] = set()
     solvers: _Solvers = {}
+    baseline = limits.current_sizes or limits.default_sizes
+    budgets: list[int] = []
     for k in range(k_lo, max(k_lo, k_hi) + 1):
         sizes = _fit_set(hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept, solvers)
         if sizes in seen:  # the budget is no longer binding: larger K gives the same set
             break
         seen.add(sizes)
+        budgets.append(k)
         hc, hw, ht = _heldout(
             fold_list, k, forced_min, grid_for, params, limits.padding, kept, solvers
         )
@@ -522,40 +452,39 @@ def advise(
     best = min(key)
     pick = next(i for i, v in enumerate(key) if v <= best + eps)
     chosen = rows[pick]
+    if baseline:  # the pick's budget again, with the used current sizes put back, validated so
+        used = _Used(baseline, params, limits.padding, max_k)
+        k = budgets[pick]
+        back = _fit_set(
+            hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept, solvers, used
+        )
+        fitted = set(chosen.sizes)
+        if back != chosen.sizes:
+            hc, hw, ht = _heldout(
+                fold_list, k, forced_min, grid_for, params, limits.padding, kept, solvers, used
+            )
+            cost = set_cost(back, hist, params, padding=limits.padding)
+            chosen = FrontierRow(len(back), back, True, cost, hc, hw, ht)
+            rows.append(chosen)
+            key.append(ht if math.isfinite(ht) else cost.total_s_h)
+            pick = len(rows) - 1
+            notes.append(
+                f"current sizes the traffic uses kept ({_named_sizes(set(back) - fitted)}): "
+                "dropping them costs more in padding than their graphs cost"
+            )
     if not fold_list:
         how = "not validated (in sample only)"
         notes.append(
             f"too few step lines to hold any out (fewer than {2 * MIN_BLOCK_LINES} in one run): "
-            "coverage and waste are in sample only, and conventional sizes are kept"
+            "coverage and waste are in sample only"
         )
-    elif len(hist) <= 600:  # exact sets over observed sizes: O(K m^2); skipped for huge spreads
-        budget = chosen.k - n_kept
-        exact = _fit_set(hist, budget, fit_ceiling, forced_min, None, kept)
-        if exact != chosen.sizes:
-            hc, hw, ht = _heldout(
-                fold_list, budget, forced_min, lambda c: None, params, limits.padding, kept
-            )
-            ht_key = (
-                ht
-                if math.isfinite(ht)
-                else set_cost(exact, hist, params, padding=limits.padding).total_s_h
-            )
-            if ht_key < key[pick] - eps:
-                chosen = FrontierRow(
-                    chosen.k,
-                    exact,
-                    False,
-                    set_cost(exact, hist, params, padding=limits.padding),
-                    hc,
-                    hw,
-                    ht,
-                )
-                rows.append(chosen)
-                notes.append(
-                    "the exact set over observed sizes beats the conventional one "
-                    f"out of sample by more than {tie_tolerance:.2%} of decode GPU time"
-                )
-    rows = [replace(r, recommended=r is chosen) for r in rows]
+    evidence = _evidence(runs, per_run, len(hist))
+    decision, chosen = _decide(
+        chosen, key[pick], baseline, hist, fold_list, params, limits, busy_s_h, evidence, grid
+    )
+    if not any(r is chosen for r in rows):
+        rows.append(chosen)
+    rows = sorted((replace(r, recommended=r is chosen) for r in rows), key=lambda r: r.k)
     current = (
         set_cost(limits.current_sizes, hist, params, padding=limits.padding)
         if limits.current_sizes
@@ -577,7 +506,61 @@ def advise(
         max_ceiling=max_ceiling,
         max_k=max_k,
         padding=limits.padding,
+        decision=decision,
+        evidence=evidence,
     )
+
+
+def _named_sizes(sizes: set[int]) -> str:
+    return ", ".join(map(str, sorted(sizes)))
+
+
+def _evidence(
+    runs: Sequence[RunEvidence],
+    per_run: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    n_sizes: int,
+) -> Evidence:
+    """Steps of the sized lines, the wall time they span (None: no clock in any run), sizes."""
+    steps = sum(float(np.sum(w[s >= 1])) for s, w, _ in per_run)
+    lines = sum(int(np.count_nonzero(s >= 1)) for s, _, _ in per_run)
+    clocked = [ev.traffic for ev in runs if ev.traffic.observed_s != 0.0]
+    span = sum(tr.span_h() for tr in clocked) * 3600.0 if clocked else None
+    return Evidence(steps, lines, span, n_sizes)
+
+
+def _decide(
+    chosen: FrontierRow,
+    chosen_key: float,
+    baseline: tuple[int, ...],
+    hist: dict[int, float],
+    folds: Sequence[_Fold],
+    params: CostParameters,
+    limits: EngineLimits,
+    busy_s_h: float,
+    evidence: Evidence,
+    grid: Sequence[int],
+) -> tuple[Decision, FrontierRow]:
+    """The frontier's pick against the baseline (current set, else the engine's default list)
+    under the same cost on the same held-out folds; the baseline row where it is kept."""
+    basis: Basis = "held-out" if folds else "in sample"
+    missing = evidence.missing(limits.rules.more_evidence(limits.version))
+    if not baseline:
+        return decide(chosen_key, None, None, busy_s_h, basis, missing), chosen
+    cost = set_cost(baseline, hist, params, padding=limits.padding)
+    hc, hw, ht = _heldout(folds, 0, 1, lambda c: None, params, limits.padding, fixed=baseline)
+    base_key = ht if math.isfinite(ht) else cost.total_s_h
+    if not math.isfinite(chosen_key) or not math.isfinite(ht):
+        basis = "in sample"
+        chosen_key = chosen.cost.total_s_h
+    source: Baseline = "current" if limits.current_sizes else "default"
+    decision = decide(chosen_key, base_key, source, busy_s_h, basis, missing)
+    if decision.kind == "change":
+        return decision, chosen
+    members = set(grid)
+    row = FrontierRow(
+        len(baseline), baseline, all(s in members for s in baseline), cost, hc, hw, ht
+    )
+    return decision, row
 
 
 def _engine_notes(limits: EngineLimits) -> list[str]:

@@ -24,6 +24,7 @@ import numpy as np
 
 from diag.advise.bucket_sets import Advice
 from diag.advise.cost_model import SetCost
+from diag.advise.recommend_text import ESTIMATED, MEASURED, render_text
 from diag.advise.run_advice import advise_group, current_sizes, graph_pool_gib, server_groups
 from diag.engines import ENGINES
 from diag.facts.record import RunFacts
@@ -243,14 +244,18 @@ def recommend(
     saved = None if cur_mem is None else cur_mem - rec.cost.capture_gib
     per_gib = p.kv_tokens_per_gib.value
     regained = int(round(saved * per_gib)) if saved is not None and per_gib else None
-    flags = bucket_flags(engine, version, config, rec.sizes, notes)
+    decision = adv.decision
+    change = decision is None or decision.kind == "change"
+    if decision is not None:
+        notes.insert(0, decision.headline)
+    flags = bucket_flags(engine, version, config, rec.sizes, notes) if change else ""
     if version is None and flags:
         notes.append(
             f"the {engine} version is not in the logs: the flags use the newest spelling; "
             "check them against your version's --help"
         )
 
-    if rec.sizes == current.sizes:
+    if change and rec.sizes == current.sizes:
         notes.append("the current set is already the cheapest on the frontier")
     if cur_source == "default":
         notes.append(
@@ -278,10 +283,31 @@ def recommend(
             f"capture memory/time: linear per-graph model fitted on the main run's {src} "
             "and capture time; an order of magnitude, not a budget"
         )
-    if regained is not None and saved is not None:
+    if change and regained is not None and saved is not None:
         notes.append(_kv_note(engine, version, saved))
     notes.extend(adv.notes)
     hist = adv.hist()
+    current_doc = {
+        **_cost_dict(current),
+        **_measured_current(main, snapshots, cur_source),
+        "source": cur_source,
+        "measured_captured_share": captured,
+    }
+    recommended_doc = {
+        **_cost_dict(rec.cost),
+        "promised_coverage": _r(adv.promised_coverage, 4),
+        "heldout_waste": _r(rec.heldout_waste, 4),
+        "capture_mem_gib_est": _r(rec.cost.capture_gib, 3),
+        "kv_tokens_regained_est": regained,
+        "capture_mem_saved_gib_est": _r(saved, 3),
+        "capture_time_s_est": _r(rec.cost.capture_time_s, 2),
+        "capture_time_saved_s_est": (
+            None if cur_time is None else round(cur_time - rec.cost.capture_time_s, 2)
+        ),
+        "figures": ESTIMATED,
+    }
+    if not change:  # the kept set is the current one: its figures are the current ones
+        recommended_doc = _kept(recommended_doc, current_doc)
     return {
         "engine": engine,
         "version": version,
@@ -291,29 +317,8 @@ def recommend(
         "decode_batches": int(round(sum(_steps(f) for f in used))),
         "decode_steps": int(round(sum(hist.values()))),
         "ceiling": adv.ceiling,
-        "current": {
-            **_cost_dict(current),
-            "source": cur_source,
-            "capture_mem_gib": main_capture_mem(main, snapshots)
-            if cur_source != "default"
-            else None,
-            "capture_time_s": main.record.get("capture_time_s")
-            if cur_source != "default"
-            else None,
-            "measured_captured_share": captured,
-        },
-        "recommended": {
-            **_cost_dict(rec.cost),
-            "promised_coverage": _r(adv.promised_coverage, 4),
-            "heldout_waste": _r(rec.heldout_waste, 4),
-            "capture_mem_gib_est": _r(rec.cost.capture_gib, 3),
-            "kv_tokens_regained_est": regained,
-            "capture_mem_saved_gib_est": _r(saved, 3),
-            "capture_time_s_est": _r(rec.cost.capture_time_s, 2),
-            "capture_time_saved_s_est": (
-                None if cur_time is None else round(cur_time - rec.cost.capture_time_s, 2)
-            ),
-        },
+        "current": current_doc,
+        "recommended": recommended_doc,
         "constraints": {
             "max_buckets": max_buckets,
             "min_coverage": min_coverage,
@@ -334,9 +339,54 @@ def recommend(
             else None,
             "decode_gpu_s_h": _r(adv.busy_s_h, 3),
         },
+        "decision": None if decision is None else decision.to_dict(),
+        "evidence": None if adv.evidence is None else adv.evidence.to_dict(),
         "cost_unit": "GPU-seconds per hour of the observed traffic, per rank",
         "flags": flags,
         "notes": notes,
+    }
+
+
+DEFAULT_ESTIMATED = "estimated: the engine's default list priced on the observed traffic"
+
+
+def _measured_current(
+    f: RunFacts, snapshots: Sequence[Snapshot] | None, source: str
+) -> dict[str, Any]:
+    """The current set's figures the run measured, read from its record (the one number
+    analyze prints for each), not priced again: padding waste where the run served graph
+    batches, capture memory as the engine printed it, the snapshot's graph pools beside it
+    under their own name. With graphs off (``default``) every figure is the model's."""
+    if source == "default":
+        return {"capture_mem_gib": None, "capture_time_s": None, "figures": DEFAULT_ESTIMATED}
+    rec = f.record
+    out: dict[str, Any] = {
+        "capture_mem_gib": rec.get("capture_mem_gib"),
+        "capture_time_s": rec.get("capture_time_s"),
+        "snapshot_graph_pool_gib": graph_pool_gib(f, snapshots),
+        "figures": MEASURED,
+    }
+    if rec.get("padding_waste") is not None:
+        out["padding_waste"] = rec["padding_waste"]
+    return out
+
+
+def _kept(new: dict[str, Any], cur: dict[str, Any]) -> dict[str, Any]:
+    """The recommended figures where the advice keeps the current set: the current set's own
+    (one set, one number each), nothing saved or regained."""
+    measured = cur.get("figures") == MEASURED
+    return {
+        **new,
+        "padding_waste": cur["padding_waste"],
+        "coverage": cur["coverage"],
+        "cost_s_h": cur["cost_s_h"],
+        "capture_mem_gib_est": cur["capture_mem_gib"] if measured else new["capture_mem_gib_est"],
+        "capture_time_s_est": cur["capture_time_s"] if measured else new["capture_time_s_est"],
+        # nothing saved where the figures are measured; unknown (as priced) where they are not
+        "kv_tokens_regained_est": 0 if measured else new["kv_tokens_regained_est"],
+        "capture_mem_saved_gib_est": 0.0 if measured else new["capture_mem_saved_gib_est"],
+        "capture_time_saved_s_est": 0.0 if measured else new["capture_time_saved_s_est"],
+        "figures": "the current set, kept: " + cur["figures"],
     }
 
 
@@ -426,127 +476,3 @@ def attach_recommendations(
     """Fill ``RunReport.recommendation`` for every run (called by ``diag.api.analyze``)."""
     for run in runs:
         run.recommendation = recommend_run(run, snapshots)
-
-
-# ------------------------------------------------------------------ text
-def _fmt_sizes(sizes: Sequence[int]) -> str:
-    if not sizes:
-        return "[] (graphs off)"
-    if len(sizes) <= 16:
-        return "[" + ", ".join(map(str, sizes)) + "]"
-    return f"[{', '.join(map(str, sizes[:8]))}, ..., {sizes[-1]}] ({len(sizes)} sizes)"
-
-
-def _pct(v: float | None) -> str:
-    return "not measured" if v is None else f"{v:.1%}"
-
-
-def _num(v: float | int | None, unit: str, signed: bool = False) -> str:
-    if v is None:
-        return "not measured"
-    return (f"{v:+,g}" if signed else f"{v:,g}") + unit
-
-
-def _neg(v: float | None) -> float | None:
-    return None if v is None else round(-v, 3) + 0.0  # + 0.0: no "-0"
-
-
-def _frontier_lines(rec: dict[str, Any]) -> list[str]:
-    rows = rec.get("frontier") or []
-    if not rows:
-        return []
-    out = [
-        "  frontier (cost in GPU-s per hour of this traffic; * = recommended):",
-        f"    {'K':>3} {'coverage':>8} {'held-out':>8} {'waste':>6} {'GiB':>6} {'padded':>8} "
-        f"{'eager':>8} {'capture':>7} {'memory':>7} {'total':>8}  sizes",
-    ]
-    for r in rows:
-        held = r["heldout_coverage"]
-        waste = r["padding_waste"]
-        out.append(
-            f"  {'*' if r['recommended'] else ' '} {r['k']:>3} {r['coverage']:>8.2%} "
-            f"{'in sample' if held is None else f'{held:.2%}':>8} "
-            f"{'-' if waste is None else f'{waste:.1%}':>6} "
-            f"{r['capture_gib']:>6.3f} {r['padded_s_h']:>8.2f} {r['eager_s_h']:>8.2f} "
-            f"{r['capture_s_h']:>7.3f} {r['memory_s_h']:>7.3f} {r['total_s_h']:>8.2f}  "
-            f"{_fmt_sizes(r['sizes'])}"
-        )
-    return out
-
-
-def _parameter_lines(rec: dict[str, Any]) -> list[str]:
-    params = rec.get("parameters") or {}
-    if not params:
-        return []
-    out = ["  parameters (value, source, why):"]
-    for name, p in params.items():
-        v = "unknown" if p["value"] is None else f"{p['value']:.4g}"
-        src = p["source"] + (f" {p['source_of']}" if p.get("source_of") else "")
-        out.append(f"    {name:22s} {v:>10s} {p['unit']:18s} [{src}] {p['why']}")
-    return out
-
-
-def render_text(rec: dict[str, Any]) -> str:
-    """Terminal summary: the two sets side by side, the promise, the frontier, the parameters,
-    the flags to paste, notes."""
-    cur, new = rec["current"], rec["recommended"]
-    head = f"{rec['engine']} {rec['version'] or '(version unknown)'}"
-    if rec.get("node") == "prefill":
-        lines = [
-            f"Recommendation for {head}, prefill node {rec['main_run']}: CUDA graphs off",
-            f"  current:     {_fmt_sizes(cur['sizes'])}, capture {_num(cur['capture_mem_gib'], ' GiB')}",
-            f"  KV tokens regained (est.): {_num(new['kv_tokens_regained_est'], '')}",
-        ]
-    else:
-        val = rec["validation"]
-        unit = rec["unit"]
-        lines = [
-            f"Recommendation for {head} from {rec['decode_steps']:,} decode steps "
-            f"({rec['decode_batches']} lines, main run {rec['main_run']}); sizes in {unit}:",
-            f"  ceiling {rec['ceiling']} {unit}; validation: {val['how']}",
-            f"  current ({cur['source']}): {_fmt_sizes(cur['sizes'])}",
-            f"      coverage {_pct(cur['coverage'])}, padding waste {_pct(cur['padding_waste'])}, "
-            f"cost {cur['cost_s_h']:,.2f} GPU-s/h, "
-            f"capture {_num(cur['capture_mem_gib'], ' GiB')} / {_num(cur['capture_time_s'], ' s')}",
-            f"  recommended: {_fmt_sizes(new['sizes'])}",
-            f"      coverage {_pct(new['coverage'])} ("
-            + (
-                f"promised on new traffic: {_pct(new['promised_coverage'])}"
-                if val["heldout_cost_s_h"] is not None
-                else "in sample only, too few lines to hold any out"
-            )
-            + f"), padding waste {_pct(new['padding_waste'])}"
-            + (
-                f" (held out: {_pct(new['heldout_waste'])})"
-                if new["heldout_waste"] is not None
-                else ""
-            )
-            + f", cost {new['cost_s_h']:,.2f} GPU-s/h of {val['decode_gpu_s_h']:,.1f} decode GPU-s/h",
-            f"      capture {_num(new['capture_mem_gib_est'], ' GiB')} / "
-            f"{_num(new['capture_time_s_est'], ' s')} (est.)",
-        ]
-        if new["capture_mem_saved_gib_est"] is not None:
-            lines.append(
-                f"  change (est.): capture memory {_num(_neg(new['capture_mem_saved_gib_est']), ' GiB', True)}"
-                + (
-                    f", capture time {_num(_neg(new['capture_time_saved_s_est']), ' s', True)}"
-                    if new["capture_time_saved_s_est"] is not None
-                    else ""
-                )
-                + (
-                    f", KV tokens {_num(new['kv_tokens_regained_est'], '', True)}"
-                    if new["kv_tokens_regained_est"] is not None
-                    else ""
-                )
-            )
-    lines.append("  flags:")
-    lines.append(
-        f"    {rec['flags']}" if rec["flags"] else "    (none for this version, see notes)"
-    )
-    if rec.get("node") != "prefill":
-        lines.extend(_frontier_lines(rec))
-        lines.extend(_parameter_lines(rec))
-    if rec["notes"]:
-        lines.append("  notes:")
-        lines.extend(f"  - {n}" for n in rec["notes"])
-    return "\n".join(lines) + "\n"

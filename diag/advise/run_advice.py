@@ -111,6 +111,7 @@ def engine_limits(f: RunFacts, engine: str | None = None) -> EngineLimits:
         version=f.engine_version if same else None,
         current_sizes=tuple(sizes) if source != "default" else (),
         current_source=source,
+        default_sizes=tuple(sizes) if source == "default" else (),
         max_running=inp.max_running,
         max_num_batched_tokens=inp.max_num_batched_tokens,
         spec_tokens=inp.spec_tokens,

@@ -5,8 +5,9 @@ the newest read), and where in the source it is defined. The true boundary lies 
 the neighbouring read versions; a version outside the read range gets the nearest row's
 answer. Remedies name only what :func:`accepts` allows for the run's version.
 
-Versions read, vLLM: 0.4.3 0.5.5 0.6.3.post1 0.6.6.post1 0.7.3 0.8.5.post1 0.9.2 0.10.0
-0.10.1.1 0.10.2 0.11.0 0.11.2 0.12.0 0.33.0; SGLang: 0.2.15 0.3.6.post3 0.4.0.post2
+Versions read, vLLM: 0.4.3 0.5.5 0.6.3.post1 0.6.4.post1 0.6.5 0.6.6.post1 0.7.3 0.8.5.post1 0.9.2 0.10.0
+0.10.1.1 0.10.2 0.11.0 0.11.2 0.12.0 0.33.0; SGLang: 0.2.15 0.3.4 0.3.4.post1 0.3.4.post2
+0.3.5 0.3.5.post2 0.3.6 0.3.6.post3 0.4.0.post2 0.4.1.post3 0.4.1.post4 0.4.2 0.4.2.post1 0.4.3
 0.4.3.post4 0.4.6.post5 0.4.9.post6 0.4.10.post2 0.5.1.post3 0.5.3.post3 0.5.5.post3 0.5.9
 0.5.15 0.5.23. Citations: ``<pkg>==<version>:<path>[:line]``.
 """
@@ -26,6 +27,11 @@ class FlagSpan:
     since: Version
     until: Version | None  # last version read that has it; None: present in the newest
     cite: str
+
+    @property
+    def since_text(self) -> str:
+        """The first version read that has it, as the engine spells it ('0.4.2', '0.3.6.post3')."""
+        return version_text(self.since)
 
     def accepted(self, version: str | None) -> bool:
         ver = parse_version(version)
@@ -64,9 +70,10 @@ VLLM_FLAGS: dict[str, FlagSpan] = {
         ),
         FlagSpan(
             "cudagraph_capture_sizes",
-            (0, 6, 6),
+            (0, 6, 5),
             None,
-            "vllm==0.6.6.post1:vllm/config.py (CompilationConfig); 0.11.0:vllm/config/compilation.py",
+            "vllm==0.6.5:vllm/config.py:2603 (CompilationConfig); absent vllm==0.6.4.post1; "
+            "0.11.0:vllm/config/compilation.py",
         ),
         FlagSpan(
             "max_cudagraph_capture_size",
@@ -89,9 +96,17 @@ VLLM_FLAGS: dict[str, FlagSpan] = {
         ),
         FlagSpan(
             "--compilation-config",
-            (0, 6, 6),
+            (0, 6, 5),
             None,
-            "vllm==0.6.6.post1:vllm/engine/arg_utils.py; absent 0.6.3.post1",
+            "vllm==0.6.5:vllm/engine/arg_utils.py:914 ('--compilation-config', '-O'); "
+            "absent vllm==0.6.4.post1",
+        ),
+        FlagSpan(
+            "--cudagraph-metrics",
+            (0, 13, 0),
+            None,
+            "ObservabilityConfig.cudagraph_metrics, vllm 0.13.0..0.33 wheels, absent 0.12.0 "
+            "(../shared/formats/vllm-log-formats.md R-3 and its flag table)",
         ),
         FlagSpan(
             "--max-seq-len-to-capture",
@@ -119,12 +134,17 @@ SGLANG_FLAGS: dict[str, FlagSpan] = {
         ),
         FlagSpan(
             "--cuda-graph-max-bs",
-            (0, 3, 6),
+            (0, 3, 5),
             None,
-            "sglang==0.3.6.post3:sglang/srt/server_args.py; absent 0.2.15",
+            "sglang==0.3.5:sglang/srt/server_args.py:643; absent sglang==0.3.4.post2",
         ),
         FlagSpan(
-            "--cuda-graph-bs", (0, 4, 3), None, "sglang==0.4.3.post4:sglang/srt/server_args.py"
+            "--cuda-graph-bs",
+            (0, 4, 2),
+            None,
+            "sglang==0.4.2:sglang/srt/server_args.py:826 (read by "
+            "sglang==0.4.2:sglang/srt/model_executor/cuda_graph_runner.py:125); "
+            "absent sglang==0.4.1.post4",
         ),
         FlagSpan(
             "--cuda-graph-max-bs-decode",
@@ -158,9 +178,9 @@ SGLANG_FLAGS: dict[str, FlagSpan] = {
         ),
         FlagSpan(
             "--torch-compile-max-bs",
-            (0, 3, 6),
+            (0, 3, 5),
             None,
-            "sglang==0.3.6.post3:sglang/srt/server_args.py",
+            "sglang==0.3.5:sglang/srt/server_args.py:637; absent sglang==0.3.4.post2",
         ),
         FlagSpan(
             "--max-running-requests",
@@ -173,6 +193,14 @@ SGLANG_FLAGS: dict[str, FlagSpan] = {
             (0, 2, 15),
             None,
             "sglang==0.2.15..0.5.23:sglang/srt/server_args.py",
+        ),
+        FlagSpan(
+            "--decode-log-interval",
+            (0, 3, 5),
+            None,
+            "sglang==0.3.5:sglang/srt/server_args.py:441; absent sglang==0.3.4; "
+            "sglang==0.5.23:sglang/srt/arg_groups/fields/observability.py:136 (flag named by "
+            "arg_groups/arg_utils.py:290)",
         ),
         FlagSpan(
             "--enable-profile-cuda-graph",
@@ -190,14 +218,14 @@ SGLANG_FLAGS: dict[str, FlagSpan] = {
             "--enable-dp-attention",
             (0, 3, 6),
             (0, 5, 15),
-            "sglang==0.3.6.post3:sglang/srt/server_args.py; deprecated for --attn-dp-size in "
+            "sglang==0.3.6:sglang/srt/server_args.py:646; absent sglang==0.3.5.post2; deprecated for --attn-dp-size in "
             "sglang==0.5.23:sglang/srt/server_args.py:418-423",
         ),
         FlagSpan(
             "--attention-backend",
-            (0, 3, 6),
+            (0, 3, 4),
             None,
-            "sglang==0.3.6.post3:sglang/srt/server_args.py; absent 0.2.15; "
+            "sglang==0.3.4:sglang/srt/server_args.py:517; absent 0.2.15; "
             "sglang==0.5.23:sglang/srt/arg_groups/fields/exec_.py:207",
         ),
         FlagSpan(
@@ -217,12 +245,31 @@ SGLANG_FLAGS: dict[str, FlagSpan] = {
 }
 
 TABLES: dict[str, dict[str, FlagSpan]] = {"vllm": VLLM_FLAGS, "sglang": SGLANG_FLAGS}
+# the oldest version read per engine (the docstring's lists): older ones get its answers
+OLDEST_READ: dict[str, Version] = {"vllm": (0, 4, 3), "sglang": (0, 2, 15)}
 
 
 def accepts(engine: str, flag: str, version: str | None) -> bool:
     """Does this engine version take ``flag`` (a CLI flag or a config key) as input?"""
     span = TABLES.get(engine, {}).get(flag)
-    return span is not None and span.accepted(version)
+    if span is None:
+        return False
+    ver, oldest = parse_version(version), OLDEST_READ.get(engine)
+    if ver is not None and oldest is not None and ver < oldest:
+        version = version_text(oldest)
+    return span.accepted(version)
+
+
+def span(engine: str, flag: str) -> FlagSpan:
+    """The row of ``flag`` (KeyError for a flag the table does not hold: a spec asking about
+    a flag nobody read from a wheel is a bug)."""
+    return TABLES[engine][flag]
+
+
+def version_text(ver: Version) -> str:
+    """(0, 4, 2) -> '0.4.2'; (0, 3, 6, 3) -> '0.3.6.post3' (parse_version's inverse)."""
+    head = ".".join(map(str, ver[:3]))
+    return head + (f".post{ver[3]}" if len(ver) > 3 and ver[3] else "")
 
 
 def cite(engine: str, flag: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from diag.engines.flags import accepts, span
 from diag.engines.spec import (
     AdviceInputs,
     AdviceRules,
@@ -111,35 +112,44 @@ def _defaults_from_config(version: str | None, config: Config, ceiling: int | No
     )
 
 
+def _bs_flags(config: Config) -> tuple[str, str]:
+    """(list flag, ceiling flag) in the spelling this SGLang's config echo uses."""
+    if split_flags(config):
+        return "--cuda-graph-bs-decode", "--cuda-graph-max-bs-decode"
+    return "--cuda-graph-bs", "--cuda-graph-max-bs"
+
+
 def bucket_flags(
     version: str | None, config: Config, sizes: Sequence[int], notes: list[str]
 ) -> str:
-    """``--cuda-graph-bs`` (0.4.2.post1+; ignored by 0.4.1.post4's bug) with
-    ``--cuda-graph-max-bs`` equal to the list's max so no version extends the list past it
-    (§7: since 0.4.6.post3 a list short of the ceiling is extended in steps of 16); 2026-06+
-    spells them ``--cuda-graph-bs-decode`` / ``--cuda-graph-max-bs-decode`` (old ones are aliases)."""
+    """The list flag with the ceiling flag equal to the list's max, so no version extends the
+    list past it (§7: since 0.4.6.post3 a list short of the ceiling is extended in steps of
+    16); per-phase spelling where the echo shows per-phase keys. Which version takes which
+    flag is the flag table's answer (:mod:`diag.engines.flags`), nothing here."""
     ss = sorted(set(int(s) for s in sizes))
     top = ss[-1]
-    ver = parse_version(version)
-    if ver is not None and ver < (0, 3, 4, 2):
+    list_flag, max_flag = _bs_flags(config)
+    if not accepts("sglang", max_flag, version):
         notes.append(
-            f"SGLang {version} has neither --cuda-graph-bs nor --cuda-graph-max-bs: "
-            "upgrade to set buckets"
+            f"SGLang {version} has neither {list_flag} nor {max_flag} (added "
+            f"{span('sglang', max_flag).since_text}): upgrade to set buckets"
         )
         return ""
-    if ver is not None and ver < (0, 4, 2, 1):
+    if not accepts("sglang", list_flag, version):
         notes.append(
-            f"SGLang {version} ignores --cuda-graph-bs (added 0.4.1.post4, fixed in 0.4.2.post1): "
+            f"SGLang {version} has no {list_flag} (added {span('sglang', list_flag).since_text}): "
             "only the ceiling can be set; upgrade for the exact list"
         )
-        return f"--cuda-graph-max-bs {top}"
-    if split_flags(config):
-        return f"--cuda-graph-bs-decode {' '.join(map(str, ss))} --cuda-graph-max-bs-decode {top}"
-    return f"--cuda-graph-bs {' '.join(map(str, ss))} --cuda-graph-max-bs {top}"
+        return f"{max_flag} {top}"
+    return f"{list_flag} {' '.join(map(str, ss))} {max_flag} {top}"
 
 
 def graphs_off_flag(version: str | None, config: Config) -> str:
-    return "--cuda-graph-backend-decode=disabled" if split_flags(config) else "--disable-cuda-graph"
+    """Graphs off in the run's spelling: the per-phase backend where the echo and the flag
+    table both have it, else ``--disable-cuda-graph``."""
+    if split_flags(config) and accepts("sglang", "--cuda-graph-backend-decode", version):
+        return "--cuda-graph-backend-decode=disabled"
+    return "--disable-cuda-graph"
 
 
 # sglang==0.4.10.post2:python/sglang/srt/server_args.py:120 decode_log_interval: int = 40
@@ -216,6 +226,16 @@ def _spec_note(algorithm: str | None, k: int) -> str:
     )
 
 
+def more_evidence(version: str | None) -> str:
+    """More Decode batch lines: one every --decode-log-interval steps (40 by default)."""
+    if accepts("sglang", "--decode-log-interval", version):
+        return (
+            f"more Decode batch lines (one per {DECODE_LOG_INTERVAL} steps by default: a longer "
+            "window, or a smaller --decode-log-interval)"
+        )
+    return "more Decode batch lines (a longer window)"
+
+
 ADVICE_RULES = AdviceRules(
     unit="requests",
     step_pattern=lambda version, speculative: default_capture_sizes(
@@ -226,6 +246,7 @@ ADVICE_RULES = AdviceRules(
     capture_multiple=capture_multiple,
     spec_note=_spec_note,
     dp_attention_note="DP attention: sizes are per DP rank (each rank's Decode batch line)",
+    more_evidence=more_evidence,
 )
 
 
@@ -264,9 +285,9 @@ SGLANG = EngineSpec(
 
 
 def ceiling_flag(version: str | None, config: Config, n: int | None) -> str:
-    """``--cuda-graph-max-bs`` (0.3.6+; ``-decode`` spelling where the echo shows per-phase
-    keys, 0.5.15+), with the value when given; "" where the version has no such flag."""
-    ver = parse_version(version)
-    if ver is not None and ver < (0, 3, 6):
+    """The ceiling flag in this run's spelling, with the value when given; "" where the flag
+    table says the version has no such flag."""
+    flag = max_bs_flag(config)
+    if not accepts("sglang", flag, version):
         return ""
-    return max_bs_flag(config) + (f" {n}" if n is not None else "")
+    return flag + (f" {n}" if n is not None else "")

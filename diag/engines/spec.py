@@ -94,6 +94,9 @@ class AdviceRules:
     spec_note: Callable[[str | None, int], str]
     # said when DP attention is on (sizes per DP rank), None where it does not apply
     dp_attention_note: str | None = None
+    # how to log more decode steps on this version, for advice that lacks evidence:
+    # (version) -> "DEBUG step lines (...)" in the engine's own flags
+    more_evidence: Callable[[str | None], str] = lambda version: "a longer window of serving"
 
 
 @dataclass(frozen=True)

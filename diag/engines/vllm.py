@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from diag.engines.flags import accepts, span
 from diag.engines.spec import (
     AdviceInputs,
     AdviceRules,
@@ -104,28 +105,31 @@ def _defaults_from_config(version: str | None, config: Config, ceiling: int | No
 def bucket_flags(
     version: str | None, config: Config, sizes: Sequence[int], notes: list[str]
 ) -> str:
-    """``--compilation-config`` JSON (the long form of ``-O`` before 0.12 and of ``-cc`` after,
-    so one spelling works from 0.6.5 on) with ``cudagraph_capture_sizes`` and, from 0.11.1,
-    ``max_cudagraph_capture_size`` equal to the list's max (before 0.11.1 the ceiling
-    ``max_capture_size`` is computed from the list and is not a user field)."""
+    """``--compilation-config`` JSON (the long form of ``-O`` before 0.12 and of ``-cc`` after)
+    with ``cudagraph_capture_sizes`` and, where the version takes it,
+    ``max_cudagraph_capture_size`` equal to the list's max (before that the ceiling
+    ``max_capture_size`` is computed from the list and is not a user field). Which version
+    takes which key is the flag table's answer (:mod:`diag.engines.flags`)."""
     ss = sorted(set(int(s) for s in sizes))
-    ver = parse_version(version) or NEWEST
-    if ver < (0, 6, 5):
+    if not (
+        accepts("vllm", "--compilation-config", version)
+        and accepts("vllm", "cudagraph_capture_sizes", version)
+    ):
         notes.append(
-            f"vLLM {version} has no cudagraph_capture_sizes (V0 list is fixed, §11): "
-            "upgrade to >= 0.6.5 to set buckets"
+            f"vLLM {version} has no cudagraph_capture_sizes (V0 list is fixed, §11): upgrade to "
+            f">= {span('vllm', 'cudagraph_capture_sizes').since_text} to set buckets"
         )
         return ""
     cc: dict[str, Any] = {"cudagraph_capture_sizes": ss}
-    if ver >= (0, 11, 1):
+    if accepts("vllm", "max_cudagraph_capture_size", version):
         cc["max_cudagraph_capture_size"] = ss[-1]
     return f"--compilation-config '{json.dumps(cc, separators=(', ', ': '))}'"
 
 
 def graphs_off_flag(version: str | None, config: Config) -> str:
-    # cudagraph_mode exists from 0.10.1 (vllm==0.10.1.1:vllm/config/compilation.py:226, absent
-    # 0.10.0); --enforce-eager would also drop torch.compile (-O0 from 0.12)
-    if (parse_version(version) or NEWEST) >= (0, 10, 1):
+    """``cudagraph_mode`` NONE where the version has the key (--enforce-eager would also drop
+    torch.compile, -O0 from 0.12), else ``--enforce-eager``."""
+    if accepts("vllm", "cudagraph_mode", version):
         return '--compilation-config \'{"cudagraph_mode": "NONE"}\''
     return "--enforce-eager"
 
@@ -188,6 +192,14 @@ def _spec_note(algorithm: str | None, k: int) -> str:
     )
 
 
+def more_evidence(version: str | None) -> str:
+    """Per-step lines: DEBUG step lines, and the metrics table where the version has it."""
+    debug = "DEBUG step lines (VLLM_LOGGING_LEVEL=DEBUG)"
+    if accepts("vllm", "--cudagraph-metrics", version):
+        return f"{debug} or the --cudagraph-metrics table"
+    return debug
+
+
 ADVICE_RULES = AdviceRules(
     unit="tokens",
     step_pattern=lambda version, speculative: default_capture_sizes(version, 4096, 8192),
@@ -197,6 +209,7 @@ ADVICE_RULES = AdviceRules(
     default_window=lambda version, seqs, tokens: default_capture_sizes(version, seqs, tokens),
     capture_multiple=lambda version, tbo, dp_attention, attn_tp: 1,
     spec_note=_spec_note,
+    more_evidence=more_evidence,
 )
 
 
@@ -236,20 +249,18 @@ VLLM = EngineSpec(
 
 
 def ceiling_flag(version: str | None, n: int | None) -> str:
-    """How this version sets the capture ceiling (tokens), with the value when given.
-
-    0.11.1+: ``max_cudagraph_capture_size`` (vllm==0.11.1:vllm/config/compilation.py:448);
-    0.9.2-0.11.0: ``--cuda-graph-sizes N`` (vllm==0.9.2:vllm/config.py:2133; before 0.11.1
-    ``max_capture_size`` is computed, not an input); 0.6.6-0.9.1: only an explicit
-    ``cudagraph_capture_sizes`` list; older V0 lists follow ``--max-num-seqs``."""
-    ver = parse_version(version) or NEWEST
-    if ver >= (0, 11, 1):
+    """How this version sets the capture ceiling (tokens), with the value when given, in the
+    flag table's order of preference: ``max_cudagraph_capture_size``, else
+    ``--cuda-graph-sizes N`` (before 0.11.1 ``max_capture_size`` is computed, not an input),
+    else only an explicit ``cudagraph_capture_sizes`` list; older V0 lists follow
+    ``--max-num-seqs``."""
+    if accepts("vllm", "max_cudagraph_capture_size", version):
         if n is None:
             return "max_cudagraph_capture_size in --compilation-config"
         return f"--compilation-config '{{\"max_cudagraph_capture_size\": {n}}}'"
-    if ver >= (0, 9, 2):
+    if accepts("vllm", "--cuda-graph-sizes", version):
         return "--cuda-graph-sizes" + (f" {n}" if n is not None else "")
-    if ver >= (0, 6, 6):
+    if accepts("vllm", "cudagraph_capture_sizes", version):
         return "a cudagraph_capture_sizes list in --compilation-config" + (
             f" reaching {n}" if n is not None else ""
         )

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from diag.advise.bucket_sets import Advice
+from diag.facts.figures import share
 from diag.render.axes import finish_axes
 from diag.render.figspec import Spec
 from diag.render.html_page import Page
@@ -251,14 +252,20 @@ def advice_panels(page: Page, advice: Advice | None) -> list[Panel]:
     if advice is None:
         return []
     rec = advice.recommended
-    waste = "" if rec.heldout_waste is None else f", padding waste {rec.heldout_waste:.1%}"
+    waste = (
+        "" if rec.heldout_waste is None else f", held-out padding waste {share(rec.heldout_waste)}"
+    )
+    caption = (
+        f"Recommended {len(rec.sizes)} sizes up to {max(rec.sizes)} {advice.unit}: promised "
+        f"coverage {share(advice.promised_coverage)}{waste} ({advice.folds})."
+        if advice.changes or advice.decision is None
+        else f"{advice.decision.headline}."  # keep, or too little traffic: said, with figures
+    )
     out = [
         Panel(
             "advice",
             heading="Bucket advice",
-            caption=f"Recommended {len(rec.sizes)} sizes up to {advice.ceiling} "
-            f"{advice.unit}: promised coverage {advice.promised_coverage:.2%}{waste} "
-            f"({advice.folds}).",
+            caption=caption,
         )
     ]
     # a frontier needs two K values or more: one K is a point, said in the caption above

@@ -16,6 +16,7 @@ from typing import Any
 from diag.about import __version__
 from diag.engines import spec_for
 from diag.engines.vllm import capture_unit
+from diag.facts.figures import share
 from diag.model import Snapshot, clean_json
 from diag.report import Report, RunReport
 from diag.rules.metrics import run_metrics
@@ -83,7 +84,7 @@ def _values(run: RunReport, snapshots: list[Snapshot]) -> dict[str, Any]:
         "graph_mode": rec["graph_mode"],
         "cudagraph_mode": rec["cudagraph_mode"],
         "n_buckets": m.n_buckets,
-        "ceiling": m.ceiling,
+        "ceiling": rec["cuda_graph_max_bs"],  # the record's, as analyze prints it
         "decode_batches": _decode_batches(run),
         "batch_p50": shape.get("p50"),
         "batch_p99": shape.get("p99"),
@@ -385,7 +386,7 @@ def _fmt(v: Any, kind: str, unit: str = "") -> str:
     if v is None:
         return "-"
     if kind == "share":
-        return f"{v:.1%}"
+        return share(v)
     if kind == "int" and isinstance(v, int | float):
         return f"{int(v):,}{unit}"
     if isinstance(v, float):

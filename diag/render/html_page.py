@@ -13,6 +13,7 @@ from typing import Any
 import plotly.io as pio
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
+from diag.facts.figures import share
 from diag.render.axes import figure_height
 from diag.render.figspec import Spec
 from diag.render.view import Chart
@@ -91,7 +92,7 @@ def fmt_num(v: Any, digits: int = 2, unit: str = "") -> str | None:
 
 
 def fmt_pct(v: Any) -> str | None:
-    return f"{float(v):.0%}" if known(v) else None
+    return share(float(v)) if known(v) else None
 
 
 def fmt_bytes(v: Any) -> str | None:

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from diag.facts.classify import Reason
+from diag.facts.figures import share
 from diag.facts.load import load_timeline
 from diag.model import Snapshot
 from diag.render import memory_plots, plots
@@ -55,17 +56,17 @@ def cards(run: RunReport) -> list[Card]:
     b = rec["batches"]
     shape = rec["decode_batch_shape"] or {}
     decided = b["graph"] + b["eager"]
-    share = rec["captured_share"]
+    on_graphs = rec["captured_share"]
     out: list[Card] = []
     if rec["capture_error"]:
         out.append(Card("capture error", str(rec["capture_error"]["class"]), cls="bad"))
     out.append(Card("graphs", str(rec["graph_mode"]), sub=rec["cudagraph_mode"] or None))
-    if share is not None:
+    if on_graphs is not None:
         out.append(
             Card(
                 "on graphs",
-                f"{share:.0%}" + (f" of {decided:,}" if decided else ""),
-                cls="good" if share >= 0.9 else "bad",
+                share(on_graphs) + (f" of {decided:,}" if decided else ""),
+                cls="good" if on_graphs >= 0.9 else "bad",
             )
         )
     if decided:
@@ -90,7 +91,7 @@ def cards(run: RunReport) -> list[Card]:
     if kv:
         out.append(Card("KV pool", kv))
     if rec["padding_waste"] is not None:
-        out.append(Card("padding waste", f"{rec['padding_waste']:.0%}"))
+        out.append(Card("padding waste", share(rec["padding_waste"])))
     return out
 
 

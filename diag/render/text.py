@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from diag.facts.figures import share
 from diag.render import trace_panel
 from diag.render.mdtable import md_cell, md_table
 from diag.render.plots import prepare_batches, throughput_table
@@ -95,7 +96,7 @@ def verdict_text(run: RunReport, with_id: bool = True) -> str:
         parts.append(f"capture failed ({rec['capture_error']['class']})")
     if b["graph"] + b["eager"] and rec["captured_share"] is not None:
         parts.append(
-            f"{rec['captured_share']:.0%} of {b['graph'] + b['eager']:,} decode batches on graphs "
+            f"{share(rec['captured_share'])} of {b['graph'] + b['eager']:,} decode batches on graphs "
             f"({b['source']})"
         )
     if rec["cuda_graph_max_bs"]:
@@ -167,7 +168,7 @@ def record_lines(run: RunReport) -> list[str]:
         waste = rec["padding_waste"]
         lines.append(
             f"decode batch sizes: n={shape['count']:,} {dist}"
-            + (f"; padding waste {waste:.0%}" if waste is not None else "")
+            + (f"; padding waste {share(waste)}" if waste is not None else "")
         )
     tput = throughput_line(run)
     if tput:
@@ -259,13 +260,13 @@ def render_markdown(report: Report) -> str:
         rows = []
         for run in report.runs:
             rec = run.record
-            share = rec["captured_share"]
+            on_graphs = rec["captured_share"]
             rows.append(
                 [
                     f"{VERDICT_BADGE[run.verdict][1]} ({run.verdict})",
                     run_name(run.id),
                     _join(run.facts.backend, run.facts.engine_version, sep=" "),
-                    "" if share is None else f"{share:.0%}",
+                    "" if on_graphs is None else share(on_graphs),
                     _join(_num(rec["capture_time_s"], "s"), _num(rec["capture_mem_gib"], "GiB")),
                     _num(rec["kv_tokens"]) or "",
                     ", ".join(sorted({f.code for f in run.findings})),

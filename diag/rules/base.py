@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal
 
 from diag.engines.flags import accepts, cite
 from diag.engines.version import Version, parse_version
+from diag.facts.figures import number, share
 from diag.model import Finding
 from diag.rules.metrics import RunMetrics
 
@@ -187,10 +188,6 @@ class Rule(ABC):
         }
 
 
-def pct(x: float) -> str:
-    return f"{x:.0%}" if x >= 0.01 else f"{x:.1%}"
-
-
-def num(x: float) -> str:
-    """A measured figure at the precision logs carry: 3 significant digits, whole above 100."""
-    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}" if abs(x) >= 0.01 else f"{x:.3f}"
+# rule messages format figures as every other output does (diag.facts.figures)
+pct = share
+num = number

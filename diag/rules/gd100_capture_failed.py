@@ -212,6 +212,7 @@ class GD100(Rule):
             "belongs to the backend.",
             engine="sglang",
             causes=("stream_capture_invalid", "unsupported_op"),
+            flags=("--attention-backend",),
         ),
         Remedy(
             "Install an NCCL that can be captured: NCCL says it must be built with CUDA runtime "

@@ -61,15 +61,15 @@ class GD101(Rule):
     }
     remedies = (
         Remedy(
-            "Capture an explicit, smaller list: --cuda-graph-bs (SGLang 0.4.3+; "
-            "--cuda-graph-bs-decode from 0.5.15); `graphdiag recommend` gives the set.",
+            "Capture an explicit, smaller list with --cuda-graph-bs (the -decode spelling where "
+            "the config echo shows per-phase keys); `graphdiag recommend` gives the set.",
             engine="sglang",
             flags=("--cuda-graph-bs",),
             specific=_advised,
         ),
         Remedy(
-            "Capture an explicit, smaller cudagraph_capture_sizes list in --compilation-config "
-            "(vLLM 0.6.6+); `graphdiag recommend` gives the set in tokens.",
+            "Capture an explicit, smaller cudagraph_capture_sizes list in --compilation-config; "
+            "`graphdiag recommend` gives the set in tokens.",
             engine="vllm",
             flags=("cudagraph_capture_sizes",),
             specific=_advised,

@@ -7,18 +7,22 @@ from collections.abc import Mapping
 from diag.model import Finding
 from diag.rules.base import Remedy, Rule, Threshold, pct
 from diag.rules.metrics import RunMetrics
-from diag.rules.quotes import advised_ceiling, advised_set
+from diag.rules.quotes import advice_withheld, advised_ceiling, advised_set, withheld_lead
 
 
 def _raise(m: RunMetrics) -> str | None:
+    withheld = advice_withheld(m)
+    if withheld is not None:
+        return f"{withheld_lead(m, 'Raising')}: {withheld}."
     ceiling = advised_ceiling(m)
-    if ceiling is None or m.advice is None:
+    a = m.sizing
+    if ceiling is None or a is None:
         return None
-    if m.ceiling is not None and m.advice.ceiling <= m.ceiling:
-        why = f" ({m.advice.notes[0]})" if m.advice.notes else ""
+    if m.ceiling is not None and a.ceiling <= m.ceiling:
+        why = f" ({a.notes[0]})" if a.notes else ""
         cap = m.concurrency_flag or "the engine's concurrency limit"
         return (
-            f"The advice keeps the capture ceiling at {m.advice.ceiling} {m.advice.unit}{why}: "
+            f"The advice keeps the capture ceiling at {a.ceiling} {a.unit}{why}: "
             f"cap concurrency with {cap} so decode stays inside it."
         )
     s = advised_set(m)
@@ -32,6 +36,20 @@ def _raise_generic(m: RunMetrics) -> str | None:
         f"Raise the capture ceiling ({m.ceiling_flag}) to cover the largest observed batch "
         f"({m.observed_max:g}); `graphdiag recommend` gives the set with headroom."
     )
+
+
+def _raise_flag(m: RunMetrics) -> str | None:
+    """The version's own ceiling flag (the flag table's answer), when nothing else is known."""
+    if not m.ceiling_flag:
+        return None
+    return (
+        f"Raise the capture ceiling ({m.ceiling_flag}) to the advised ceiling "
+        "`graphdiag recommend` prints."
+    )
+
+
+def _raise_any(m: RunMetrics) -> str | None:
+    return _raise(m) or _raise_generic(m) or _raise_flag(m)
 
 
 class GD110(Rule):
@@ -70,12 +88,12 @@ class GD110(Rule):
     }
     remedies = (
         Remedy(
-            "Raise --cuda-graph-max-bs (--cuda-graph-max-bs-decode from SGLang 0.5.15) to the "
-            "advised ceiling `graphdiag recommend` prints, or pass its --cuda-graph-bs set.",
+            "Raise the capture ceiling (the version's ceiling flag) to the advised ceiling "
+            "`graphdiag recommend` prints, or pass its bucket set.",
             engine="sglang",
             causes=("above_ceiling", "logged_eager"),
             flags=("--cuda-graph-max-bs",),
-            specific=lambda m: _raise(m) or _raise_generic(m),
+            specific=_raise_any,
         ),
         Remedy(
             "Or cap concurrency with --max-running-requests near the ceiling so decode stays "
@@ -107,13 +125,12 @@ class GD110(Rule):
             causes=("engine_reported_eager",),
         ),
         Remedy(
-            "Raise the capture ceiling in tokens (max_cudagraph_capture_size from vLLM 0.11.1, "
-            "--cuda-graph-sizes on 0.9.2-0.11.0, a cudagraph_capture_sizes list on 0.6.6+) to "
-            "the advised ceiling `graphdiag recommend` prints.",
+            "Raise the capture ceiling in tokens (the version's ceiling flag) to the advised "
+            "ceiling `graphdiag recommend` prints.",
             engine="vllm",
             causes=("above_ceiling", "logged_eager", "other"),
-            since=(0, 6, 6),
-            specific=lambda m: _raise(m) or _raise_generic(m),
+            flags=("cudagraph_capture_sizes",),
+            specific=_raise_any,
         ),
         Remedy(
             "Or lower --max-num-seqs so decode steps stay inside the captured window.",
@@ -166,8 +183,8 @@ class GD110(Rule):
             if m.ceiling is not None
             else "capture ceiling not in the log"
         )
-        if m.advice is not None:
-            facts.append(f"recommended ceiling {m.advice.ceiling} {m.advice.unit}")
+        if m.sizing is not None:
+            facts.append(f"recommended ceiling {m.sizing.ceiling} {m.sizing.unit}")
         out += "; " + ", ".join(facts) + f" (batches source: {m.batches_source})"
         if m.graph_mode == "unknown":
             out += (
@@ -180,7 +197,7 @@ class GD110(Rule):
         if "GD120" not in fired or m.eager_cause != "above_ceiling":
             return remedies
         cap = m.concurrency_flag or "the engine's concurrency limit"
-        a = m.advice
+        a = m.sizing
         if a is not None and m.ceiling is not None and a.ceiling > m.ceiling:
             # the advice already prices the larger set's graph memory against the squeezed pool
             return [

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from diag.model import Finding
 from diag.rules.base import Remedy, Rule, Threshold, num, pct
 from diag.rules.metrics import RunMetrics
-from diag.rules.quotes import advised_set, unit
+from diag.rules.quotes import advice_withheld, advised_set, comparative, unit
 
 
 def _advised(m: RunMetrics) -> str | None:
@@ -15,11 +15,17 @@ def _advised(m: RunMetrics) -> str | None:
     return f"Capture {s}." if s else None
 
 
+def _slope_measured(m: RunMetrics) -> bool:
+    """Do the run's own step times show padding costs time: a slope fitted on its graph steps
+    that stands above its standard error (the cost model's ``slot_step_s`` from the run)?"""
+    return m.advice is not None and m.advice.parameters.slot_step_s.source == "run"
+
+
 def _padding_time_share(m: RunMetrics) -> float | None:
     """Share of the traffic's decode GPU time spent on padded slots (the advice's cost model:
-    padded slots x the fitted step-time slope), None without advice."""
+    padded slots x the fitted step-time slope), None without advice or a measured slope."""
     a = m.advice
-    if a is None or a.current is None or a.busy_s_h <= 0:
+    if a is None or a.current is None or a.busy_s_h <= 0 or not _slope_measured(m):
         return None
     return a.current.padded_s_h / a.busy_s_h
 
@@ -30,13 +36,13 @@ class GD111(Rule):
 
     Judgement: padding is weighed in padded tokens per step where step time grows with batch
     size, not as a share of a few slots in tiny batches (padding a 5-request batch to 8 costs
-    nearly nothing: small decode steps are bound by weight reads). With the run's bucket
-    advice, the rule fires when the padded slots' GPU time (the cost model's fitted
-    step-time slope) is at least ``max_padded_time_share`` of decode GPU time. Without
-    advice it needs both ``max_waste`` of replayed slots and ``min_padded_per_step`` padded
-    slots per step, and says the cost is estimated from slots. It never advises adding
-    buckets while graph memory squeezes the KV pool (GD120 fired): then it says to leave the
-    set alone and ranks below GD120.
+    nearly nothing: small decode steps are bound by weight reads). It fires only where the
+    run's own step times show that padding costs time: the advice's step-time slope fitted
+    on the run's graph steps and above its standard error (never the default slope), and
+    the padded slots' GPU time at that slope at least ``max_padded_time_share`` of decode
+    GPU time. Padded slots without a measured slope are a run note, not a finding. It never
+    advises adding buckets while graph memory squeezes the KV pool (GD120 fired): then it
+    says to leave the set alone and ranks below GD120.
 
     Fires::
 
@@ -57,7 +63,7 @@ class GD111(Rule):
     code = "GD111"
     name = "padding-waste"
     severity = "warning"
-    trigger = "graphs on, at least min_graph_batches graph batches, and padding costing max_padded_time_share of decode GPU time (with advice) or max_waste of slots and min_padded_per_step padded slots per step (without)"
+    trigger = "graphs on, at least min_graph_batches graph batches, a step-time slope measured on the run's graph steps (above its standard error), and padding costing max_padded_time_share of decode GPU time at that slope"
     impact = 30
     evidence = "padded_batches"
     thresholds = {
@@ -69,12 +75,7 @@ class GD111(Rule):
         "max_waste": Threshold(
             0.20,
             "Engines' default lists keep waste near 5-12 % at typical batch sizes; above 20 % "
-            "the buckets miss the traffic.",
-        ),
-        "min_padded_per_step": Threshold(
-            8,
-            "Fewer padded slots per step do not lengthen a decode step measurably (small steps "
-            "are bound by weight reads, not by batch size).",
+            "padded slots whose cost the step times do not show get a run note saying so.",
         ),
         "min_graph_batches": Threshold(
             5, "Too few graph batches say nothing about the distribution."
@@ -82,7 +83,7 @@ class GD111(Rule):
     }
     remedies = (
         Remedy(
-            "Capture buckets at the frequent batch sizes with --cuda-graph-bs (SGLang 0.4.3+); "
+            "Capture buckets at the frequent batch sizes (the version's bucket flags); "
             "`graphdiag recommend` gives the set and its waste.",
             engine="sglang",
             flags=("--cuda-graph-bs",),
@@ -90,7 +91,7 @@ class GD111(Rule):
         ),
         Remedy(
             "Capture buckets at the frequent token counts with a cudagraph_capture_sizes list "
-            "in --compilation-config (vLLM 0.6.6+); `graphdiag recommend` gives the set.",
+            "in --compilation-config; `graphdiag recommend` gives the set.",
             engine="vllm",
             flags=("cudagraph_capture_sizes",),
             specific=_advised,
@@ -101,13 +102,24 @@ class GD111(Rule):
         if not m.graph_on or m.batches_graph < self.t("min_graph_batches"):
             return False
         share = _padding_time_share(m)
-        if share is not None:
-            return share >= self.t("max_padded_time_share")
+        return share is not None and share >= self.t("max_padded_time_share")
+
+    def held_back(self, m: RunMetrics) -> str | None:
+        """Many padded slots whose cost the run's step times do not show are still said."""
+        if not m.graph_on or m.batches_graph < self.t("min_graph_batches"):
+            return None
+        if _padding_time_share(m) is not None:
+            return None
+        if m.padding_waste is None or m.padding_waste < self.t("max_waste"):
+            return None
+        if m.advice is None:
+            why = "no decode step times to fit"
+        else:
+            why = m.advice.parameters.slot_step_s.why
         return (
-            m.padding_waste is not None
-            and m.padding_waste >= self.t("max_waste")
-            and m.mean_padded_per_step is not None
-            and m.mean_padded_per_step >= self.t("min_padded_per_step")
+            f"{pct(m.padding_waste)} of graph-replayed slots were padding; not reported as "
+            f"{self.code} {self.name}: the run's step times do not show that padding costs time "
+            f"({why})"
         )
 
     def message(self, m: RunMetrics) -> str:
@@ -119,26 +131,35 @@ class GD111(Rule):
         )
         share = _padding_time_share(m)
         a = m.advice
-        if share is not None and a is not None and a.current is not None:
-            return (
-                f"Padding costs {pct(share)} of decode GPU time ({num(a.current.padded_s_h)} "
-                f"GPU-s per hour): {waste} of graph-replayed slots{per_step} over "
-                f"{m.batches_graph} graph batches"
-            )
+        slope = a.parameters.slot_step_s.value if a is not None else None
+        if share is None or a is None or a.current is None or slope is None:  # (fires() holds)
+            return f"{waste} of graph-replayed slots were padding{per_step}"
         return (
-            f"{waste} of graph-replayed slots were padding{per_step} over {m.batches_graph} "
-            "graph batches; the step-time slope is not known, so the cost is judged from "
-            "padded slots only"
+            f"Padding costs {pct(share)} of decode GPU time ({num(a.current.padded_s_h)} "
+            f"GPU-s per hour at the measured {slope * 1e3:.3g} ms per padded "
+            f"{unit(m).rstrip('s')} a step): {waste} of graph-replayed slots{per_step} over "
+            f"{m.batches_graph} graph batches"
         )
 
     def adjust(self, m: RunMetrics, fired: Mapping[str, Finding], remedies: list[str]) -> list[str]:
         if "GD120" not in fired:
             return remedies
-        if m.advice is not None:
+        a = m.sizing
+        if a is not None and a.current is not None:
+            new, old = a.recommended.cost.padding_waste, a.current.padding_waste
+            pads = ""
+            if new is not None and old is not None:
+                word = comparative(new, old, "less", "more", "as much", 0.0005)
+                pads = f", and pads {word} than today's: {pct(new)} of slots against {pct(old)}"
             return [
                 "Take only the set GD120 advises (it prices graph memory against the squeezed "
-                "KV pool, and pads less than today's); add no buckets beyond it while the pool "
-                "is squeezed."
+                f"KV pool{pads}); add no buckets beyond it while the pool is squeezed."
+            ]
+        withheld = advice_withheld(m)
+        if withheld is not None:
+            return [
+                f"Keep the bucket set as it is: {withheld}; graph memory already squeezes the KV "
+                "pool (GD120), apply GD120's remedy first, then re-measure padding."
             ]
         return [
             "Keep the bucket set as it is for now: graph memory already squeezes the KV pool "

@@ -4,15 +4,39 @@ from __future__ import annotations
 
 from diag.rules.base import Remedy, Rule, Threshold
 from diag.rules.metrics import RunMetrics
-from diag.rules.quotes import advised_ceiling, advised_set, decode_capture_cost
+from diag.rules.quotes import (
+    advice_withheld,
+    advised_ceiling,
+    advised_set,
+    decode_capture_cost,
+    withheld_lead,
+)
 
 
 def _lower(m: RunMetrics) -> str | None:
+    withheld = advice_withheld(m)
+    if withheld is not None:
+        return f"{withheld_lead(m, 'Lowering')}: {withheld}."
     ceiling = advised_ceiling(m)
     if ceiling is None:
         return None
     s = advised_set(m)
     return f"Lower the capture ceiling to {ceiling}" + (f": capture {s}" if s else "") + "."
+
+
+def _lower_flag(m: RunMetrics) -> str | None:
+    """The version's own ceiling flag (the flag table's answer), when no advice is known."""
+    if not m.ceiling_flag:
+        return None
+    return (
+        f"Lower the capture ceiling ({m.ceiling_flag}) to the advised ceiling "
+        "`graphdiag recommend` prints: less capture time and memory, more KV cache."
+    )
+
+
+def _too_little(m: RunMetrics) -> bool:
+    d = m.advice.decision if m.advice is not None else None
+    return d is not None and d.kind == "insufficient"
 
 
 class GD112(Rule):
@@ -52,24 +76,24 @@ class GD112(Rule):
     }
     remedies = (
         Remedy(
-            "Lower --cuda-graph-max-bs (--cuda-graph-max-bs-decode from SGLang 0.5.15) to the "
-            "advised ceiling `graphdiag recommend` prints: less capture time and memory, more KV cache.",
+            "Lower the capture ceiling (the version's ceiling flag) to the advised ceiling "
+            "`graphdiag recommend` prints: less capture time and memory, more KV cache.",
             engine="sglang",
             flags=("--cuda-graph-max-bs",),
-            specific=_lower,
+            specific=lambda m: _lower(m) or _lower_flag(m),
         ),
         Remedy(
-            "Lower the capture ceiling in tokens to the advised one `graphdiag recommend` prints "
-            "(max_cudagraph_capture_size from vLLM 0.11.1, --cuda-graph-sizes on 0.9.2-0.11.0).",
+            "Lower the capture ceiling in tokens (the version's ceiling flag) to the advised one "
+            "`graphdiag recommend` prints.",
             engine="vllm",
-            since=(0, 9, 2),
-            specific=_lower,
+            flags=("cudagraph_capture_sizes",),
+            specific=lambda m: _lower(m) or _lower_flag(m),
         ),
     )
 
     def _needed(self, m: RunMetrics) -> float | None:
-        if m.advice is not None:
-            return float(m.advice.ceiling)
+        if m.advice is not None:  # the traffic's ceiling, unless too little traffic to tell
+            return float(m.advice.ceiling) if not _too_little(m) else None
         if m.token_window:
             return None  # decode running counts do not size a token window
         return m.observed_p99
@@ -86,11 +110,28 @@ class GD112(Rule):
             and m.ceiling >= self.t("min_ratio") * needed
         )
 
+    def held_back(self, m: RunMetrics) -> str | None:
+        """A ceiling far above the traffic's while the advice has too little traffic to size."""
+        a = m.advice
+        withheld = advice_withheld(m)
+        if a is None or withheld is None or not _too_little(m) or not m.graph_on:
+            return None
+        if m.ceiling is None:
+            return None
+        if m.ceiling < self.t("min_ceiling") or m.ceiling < self.t("min_ratio") * a.ceiling:
+            return None
+        return (
+            f"capture ceiling {m.ceiling} is {m.ceiling / a.ceiling:.1f}x the traffic's ceiling "
+            f"{a.ceiling} {a.unit}; not reported as {self.code} {self.name}: {withheld}"
+        )
+
     def message(self, m: RunMetrics) -> str:
         needed = self._needed(m) or 1.0
         ratio = (m.ceiling or 0) / needed
         if m.advice is not None:
-            against = f"the recommended ceiling {m.advice.ceiling} {m.advice.unit}"
+            against = (
+                f"the traffic's ceiling {m.advice.ceiling} {m.advice.unit} (its peak plus headroom)"
+            )
         else:
             against = f"the observed p99 batch size {needed:g}"
         out = f"Capture ceiling {m.ceiling} is {ratio:.1f}x {against}"

@@ -2,27 +2,46 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
+from diag.model import Finding
 from diag.rules.base import Remedy, Rule, Threshold, num, pct
 from diag.rules.metrics import RunMetrics
-from diag.rules.quotes import advised_set
+from diag.rules.quotes import advice_withheld, advised_set
+
+# the remedies that win KV memory back by a memory setting (see GD120.adjust)
+MEMORY_SETTING = re.compile(r"--mem-fraction-static|--gpu-memory-utilization|--kv-cache-memory")
+KEEP = "Keep the bucket set"
+FREES_AT_LEAST_GIB = 0.01  # less than this is no memory freed at the figures' precision
 
 
 def _shrink(m: RunMetrics) -> str | None:
-    s = advised_set(m)
     a = m.advice
-    if s is None or a is None:
+    if a is None:
+        return None
+    withheld = advice_withheld(m)
+    if withheld is not None:
+        return f"{KEEP}: {withheld}; dropping buckets is not where KV memory comes back."
+    s = advised_set(m)
+    if s is None:
         return None
     freed = (a.current.capture_gib - a.recommended.cost.capture_gib) if a.current else None
-    if freed is not None and freed <= 0.01:
+    if freed is not None and freed < FREES_AT_LEAST_GIB:
         # the advice prices graph memory against this pool and still keeps (or grows) it
+        mem = (
+            f"it takes {num(-freed)} GiB more graph memory than today's"
+            if freed <= -FREES_AT_LEAST_GIB
+            else f"its graph memory is within {FREES_AT_LEAST_GIB:g} GiB of today's"
+        )
         return (
-            f"Keep to the recommended set, {s}: it is priced with its graph memory against "
-            "this KV pool, and no smaller set is cheaper for this traffic; win KV memory "
-            "back with the memory settings below, not by dropping buckets."
+            f"{KEEP} at the recommended one, {s}: it is priced with its graph memory against "
+            f"this KV pool and is the cheapest set the advice found for this traffic ({mem}, "
+            "estimated)."
         )
     out = f"Shrink the bucket set first: capture {s}"
     if freed is not None:
-        out += f"; it frees about {num(freed)} GiB of graph memory for the KV pool"
+        out += f"; it frees about {num(freed)} GiB of graph memory for the KV pool (estimated)"
     return out + "."
 
 
@@ -88,9 +107,8 @@ class GD120(Rule):
             specific=_engine_advice,
         ),
         Remedy(
-            "Shrink the bucket set first: capture only the sizes the batches use with "
-            "--cuda-graph-bs / --cuda-graph-max-bs (SGLang; -decode spellings from 0.5.15); "
-            "`graphdiag recommend` gives the set and the KV tokens regained.",
+            "Shrink the bucket set first: capture only the sizes the batches use (the version's "
+            "bucket flags); `graphdiag recommend` gives the set and the KV tokens regained.",
             engine="sglang",
             flags=("--cuda-graph-bs",),
             specific=_shrink,
@@ -102,13 +120,26 @@ class GD120(Rule):
         ),
         Remedy(
             "Shrink the bucket set first with a cudagraph_capture_sizes list in "
-            "--compilation-config (vLLM 0.6.6+); `graphdiag recommend` gives the set and the "
-            "KV tokens regained.",
+            "--compilation-config; `graphdiag recommend` gives the set and the KV tokens "
+            "regained.",
             engine="vllm",
             flags=("cudagraph_capture_sizes",),
             specific=_shrink,
         ),
     )
+
+    def adjust(self, m: RunMetrics, fired: Mapping[str, Finding], remedies: list[str]) -> list[str]:
+        """A "keep the set" remedy points at the memory setting that wins KV back, by where it
+        stands in the list, and only when there is one."""
+        out = list(remedies)
+        for i, text in enumerate(out):
+            if not text.startswith(KEEP):
+                continue
+            mem = [j for j, r in enumerate(out) if j != i and MEMORY_SETTING.search(r)]
+            if mem:
+                where = "above" if mem[0] < i else "below"
+                out[i] = text + f" Win KV memory back with the memory setting {where} instead."
+        return out
 
     def evidence_found(self, m: RunMetrics) -> list[str]:
         """The squeeze evidence in words; empty: no squeeze shown."""
@@ -117,7 +148,8 @@ class GD120(Rule):
         share = m.capture_mem_share
         if share is not None and share >= self.t("max_share"):
             out.append(
-                f"decode graphs hold {num(m.capture_mem_gib or 0)} GiB, {pct(share)} of {kv}"
+                f"decode graphs hold {num(m.capture_mem_gib or 0)} GiB (measured at capture), "
+                f"{pct(share)} of {kv}"
             )
         est = m.graph_mem_est_share
         if est is not None and est >= self.t("max_share"):
@@ -137,9 +169,10 @@ class GD120(Rule):
             and big is not None
             and big >= self.t("large_capture_gib")
         ):
+            what = m.largest_graph[1] if m.largest_graph else ""
             out.append(
                 f"the pool saturated ({m.retractions} retractions, {m.preemptions} preemptions) "
-                f"while graphs hold {num(big)} GiB"
+                f"while graphs hold {num(big)} GiB ({what})"
             )
         return out
 

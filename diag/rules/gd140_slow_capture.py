@@ -63,8 +63,7 @@ class GD140(Rule):
             when=lambda m: m.torch_compile,
         ),
         Remedy(
-            "Capture fewer sizes with --cuda-graph-bs (SGLang 0.4.3+); `graphdiag recommend` "
-            "gives the set.",
+            "Capture fewer sizes with --cuda-graph-bs; `graphdiag recommend` gives the set.",
             engine="sglang",
             flags=("--cuda-graph-bs",),
         ),

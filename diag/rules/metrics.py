@@ -23,6 +23,7 @@ from diag.facts import classify as cls
 from diag.facts.record import RunFacts, captured_size_count, sizing
 from diag.facts.verdict import EngineError
 from diag.model import Snapshot
+from diag.rules.advisories import Advisory
 
 if TYPE_CHECKING:
     from diag.advise.bucket_sets import Advice
@@ -53,24 +54,6 @@ EAGER_LABELS: dict[str, str] = {
     "engine_reported_eager": "flagged eager by the engine inside the window",
     "logged_eager": "flagged eager by the engine, window not in the log",
 }
-
-
-GMU_FROM_TO = re.compile(r"--gpu-memory-utilization from (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?)")
-
-
-@dataclass(frozen=True)
-class Advisory:
-    """One engine advisory line about graph memory: its topic, number and text."""
-
-    topic: str
-    value: float | None
-    text: str
-
-    @property
-    def advised_increase(self) -> tuple[float, float] | None:
-        """vLLM's "increase --gpu-memory-utilization from A to B": (A, B)."""
-        m = GMU_FROM_TO.search(self.text)
-        return (float(m.group(1)), float(m.group(2))) if m else None
 
 
 @dataclass(frozen=True)
@@ -161,6 +144,13 @@ class RunMetrics:
     trace_paths: tuple[str, ...] = ()
 
     @property
+    def sizing(self) -> Advice | None:
+        """The advice where it changes the bucket set; None where it keeps the current set or
+        withholds sizing (too little evidence): then no rule quotes a set or a ceiling."""
+        a = self.advice
+        return a if a is not None and a.changes else None
+
+    @property
     def graph_on(self) -> bool:
         return self.graph_mode == "enabled"
 
@@ -201,12 +191,24 @@ class RunMetrics:
 
     @property
     def largest_graph_gib(self) -> float | None:
+        got = self.largest_graph
+        return got[0] if got is not None else None
+
+    @property
+    def largest_graph(self) -> tuple[float, str] | None:
+        """The largest graph-memory figure the log shows and what it is (measured at capture,
+        the engine's estimate, or the snapshot's graph pools), so that two figures of one
+        fact are never printed unnamed."""
         known = [
-            v
-            for v in (self.capture_mem_gib, self.graph_mem_est_gib, self.snapshot_graph_gib)
+            (v, what)
+            for v, what in (
+                (self.capture_mem_gib, "measured at capture"),
+                (self.graph_mem_est_gib, "the engine's estimate"),
+                (self.snapshot_graph_gib, "the snapshot's graph pools"),
+            )
             if v is not None
         ]
-        return max(known) if known else None
+        return max(known, key=lambda x: x[0]) if known else None
 
     @property
     def slowdown(self) -> float | None:
@@ -344,11 +346,13 @@ def run_metrics(
         advice=advice,
         advised_flags=(
             spec.bucket_flags(facts.engine_version, cfg, advice.recommended.sizes, [])
-            if spec and advice
+            if spec and advice and advice.changes
             else ""
         ),
         advised_ceiling_flag=(
-            spec.ceiling_flag(facts.engine_version, cfg, advice.ceiling) if spec and advice else ""
+            spec.ceiling_flag(facts.engine_version, cfg, advice.ceiling)
+            if spec and advice and advice.changes
+            else ""
         ),
         engine_error=facts.state.engine_error,
         memory_pressure=_memory_pressure(t),

@@ -17,7 +17,7 @@ def unit(m: RunMetrics) -> str:
 
 def advised_set(m: RunMetrics) -> str | None:
     """'the advised 12-size set ending at 96 (held-out coverage 99%): <flags>', or None."""
-    a = m.advice
+    a = m.sizing
     if a is None or not m.advised_flags:
         return None
     r = a.recommended
@@ -28,12 +28,45 @@ def advised_set(m: RunMetrics) -> str | None:
 
 
 def advised_ceiling(m: RunMetrics) -> str | None:
-    """'96 requests (<flag>)', or None without advice."""
-    a = m.advice
+    """'96 requests (<flag>)', or None without advice that changes the set."""
+    a = m.sizing
     if a is None:
         return None
     flag = f" ({m.advised_ceiling_flag})" if m.advised_ceiling_flag else ""
     return f"{a.ceiling} {a.unit}{flag}"
+
+
+def advice_withheld(m: RunMetrics) -> str | None:
+    """Why the advice changes no bucket: its decision sentence, or None where it changes."""
+    a = m.advice
+    if a is None or a.changes or a.decision is None:
+        return None
+    d = a.decision
+    if d.kind == "keep":
+        what = "the current set" if d.baseline == "current" else "the engine's default set"
+        return f"the bucket advice keeps {what} ({d.why})"
+    return f"the bucket advice sizes no set ({d.why})"
+
+
+def withheld_lead(m: RunMetrics, verb: str) -> str:
+    """How a remedy that changes the ceiling opens where the advice withholds it: 'Raising the
+    capture ceiling is not advised' (the set is kept) or 'No capture ceiling can be advised
+    yet' (too little traffic); ``verb`` is 'Raising' or 'Lowering'."""
+    d = m.advice.decision if m.advice is not None else None
+    if d is not None and d.kind == "insufficient":
+        return "No capture ceiling can be advised yet"
+    return f"{verb} the capture ceiling is not advised"
+
+
+def comparative(new: float, old: float, less: str, more: str, same: str, tol: float) -> str:
+    """The comparative word the two figures bear out ('pads less' only where it does):
+    ``less`` where new < old by more than ``tol``, ``more`` where new > old by more, else
+    ``same``."""
+    if new < old - tol:
+        return less
+    if new > old + tol:
+        return more
+    return same
 
 
 def decode_capture_cost(m: RunMetrics) -> str | None:

@@ -1,0 +1,153 @@
+"""What the engine accepts, and the ceiling a set may reach: the run's limits (typed, from
+its config through the engine spec), the engine's conventional size grid, and the ceiling
+policy (step 1 of :mod:`diag.advise.bucket_sets`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from diag.advise.cost_model import Engine
+from diag.advise.grouping import weighted_quantile
+from diag.engines import spec_for
+from diag.engines.flags import accepts
+from diag.engines.spec import AdviceRules
+
+__all__ = ["DEFAULT_HEADROOM", "EngineLimits", "ceiling_policy", "conventional_grid"]
+
+DEFAULT_HEADROOM = 0.10
+_GRID_LIMIT = 16384
+
+
+@dataclass(frozen=True)
+class EngineLimits:
+    """What the engine accepts and how it counts, from the run's config (typed, no dict)."""
+
+    engine: Engine
+    version: str | None = None
+    current_sizes: tuple[int, ...] = ()
+    current_source: Literal["logged", "inferred", "default"] = "default"
+    # the engine's default list for the version where the run shows no set of its own (graphs
+    # off): the baseline a recommendation must beat ("just turn graphs back on")
+    default_sizes: tuple[int, ...] = ()
+    max_running: int | None = None  # SGLang max_running_requests / vLLM max_num_seqs (per rank)
+    max_num_batched_tokens: int | None = None  # vLLM
+    spec_tokens: int = 0  # vLLM num_speculative_tokens; SGLang speculative_num_draft_tokens
+    speculative_algorithm: str | None = None
+    cudagraph_mode: str | None = None  # vLLM; FULL_DECODE_ONLY: mixed steps never replay
+    dp_attention: bool = False  # SGLang
+    attn_tp: int = 1  # SGLang tp_size // dp_size under DP attention, else tp_size
+    two_batch_overlap: bool = False  # SGLang
+    padding: bool = True  # SGLang --disable-cuda-graph-padding turns it off
+
+    @property
+    def rules(self) -> AdviceRules:
+        """How this engine counts and keeps sizes (its spec in diag.engines)."""
+        spec = spec_for(self.engine)
+        if spec is None or spec.advice_rules is None:
+            raise ValueError(f"no advice rules for engine {self.engine!r}")
+        return spec.advice_rules
+
+    @property
+    def unit(self) -> str:
+        return self.rules.unit
+
+    def multiple(self) -> int:
+        """The multiple the engine keeps sizes at (SGLang §7: TBO, DP attention), else 1."""
+        return self.rules.capture_multiple(
+            self.version, self.two_batch_overlap, self.dp_attention, self.attn_tp
+        )
+
+    def mixed_served(self) -> bool:
+        """Do the graphs also serve mixed prefill+decode steps (vLLM piecewise modes)?"""
+        return self.rules.mixed_steps_in_graphs(self.cudagraph_mode)
+
+    def cap(self) -> int | None:
+        """The largest size the engine can use."""
+        if self.unit == "requests":
+            return self.max_running
+        if self.mixed_served():
+            return self.max_num_batched_tokens
+        if self.max_running:
+            decode = self.max_running * (1 + self.spec_tokens)
+            return min(decode, self.max_num_batched_tokens or decode)
+        return self.max_num_batched_tokens
+
+
+def conventional_grid(limits: EngineLimits, upto: int) -> list[int]:
+    """The engine's own step pattern up to ``upto``: its default list for the version, extended
+    past the default top with the list's last step; then the TBO/DP-attention multiple."""
+    base = sorted(
+        set(limits.rules.step_pattern(limits.version, bool(limits.speculative_algorithm)))
+    )
+    step = base[-1] - base[-2] if len(base) > 1 else 8
+    grid = [*base]
+    while grid[-1] < upto:
+        grid.append(grid[-1] + step)
+    m = limits.multiple()
+    grid = [g for g in grid if g <= upto]
+    if m > 1:
+        grid = sorted({g for g in grid if g % m == 0} | {m})
+    return grid
+
+
+def ceiling_policy(
+    sizes: np.ndarray,
+    weights: np.ndarray,
+    limits: EngineLimits,
+    *,
+    headroom: float = DEFAULT_HEADROOM,
+    max_ceiling: int | None = None,
+    has_token_counts: bool = False,
+) -> tuple[int, list[str]]:
+    """The ceiling and why (see the module docstring, step 1)."""
+    notes: list[str] = []
+    ok = sizes >= 1
+    known, known_w = (sizes, weights) if ok.all() else (sizes[ok], weights[ok])
+    peak = int(known.max())
+    p999 = weighted_quantile(known, known_w, 0.999)
+    want = math.ceil(max(peak, p999) * (1 + headroom))
+    floor_ = 0
+    if limits.mixed_served() and not has_token_counts:
+        default_top = max(
+            limits.rules.default_window(
+                limits.version, limits.max_running, limits.max_num_batched_tokens
+            )
+        )
+        floor_ = max([default_top, *limits.current_sizes])
+        if limits.max_num_batched_tokens:
+            floor_ = min(floor_, limits.max_num_batched_tokens)
+        if floor_ > want:
+            notes.append(
+                f"ceiling kept at {floor_} tokens: the logs show running requests only (stats lines), "
+                "and vLLM's piecewise graphs also serve mixed prefill+decode steps whose scheduled "
+                f"tokens they do not show; turn on {_step_size_source(limits)} to size it"
+            )
+    cap = limits.cap()
+    grid = conventional_grid(limits, _GRID_LIMIT)
+    target = max(want, floor_)
+    if max_ceiling is not None:
+        target = min(target, max_ceiling)
+    ceiling = next((g for g in grid if g >= target), grid[-1])
+    if cap is not None and ceiling > cap:
+        below = [g for g in grid if g <= cap]
+        ceiling = cap if limits.multiple() == 1 or cap % limits.multiple() == 0 else below[-1]
+        notes.append(
+            f"ceiling {ceiling}: the engine never runs more than {cap} {limits.unit} per step"
+        )
+    if max_ceiling is not None and ceiling < peak:
+        notes.append(
+            f"ceiling {ceiling} below the observed peak {peak} as asked: larger steps run eager"
+        )
+    return ceiling, notes
+
+
+def _step_size_source(limits: EngineLimits) -> str:
+    """Where this version logs each step's tokens: the metrics table where it has the flag."""
+    debug = "DEBUG step lines (VLLM_LOGGING_LEVEL=DEBUG)"
+    if accepts(limits.engine, "--cudagraph-metrics", limits.version):
+        return "--cudagraph-metrics or " + debug
+    return debug
