@@ -297,8 +297,8 @@ class SGLangParser(LineParser):
                 engine=ENGINE,
                 phase=phase,
                 mode=None,
-                done=int(m.group("done")),
-                total=int(m.group("total")),
+                done=to_int(m.group("done")),
+                total=to_int(m.group("total")),
                 size=size,
                 avail_mem_gib=num(m.group(4)),
             )
@@ -314,8 +314,8 @@ class SGLangParser(LineParser):
                 engine=ENGINE,
                 phase=open_phase,
                 mode=None,
-                done=int(bare.group("done")),
-                total=int(bare.group("total")),
+                done=to_int(bare.group("done")),
+                total=to_int(bare.group("total")),
                 size=None,
                 avail_mem_gib=None,
             )
@@ -405,7 +405,7 @@ class SGLangParser(LineParser):
                         line,
                         engine=ENGINE,
                         name="kv_tokens",
-                        value=int(m.group("tok")),
+                        value=to_int(m.group("tok")),
                         unit="tokens",
                     )
                 kv = None
@@ -425,12 +425,12 @@ class SGLangParser(LineParser):
                     line,
                     engine=ENGINE,
                     name="max_total_num_tokens",
-                    value=int(m.group(1)),
+                    value=to_int(m.group(1)),
                     unit="tokens",
                 )
             for key, value in _SUMMARY_FIELDS.findall(msg):
                 ctx.emit(
-                    "config", line, engine=ENGINE, origin="scheduler", key=key, value=int(value)
+                    "config", line, engine=ENGINE, origin="scheduler", key=key, value=to_int(value)
                 )
             avail = _f(_AVAIL, msg)
             if avail is not None:

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from diag.parsers.base import Context, num
+from diag.parsers.base import Context, num, to_int
 
 ENGINE = "vllm"
 N = r"(-?\d[\d,]*(?:\.\d+)?)"  # a printed number, thousands separators allowed
@@ -41,7 +41,7 @@ def mode_name(value: Any) -> str | None:
             return _MODE_BY_VALUE.get(int(name))
         m = re.fullmatch(r"[\[(]\s*(\d)\s*,\s*(\d)\s*[\])]", text)
         if m:
-            return _MODE_BY_VALUE.get((int(m.group(1)), int(m.group(2))))
+            return _MODE_BY_VALUE.get((to_int(m.group(1)), to_int(m.group(2))))
     return None
 
 

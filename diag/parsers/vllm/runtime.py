@@ -238,7 +238,7 @@ def read_other(line: LogLine, ctx: Context) -> None:
             engine=ENGINE,
             origin="log",
             key="max_num_batched_tokens",
-            value=int(m.group(1)),
+            value=to_int(m.group(1)),
         )
         return
     m = SET_MAX_SEQS.search(msg)
@@ -249,7 +249,7 @@ def read_other(line: LogLine, ctx: Context) -> None:
             engine=ENGINE,
             origin="log",
             key="max_num_seqs",
-            value=int(m.group(1)),
+            value=to_int(m.group(1)),
         )
         return
     if "is preempted" in msg and "Sequence group" in msg:
@@ -297,7 +297,7 @@ def read_request(line: LogLine, ctx: Context) -> bool:
             ints = re.findall(r"-?\d+", p.group(1))
             prompt_tokens = len(ints) if p.group(1).endswith("]") else None
         mt = MAX_TOKENS.search(rest)
-        max_new = int(mt.group(1)) if mt else None
+        max_new = to_int(mt.group(1)) if mt else None
     for rid in ids:
         ctx.emit(
             "request",
@@ -342,12 +342,12 @@ def read_stats(line: LogLine, ctx: Context) -> None:
         engine=ENGINE,
         prompt_throughput=number_in(PROMPT_TPUT, msg),
         gen_throughput=number_in(GEN_TPUT, msg),
-        running=int(running.group(1)),
-        waiting=int(waiting.group(1)),
+        running=to_int(running.group(1)),
+        waiting=to_int(waiting.group(1)),
         swapped=to_int(first_group(SWAPPED, msg)),
         kv_usage=number_in(KV_USAGE, msg),
         preemptions=to_int(first_group(PREEMPT, msg)),
-        engine_index=int(engine.group(1)) if engine else None,
+        engine_index=to_int(engine.group(1)) if engine else None,
     )
 
 
@@ -367,7 +367,7 @@ def read_step(line: LogLine, ctx: Context) -> None:
         mode=mode,
         num_tokens=tokens if mode == "NONE" else None,
         padded_tokens=tokens,
-        num_reqs=None if reqs in (None, "None") else int(reqs),
+        num_reqs=None if reqs in (None, "None") else to_int(reqs),
         uniform=None if uniform is None else uniform == "True",
         count=1,
         origin="debug_step",
