@@ -79,7 +79,7 @@ NUM = r"-?\d[\d,]*(?:\.\d+)?"
 
 def num(text: str | None) -> float | None:
     """'2,925,232' -> 2925232.0; None/'' -> None."""
-    if text is None or text == "":
+    if text is None or text == "" or not text.isascii():  # ASCII digits only, as in bulk
         return None
     try:
         return float(text.replace(",", ""))

@@ -46,19 +46,19 @@ _TQDM = re.compile(
 )
 _BARE_TQDM = re.compile(r"^\s*\d+%\|[^|]*\|\s*(?P<done>\d+)/(?P<total>\d+) \[")
 # §5.1 / §5.2 batch lines
-_RUNNING = re.compile(r"#running-req: (\d+)")
-_TOKEN = re.compile(r"#token: (\d+)")
-_USAGE = re.compile(r"token usage: (\d+(?:\.\d+)?)")
-_GRAPH_FLAG = re.compile(r"\b(?:cuda|cpu|npu|musa|xpu|device) graph: (True|False)")
-_GEN = re.compile(r"gen throughput \(token/s\): " + _F)
-_QUEUE = re.compile(r"#queue-req: (\d+)")
-_ACCEPT = re.compile(r"accept len: " + _F)
-_NEW_SEQ = re.compile(r"#(?:new-seq|seq): (\d+)")
-_NEW_TOKEN = re.compile(r"#new[-_]token: (\d+)")
-_CACHED = re.compile(r"#cached[-_]token: (\d+)")
-_INPUT_TPUT = re.compile(r"input throughput \(token/s\): " + _F)
-_OLD_PREFILL_RUNNING = re.compile(r"#running_req: (\d+)")
-_OLD_PREFILL_QUEUE = re.compile(r"#remaining_req: (\d+)")
+_RUNNING = re.compile(r"#running-req: (\d+)", re.ASCII)
+_TOKEN = re.compile(r"#token: (\d+)", re.ASCII)
+_USAGE = re.compile(r"token usage: (\d+(?:\.\d+)?)", re.ASCII)
+_GRAPH_FLAG = re.compile(r"\b(?:cuda|cpu|npu|musa|xpu|device) graph: (True|False)", re.ASCII)
+_GEN = re.compile(r"gen throughput \(token/s\): " + _F, re.ASCII)
+_QUEUE = re.compile(r"#queue-req: (\d+)", re.ASCII)
+_ACCEPT = re.compile(r"accept len: " + _F, re.ASCII)
+_NEW_SEQ = re.compile(r"#(?:new-seq|seq): (\d+)", re.ASCII)
+_NEW_TOKEN = re.compile(r"#new[-_]token: (\d+)", re.ASCII)
+_CACHED = re.compile(r"#cached[-_]token: (\d+)", re.ASCII)
+_INPUT_TPUT = re.compile(r"input throughput \(token/s\): " + _F, re.ASCII)
+_OLD_PREFILL_RUNNING = re.compile(r"#running_req: (\d+)", re.ASCII)
+_OLD_PREFILL_QUEUE = re.compile(r"#remaining_req: (\d+)", re.ASCII)
 # The common layouts of §5.1 (D4, D5, D7, D9-D18) and §5.2 (P5, P9-P13) as one anchored
 # regex each: one match instead of eight searches. A line they accept has each field once,
 # in place, with nothing after the queue length, so every field is what the per-field
@@ -67,7 +67,8 @@ _FAST_DECODE = re.compile(
     r"Decode batch[.,] #running-req: (\d+), #token: (\d+), token usage: (\d+(?:\.\d+)?), "
     r"(?:accept len: " + _F + r", (?:accept rate: \d+(?:\.\d+)?, )?)?"
     r"(?:(?:cuda|cpu|npu|musa|xpu|device) graph: (True|False), )?"
-    r"gen throughput \(token/s\): " + _F + r", #queue-req: (\d+)(?:, )?\s*$"
+    r"gen throughput \(token/s\): " + _F + r", #queue-req: (\d+),?\s*$",
+    re.ASCII,
 )
 _FAST_PREFILL = re.compile(
     r"Prefill batch[.,] #new-seq: (\d+), #new-token: (\d+), #cached-token: (\d+), "
@@ -78,7 +79,8 @@ _FAST_PREFILL = re.compile(
     r"|, (?:cuda|cpu|npu|musa|xpu|device) graph: (True|False), input throughput \(token/s\): "
     + _F
     + r")?"
-    r"(?:, )?\s*$"
+    r",?\s*$",
+    re.ASCII,
 )
 # §3 memory
 _KV_ALLOC = re.compile(
@@ -91,7 +93,9 @@ _SUMMARY_FIELDS = re.compile(
     r"(chunked_prefill_size|max_prefill_tokens|max_running_requests|context_len)=(-?\d+)"
 )
 _RETRACT = re.compile(r"#retracted_reqs: (\d+)")
-_REQ_RID = re.compile(r"rid='([^']+)'")
+_REQ_RID = re.compile(r"rid='([^']+)'", re.ASCII)
+_REQ_PT = re.compile(r"'prompt_tokens': (\d+)", re.ASCII)
+_REQ_CT = re.compile(r"'completion_tokens': (\d+)", re.ASCII)
 
 _DISABLED = (
     ("Cuda graph is disabled for prefill server", "prefill_server"),
@@ -502,8 +506,8 @@ class SGLangParser(LineParser):
         action = "received" if "Receive:" in msg else "finished"
         fields: dict[str, Any] = {}
         if action == "finished":
-            pt = re.search(r"'prompt_tokens': (\d+)", msg)
-            ct = re.search(r"'completion_tokens': (\d+)", msg)
+            pt = _REQ_PT.search(msg)
+            ct = _REQ_CT.search(msg)
             fields["prompt_tokens"] = to_int(pt.group(1)) if pt else None
             fields["max_new_tokens"] = to_int(ct.group(1)) if ct else None
         ctx.emit(

@@ -73,9 +73,10 @@ static int sg_header(cptr *pp, cptr e, Row *r) {
     return 1;
 }
 
-/* (?:, )?[ \t]*\r?\n?$ */
+/* ,?[ \t]*\r?\n?$ : ", ", "," (the blank stripped by a collector), nothing, blanks */
 static inline int sg_tail(cptr p, cptr e) {
-    LIT(&p, e, ", ");
+    if (p < e && *p == ',')
+        p++;
     return cs_end(p, e);
 }
 
@@ -198,24 +199,32 @@ static int sg_rid(cptr s, cptr e, Row *r) {
     return 0;
 }
 
-static int sg_request(cptr s, cptr e, Row *r, const LitSet *excl, const char *what, size_t n) {
+/* the message start (after the header) in *msg; fields are searched there, never in the
+ * header, as the per-line parser searches line.msg */
+static int sg_request(cptr s, cptr e, Row *r, const LitSet *excl, const char *what, size_t n,
+                      cptr *msg) {
     cptr p = s;
-    if (!sg_header(&p, e, r) || !cs_lit(&p, e, what, n) || !sg_plain_rest(p, e))
+    if (!sg_header(&p, e, r))
+        return 0;
+    *msg = p;
+    if (!cs_lit(&p, e, what, n) || !sg_plain_rest(p, e))
         return 0;
     if (excl != NULL && cs_litset_any(excl, s, e))
         return 0;
-    return sg_rid(s, e, r);
+    return sg_rid(*msg, e, r);
 }
 
 int cs_sg_receive(cptr s, cptr e, Row *r, const LitSet *excl) {
-    return sg_request(s, e, r, excl, "Receive: ", 9);
+    cptr msg;
+    return sg_request(s, e, r, excl, "Receive: ", 9, &msg);
 }
 
 int cs_sg_finish(cptr s, cptr e, Row *r, const LitSet *excl) {
     size_t n;
-    cptr d;
-    if (!sg_request(s, e, r, excl, "Finish: ", 8))
+    cptr d, msg;
+    if (!sg_request(s, e, r, excl, "Finish: ", 8, &msg))
         return 0;
+    s = msg;
     d = cs_find_digits(s, e, "'prompt_tokens': ", 17, &n);
     if (n > 15)
         return 0;

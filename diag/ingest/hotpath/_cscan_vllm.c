@@ -226,7 +226,7 @@ int cs_vl_received(cptr s, cptr e, Row *r, const LitSet *excl) {
     if (excl != NULL && cs_litset_any(excl, s, e))
         return 0;
     /* SamplingParams\(.*?\bmax_tokens=(\d+): the first one after the first SamplingParams( */
-    cptr sp = cs_find(s, e, "SamplingParams(", 15);
+    cptr sp = cs_find(p, e, "SamplingParams(", 15); /* in the message, never the header */
     if (sp != NULL) {
         cptr x = sp + 15;
         while (x < q) {

@@ -186,7 +186,8 @@ class HotPath:
 
     def __init__(self, backend: str, anchors: Sequence[str], native: bool | None = None) -> None:
         self.backend = backend
-        self.kinds = ENGINE_KINDS[backend]
+        # free-text kinds exclude every trigger of the active parsers (their anchors)
+        self.kinds = tuple(k.with_triggers(anchors) for k in ENGINE_KINDS[backend])
         self._cache = _HeaderCache()
         self._common = _COMMON[backend]
         # every anchor of the active parsers: the per-line prefilter, in RE2

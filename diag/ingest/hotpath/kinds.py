@@ -12,8 +12,8 @@ decodes with ``replace``, sees it. Anything else stays on the per-line parsers.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -50,11 +50,35 @@ class Kind:
     literal: bytes  # cheap memmem prefilter
     pattern: str  # anchored full-line RE2 with named groups
     build: Callable[[pa.StructArray], dict[str, Any]]  # groups -> field columns
-    exclude: str | None = None  # RE2: a line matching it is left to the per-line path
-    extra: tuple[tuple[str, str], ...] = ()  # (group, unanchored RE2): leftmost-search fields
+    extra: tuple[tuple[str, str], ...] = ()  # (group, anchored RE2): leftmost-search fields
     heads: tuple[bytes, ...] = ()  # first 4 bytes of the message: the locator (see _msg_words)
     validate: str | None = None  # full-line RE2 (DFA, no captures) when ``pattern`` is a prefix
-    exclude_words: tuple[str, ...] = ()  # ``exclude`` as its literals (the C scanner's form)
+    #: the line carries free text (prompts, sampling parameters): it is consumed in bulk only
+    #: when no trigger of another parser or branch occurs in it (``with_triggers``)
+    free_text: bool = False
+    #: words that are no parser's anchor but send this line elsewhere on the per-line path
+    #: (a branch of the owning parser, the normaliser), or a field the bulk row lacks
+    branches: tuple[str, ...] = ()
+    #: the triggers a consumed line must not hold: derived, never written (``with_triggers``)
+    exclude_words: tuple[str, ...] = ()
+
+    @property
+    def exclude(self) -> str | None:
+        """``exclude_words`` as one RE2 alternation (the RE2 path's form of the C LitSet)."""
+        if not self.exclude_words:
+            return None
+        return "|".join(re.escape(w) for w in self.exclude_words)
+
+    def with_triggers(self, anchors: Sequence[str]) -> Kind:
+        """This kind with the triggers of the active parsers: every anchor (the words that
+        make the per-line prefilter hand a line to some parser: phase markers, error
+        signatures, block openers, other branches) except those the line's own literal
+        holds, plus ``branches``. A free-text line holding one goes to the per-line path."""
+        if not self.free_text:
+            return self
+        own = self.literal.decode()
+        words = {a for a in anchors if a not in own} | set(self.branches)
+        return replace(self, exclude_words=tuple(sorted(words)))
 
 
 def _s(st: pa.StructArray, g: str) -> pa.Array:
@@ -109,7 +133,7 @@ _SG_DECODE = (
     + _NUM
     + r"), #queue-req: (?P<queue>"
     + _INT
-    + r")(?:, )?"
+    + r"),?"  # the tail: ", ", "," (trailing blank stripped), nothing; then _END's blanks
     + _END
 )
 _SG_PREFILL = (
@@ -132,30 +156,14 @@ _SG_PREFILL = (
     + r" graph: (?P<gb>True|False), input throughput \(token/s\): (?P<tb>"
     + _NUM
     + r"))?"
-    r"(?:, )?" + _END
+    r",?" + _END
 )
-# the branches of SGLangParser.feed/_other taken before _request, and ErrorParser's trigger
-_SG_REQ_WORDS = (
-    "Decode batch",
-    "Prefill batch",
-    "new fill batch",
-    "%|",
-    "server_args=",
-    "Capture",
-    "Sorted by",
-    "KV Cache is allocated",
-    "max_total_num_tokens=",
-    "Memory pool end",
-    "Load weight end",
-    "Retract requests",
-    "out of memory happened",
-    "Init torch distributed begin",
-    "fired up and ready",
-    "Memory Usage is saved",
-    "Traceback (most recent call last)",
-    "repeated",
-)
-_SG_REQ_EXCLUDE = "|".join(re.escape(w) for w in _SG_REQ_WORDS)
+# SGLangParser.feed: '"%|" in msg' reads a tqdm bar (no anchor of its own: "it/s]" is);
+# normalize.prefix: '"repeated" in rest' reads ray's "[repeated Nx across cluster]"
+_SG_REQ_BRANCHES = ("%|", "repeated")
+# a leftmost search in the message only (the per-line parsers search line.msg): the header,
+# its groups unnamed, then the shortest run of message bytes before the field
+_SG_MSG = re.sub(r"\(\?P<\w+>", "(?:", _SG_HDR) + r".*?"
 _SG_RECEIVE = _SG_HDR + r"Receive: "
 _SG_FINISH = _SG_HDR + r"Finish: "
 _SG_RECEIVE_ALL = _SG_RECEIVE + _PLAIN + r"*\r?\n?$"
@@ -239,14 +247,9 @@ _VL_SAFE = r"[\x20-\x21\x23-\x24\x26\x28-\x3b\x3d-\x5d\x5f-\x7b\x7d\x7e\t]"  # A
 _VL_RECEIVED = _VL_HDR + r"Received request (?P<rid>[A-Za-z0-9_.\-]{1,256}): "
 _VL_RECEIVED_ALL = _VL_RECEIVED + _VL_SAFE + r"*" + _END
 _VL_ADDED = _VL_HDR + r"Added request (?P<rid>[A-Za-z0-9_\-]{1,256})\.?" + _END
-_VL_REQ_WORDS = (
-    "Avg prompt throughput",
-    "Running batch with cudagraph_mode",
-    "prompt_token_ids",
-    "Traceback (most recent call last)",
-    "repeated",
-)
-_VL_REQ_EXCLUDE = "|".join(re.escape(w) for w in _VL_REQ_WORDS)
+# vLLM request lines: prompt_token_ids is a field (prompt_tokens) the bulk row does not
+# read; "repeated" as for SGLang
+_VL_REQ_BRANCHES = ("prompt_token_ids", "repeated")
 
 
 # Capture patterns for vLLM: RE2's submatch engine is slow on the long strict patterns
@@ -268,6 +271,8 @@ _VL_STATS_CAP = _VL_HDR_CAP + (
     r"Waiting: (?P<wait>\d+) reqs, GPU KV cache usage: (?P<kv>" + _NUM + r")%"
 )
 _VL_RECEIVED_CAP = _VL_HDR_CAP + r"Received request (?P<rid>[A-Za-z0-9_.\-]+): "
+# the max_tokens search: in the message after "Received request " (runtime.MAX_TOKENS on rest)
+_VL_MSG = re.sub(r"\(\?P<\w+>", "(?:", _VL_HDR_CAP) + r"Received request .*?"
 _VL_ADDED_CAP = _VL_HDR_CAP + r"Added request (?P<rid>[A-Za-z0-9_\-]+)"
 
 
@@ -335,9 +340,9 @@ SGLANG_KINDS: tuple[Kind, ...] = (
         b"Receive: ",
         _SG_RECEIVE,
         _sg_request("received"),
-        exclude=_SG_REQ_EXCLUDE,
-        exclude_words=_SG_REQ_WORDS,
-        extra=(("rid", r"rid='(?P<rid>[^']+)'"),),
+        free_text=True,
+        branches=_SG_REQ_BRANCHES,
+        extra=(("rid", _SG_MSG + r"rid='(?P<rid>[^']+)'"),),
         heads=(b"Rece",),
         validate=_SG_RECEIVE_ALL,
     ),
@@ -347,14 +352,14 @@ SGLANG_KINDS: tuple[Kind, ...] = (
         b"Finish: ",
         _SG_FINISH,
         _sg_request("finished"),
-        exclude=_SG_REQ_EXCLUDE + r"|Receive:",
-        exclude_words=(*_SG_REQ_WORDS, "Receive:"),
+        free_text=True,
+        branches=_SG_REQ_BRANCHES,
         heads=(b"Fini",),
         validate=_SG_FINISH_ALL,
         extra=(
-            ("rid", r"rid='(?P<rid>[^']+)'"),
-            ("pt", r"'prompt_tokens': (?P<pt>\d+)"),
-            ("ct", r"'completion_tokens': (?P<ct>\d+)"),
+            ("rid", _SG_MSG + r"rid='(?P<rid>[^']+)'"),
+            ("pt", _SG_MSG + r"'prompt_tokens': (?P<pt>\d+)"),
+            ("ct", _SG_MSG + r"'completion_tokens': (?P<ct>\d+)"),
         ),
     ),
 )
@@ -383,11 +388,11 @@ VLLM_KINDS: tuple[Kind, ...] = (
         b"Received request",
         _VL_RECEIVED_CAP,
         _vl_request("received"),
-        exclude=_VL_REQ_EXCLUDE,
-        exclude_words=_VL_REQ_WORDS,
+        free_text=True,
+        branches=_VL_REQ_BRANCHES,
         heads=(b"Rece",),
         validate=_VL_RECEIVED_ALL,
-        extra=(("mt", r"SamplingParams\(.*?\bmax_tokens=(?P<mt>\d+)"),),
+        extra=(("mt", _VL_MSG + r"SamplingParams\(.*?\bmax_tokens=(?P<mt>\d+)"),),
     ),
     Kind(
         "vllm.added",
@@ -395,8 +400,8 @@ VLLM_KINDS: tuple[Kind, ...] = (
         b"Added request",
         _VL_ADDED_CAP,
         _vl_request("added"),
-        exclude=_VL_REQ_EXCLUDE,
-        exclude_words=_VL_REQ_WORDS,
+        free_text=True,
+        branches=_VL_REQ_BRANCHES,
         heads=(b"Adde",),
         validate=_VL_ADDED,
     ),

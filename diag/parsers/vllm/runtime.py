@@ -50,6 +50,7 @@ from diag.parsers.vllm.patterns import (
     POOL,
     PREEMPT,
     PROMPT_IDS,
+    PROMPT_INTS,
     PROMPT_TPUT,
     REQ,
     ROCM_UNSUPPORTED,
@@ -294,7 +295,7 @@ def read_request(line: LogLine, ctx: Context) -> bool:
     if action == "received":
         p = PROMPT_IDS.search(rest)
         if p and p.group(1) != "None":
-            ints = re.findall(r"-?\d+", p.group(1))
+            ints = PROMPT_INTS.findall(p.group(1))
             prompt_tokens = len(ints) if p.group(1).endswith("]") else None
         mt = MAX_TOKENS.search(rest)
         max_new = to_int(mt.group(1)) if mt else None
