@@ -1,8 +1,7 @@
-/* SGLang line matchers of the compiled scanner: the strict C form of the RE2 kinds
- * sglang.decode, .prefill, .receive and .finish of diag/ingest/hotpath/kinds.py.
- * Column layout of each (the order diag/ingest/hotpath/native.py reads):
- *   decode  ints bs tok queue graph          floats ms usage gen acc
- *   prefill ints seq new cached run queue graph   floats ms tput
+/* SGLang pieces of the compiled scanner: the header (machinery for every SGLang line,
+ * the declared ones included: diag/parsers/periodic.py) and the free-text request lines
+ * sglang.receive and .finish of diag/ingest/hotpath/kinds.py. Column layout of those (the
+ * order diag/ingest/hotpath/native.py reads):
  *   receive                                  floats ms                 str rid
  *   finish  ints pt ct                       floats ms                 str rid
  */
@@ -12,7 +11,7 @@
 /* ^\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?((?: [A-Z][A-Z_]*-?\d+)*)\] ?
  * key1 "date|time" (ts), key2 the ranks group (rank): two small caches instead of one of
  * their product; float 0 = 0.<ms> */
-static int sg_header(cptr *pp, cptr e, Row *r) {
+int cs_sg_header(cptr *pp, cptr e, Row *r) {
     cptr s = *pp, p;
     static const char shape[] = "[dddd-dd-dd dd:dd:dd";
     if (e - s < 22)
@@ -73,86 +72,6 @@ static int sg_header(cptr *pp, cptr e, Row *r) {
     return 1;
 }
 
-/* ,?[ \t]*\r?\n?$ : ", ", "," (the blank stripped by a collector), nothing, blanks */
-static inline int sg_tail(cptr p, cptr e) {
-    if (p < e && *p == ',')
-        p++;
-    return cs_end(p, e);
-}
-
-int cs_sg_decode(cptr s, cptr e, Row *r, const LitSet *excl) {
-    (void)excl;
-    cptr p = s;
-    if (!sg_header(&p, e, r) || !LIT(&p, e, "Decode batch"))
-        return 0;
-    if (p >= e || (*p != '.' && *p != ','))
-        return 0;
-    p++;
-    if (!LIT(&p, e, " #running-req: ") || !cs_int15(&p, e, &r->iv[0]))
-        return 0;
-    if (!LIT(&p, e, ", #token: ") || !cs_int15(&p, e, &r->iv[1]))
-        return 0;
-    if (!LIT(&p, e, ", token usage: ") || !cs_num(&p, e, 0, &r->fv[1]) || !LIT(&p, e, ", "))
-        return 0;
-    r->ivd[0] = r->ivd[1] = r->fvd[1] = 1;
-    if (LIT(&p, e, "accept len: ")) { /* a started optional group must complete */
-        if (!cs_num(&p, e, 1, &r->fv[3]) || !LIT(&p, e, ", "))
-            return 0;
-        r->fvd[3] = 1;
-        if (LIT(&p, e, "accept rate: ")) {
-            double rate;
-            if (!cs_num(&p, e, 0, &rate) || !LIT(&p, e, ", "))
-                return 0;
-        }
-    }
-    if (p < e && *p != 'g') { /* (?:DEV graph: (True|False), )? */
-        if (!cs_dev(&p, e) || !LIT(&p, e, " graph: ") || !cs_bool(&p, e, &r->iv[3]) ||
-            !LIT(&p, e, ", "))
-            return 0;
-        r->ivd[3] = 1;
-    }
-    if (!LIT(&p, e, "gen throughput (token/s): ") || !cs_num(&p, e, 1, &r->fv[2]))
-        return 0;
-    if (!LIT(&p, e, ", #queue-req: ") || !cs_int15(&p, e, &r->iv[2]))
-        return 0;
-    r->fvd[2] = r->ivd[2] = 1;
-    return sg_tail(p, e);
-}
-
-int cs_sg_prefill(cptr s, cptr e, Row *r, const LitSet *excl) {
-    (void)excl;
-    cptr p = s;
-    double usage;
-    if (!sg_header(&p, e, r) || !LIT(&p, e, "Prefill batch"))
-        return 0;
-    if (p >= e || (*p != '.' && *p != ','))
-        return 0;
-    p++;
-    if (!LIT(&p, e, " #new-seq: ") || !cs_int15(&p, e, &r->iv[0]) ||
-        !LIT(&p, e, ", #new-token: ") || !cs_int15(&p, e, &r->iv[1]) ||
-        !LIT(&p, e, ", #cached-token: ") || !cs_int15(&p, e, &r->iv[2]) ||
-        !LIT(&p, e, ", token usage: ") || !cs_num(&p, e, 0, &usage) ||
-        !LIT(&p, e, ", #running-req: ") || !cs_int15(&p, e, &r->iv[3]) ||
-        !LIT(&p, e, ", #queue-req: ") || !cs_int15(&p, e, &r->iv[4]))
-        return 0;
-    for (int i = 0; i < 5; i++)
-        r->ivd[i] = 1;
-    if (LIT(&p, e, ", input throughput (token/s): ")) {
-        if (!cs_num(&p, e, 1, &r->fv[1]) || !LIT(&p, e, ", ") || !cs_dev(&p, e) ||
-            !LIT(&p, e, " graph: ") || !cs_bool(&p, e, &r->iv[5]))
-            return 0;
-        r->fvd[1] = r->ivd[5] = 1;
-    } else if ((size_t)(e - p) > 2 && p[0] == ',' && p[1] == ' ' && p[2] != ' ' && p[2] != '\t' &&
-               p[2] != '\r' && p[2] != '\n') {
-        p += 2; /* ", DEV graph: B, input throughput (token/s): N" (or nothing after ", ") */
-        if (!cs_dev(&p, e) || !LIT(&p, e, " graph: ") || !cs_bool(&p, e, &r->iv[5]) ||
-            !LIT(&p, e, ", input throughput (token/s): ") || !cs_num(&p, e, 1, &r->fv[1]))
-            return 0;
-        r->fvd[1] = r->ivd[5] = 1;
-    }
-    return sg_tail(p, e);
-}
-
 /* a plain request-line body: no byte split_logical/peel would treat (control chars but \t,
  * DEL, ^, <), then \r?\n?$ */
 static const uint8_t NOT_PLAIN[256] = {
@@ -204,7 +123,7 @@ static int sg_rid(cptr s, cptr e, Row *r) {
 static int sg_request(cptr s, cptr e, Row *r, const LitSet *excl, const char *what, size_t n,
                       cptr *msg) {
     cptr p = s;
-    if (!sg_header(&p, e, r))
+    if (!cs_sg_header(&p, e, r))
         return 0;
     *msg = p;
     if (!cs_lit(&p, e, what, n) || !sg_plain_rest(p, e))

@@ -311,7 +311,7 @@ class HotPath:
         if len(got.idx) == 0:
             return None
         ts, rank = native_mod.COMMON[self.backend](got, self._cache)
-        return got.idx, ts, rank, native_mod.BUILDERS[kind.name](got)
+        return got.idx, ts, rank, native_mod.builder(kind)(got)
 
     def _re2_kind(self, kind: Kind, arr: pa.Array, idx: np.ndarray) -> _KindRows | None:
         """The RE2 kernels for ``kind`` on the located lines (the C path's reference)."""

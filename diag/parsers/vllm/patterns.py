@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from diag.parsers import periodic
 from diag.parsers.base import Context, num, to_int
 
 ENGINE = "vllm"
@@ -108,6 +109,10 @@ STEP = re.compile(
     r"Running batch with cudagraph_mode: (?:CUDAGraphMode\.)?(?P<mode>[A-Z_]+), batch_descriptor: (?P<desc>.*)",
     re.ASCII,
 )
+
+# the declared shapes (diag/parsers/periodic.py), matched at the message start
+FAST_STEP = re.compile(periodic.VL_STEP.regex("python"), re.ASCII)
+FAST_STATS = re.compile(periodic.VL_STATS.regex("python"), re.ASCII)
 
 # ---------------------------------------------------------------- §7 stats
 PROMPT_TPUT = re.compile(r"Avg prompt throughput: " + N + r" tokens/s", re.ASCII)

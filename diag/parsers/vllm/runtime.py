@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from diag.normalize.prefix import LogLine
+from diag.parsers import periodic
 from diag.parsers.base import Context, num, parse_int_list, to_int
 from diag.parsers.traceback import explicit_capture
 from diag.parsers.vllm.patterns import (
@@ -26,6 +27,8 @@ from diag.parsers.vllm.patterns import (
     ENGINE_IDX,
     EST_GRAPH,
     EXC_LINE,
+    FAST_STATS,
+    FAST_STEP,
     FREE_ACT,
     FREE_GRAPH,
     FREE_MEM,
@@ -332,6 +335,11 @@ def read_error(line: LogLine, ctx: Context) -> None:
 
 def read_stats(line: LogLine, ctx: Context) -> None:
     msg = line.msg
+    fast = FAST_STATS.match(msg)
+    if fast is not None:  # the declared V1 line (periodic.VL_STATS): each field once, in place
+        fields = periodic.VL_STATS.read(fast)
+        ctx.emit("stats", line, engine=ENGINE, swapped=None, preemptions=None, **fields)
+        return
     running = RUNNING.search(msg)
     waiting = WAITING.search(msg)
     if running is None or waiting is None:
@@ -353,6 +361,22 @@ def read_stats(line: LogLine, ctx: Context) -> None:
 
 
 def read_step(line: LogLine, ctx: Context) -> None:
+    fast = FAST_STEP.match(line.msg)
+    if fast is not None:  # the declared line (periodic.VL_STEP)
+        f = periodic.VL_STEP.read(fast)
+        ctx.emit(
+            "graph_step",
+            line,
+            engine=ENGINE,
+            mode=f["mode"],
+            num_tokens=f["padded_tokens"] if f["mode"] == "NONE" else None,
+            padded_tokens=f["padded_tokens"],
+            num_reqs=f["num_reqs"],
+            uniform=f["uniform"],
+            count=1,
+            origin="debug_step",
+        )
+        return
     m = STEP.search(line.msg)
     if not m:
         return
