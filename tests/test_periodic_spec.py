@@ -117,7 +117,7 @@ REWORDS = {
     "sglang.decode": ("#token: ", "#tokens: "),
     "sglang.prefill": ("#cached-token: ", "#cache-token: "),
     "vllm.step": ("batch_descriptor: ", "descriptor: "),
-    "vllm.stats": (" reqs, Waiting: ", " reqs, Queued: "),
+    "vllm.stats": ("GPU KV cache usage: ", "GPU cache usage: "),
 }
 
 

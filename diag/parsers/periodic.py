@@ -128,6 +128,8 @@ class LineSpec:
     engine: Literal["sglang", "vllm"]
     table: str
     items: tuple[Item, ...]
+    #: fields of the event kind this shape never prints (they read as missing)
+    absent: tuple[str, ...] = ()
     _groups: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -198,7 +200,7 @@ class LineSpec:
 
     def read(self, m: re.Match[str]) -> dict[str, Any]:
         """A per-line match of ``regex("python")`` as the event's field values."""
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = dict.fromkeys(self.absent)
         get = m.group
         for name, typ, groups in self._plan():
             text = get(groups[0])
@@ -343,11 +345,29 @@ SG_DECODE = LineSpec(
     "sglang",
     "decode_batch",
     seq(
-        "Decode batch{.|,} #running-req: {batch_size:int}, #token: {tokens:int}, "
-        "token usage: {token_usage:unum}, ",
+        "Decode batch{.|,} #running-req: {batch_size:int}, ",
+        Alt(
+            (
+                seq("#token: {tokens:int}, token usage: {token_usage:unum}, "),
+                # hierarchical sparse attention (PR 22331): no "#token:"; the per-line field
+                # search reads the first "token usage: ", the GPU's
+                seq(
+                    "#gpu-token: {_:int}, gpu token usage: {token_usage:unum}, "
+                    "#cpu-token: {_:int}, cpu token usage: {_:unum}, "
+                ),
+                # sliding-window models: full and SWA pools, the first "token usage:" is full's
+                seq(
+                    "#full token: {_:int}, full token usage: {token_usage:unum}, "
+                    "#swa token: {_:int}, swa token usage: {_:unum}, "
+                ),
+            )
+        ),
         Opt(seq("accept len: {accept_len:num}, ", Opt(seq("accept rate: {_:unum}, ")))),
+        Opt(seq("pre-allocated usage: {_:unum}, ")),
+        Opt(seq("#retracted-req: {_:int}, ")),
         Opt(seq(_DEV + " graph: {cuda_graph:bool}, ")),
         "gen throughput (token/s): {gen_throughput:num}, #queue-req: {queue:int}",
+        Opt(seq(", #cache_miss: {_:int}")),  # the JAX backend
         Tail(comma=True),
     ),
 )
@@ -357,8 +377,16 @@ SG_PREFILL = LineSpec(
     "prefill_batch",
     seq(
         "Prefill batch{.|,} #new-seq: {new_seq:int}, #new-token: {new_tokens:int}, "
-        "#cached-token: {cached_tokens:int}, token usage: {_:unum}, "
+        "#cached-token: {cached_tokens:int}, ",
+        Opt(seq("cache hit rate: {_:unum}%, ")),  # early 2025
+        Alt(
+            (
+                seq("token usage: {_:unum}, "),
+                seq("full token usage: {_:unum}, swa token usage: {_:unum}, "),
+            )
+        ),
         "#running-req: {running:int}, #queue-req: {queue:int}",
+        Opt(seq(", #pending-token: {_:int}")),
         Opt(
             (
                 Alt(
@@ -404,12 +432,15 @@ VL_STATS = LineSpec(
     seq(
         Opt(seq("Engine {engine_index:int}: ")),
         "Avg prompt throughput: {prompt_throughput:num} tokens/s, "
-        "Avg generation throughput: {gen_throughput:num} tokens/s, "
-        "Running: {running:int} reqs, Waiting: {waiting:int} reqs, "
-        "GPU KV cache usage: {kv_usage:num}%",
+        "Avg generation throughput: {gen_throughput:num} tokens/s, Running: {running:int} reqs, ",
+        Opt(seq("Swapped: {swapped:int} reqs, ")),  # V0 (engine/metrics.py)
+        "{Waiting|Pending}: {waiting:int} reqs, GPU KV cache usage: {kv_usage:num}%",
+        Opt(seq(", CPU KV cache usage: {_:num}%")),
         Opt(seq(", Prefix cache hit rate: {_:num}%")),
+        Opt(seq(".")),
         Tail(),
     ),
+    absent=("preemptions",),
 )
 
 #: every declared periodic line, by kind tag

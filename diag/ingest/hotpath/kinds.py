@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from diag.events import EVENT_KINDS
 from diag.parsers import periodic
 
 # ---------------------------------------------------------------- shared pieces (RE2 syntax)
@@ -198,10 +199,14 @@ def _vl_request(action: str) -> Callable[[pa.StructArray], dict[str, Any]]:
 # ---------------------------------------------------------------- declared lines
 
 
-def finish_fields(name: str, fields: dict[str, Any], n: int) -> dict[str, Any]:
+def finish_fields(spec: periodic.LineSpec, fields: dict[str, Any], n: int) -> dict[str, Any]:
     """A declared line's typed fields (Arrow, one per ``LineSpec.fields``) as its event
-    kind's columns: what the line implies beyond its fields. Both bulk paths use it."""
-    if name == "vllm.step":
+    kind's columns: the fields it never prints as missing (``absent``), and what the line
+    implies beyond its fields. Both bulk paths use it."""
+    types = dict(EVENT_KINDS[spec.table].fields)
+    for name in spec.absent:
+        fields[name] = _null(n, _ARROW[types[name]])
+    if spec.name == "vllm.step":
         mode, tok = fields["mode"], fields["padded_tokens"]
         return dict(
             mode=mode.dictionary_encode(),
@@ -212,8 +217,6 @@ def finish_fields(name: str, fields: dict[str, Any], n: int) -> dict[str, Any]:
             count=pa.array(np.ones(n, np.int64)),
             origin=_dict_const(n, "debug_step"),
         )
-    if name == "vllm.stats":  # the V1 line prints neither
-        return dict(fields, swapped=_null(n, pa.int64()), preemptions=_null(n, pa.int64()))
     return fields
 
 
@@ -224,6 +227,8 @@ def _coalesce(st: pa.StructArray, groups: list[str]) -> pa.Array:
         out = pc.if_else(pc.greater(pc.binary_length(out), 0), out, _s(st, g))
     return out
 
+
+_ARROW = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_()}
 
 _RE2_TYPE: dict[str, Callable[[pa.Array], pa.Array]] = {
     "int": _int,
@@ -241,7 +246,7 @@ def declared(spec: periodic.LineSpec) -> Kind:
 
     def build(st: pa.StructArray) -> dict[str, Any]:
         fields = {n: _RE2_TYPE[t](_coalesce(st, groups[n])) for n, t in spec.fields()}
-        return finish_fields(spec.name, fields, len(st))
+        return finish_fields(spec, fields, len(st))
 
     header = _SG_HDR if spec.engine == "sglang" else _VL_HDR
     return Kind(

@@ -280,7 +280,7 @@ def _declared(spec: periodic.LineSpec) -> Callable[[Scanned], dict[str, Any]]:
                 fields[name] = s.rid
             else:
                 fields[name] = s.float_col(name)
-        return finish_fields(spec.name, fields, len(s.idx))
+        return finish_fields(spec, fields, len(s.idx))
 
     return build
 

@@ -60,6 +60,7 @@ class HotScanner(StreamScanner):
         self.vetoed = 0
         self.bulk_lines: list[np.ndarray] = []
         self.block_lines: list[np.ndarray] = []
+        self.reread_lines: list[np.ndarray] = []  # taken back while a parser reads every line
 
     def _unsafe(self) -> bool:
         return bool(self.blocks) or any(p.reads_every_line(self.ctx) for p in self.parsers)
@@ -78,7 +79,9 @@ class HotScanner(StreamScanner):
         consumed[res.consumed] = True
         fallback_mask: np.ndarray | None = None
         fallback = res.fallback.tolist()
-        handled, snaps, vetoed, in_block = [-1], [self._counts()], [], []
+        handled, snaps, vetoed = [-1], [self._counts()], []
+        in_block: list[int] = []
+        reread: list[int] = []
         handle = self._handle
         i = k = 0
         while True:
@@ -91,8 +94,7 @@ class HotScanner(StreamScanner):
                 if self.blocks or consumed[i] or fallback_mask[i]:
                     if consumed[i]:
                         vetoed.append(i)
-                        if self.blocks:
-                            in_block.append(i)
+                        (in_block if self.blocks else reread).append(i)
                     handle(source, lineno + i, bytes(block[off[i] : off[i + 1]]))
                     handled.append(i)
                     snaps.append(self._counts())
@@ -109,6 +111,7 @@ class HotScanner(StreamScanner):
         self._keep_bulk(res.tables, lineno, np.array(handled), np.array(snaps), vetoed)
         if self.record_lines:
             self.block_lines.append(np.array(in_block, np.int64) + lineno)
+            self.reread_lines.append(np.array(reread, np.int64) + lineno)
         del res
         pa.default_memory_pool().release_unused()  # the block's temporaries, not kept cached
         return lineno + n

@@ -336,9 +336,8 @@ def read_error(line: LogLine, ctx: Context) -> None:
 def read_stats(line: LogLine, ctx: Context) -> None:
     msg = line.msg
     fast = FAST_STATS.match(msg)
-    if fast is not None:  # the declared V1 line (periodic.VL_STATS): each field once, in place
-        fields = periodic.VL_STATS.read(fast)
-        ctx.emit("stats", line, engine=ENGINE, swapped=None, preemptions=None, **fields)
+    if fast is not None:  # the declared line (periodic.VL_STATS): each field once, in place
+        ctx.emit("stats", line, engine=ENGINE, **periodic.VL_STATS.read(fast))
         return
     running = RUNNING.search(msg)
     waiting = WAITING.search(msg)
