@@ -164,3 +164,21 @@ def test_the_corpus_is_used_when_present() -> None:
     if (CORPUS / "real").is_dir():
         assert any(not ln.startswith(b"[2025-06-10") for ln in real_lines("sglang"))
     assert Path(ROOT / "bench" / "gen_logs.py").is_file()
+
+
+@fuzz(200)
+@given(
+    st.lists(
+        st.sampled_from(["<", "]", "[", ":", "0", "12", "a", " ", "'", "|", "im_start", "\\n"]),
+        max_size=40,
+    )
+)
+def test_a_lt_after_anything_but_a_digit_splits_no_line(parts: list[str]) -> None:
+    """Why the bulk request reader accepts "<" unless a digit precedes it: the normaliser
+    splits a line at "<" only inside a tqdm tail ("dd:dd<"), never elsewhere."""
+    from diag.normalize.lines import split_logical
+
+    text = "[2025-06-10 08:00:00] Receive: obj=GenerateReqInput(text='" + "".join(parts) + "')"
+    if re.search(r"[0-9]<", text):
+        return
+    assert split_logical(text) == [text]

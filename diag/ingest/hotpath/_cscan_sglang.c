@@ -73,23 +73,26 @@ int cs_sg_header(cptr *pp, cptr e, Row *r) {
 }
 
 /* a plain request-line body: no byte split_logical/peel would treat (control chars but \t,
- * DEL, ^, <), then \r?\n?$ */
+ * DEL, ^; a "<" right after a digit: normalize.lines._TQDM_TAIL, the only use of "<" there,
+ * needs "dd:dd<", so a "<" after anything else, as in chat templates, stays), then \r?\n?$ */
 static const uint8_t NOT_PLAIN[256] = {
     [0x00] = 1, [0x01] = 1, [0x02] = 1, [0x03] = 1, [0x04] = 1, [0x05] = 1, [0x06] = 1,
     [0x07] = 1, [0x08] = 1, [0x0a] = 1, [0x0b] = 1, [0x0c] = 1, [0x0d] = 1, [0x0e] = 1,
     [0x0f] = 1, [0x10] = 1, [0x11] = 1, [0x12] = 1, [0x13] = 1, [0x14] = 1, [0x15] = 1,
     [0x16] = 1, [0x17] = 1, [0x18] = 1, [0x19] = 1, [0x1a] = 1, [0x1b] = 1, [0x1c] = 1,
-    [0x1d] = 1, [0x1e] = 1, [0x1f] = 1, [0x7f] = 1, ['^'] = 1,  ['<'] = 1,
+    [0x1d] = 1, [0x1e] = 1, [0x1f] = 1, [0x7f] = 1, ['^'] = 1,
 };
 
 static int sg_plain_rest(cptr p, cptr e) {
-    uint8_t bad = 0;
+    uint8_t bad = 0, digit = 0;
     if (p < e && e[-1] == '\n')
         e--;
     if (p < e && e[-1] == '\r')
         e--;
-    for (; p < e; p++) /* no early exit: a branch-free loop over the table */
-        bad |= NOT_PLAIN[*p];
+    for (; p < e; p++) { /* no early exit: a branch-free loop over the table */
+        bad |= NOT_PLAIN[*p] | (uint8_t)(digit & (*p == '<'));
+        digit = (uint8_t)cs_isdigit(*p);
+    }
     return !bad;
 }
 

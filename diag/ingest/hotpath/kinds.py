@@ -31,7 +31,6 @@ _INT = r"\d{1,15}"  # exact in float64, like the sink's array('d')
 _END = r"[ \t]*\r?\n?$"  # trailing blanks (\s* of the per-line regexes), CRLF, last line
 _DEV = r"(?:cuda|cpu|npu|musa|xpu|device)"
 # a plain line body: no byte split_logical/peel would treat (control chars but \t, ^, <)
-_PLAIN = r"[^\x00-\x08\x0a-\x1f\x7f^<]"
 
 _SG_HDR = (
     r"^\[(?P<date>\d{4}-\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<ms>\d{1,6}))?"
@@ -135,8 +134,12 @@ _SG_REQ_BRANCHES = ("%|", "repeated")
 _SG_MSG = re.sub(r"\(\?P<\w+>", "(?:", _SG_HDR) + r".*?"
 _SG_RECEIVE = _SG_HDR + r"Receive: "
 _SG_FINISH = _SG_HDR + r"Finish: "
-_SG_RECEIVE_ALL = _SG_RECEIVE + _PLAIN + r"*\r?\n?$"
-_SG_FINISH_ALL = _SG_FINISH + _PLAIN + r"*\r?\n?$"
+# a plain request body where "<" may stand but not right after a digit (a tqdm tail,
+# normalize.lines._TQDM_TAIL, needs "dd:dd<"; chat templates put "<" after quotes, "n", ">")
+_NOT_D = r"[^\x00-\x08\x0a-\x1f\x7f^<0-9]"
+_SG_BODY = r"(?:<|" + _NOT_D + r"|[0-9]+" + _NOT_D + r")*[0-9]*"
+_SG_RECEIVE_ALL = _SG_RECEIVE + _SG_BODY + r"\r?\n?$"
+_SG_FINISH_ALL = _SG_FINISH + _SG_BODY + r"\r?\n?$"
 
 
 def _sg_request(action: str) -> Callable[[pa.StructArray], dict[str, Any]]:
