@@ -194,6 +194,8 @@ static inline cptr cs_find_digits(cptr s, cptr e, const char *lit, size_t n, siz
 /* the engine's header up to the message: *pp advanced, the row's key1/key2 (and for SGLang
  * float 0, the fraction of a second) filled */
 int cs_sg_header(cptr *pp, cptr e, Row *r);
+/* \((?:[A-Za-z_]\w*(?: rank=\d+)?|) ?pid=\d+(?:, ip=[^)\n]*)?\)[ \t]* (ASCII only): a process prefix */
+int cs_proc_head(cptr *pp, cptr e);
 int cs_vl_header(cptr *pp, cptr e, Row *r);
 
 /* ---------------------------------------------------------------- declared lines */

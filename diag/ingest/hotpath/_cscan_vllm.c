@@ -14,7 +14,7 @@ static inline int is_word(uint8_t c) {
 }
 
 /* \((?:[A-Za-z_]\w*(?: rank=\d+)?|) ?pid=\d+(?:, ip=[^)\n]*)?\)[ \t]*  (ASCII only) */
-static int vl_phead(cptr *pp, cptr e) {
+int cs_proc_head(cptr *pp, cptr e) {
     cptr p = *pp + 1;
     if (!(LIT(&p, e, "pid=") || LIT(&p, e, " pid="))) {
         if (p >= e || !((unsigned)((*p | 0x20) - 'a') < 26u || *p == '_'))
@@ -63,7 +63,7 @@ static inline int is_blank(uint8_t c) { return c == ' ' || c == '\t'; }
 int cs_vl_header(cptr *pp, cptr e, Row *r) {
     cptr p = *pp, s = *pp, lvl;
     if (p < e && *p == '(') {
-        if (!vl_phead(&p, e))
+        if (!cs_proc_head(&p, e))
             return 0;
         size_t hn = (size_t)(p - s);
         if (hn > CS_KEYMAX)

@@ -32,9 +32,14 @@ _END = r"[ \t]*\r?\n?$"  # trailing blanks (\s* of the per-line regexes), CRLF, 
 _DEV = r"(?:cuda|cpu|npu|musa|xpu|device)"
 # a plain line body: no byte split_logical/peel would treat (control chars but \t, ^, <)
 
+# the SGLang header forms of normalize.prefix (PROCESS_HEADER, SGLANG_HEADER, _PYLOG), as far
+# as plain; the C header (_cscan_sglang.c cs_sg_header) reads the same subset
 _SG_HDR = (
-    r"^\[(?P<date>\d{4}-\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<ms>\d{1,6}))?"
-    r"(?P<ranks>(?: [A-Z][A-Z_]*-?\d+)*)\] ?"
+    r"^(?P<phead>\((?:[A-Za-z_]\w*(?: rank=\d+)?|) ?pid=\d+(?:, ip=[^)\n]*)?\)[ \t]*)?"
+    r"(?:\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<ms>\d{1,6}))?"
+    r"(?P<ranks>(?: [A-Z][A-Z_]*-?\d+)*)\]"
+    r"|(?P<pdate>\d{4}-\d\d-\d\d) (?P<ptime>\d\d:\d\d:\d\d)(?:[.,]\d+)? "
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d+ \[[^\]\s:]+:\d+\]) ?"
 )
 _VL_HDR = (
     r"^(?P<phead>\((?:[A-Za-z_]\w*(?: rank=\d+)?|) ?pid=\d+(?:, ip=[^)\n]*)?\)[ \t]*)?"

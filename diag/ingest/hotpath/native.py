@@ -300,13 +300,12 @@ def builder(kind: Any) -> Callable[[Scanned], dict[str, Any]]:
 
 def sg_common(s: Scanned, cache: Any) -> tuple[np.ndarray, pa.Array]:
     """ts and rank of SGLang rows, as ``extract._sg_common`` computes them from the groups."""
-    ts = np.array([cache.sglang(k + b"|")[0] for k in s.keys1], np.float64)[s.codes1]
+    ts = np.array([cache.sglang_ts(k) for k in s.keys1], np.float64)[s.codes1]
     ms, has_ms = s.floats["ms"]
     if has_ms.any():
         ts = ts + np.where(has_ms, ms, 0.0)  # FastPeel: ts += float("0." + ms)
     # ts does not depend on the ranks, nor the rank on date and time (peel_engine_header)
-    ranks = [cache.sglang(b"2000-01-01|00:00:00|" + k)[1] for k in s.keys2]
-    return ts, _ranks(ranks, s.codes2)
+    return ts, _ranks([cache.sglang_rank(k) for k in s.keys2], s.codes2)
 
 
 def _ranks(ranks: list[str], codes: np.ndarray) -> pa.DictionaryArray:
