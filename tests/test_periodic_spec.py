@@ -12,7 +12,6 @@ import struct
 import sys
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -44,12 +43,9 @@ def _sample(name: str, n: int = 40) -> list[bytes]:
     return got
 
 
-def _msg(spec: LineSpec, line: bytes) -> str:
-    """The message after a plain header (the per-line parsers' ``line.msg``)."""
-    text = line.decode()
-    if spec.engine == "sglang":
-        return text.split("] ", 1)[1]
-    return text.split("] ", 1)[1]
+def _msg(line: bytes) -> str:
+    """The message after a plain header of either engine (the parsers' ``line.msg``)."""
+    return line.decode().split("] ", 1)[1]
 
 
 def _three(spec: LineSpec, lines: list[bytes]) -> tuple[list[dict], list[dict], list[dict] | None]:
@@ -57,7 +53,7 @@ def _three(spec: LineSpec, lines: list[bytes]) -> tuple[list[dict], list[dict], 
     rx = re.compile(spec.regex("python"), re.ASCII)
     per_line = []
     for ln in lines:
-        m = rx.match(_msg(spec, ln).rstrip("\r\n"))
+        m = rx.match(_msg(ln).rstrip("\r\n"))
         per_line.append(spec.read(m) if m else {})
     kind = declared(spec)
     block = b"".join(ln + b"\n" for ln in lines)
@@ -207,4 +203,3 @@ def test_a_declaration_must_say_how_it_decides() -> None:
         LineSpec("x", "sglang", "decode_batch", seq("Decode {a:int}"))  # no Tail
     with pytest.raises(ValueError):
         seq("{a:float}")  # no such type
-    assert pa is not None
