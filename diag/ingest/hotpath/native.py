@@ -160,7 +160,10 @@ class NativeScanner:
             kid, ni, nf, has_str, _key2 = built[kind.name]
             layout = LAYOUTS[kind.name]
             assert (ni, nf) == (len(layout.ints), len(layout.floats)), kind.name
-            excl = _cscan.litset([w.encode() for w in kind.exclude_words])
+            words = [w.encode() for w in kind.exclude_words]
+            if len(words) > 255 or not all(len(w) >= 2 and w.isascii() for w in words):
+                continue  # more triggers than a C literal set holds: RE2 reads this kind
+            excl = _cscan.litset(words)
             self._ids[kind.name] = (kid, layout, excl, bool(has_str))
         heads = [
             (int.from_bytes(h[:4], "little"), k) for k, kd in enumerate(kinds) for h in kd.heads
