@@ -13,7 +13,12 @@ setup(
     ext_modules=[
         Extension(
             "diag.ingest.hotpath._cscan",
-            sources=[HOTPATH + "_cscan.c", HOTPATH + "_cscan_sglang.c", HOTPATH + "_cscan_vllm.c"],
+            sources=[
+                HOTPATH + "_cscan.c",
+                HOTPATH + "_cscan_prog.c",
+                HOTPATH + "_cscan_sglang.c",
+                HOTPATH + "_cscan_vllm.c",
+            ],
             depends=[HOTPATH + "_cscan.h"],
             extra_compile_args=["-O2", "-std=gnu11"],
             optional=True,

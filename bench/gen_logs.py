@@ -107,9 +107,10 @@ ValueError: The input (131200 tokens) is longer than the model's context length 
 
 
 def sglang_lines(
-    target_bytes: int, seed: int = 0, restarts: int = 0, tracebacks: int = 1
+    target_bytes: int, seed: int = 0, restarts: int = 0, tracebacks: int = 1, real: bool = False
 ) -> Iterator[str]:
-    """Lines of an SGLang log of about ``target_bytes`` (newlines not included)."""
+    """Lines of an SGLang log of about ``target_bytes`` (newlines not included); ``real``:
+    the steady state in the shapes real logs have (``_sglang_real``)."""
     rng = random.Random(seed)
     clock = _Clock(datetime(2025, 6, 10, 8, 0, tzinfo=timezone.utc).timestamp(), 0.004, sglang=True)
     max_bs = 160
@@ -132,7 +133,8 @@ def sglang_lines(
             tb_at.pop(0)
             block = _SGLANG_TRACEBACK.format(ts=ts).split("\n")
         else:
-            block = [_sglang_steady(rng, ts, rid_pool, running, queue)]
+            steady = _sglang_real if real else _sglang_steady
+            block = [steady(rng, ts, rid_pool, running, queue)]
             x = rng.random()
             if x < 0.02:
                 running = max(1, min(256, running + rng.randint(-12, 12)))
@@ -187,6 +189,92 @@ def _sglang_steady(rng: random.Random, ts: str, rids: list[str], running: int, q
         f"[{ts}] Finish: obj=GenerateReqInput(rid='{rid}'), out={{'text': '{_prompt(rng, 2, 5)}', "
         f"'meta_info': {{'id': '{rid}', 'finish_reason': {{'type': 'length', 'length': {ct}}}, "
         f"'prompt_tokens': {pt}, 'completion_tokens': {ct}, 'cached_tokens': 0, 'e2e_latency': {rng.uniform(0.2, 9):.3f}}}}}"
+    )
+
+
+# The shapes of a real busy SGLang server (sglang==0.5.2), each with its weight:
+# * decode lines from every DP rank of an 8-way DP-attention node, "[ts DPk TPk EPk]"
+#   (scheduler_metrics_mixin.py:199-221), the trailing ", " stripped on 50 of 82 decode lines
+#   (shared/corpus/real), as log collectors do;
+# * log_requests at the default level 2 (server_args.py:197; tokenizer_manager.py:351, :687,
+#   :982): "Receive: obj=GenerateReqInput(...)" with every field of the dataclass
+#   (io_struct.py:65, chat-templated text), "Finish: obj=..., out={'text': ..., 'output_ids':
+#   [...], 'meta_info': {...}}" (tokenizer_manager.py:1202-1245);
+# * uvicorn access lines for traffic, health probes and metric scrapes.
+_REAL_WEIGHTS = (("uvicorn", 0.45), ("decode", 0.30), ("prefill", 0.07), ("receive", 0.09))
+_STRIPPED = 50 / 82
+_REQ_FIELDS = (
+    "input_ids=None, input_embeds=None, image_data=None, video_data=None, audio_data=None, "
+    "sampling_params={{'max_new_tokens': {mnt}, 'temperature': 0.7, 'top_p': 0.95}}, "
+    "rid='{rid}', return_logprob=False, logprob_start_len=-1, top_logprobs_num=0, "
+    "token_ids_logprob=None, return_text_in_logprobs=False, stream={stream}, log_metrics=True, "
+    "return_hidden_states=False, modalities=None, session_params=None, lora_path=None, "
+    "lora_id=None, custom_logit_processor=None, bootstrap_host=None, bootstrap_port=None, "
+    "bootstrap_room=None, bootstrap_pair_key=None, data_parallel_rank=None, background=False, "
+    "conversation_id=None, label=None, priority=None, return_bytes=False"
+)
+
+
+def _chat(rng: random.Random, lo: int, hi: int) -> str:
+    return (
+        "<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n<|im_start|>user\\n"
+        + _prompt(rng, lo, hi)
+        + "<|im_end|>\\n<|im_start|>assistant\\n"
+    )
+
+
+def _sglang_real(rng: random.Random, ts: str, rids: list[str], running: int, queue: int) -> str:
+    x = rng.random()
+    kind = next((k for k, w in _REAL_WEIGHTS if (x := x - w) < 0), "finish")
+    if kind == "uvicorn":
+        port = rng.randint(30000, 65000)
+        y = rng.random()
+        if y < 0.6:
+            return f'[{ts}] INFO:     10.0.{rng.randint(0, 9)}.{rng.randint(1, 250)}:{port} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+        if y < 0.9:
+            return f'[{ts}] INFO:     127.0.0.1:{port} - "GET /health HTTP/1.1" 200 OK'
+        return f'[{ts}] INFO:     10.1.0.7:{port} - "GET /metrics HTTP/1.1" 200 OK'
+    dp = rng.randrange(8)
+    head = f"[{ts} DP{dp} TP{dp} EP{dp}]"
+    tail = "," if rng.random() < _STRIPPED else ", "
+    if kind == "decode":
+        bs = max(1, running // 8 + rng.randint(-3, 3))
+        tok = bs * rng.randint(300, 900)
+        return (
+            f"{head} Decode batch. #running-req: {bs}, #token: {tok}, token usage: {tok / 981344:.2f}, "
+            f"cuda graph: {bs <= 160}, gen throughput (token/s): {bs * rng.uniform(20, 40):.2f}, "
+            f"#queue-req: {queue}{tail}"
+        )
+    if kind == "prefill":
+        new_seq = rng.randint(1, 4)
+        return (
+            f"{head} Prefill batch. #new-seq: {new_seq}, #new-token: {new_seq * rng.randint(64, 2048)}, "
+            f"#cached-token: {rng.randint(0, 512)}, token usage: {rng.uniform(0, 0.9):.2f}, "
+            f"#running-req: {running // 8}, #queue-req: {queue}{tail}"
+        )
+    mnt = rng.choice((128, 256, 512))
+    if kind == "receive" or not rids:
+        rid = f"{rng.getrandbits(128):032x}"
+        rids.append(rid)
+        if len(rids) > 512:
+            del rids[: len(rids) - 512]
+        fields = _REQ_FIELDS.format(mnt=mnt, rid=rid, stream=rng.random() < 0.7)
+        return f"[{ts}] Receive: obj=GenerateReqInput(text='{_chat(rng, 4, 30)}', {fields})"
+    rid = rids.pop(rng.randrange(len(rids)))
+    pt, ct = rng.randint(16, 4096), rng.randint(1, mnt)
+    fields = _REQ_FIELDS.format(mnt=mnt, rid=rid, stream=False)
+    ids = ", ".join(str(rng.randrange(151_000)) for _ in range(min(ct, 64)))
+    reason = (
+        f"{{'type': 'length', 'length': {ct}}}"
+        if ct == mnt
+        else "{'type': 'stop', 'matched': 151645}"
+    )
+    return (
+        f"[{ts}] Finish: obj=GenerateReqInput(text='{_chat(rng, 4, 30)}', {fields}), "
+        f"out={{'text': '{_prompt(rng, 4, 30)}', 'output_ids': [{ids}], 'meta_info': {{'id': '{rid}', "
+        f"'finish_reason': {reason}, 'prompt_tokens': {pt}, 'weight_version': 'default', "
+        f"'completion_tokens': {ct}, 'cached_tokens': {rng.randint(0, pt)}, "
+        f"'e2e_latency': {rng.uniform(0.2, 9):.3f}}}}}"
     )
 
 
@@ -329,7 +417,16 @@ def write_log(path: Path, lines: Iterable[str]) -> int:
     return n
 
 
-GENERATORS: dict[str, Callable[..., Iterator[str]]] = {"sglang": sglang_lines, "vllm": vllm_lines}
+def sglang_real_lines(target_bytes: int, **kw: object) -> Iterator[str]:
+    """``sglang_lines`` in the shapes of real logs."""
+    return sglang_lines(target_bytes, real=True, **kw)  # type: ignore[arg-type]
+
+
+GENERATORS: dict[str, Callable[..., Iterator[str]]] = {
+    "sglang": sglang_lines,
+    "vllm": vllm_lines,
+    "sglang-real": sglang_real_lines,
+}
 
 
 def main() -> None:  # pragma: no cover - manual use

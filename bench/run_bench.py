@@ -155,7 +155,7 @@ def ensure_log(engine: str, size: int) -> Path:
 def anchors_file(engine: str) -> Path:
     from diag.ingest import parsers_for
 
-    anchors = sorted({a for p in parsers_for(engine) for a in p.anchors})
+    anchors = sorted({a for p in parsers_for(engine.split("-")[0]) for a in p.anchors})
     path = OUT / f"{engine}.anchors"
     path.write_text("\n".join(anchors) + "\n")
     return path

@@ -33,6 +33,15 @@ from diag.event_frames import BulkPart, FieldType, build_frame, compact_bulk
 
 COMMON_COLUMNS: tuple[str, ...] = ("source", "line", "ts", "rank", "instance")
 
+#: the most digits an int field holds: numbers are kept in float64 columns, exact to 2**53;
+#: a value of more digits is dropped with an input note (the bulk scanners accept no more)
+INT_DIGITS = 15
+#: the magnitude past which a field's value is dropped, per field type (NaN is "missing")
+#: the most digits a number's text is converted from (Python refuses more than 4300); a longer
+#: one stands as 10**TEXT_DIGITS, past every limit, and is dropped like any other
+TEXT_DIGITS = 4000
+FIELD_LIMITS: dict[str, float] = {"int": 10.0**INT_DIGITS, "bool": 2.0, "float": math.inf}
+
 
 @dataclass(frozen=True)
 class EventKind:
@@ -277,7 +286,9 @@ class _Table:
     def _plan(self) -> None:
         # per-column bound append methods grouped by conversion: the hot loop does no lookups
         self._numeric = [
-            (n, self.cols[n].append) for n, t in self.types.items() if t in ("int", "float", "bool")
+            (n, self.cols[n].append, FIELD_LIMITS[t])
+            for n, t in self.types.items()
+            if t in FIELD_LIMITS
         ]
         self._json = [(n, self.cols[n].append) for n, t in self.types.items() if t == "json"]
         self._plain = [
@@ -293,18 +304,33 @@ class _Table:
         self.kind, self.cols, self.types, self.n = state
         self._plan()
 
-    def append(self, values: Mapping[str, Any]) -> None:
+    def append(self, values: Mapping[str, Any]) -> list[str]:
+        """Add one row; returns what was dropped from it (a number past its field's range,
+        ``FIELD_LIMITS``), each as the text of an input note (empty: nothing dropped)."""
         get = values.get
         nan = math.nan
-        for name, add in self._numeric:
+        dropped: list[str] = []
+        for name, add, limit in self._numeric:
             v = get(name)
-            add(nan if v is None else float(v))
+            if v is None:
+                add(nan)
+                continue
+            try:
+                f = float(v)
+            except OverflowError:  # an int of more than ~308 digits
+                f = math.inf
+            if -limit < f < limit or f != f:
+                add(f)
+            else:
+                add(nan)
+                dropped.append(_dropped_note(self.kind.name, name, self.types[name], v))
         for name, add in self._json:
             v = get(name)
             add(None if v is None else encode_json(v))
         for name, add in self._plain:
             add(get(name))
         self.n += 1
+        return dropped
 
     def extend(self, other: _Table) -> None:
         for name in self.types:
@@ -348,7 +374,8 @@ class EventSink:
         if table is None:
             table = self.tables[kind] = _Table(EVENT_KINDS[kind])
         fields.update(source=source, line=line, ts=ts, rank=rank or "", instance=instance)
-        table.append(fields)
+        for text in table.append(fields):
+            self.emit("input_note", source, line, ts, rank, instance, text=text)
 
     def merge(self, other: EventSink) -> None:
         for name, parts in other.bulk.items():
@@ -380,6 +407,19 @@ class EventSink:
 
     def to_tables(self) -> EventTables:
         return EventTables({name: self.pop_frame(name) for name in self.kinds()})
+
+
+def _dropped_note(kind: str, name: str, typ: str, value: Any) -> str:
+    """The input note of a dropped number: which field, and what made it unreadable (no line
+    number in the text, so the note of an input is said once however often it happens)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        what = "a number too large for a float64" if math.isinf(value) else f"the number {value}"
+    elif abs(value) >= 10**TEXT_DIGITS:
+        what = f"a number of more than {TEXT_DIGITS} digits"
+    else:
+        what = f"a {len(str(abs(value)))}-digit number"
+    bound = f"at most {INT_DIGITS} digits" if typ == "int" else f"a {typ}"
+    return f"{kind} {name}: {what} is past what the field holds ({bound}): dropped"
 
 
 _EMPTY: dict[str, pd.DataFrame] = {}

@@ -98,19 +98,24 @@ def ingest(
         sink, streams, found = _ingest_here(groups, inputs, meter, snapshot_limit, use_hot)
     tables = _to_tables(sink)
     del sink
-    settle_years(tables, streams)
-    _attach_notes(tables, inputs)
+    time_notes = settle_years(tables, streams)
+    _attach_notes(tables, inputs, time_notes)
     release_freed_memory()  # what reading and framing freed goes back before analysis
     return Ingested(tables, inputs, streams, found.snapshots, found.profiles, found.traces)
 
 
-def _attach_notes(tables: EventTables, inputs: list[InputStatus]) -> None:
-    """Input notes that parsers found (a log cut inside a traceback) onto their input's row."""
+def _attach_notes(
+    tables: EventTables, inputs: list[InputStatus], more: dict[str, str] | None = None
+) -> None:
+    """Input notes that parsers found (a log cut inside a traceback), and ``more`` (source ->
+    note: timestamps outside the years a log holds), onto their input's row."""
     notes = tables["input_note"]
-    if notes.empty:
+    pairs = list(notes[["source", "text"]].itertuples(index=False, name=None))
+    pairs.extend((more or {}).items())
+    if not pairs:
         return
     by_path = {i.path: i for i in inputs}
-    for src, text in notes[["source", "text"]].itertuples(index=False, name=None):
+    for src, text in pairs:
         status = by_path.get(str(src))
         if status is not None and text not in status.notes:
             status.notes.append(str(text))

@@ -21,6 +21,13 @@ from diag.events import EventTables
 from diag.model import Stream
 from diag.normalize.prefix import NO_YEAR
 
+#: the years a log's timestamps can fall in: from the epoch (stamps are epoch seconds) to the
+#: end of datetime64[ns], the range pandas and Arrow exports of the tables assume. A stamp
+#: outside is not a timestamp (a garbled or hostile header): the row keeps no time, and its
+#: input is noted.
+LOG_YEARS = range(1970, 2262)
+_FIRST = datetime(LOG_YEARS.start, 1, 1, tzinfo=timezone.utc).timestamp()
+_LAST = datetime(LOG_YEARS.stop, 1, 1, tzinfo=timezone.utc).timestamp()
 _START = datetime(NO_YEAR, 1, 1, tzinfo=timezone.utc).timestamp()
 _END = datetime(NO_YEAR + 1, 1, 1, tzinfo=timezone.utc).timestamp()
 
@@ -65,22 +72,46 @@ def _source_codes(col: pd.Series) -> tuple[np.ndarray, list[str]]:
 
 
 def _years(ts: np.ndarray) -> np.ndarray:
-    """The UTC year of each epoch-seconds stamp, by a table over the days the stamps span
-    (a log spans a few days: millions of stamps, a handful of distinct years)."""
-    days = np.floor(ts / 86400.0).astype(np.int64)
-    first, last = int(days.min()), int(days.max())
-    if last - first > 100_000:  # far-apart stamps (a garbled one): convert each
-        return pd.to_datetime(ts, unit="s", utc=True).year.to_numpy(np.int64)
-    span = np.arange(first, last + 1).astype("datetime64[D]")
-    year_of_day = span.astype("datetime64[Y]").astype(np.int64) + 1970
-    return year_of_day[days - first]
+    """The UTC year of each epoch-seconds stamp (within ``LOG_YEARS``), by numpy's calendar
+    arithmetic on days: no Timestamp objects, so no bound but int64 days."""
+    days = np.floor(ts / 86400.0).astype(np.int64).astype("datetime64[D]")
+    return days.astype("datetime64[Y]").astype(np.int64) + 1970
 
 
-def settle_years(tables: EventTables, streams: list[Stream]) -> None:
-    """Give every stream's year-less timestamps a year, and say where it came from.
+def _drop_timeless(frames: dict[str, pd.DataFrame]) -> dict[str, str]:
+    """Stamps outside ``LOG_YEARS`` become missing, in place; the note of each source that
+    had one (its first such line)."""
+    notes: dict[str, tuple[int, str]] = {}
+    for name, frame in frames.items():
+        if frame.empty:
+            continue
+        ts = frame["ts"].to_numpy(dtype="float64", na_value=np.nan)
+        bad = ~np.isnan(ts) & ((ts < _FIRST) | (ts >= _LAST))
+        if not bad.any():
+            continue
+        for i in np.flatnonzero(bad).tolist():
+            src, line = str(frame["source"].iat[i]), int(frame["line"].iat[i])
+            if src not in notes or line < notes[src][0]:
+                year = int(_years(ts[i : i + 1])[0]) if abs(ts[i]) < 1e15 else None
+                when = f"year {year}" if year is not None else f"{ts[i]:.0f} s from the epoch"
+                notes[src] = (line, when)
+        new = ts.copy()
+        new[bad] = np.nan
+        frames[name] = frame.assign(ts=new)
+    return {
+        src: f"a timestamp in {when} (line {line}) is outside the years a log can hold "
+        f"({LOG_YEARS.start}-{LOG_YEARS.stop - 1}): such lines are read without a time"
+        for src, (line, when) in notes.items()
+    }
+
+
+def settle_years(tables: EventTables, streams: list[Stream]) -> dict[str, str]:
+    """Give every stream's year-less timestamps a year, and say where it came from; returns
+    the input note of each source whose stamps were outside ``LOG_YEARS`` (now missing).
 
     One grouped pass per event table (never one pass per stream: a folder may hold 10,000)."""
     frames = tables._frames
+    notes = _drop_timeless(frames)
     years: dict[str, Counter[int]] = {}
     yearless: set[str] = set()
     for frame in frames.values():
@@ -122,7 +153,7 @@ def settle_years(tables: EventTables, streams: list[Stream]) -> None:
                 year, stream.year_source = datetime.now(timezone.utc).year, "unknown"
         target.update({src: year for src in stream.sources if src in yearless})
     if not target:
-        return
+        return notes
     for name, frame in frames.items():
         if frame.empty:
             continue
@@ -135,3 +166,4 @@ def settle_years(tables: EventTables, streams: list[Stream]) -> None:
             mine = (year_of == year).to_numpy()
             new[mine] = _shift(ts[mine], int(year))
         frames[name] = frame.assign(ts=new)
+    return notes

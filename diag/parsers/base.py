@@ -9,11 +9,12 @@ blocks see every line first, prefiltered or not, until they report they are done
 
 from __future__ import annotations
 
+import math
 import re
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, TypeVar
 
-from diag.events import EventSink
+from diag.events import TEXT_DIGITS, EventSink
 from diag.normalize.prefix import LogLine
 
 S = TypeVar("S")
@@ -78,7 +79,7 @@ NUM = r"-?\d[\d,]*(?:\.\d+)?"
 
 def num(text: str | None) -> float | None:
     """'2,925,232' -> 2925232.0; None/'' -> None."""
-    if text is None or text == "":
+    if text is None or text == "" or not text.isascii():  # ASCII digits only, as in bulk
         return None
     try:
         return float(text.replace(",", ""))
@@ -86,9 +87,30 @@ def num(text: str | None) -> float | None:
         return None
 
 
+def digits_int(t: str) -> int:
+    """The exact int of an (optionally signed) ASCII digit text. More than ``TEXT_DIGITS``
+    digits give 10**TEXT_DIGITS (signed): past every field's range, so the sink drops it
+    with an input note (``events.FIELD_LIMITS``); Python refuses to convert such texts."""
+    neg = t[:1] == "-"
+    if len(t) - neg > TEXT_DIGITS:
+        return -(10**TEXT_DIGITS) if neg else 10**TEXT_DIGITS
+    return int(t)
+
+
 def to_int(text: str | None) -> int | None:
+    """'2,925,232' -> 2925232, exactly (no float rounding); None/'' -> None."""
+    if text is None or text == "":
+        return None
+    t = text.replace(",", "")
+    digits = t[1:] if t[:1] == "-" else t
+    if digits.isascii() and digits.isdigit():
+        return digits_int(t)
     v = num(text)
-    return None if v is None else int(v)
+    if v is None or math.isnan(v):
+        return None
+    if math.isinf(v):
+        return -(10**TEXT_DIGITS) if v < 0 else 10**TEXT_DIGITS
+    return int(v)
 
 
 def parse_int_list(text: str) -> list[int] | None:

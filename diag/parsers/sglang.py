@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diag.normalize.prefix import LogLine
+from diag.parsers import periodic
 from diag.parsers.base import Block, Context, LineParser, num, parse_int_list, to_int
 from diag.parsers.configs import parse_kwargs
 
@@ -46,40 +47,26 @@ _TQDM = re.compile(
 )
 _BARE_TQDM = re.compile(r"^\s*\d+%\|[^|]*\|\s*(?P<done>\d+)/(?P<total>\d+) \[")
 # §5.1 / §5.2 batch lines
-_RUNNING = re.compile(r"#running-req: (\d+)")
-_TOKEN = re.compile(r"#token: (\d+)")
-_USAGE = re.compile(r"token usage: (\d+(?:\.\d+)?)")
-_GRAPH_FLAG = re.compile(r"\b(?:cuda|cpu|npu|musa|xpu|device) graph: (True|False)")
-_GEN = re.compile(r"gen throughput \(token/s\): " + _F)
-_QUEUE = re.compile(r"#queue-req: (\d+)")
-_ACCEPT = re.compile(r"accept len: " + _F)
-_NEW_SEQ = re.compile(r"#(?:new-seq|seq): (\d+)")
-_NEW_TOKEN = re.compile(r"#new[-_]token: (\d+)")
-_CACHED = re.compile(r"#cached[-_]token: (\d+)")
-_INPUT_TPUT = re.compile(r"input throughput \(token/s\): " + _F)
-_OLD_PREFILL_RUNNING = re.compile(r"#running_req: (\d+)")
-_OLD_PREFILL_QUEUE = re.compile(r"#remaining_req: (\d+)")
-# The common layouts of §5.1 (D4, D5, D7, D9-D18) and §5.2 (P5, P9-P13) as one anchored
+_RUNNING = re.compile(r"#running-req: (\d+)", re.ASCII)
+_TOKEN = re.compile(r"#token: (\d+)", re.ASCII)
+_USAGE = re.compile(r"token usage: (\d+(?:\.\d+)?)", re.ASCII)
+_GRAPH_FLAG = re.compile(r"\b(?:cuda|cpu|npu|musa|xpu|device) graph: (True|False)", re.ASCII)
+_GEN = re.compile(r"gen throughput \(token/s\): " + _F, re.ASCII)
+_QUEUE = re.compile(r"#queue-req: (\d+)", re.ASCII)
+_ACCEPT = re.compile(r"accept len: " + _F, re.ASCII)
+_NEW_SEQ = re.compile(r"#(?:new-seq|seq): (\d+)", re.ASCII)
+_NEW_TOKEN = re.compile(r"#new[-_]token: (\d+)", re.ASCII)
+_CACHED = re.compile(r"#cached[-_]token: (\d+)", re.ASCII)
+_INPUT_TPUT = re.compile(r"input throughput \(token/s\): " + _F, re.ASCII)
+_OLD_PREFILL_RUNNING = re.compile(r"#running_req: (\d+)", re.ASCII)
+_OLD_PREFILL_QUEUE = re.compile(r"#remaining_req: (\d+)", re.ASCII)
+# The common layouts of §5.1 (D4, D5, D7, D9-D18) and §5.2 (P5, P9-P13), declared once in
+# diag/parsers/periodic.py (the hot path reads the same declarations), as one anchored
 # regex each: one match instead of eight searches. A line they accept has each field once,
 # in place, with nothing after the queue length, so every field is what the per-field
 # searches below would find; any other layout falls through to those searches.
-_FAST_DECODE = re.compile(
-    r"Decode batch[.,] #running-req: (\d+), #token: (\d+), token usage: (\d+(?:\.\d+)?), "
-    r"(?:accept len: " + _F + r", (?:accept rate: \d+(?:\.\d+)?, )?)?"
-    r"(?:(?:cuda|cpu|npu|musa|xpu|device) graph: (True|False), )?"
-    r"gen throughput \(token/s\): " + _F + r", #queue-req: (\d+)(?:, )?\s*$"
-)
-_FAST_PREFILL = re.compile(
-    r"Prefill batch[.,] #new-seq: (\d+), #new-token: (\d+), #cached-token: (\d+), "
-    r"token usage: \d+(?:\.\d+)?, #running-req: (\d+), #queue-req: (\d+)"
-    r"(?:, input throughput \(token/s\): "
-    + _F
-    + r", (?:cuda|cpu|npu|musa|xpu|device) graph: (True|False)"
-    r"|, (?:cuda|cpu|npu|musa|xpu|device) graph: (True|False), input throughput \(token/s\): "
-    + _F
-    + r")?"
-    r"(?:, )?\s*$"
-)
+_FAST_DECODE = re.compile(periodic.SG_DECODE.regex("python"), re.ASCII)
+_FAST_PREFILL = re.compile(periodic.SG_PREFILL.regex("python"), re.ASCII)
 # §3 memory
 _KV_ALLOC = re.compile(
     r"KV Cache is allocated\.(?: dtype: [\w.]+,)?(?: #tokens: (?P<tok>\d+),)?"
@@ -91,7 +78,9 @@ _SUMMARY_FIELDS = re.compile(
     r"(chunked_prefill_size|max_prefill_tokens|max_running_requests|context_len)=(-?\d+)"
 )
 _RETRACT = re.compile(r"#retracted_reqs: (\d+)")
-_REQ_RID = re.compile(r"rid='([^']+)'")
+_REQ_RID = re.compile(r"rid='([^']+)'", re.ASCII)
+_REQ_PT = re.compile(r"'prompt_tokens': (\d+)", re.ASCII)
+_REQ_CT = re.compile(r"'completion_tokens': (\d+)", re.ASCII)
 
 _DISABLED = (
     ("Cuda graph is disabled for prefill server", "prefill_server"),
@@ -202,20 +191,7 @@ class SGLangParser(LineParser):
         msg = line.msg
         fast = _FAST_DECODE.match(msg)
         if fast is not None:
-            run_s, tok_s, usage, accept, graph, gen, queue_s = fast.groups()
-            # int() where float() could not round differently (what to_int does)
-            ctx.emit(
-                "decode_batch",
-                line,
-                engine=ENGINE,
-                batch_size=int(run_s) if len(run_s) < 16 else to_int(run_s),
-                tokens=int(tok_s) if len(tok_s) < 16 else to_int(tok_s),
-                token_usage=float(usage),
-                cuda_graph=None if graph is None else graph == "True",
-                gen_throughput=float(gen),
-                queue=int(queue_s) if len(queue_s) < 16 else to_int(queue_s),
-                accept_len=None if accept is None else float(accept),
-            )
+            ctx.emit("decode_batch", line, engine=ENGINE, **periodic.SG_DECODE.read(fast))
             return
         queue = _i(_QUEUE, msg)
         running = _i(_RUNNING, msg)
@@ -239,21 +215,7 @@ class SGLangParser(LineParser):
         msg = line.msg
         fast = _FAST_PREFILL.match(msg)
         if fast is not None:
-            seq_s, new_s, cached_s, run_s, queue_s, tput_a, graph_a, graph_b, tput_b = fast.groups()
-            graph = graph_a or graph_b
-            tput = tput_a or tput_b
-            ctx.emit(
-                "prefill_batch",
-                line,
-                engine=ENGINE,
-                new_seq=int(seq_s) if len(seq_s) < 16 else to_int(seq_s),
-                new_tokens=int(new_s) if len(new_s) < 16 else to_int(new_s),
-                cached_tokens=int(cached_s) if len(cached_s) < 16 else to_int(cached_s),
-                running=int(run_s) if len(run_s) < 16 else to_int(run_s),
-                queue=int(queue_s) if len(queue_s) < 16 else to_int(queue_s),
-                cuda_graph=None if graph is None else graph == "True",
-                input_throughput=None if tput is None else float(tput),
-            )
+            ctx.emit("prefill_batch", line, engine=ENGINE, **periodic.SG_PREFILL.read(fast))
             return
         queue = _i(_QUEUE, msg)
         if queue is None:
@@ -297,8 +259,8 @@ class SGLangParser(LineParser):
                 engine=ENGINE,
                 phase=phase,
                 mode=None,
-                done=int(m.group("done")),
-                total=int(m.group("total")),
+                done=to_int(m.group("done")),
+                total=to_int(m.group("total")),
                 size=size,
                 avail_mem_gib=num(m.group(4)),
             )
@@ -314,8 +276,8 @@ class SGLangParser(LineParser):
                 engine=ENGINE,
                 phase=open_phase,
                 mode=None,
-                done=int(bare.group("done")),
-                total=int(bare.group("total")),
+                done=to_int(bare.group("done")),
+                total=to_int(bare.group("total")),
                 size=None,
                 avail_mem_gib=None,
             )
@@ -405,7 +367,7 @@ class SGLangParser(LineParser):
                         line,
                         engine=ENGINE,
                         name="kv_tokens",
-                        value=int(m.group("tok")),
+                        value=to_int(m.group("tok")),
                         unit="tokens",
                     )
                 kv = None
@@ -425,12 +387,12 @@ class SGLangParser(LineParser):
                     line,
                     engine=ENGINE,
                     name="max_total_num_tokens",
-                    value=int(m.group(1)),
+                    value=to_int(m.group(1)),
                     unit="tokens",
                 )
             for key, value in _SUMMARY_FIELDS.findall(msg):
                 ctx.emit(
-                    "config", line, engine=ENGINE, origin="scheduler", key=key, value=int(value)
+                    "config", line, engine=ENGINE, origin="scheduler", key=key, value=to_int(value)
                 )
             avail = _f(_AVAIL, msg)
             if avail is not None:
@@ -502,8 +464,8 @@ class SGLangParser(LineParser):
         action = "received" if "Receive:" in msg else "finished"
         fields: dict[str, Any] = {}
         if action == "finished":
-            pt = re.search(r"'prompt_tokens': (\d+)", msg)
-            ct = re.search(r"'completion_tokens': (\d+)", msg)
+            pt = _REQ_PT.search(msg)
+            ct = _REQ_CT.search(msg)
             fields["prompt_tokens"] = to_int(pt.group(1)) if pt else None
             fields["max_new_tokens"] = to_int(ct.group(1)) if ct else None
         ctx.emit(

@@ -1,6 +1,8 @@
 /* diag.ingest.hotpath._cscan: the compiled scanner of the hot path.
  *
- *   scan(kind, block, offsets, idx, excl, rows, ints, ivalid, floats, fvalid, key1, key2,
+ *   program(header, ops, lits, n ints, n floats, has str) -> capsule: a declared line
+ *       (diag/parsers/periodic.py) for scan, interpreted by _cscan_prog.c.
+ *   scan(kind or program, block, offsets, idx, excl, rows, ints, ivalid, floats, fvalid, key1, key2,
  *        stroff) -> (count, keys1, keys2, strdata)
  *       matches the candidate lines ``idx`` of one kind; the accepted ones are written
  *       compacted (row r < count): line index, int/float columns (column c at [c*m, (c+1)*m),
@@ -293,13 +295,10 @@ typedef struct {
     int ni, nf, str, key2;
 } KindDef;
 
+/* the free-text lines; the declared ones come as programs (py_program) */
 static const KindDef KINDS[] = {
-    {"sglang.decode", cs_sg_decode, 4, 4, 0, 1},
-    {"sglang.prefill", cs_sg_prefill, 6, 2, 0, 1},
     {"sglang.receive", cs_sg_receive, 0, 1, 1, 1},
     {"sglang.finish", cs_sg_finish, 2, 1, 1, 1},
-    {"vllm.step", cs_vl_step, 3, 0, 1, 1},
-    {"vllm.stats", cs_vl_stats, 3, 3, 0, 1},
     {"vllm.received", cs_vl_received, 1, 0, 1, 1},
     {"vllm.added", cs_vl_added, 0, 0, 1, 1},
 };
@@ -331,25 +330,82 @@ static int need(Py_buffer *b, Py_ssize_t items, Py_ssize_t size, const char *wha
     return 1;
 }
 
+static void program_free(PyObject *cap) {
+    PyMem_Free(PyCapsule_GetPointer(cap, "graphdiag.program"));
+}
+
+/* program(header, ops, lits, n ints, n floats, has str) -> capsule: a declared line's op
+ * table (diag/parsers/periodic.py), checked whole before any line is read */
+static PyObject *py_program(PyObject *self, PyObject *args) {
+    (void)self;
+    int header, ni, nf, has_str;
+    Py_buffer ops, lits;
+    if (!PyArg_ParseTuple(args, "iy*y*iii", &header, &ops, &lits, &ni, &nf, &has_str))
+        return NULL;
+    PyObject *cap = NULL;
+    size_t size = sizeof(Prog) + (size_t)ops.len + (size_t)lits.len + 8;
+    Prog *pg = ops.len % 4 || ops.len > (1 << 20) || lits.len > (1 << 20) ? NULL : PyMem_Calloc(1, size);
+    if (pg == NULL) {
+        PyErr_SetString(PyExc_ValueError, "bad program size");
+        goto done;
+    }
+    pg->header = header;
+    pg->ni = ni;
+    pg->nf = nf;
+    pg->has_str = has_str != 0;
+    pg->nops = ops.len / 4;
+    pg->ops = (int32_t *)(pg + 1);
+    memcpy(pg->ops, ops.buf, (size_t)ops.len);
+    pg->lits = (uint8_t *)pg->ops + ops.len;
+    pg->nlits = (size_t)lits.len;
+    memcpy(pg->lits, lits.buf, (size_t)lits.len);
+    if (!cs_prog_check(pg)) {
+        PyMem_Free(pg);
+        PyErr_SetString(PyExc_ValueError, "malformed program");
+        goto done;
+    }
+    cap = PyCapsule_New(pg, "graphdiag.program", program_free);
+    if (cap == NULL)
+        PyMem_Free(pg);
+done:
+    PyBuffer_Release(&ops);
+    PyBuffer_Release(&lits);
+    return cap;
+}
+
 static PyObject *py_scan(PyObject *self, PyObject *args) {
     (void)self;
-    int kind;
+    PyObject *kind_obj;
     PyObject *excl_obj;
     Py_buffer block, offs, idxb, rows, ints, ival, flts, fval, key1, key2, stroff;
-    if (!PyArg_ParseTuple(args, "iy*y*y*Ow*w*w*w*w*w*w*w*", &kind, &block, &offs, &idxb,
+    if (!PyArg_ParseTuple(args, "Oy*y*y*Ow*w*w*w*w*w*w*w*", &kind_obj, &block, &offs, &idxb,
                           &excl_obj, &rows, &ints, &ival, &flts, &fval, &key1, &key2, &stroff))
         return NULL;
     PyObject *result = NULL;
     Py_buffer *all[] = {&block, &offs, &idxb, &rows, &ints, &ival, &flts, &fval, &key1, &key2,
                         &stroff};
     const LitSet *excl = NULL;
+    KindDef prog_kd = {"program", NULL, 0, 0, 0, 1};
     const KindDef *kd = NULL;
+    const Prog *prog = NULL;
     Py_ssize_t m = idxb.len / 8, nlines = offs.len / 8 - 1;
-    if (kind < 0 || kind >= NKINDS) {
-        PyErr_SetString(PyExc_ValueError, "unknown kind");
-        goto done;
+    if (PyCapsule_CheckExact(kind_obj)) {
+        if ((prog = PyCapsule_GetPointer(kind_obj, "graphdiag.program")) == NULL)
+            goto done;
+        prog_kd.ni = prog->ni;
+        prog_kd.nf = prog->nf;
+        prog_kd.str = prog->has_str;
+        kd = &prog_kd;
+    } else {
+        long kind = PyLong_AsLong(kind_obj);
+        if (kind == -1 && PyErr_Occurred())
+            goto done;
+        if (kind < 0 || kind >= NKINDS) {
+            PyErr_SetString(PyExc_ValueError, "unknown kind");
+            goto done;
+        }
+        kd = &KINDS[kind];
     }
-    kd = &KINDS[kind];
     if (excl_obj != Py_None &&
         (excl = PyCapsule_GetPointer(excl_obj, "graphdiag.litset")) == NULL)
         goto done;
@@ -388,7 +444,8 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
         r.k1n = r.k2n = 0;
         r.str = NULL;
         r.strn = 0;
-        if (!kd->match(buf + off[i], buf + off[i + 1], &r, excl))
+        if (prog != NULL ? !cs_prog_match(prog, buf + off[i], buf + off[i + 1], &r)
+                         : !kd->match(buf + off[i], buf + off[i + 1], &r, excl))
             continue;
         int32_t c1 = keytab_code(&kt1, r.k1, r.k1n);
         int32_t c2 = kd->key2 ? keytab_code(&kt2, r.k2, r.k2n) : -1;
@@ -604,6 +661,7 @@ static PyMethodDef methods[] = {
     {"locate", py_locate, METH_VARARGS, "Line offsets and the located kind of each line."},
     {"count_newlines", py_count_newlines, METH_O, "How many newline bytes a buffer holds."},
     {"kinds", py_kinds, METH_NOARGS, "{kind name: (id, n ints, n floats, has str, has key2)}."},
+    {"program", py_program, METH_VARARGS, "A declared line's op table, checked (see _cscan_prog.c)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -190,13 +190,35 @@ static inline cptr cs_find_digits(cptr s, cptr e, const char *lit, size_t n, siz
     return NULL;
 }
 
-/* ---------------------------------------------------------------- per-engine matchers */
-int cs_sg_decode(cptr s, cptr e, Row *r, const LitSet *excl);
-int cs_sg_prefill(cptr s, cptr e, Row *r, const LitSet *excl);
+/* ---------------------------------------------------------------- headers (machinery) */
+/* the engine's header up to the message: *pp advanced, the row's key1/key2 (and for SGLang
+ * float 0, the fraction of a second) filled */
+int cs_sg_header(cptr *pp, cptr e, Row *r);
+/* \((?:[A-Za-z_]\w*(?: rank=\d+)?|) ?pid=\d+(?:, ip=[^)\n]*)?\)[ \t]* (ASCII only): a process prefix */
+int cs_proc_head(cptr *pp, cptr e);
+int cs_vl_header(cptr *pp, cptr e, Row *r);
+
+/* ---------------------------------------------------------------- declared lines */
+#define CS_HDR_SGLANG 0
+#define CS_HDR_VLLM 1
+
+/* one line shape's op table (diag/parsers/periodic.py LineSpec.program), see _cscan_prog.c */
+typedef struct {
+    int header;  /* CS_HDR_* */
+    int ni, nf;  /* row columns it fills */
+    int has_str; /* an UPPER field is kept (r->str) */
+    int64_t nops;
+    int32_t *ops;
+    size_t nlits;
+    uint8_t *lits;
+} Prog;
+
+int cs_prog_check(const Prog *pg);
+int cs_prog_match(const Prog *pg, cptr s, cptr e, Row *r);
+
+/* ---------------------------------------------------------------- free-text lines */
 int cs_sg_receive(cptr s, cptr e, Row *r, const LitSet *excl);
 int cs_sg_finish(cptr s, cptr e, Row *r, const LitSet *excl);
-int cs_vl_step(cptr s, cptr e, Row *r, const LitSet *excl);
-int cs_vl_stats(cptr s, cptr e, Row *r, const LitSet *excl);
 int cs_vl_received(cptr s, cptr e, Row *r, const LitSet *excl);
 int cs_vl_added(cptr s, cptr e, Row *r, const LitSet *excl);
 

@@ -1,175 +1,168 @@
-/* SGLang line matchers of the compiled scanner: the strict C form of the RE2 kinds
- * sglang.decode, .prefill, .receive and .finish of diag/ingest/hotpath/kinds.py.
- * Column layout of each (the order diag/ingest/hotpath/native.py reads):
- *   decode  ints bs tok queue graph          floats ms usage gen acc
- *   prefill ints seq new cached run queue graph   floats ms tput
+/* SGLang pieces of the compiled scanner: the header (machinery for every SGLang line,
+ * the declared ones included: diag/parsers/periodic.py) and the free-text request lines
+ * sglang.receive and .finish of diag/ingest/hotpath/kinds.py. Column layout of those (the
+ * order diag/ingest/hotpath/native.py reads):
  *   receive                                  floats ms                 str rid
  *   finish  ints pt ct                       floats ms                 str rid
  */
 #define _GNU_SOURCE
 #include "_cscan.h"
 
-/* ^\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?((?: [A-Z][A-Z_]*-?\d+)*)\] ?
- * key1 "date|time" (ts), key2 the ranks group (rank): two small caches instead of one of
- * their product; float 0 = 0.<ms> */
-static int sg_header(cptr *pp, cptr e, Row *r) {
-    cptr s = *pp, p;
-    static const char shape[] = "[dddd-dd-dd dd:dd:dd";
-    if (e - s < 22)
+/* "dddd-dd-dd" at p */
+static int sg_date(cptr p, cptr e) {
+    static const char shape[] = "dddd-dd-dd";
+    if (e - p < 10)
         return 0;
-    for (int i = 0; i < 20; i++) {
-        if (shape[i] == 'd') {
-            if (!cs_isdigit(s[i]))
-                return 0;
-        } else if (s[i] != (uint8_t)shape[i])
+    for (int i = 0; i < 10; i++)
+        if (shape[i] == 'd' ? !cs_isdigit(p[i]) : p[i] != (uint8_t)shape[i])
             return 0;
+    return 1;
+}
+
+/* "dd:dd:dd" at p */
+static int sg_time(cptr p, cptr e) {
+    if (e - p < 8)
+        return 0;
+    for (int i = 0; i < 8; i++)
+        if ((i == 2 || i == 5) ? p[i] != ':' : !cs_isdigit(p[i]))
+            return 0;
+    return 1;
+}
+
+/* the forms of normalize.prefix.peel_engine_header an SGLang line has, as far as plain:
+ *   (PROCESS pid=N[, ip=...]) ?  a ray actor's prefix (PROCESS_HEADER), then one of
+ *   [dddd-dd-dd dd:dd:dd(.ms)? RANKS] ?   (SGLANG_HEADER; the date may be missing)
+ *   dddd-dd-dd dd:dd:dd(.ms)? LEVEL PID [file:N] ?   (python logging, _PYLOG)
+ * key1 (ts): "date|time", "" without a date; key2 (rank): the ranks group, 0x1f, the
+ * process prefix. float 0 = 0.<ms> of the bracket form (peel adds it; _PYLOG does not) */
+int cs_sg_header(cptr *pp, cptr e, Row *r) {
+    cptr s = *pp, p = s, date = NULL, time_;
+    size_t hn = 0;
+    if (p < e && *p == '(') {
+        if (!cs_proc_head(&p, e))
+            return 0;
+        hn = (size_t)(p - s);
     }
-    p = s + 20;
-    if (*p == '.' || *p == ',') {
-        cptr d = ++p;
-        int64_t m = 0;
-        while (p < e && cs_isdigit(*p) && p - d < 7) {
-            m = m * 10 + (*p - '0');
-            p++;
+    cptr ranks = NULL, ranks_end = NULL;
+    if (p < e && *p == '[') {
+        p++;
+        if (sg_date(p, e) && e - p > 11 && p[10] == ' ') {
+            date = p;
+            p += 11;
         }
-        int n = (int)(p - d);
-        if (n == 0 || n > 6)
+        if (!sg_time(p, e))
             return 0;
-        static const double p10[] = {1, 10, 100, 1e3, 1e4, 1e5, 1e6};
-        r->fv[0] = (double)m / p10[n]; /* float("0." + ms): exact operands, one rounding */
-        r->fvd[0] = 1;
-    }
-    cptr ranks = p;
-    while (p < e && *p == ' ') {
-        p++;
-        if (p >= e || (unsigned)(*p - 'A') >= 26u)
+        time_ = p;
+        p += 8;
+        if (p < e && (*p == '.' || *p == ',')) {
+            cptr d = ++p;
+            int64_t m = 0;
+            while (p < e && cs_isdigit(*p) && p - d < 7) {
+                m = m * 10 + (*p - '0');
+                p++;
+            }
+            int n = (int)(p - d);
+            if (n == 0 || n > 6)
+                return 0;
+            static const double p10[] = {1, 10, 100, 1e3, 1e4, 1e5, 1e6};
+            r->fv[0] = (double)m / p10[n]; /* float("0." + ms): exact operands, one rounding */
+            r->fvd[0] = 1;
+        }
+        ranks = p;
+        while (p < e && *p == ' ') {
+            p++;
+            if (p >= e || (unsigned)(*p - 'A') >= 26u)
+                return 0;
+            p++;
+            while (p < e && ((unsigned)(*p - 'A') < 26u || *p == '_'))
+                p++;
+            if (p < e && *p == '-')
+                p++;
+            cptr d = p;
+            while (p < e && cs_isdigit(*p))
+                p++;
+            if (p == d)
+                return 0;
+        }
+        if (p >= e || *p != ']')
             return 0;
-        p++;
-        while (p < e && ((unsigned)(*p - 'A') < 26u || *p == '_'))
-            p++;
-        if (p < e && *p == '-')
-            p++;
+        ranks_end = p++;
+    } else if (sg_date(p, e) && e - p > 19 && p[10] == ' ' && sg_time(p + 11, e)) {
+        date = p;
+        time_ = p + 11;
+        p += 19;
+        if (p < e && (*p == '.' || *p == ',')) {
+            cptr d = ++p;
+            while (p < e && cs_isdigit(*p))
+                p++;
+            if (p == d)
+                return 0;
+        }
+        if (!(LIT(&p, e, " DEBUG ") || LIT(&p, e, " INFO ") || LIT(&p, e, " WARNING ") ||
+              LIT(&p, e, " ERROR ") || LIT(&p, e, " CRITICAL ")))
+            return 0;
         cptr d = p;
         while (p < e && cs_isdigit(*p))
             p++;
-        if (p == d)
+        if (p == d || !LIT(&p, e, " ["))
             return 0;
-    }
-    if (p >= e || *p != ']')
+        cptr f = p; /* [^\]\s:]+:\d+\] */
+        while (p < e && *p != ']' && *p != ':' && *p != ' ' && *p != '\t' && *p != '\n' &&
+               *p != '\r')
+            p++;
+        if (p == f || !LIT(&p, e, ":"))
+            return 0;
+        d = p;
+        while (p < e && cs_isdigit(*p))
+            p++;
+        if (p == d || p >= e || *p != ']')
+            return 0;
+        p++;
+    } else
         return 0;
-    size_t rn = (size_t)(p - ranks);
-    if (rn > CS_KEYMAX)
+    size_t rn = ranks != NULL ? (size_t)(ranks_end - ranks) : 0;
+    if (rn + 1 + hn > CS_KEYMAX)
         return 0;
-    memcpy(r->k1, s + 1, 10);
-    r->k1[10] = '|';
-    memcpy(r->k1 + 11, s + 12, 8);
-    r->k1n = 19;
-    memcpy(r->k2, ranks, rn);
-    r->k2n = (int)rn;
-    p++;
+    if (date != NULL) {
+        memcpy(r->k1, date, 10);
+        r->k1[10] = '|';
+        memcpy(r->k1 + 11, time_, 8);
+        r->k1n = 19;
+    } else
+        r->k1n = 0; /* no date: peel keeps no timestamp */
+    if (rn)
+        memcpy(r->k2, ranks, rn);
+    r->k2[rn] = 0x1f;
+    if (hn)
+        memcpy(r->k2 + rn + 1, s, hn);
+    r->k2n = (int)(rn + 1 + hn);
     if (p < e && *p == ' ')
         p++;
     *pp = p;
     return 1;
 }
 
-/* (?:, )?[ \t]*\r?\n?$ */
-static inline int sg_tail(cptr p, cptr e) {
-    LIT(&p, e, ", ");
-    return cs_end(p, e);
-}
-
-int cs_sg_decode(cptr s, cptr e, Row *r, const LitSet *excl) {
-    (void)excl;
-    cptr p = s;
-    if (!sg_header(&p, e, r) || !LIT(&p, e, "Decode batch"))
-        return 0;
-    if (p >= e || (*p != '.' && *p != ','))
-        return 0;
-    p++;
-    if (!LIT(&p, e, " #running-req: ") || !cs_int15(&p, e, &r->iv[0]))
-        return 0;
-    if (!LIT(&p, e, ", #token: ") || !cs_int15(&p, e, &r->iv[1]))
-        return 0;
-    if (!LIT(&p, e, ", token usage: ") || !cs_num(&p, e, 0, &r->fv[1]) || !LIT(&p, e, ", "))
-        return 0;
-    r->ivd[0] = r->ivd[1] = r->fvd[1] = 1;
-    if (LIT(&p, e, "accept len: ")) { /* a started optional group must complete */
-        if (!cs_num(&p, e, 1, &r->fv[3]) || !LIT(&p, e, ", "))
-            return 0;
-        r->fvd[3] = 1;
-        if (LIT(&p, e, "accept rate: ")) {
-            double rate;
-            if (!cs_num(&p, e, 0, &rate) || !LIT(&p, e, ", "))
-                return 0;
-        }
-    }
-    if (p < e && *p != 'g') { /* (?:DEV graph: (True|False), )? */
-        if (!cs_dev(&p, e) || !LIT(&p, e, " graph: ") || !cs_bool(&p, e, &r->iv[3]) ||
-            !LIT(&p, e, ", "))
-            return 0;
-        r->ivd[3] = 1;
-    }
-    if (!LIT(&p, e, "gen throughput (token/s): ") || !cs_num(&p, e, 1, &r->fv[2]))
-        return 0;
-    if (!LIT(&p, e, ", #queue-req: ") || !cs_int15(&p, e, &r->iv[2]))
-        return 0;
-    r->fvd[2] = r->ivd[2] = 1;
-    return sg_tail(p, e);
-}
-
-int cs_sg_prefill(cptr s, cptr e, Row *r, const LitSet *excl) {
-    (void)excl;
-    cptr p = s;
-    double usage;
-    if (!sg_header(&p, e, r) || !LIT(&p, e, "Prefill batch"))
-        return 0;
-    if (p >= e || (*p != '.' && *p != ','))
-        return 0;
-    p++;
-    if (!LIT(&p, e, " #new-seq: ") || !cs_int15(&p, e, &r->iv[0]) ||
-        !LIT(&p, e, ", #new-token: ") || !cs_int15(&p, e, &r->iv[1]) ||
-        !LIT(&p, e, ", #cached-token: ") || !cs_int15(&p, e, &r->iv[2]) ||
-        !LIT(&p, e, ", token usage: ") || !cs_num(&p, e, 0, &usage) ||
-        !LIT(&p, e, ", #running-req: ") || !cs_int15(&p, e, &r->iv[3]) ||
-        !LIT(&p, e, ", #queue-req: ") || !cs_int15(&p, e, &r->iv[4]))
-        return 0;
-    for (int i = 0; i < 5; i++)
-        r->ivd[i] = 1;
-    if (LIT(&p, e, ", input throughput (token/s): ")) {
-        if (!cs_num(&p, e, 1, &r->fv[1]) || !LIT(&p, e, ", ") || !cs_dev(&p, e) ||
-            !LIT(&p, e, " graph: ") || !cs_bool(&p, e, &r->iv[5]))
-            return 0;
-        r->fvd[1] = r->ivd[5] = 1;
-    } else if ((size_t)(e - p) > 2 && p[0] == ',' && p[1] == ' ' && p[2] != ' ' && p[2] != '\t' &&
-               p[2] != '\r' && p[2] != '\n') {
-        p += 2; /* ", DEV graph: B, input throughput (token/s): N" (or nothing after ", ") */
-        if (!cs_dev(&p, e) || !LIT(&p, e, " graph: ") || !cs_bool(&p, e, &r->iv[5]) ||
-            !LIT(&p, e, ", input throughput (token/s): ") || !cs_num(&p, e, 1, &r->fv[1]))
-            return 0;
-        r->fvd[1] = r->ivd[5] = 1;
-    }
-    return sg_tail(p, e);
-}
-
 /* a plain request-line body: no byte split_logical/peel would treat (control chars but \t,
- * DEL, ^, <), then \r?\n?$ */
+ * DEL, ^; a "<" right after a digit: normalize.lines._TQDM_TAIL, the only use of "<" there,
+ * needs "dd:dd<", so a "<" after anything else, as in chat templates, stays), then \r?\n?$ */
 static const uint8_t NOT_PLAIN[256] = {
     [0x00] = 1, [0x01] = 1, [0x02] = 1, [0x03] = 1, [0x04] = 1, [0x05] = 1, [0x06] = 1,
     [0x07] = 1, [0x08] = 1, [0x0a] = 1, [0x0b] = 1, [0x0c] = 1, [0x0d] = 1, [0x0e] = 1,
     [0x0f] = 1, [0x10] = 1, [0x11] = 1, [0x12] = 1, [0x13] = 1, [0x14] = 1, [0x15] = 1,
     [0x16] = 1, [0x17] = 1, [0x18] = 1, [0x19] = 1, [0x1a] = 1, [0x1b] = 1, [0x1c] = 1,
-    [0x1d] = 1, [0x1e] = 1, [0x1f] = 1, [0x7f] = 1, ['^'] = 1,  ['<'] = 1,
+    [0x1d] = 1, [0x1e] = 1, [0x1f] = 1, [0x7f] = 1, ['^'] = 1,
 };
 
 static int sg_plain_rest(cptr p, cptr e) {
-    uint8_t bad = 0;
+    uint8_t bad = 0, digit = 0;
     if (p < e && e[-1] == '\n')
         e--;
     if (p < e && e[-1] == '\r')
         e--;
-    for (; p < e; p++) /* no early exit: a branch-free loop over the table */
-        bad |= NOT_PLAIN[*p];
+    for (; p < e; p++) { /* no early exit: a branch-free loop over the table */
+        bad |= NOT_PLAIN[*p] | (uint8_t)(digit & (*p == '<'));
+        digit = (uint8_t)cs_isdigit(*p);
+    }
     return !bad;
 }
 
@@ -198,24 +191,32 @@ static int sg_rid(cptr s, cptr e, Row *r) {
     return 0;
 }
 
-static int sg_request(cptr s, cptr e, Row *r, const LitSet *excl, const char *what, size_t n) {
+/* the message start (after the header) in *msg; fields are searched there, never in the
+ * header, as the per-line parser searches line.msg */
+static int sg_request(cptr s, cptr e, Row *r, const LitSet *excl, const char *what, size_t n,
+                      cptr *msg) {
     cptr p = s;
-    if (!sg_header(&p, e, r) || !cs_lit(&p, e, what, n) || !sg_plain_rest(p, e))
+    if (!cs_sg_header(&p, e, r))
+        return 0;
+    *msg = p;
+    if (!cs_lit(&p, e, what, n) || !sg_plain_rest(p, e))
         return 0;
     if (excl != NULL && cs_litset_any(excl, s, e))
         return 0;
-    return sg_rid(s, e, r);
+    return sg_rid(*msg, e, r);
 }
 
 int cs_sg_receive(cptr s, cptr e, Row *r, const LitSet *excl) {
-    return sg_request(s, e, r, excl, "Receive: ", 9);
+    cptr msg;
+    return sg_request(s, e, r, excl, "Receive: ", 9, &msg);
 }
 
 int cs_sg_finish(cptr s, cptr e, Row *r, const LitSet *excl) {
     size_t n;
-    cptr d;
-    if (!sg_request(s, e, r, excl, "Finish: ", 8))
+    cptr d, msg;
+    if (!sg_request(s, e, r, excl, "Finish: ", 8, &msg))
         return 0;
+    s = msg;
     d = cs_find_digits(s, e, "'prompt_tokens': ", 17, &n);
     if (n > 15)
         return 0;

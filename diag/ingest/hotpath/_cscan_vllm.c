@@ -1,9 +1,7 @@
-/* vLLM line matchers of the compiled scanner: the strict C form of the RE2 kinds vllm.step,
- * .stats, .received and .added of diag/ingest/hotpath/kinds.py (each kind's ``validate``
- * pattern decides; the fields are those its capture pattern takes on such a line).
- * Column layout of each (the order diag/ingest/hotpath/native.py reads):
- *   step     ints tok reqs uni                       str mode
- *   stats    ints run wait eng   floats pt gt kv
+/* vLLM pieces of the compiled scanner: the header (machinery for every vLLM line, the
+ * declared ones included: diag/parsers/periodic.py) and the free-text request lines
+ * vllm.received and .added of diag/ingest/hotpath/kinds.py (each kind's ``validate``
+ * pattern decides). Column layout of those (the order diag/ingest/hotpath/native.py reads):
  *   received ints mt                                 str rid
  *   added                                            str rid
  * key1 "LVL MD HMS" (as the RE2 path joins the groups), key2 the process prefix head.
@@ -16,7 +14,7 @@ static inline int is_word(uint8_t c) {
 }
 
 /* \((?:[A-Za-z_]\w*(?: rank=\d+)?|) ?pid=\d+(?:, ip=[^)\n]*)?\)[ \t]*  (ASCII only) */
-static int vl_phead(cptr *pp, cptr e) {
+int cs_proc_head(cptr *pp, cptr e) {
     cptr p = *pp + 1;
     if (!(LIT(&p, e, "pid=") || LIT(&p, e, " pid="))) {
         if (p >= e || !((unsigned)((*p | 0x20) - 'a') < 26u || *p == '_'))
@@ -62,10 +60,10 @@ static int vl_level(cptr *p, cptr e) {
 static inline int is_blank(uint8_t c) { return c == ' ' || c == '\t'; }
 
 /* the whole header up to the message: key1 "LVL MD HMS", key2 the head */
-static int vl_header(cptr *pp, cptr e, Row *r) {
+int cs_vl_header(cptr *pp, cptr e, Row *r) {
     cptr p = *pp, s = *pp, lvl;
     if (p < e && *p == '(') {
-        if (!vl_phead(&p, e))
+        if (!cs_proc_head(&p, e))
             return 0;
         size_t hn = (size_t)(p - s);
         if (hn > CS_KEYMAX)
@@ -127,69 +125,6 @@ static int vl_header(cptr *pp, cptr e, Row *r) {
     return 1;
 }
 
-int cs_vl_step(cptr s, cptr e, Row *r, const LitSet *excl) {
-    (void)excl;
-    cptr p = s, m;
-    int64_t b;
-    if (!vl_header(&p, e, r) || !LIT(&p, e, "Running batch with cudagraph_mode: "))
-        return 0;
-    LIT(&p, e, "CUDAGraphMode.");
-    m = p; /* [A-Z_]+ */
-    while (p < e && ((unsigned)(*p - 'A') < 26u || *p == '_'))
-        p++;
-    if (p == m)
-        return 0;
-    r->str = m;
-    r->strn = p - m;
-    if (!LIT(&p, e, ", batch_descriptor: BatchDescriptor(num_tokens=") ||
-        !cs_int15(&p, e, &r->iv[0]) || !LIT(&p, e, ", num_reqs="))
-        return 0;
-    r->ivd[0] = 1;
-    if (!LIT(&p, e, "None")) {
-        if (!cs_int15(&p, e, &r->iv[1]))
-            return 0;
-        r->ivd[1] = 1;
-    }
-    if (!LIT(&p, e, ", uniform"))
-        return 0;
-    LIT(&p, e, "_decode");
-    if (!LIT(&p, e, "=") || !cs_bool(&p, e, &r->iv[2]))
-        return 0;
-    r->ivd[2] = 1;
-    if (LIT(&p, e, ", has_lora=") && !cs_bool(&p, e, &b))
-        return 0;
-    if (!LIT(&p, e, ")"))
-        return 0;
-    if (LIT(&p, e, ", should_ubatch: ") &&
-        (!cs_bool(&p, e, &b) || !LIT(&p, e, ", num_tokens_across_dp: None")))
-        return 0;
-    return cs_end(p, e);
-}
-
-int cs_vl_stats(cptr s, cptr e, Row *r, const LitSet *excl) {
-    (void)excl;
-    cptr p = s;
-    double hit;
-    if (!vl_header(&p, e, r))
-        return 0;
-    if (LIT(&p, e, "Engine ")) {
-        if (!cs_int15(&p, e, &r->iv[2]) || !LIT(&p, e, ": "))
-            return 0;
-        r->ivd[2] = 1;
-    }
-    if (!LIT(&p, e, "Avg prompt throughput: ") || !cs_num(&p, e, 1, &r->fv[0]) ||
-        !LIT(&p, e, " tokens/s, Avg generation throughput: ") || !cs_num(&p, e, 1, &r->fv[1]) ||
-        !LIT(&p, e, " tokens/s, Running: ") || !cs_int15(&p, e, &r->iv[0]) ||
-        !LIT(&p, e, " reqs, Waiting: ") || !cs_int15(&p, e, &r->iv[1]) ||
-        !LIT(&p, e, " reqs, GPU KV cache usage: ") || !cs_num(&p, e, 1, &r->fv[2]) ||
-        !LIT(&p, e, "%"))
-        return 0;
-    r->ivd[0] = r->ivd[1] = r->fvd[0] = r->fvd[1] = r->fvd[2] = 1;
-    if (LIT(&p, e, ", Prefix cache hit rate: ") && (!cs_num(&p, e, 1, &hit) || !LIT(&p, e, "%")))
-        return 0;
-    return cs_end(p, e);
-}
-
 /* the request id: [A-Za-z0-9_\-] (+ "." when dot) {1,256} */
 static int vl_rid(cptr *pp, cptr e, int dot, Row *r) {
     cptr p = *pp;
@@ -205,7 +140,7 @@ static int vl_rid(cptr *pp, cptr e, int dot, Row *r) {
 
 int cs_vl_received(cptr s, cptr e, Row *r, const LitSet *excl) {
     cptr p = s;
-    if (!vl_header(&p, e, r) || !LIT(&p, e, "Received request ") || !vl_rid(&p, e, 1, r) ||
+    if (!cs_vl_header(&p, e, r) || !LIT(&p, e, "Received request ") || !vl_rid(&p, e, 1, r) ||
         !LIT(&p, e, ": "))
         return 0;
     /* [\x20-\x7e\t] but " % ' < ^ |, then \r?\n?$ (a branch-free loop over a table) */
@@ -226,7 +161,7 @@ int cs_vl_received(cptr s, cptr e, Row *r, const LitSet *excl) {
     if (excl != NULL && cs_litset_any(excl, s, e))
         return 0;
     /* SamplingParams\(.*?\bmax_tokens=(\d+): the first one after the first SamplingParams( */
-    cptr sp = cs_find(s, e, "SamplingParams(", 15);
+    cptr sp = cs_find(p, e, "SamplingParams(", 15); /* in the message, never the header */
     if (sp != NULL) {
         cptr x = sp + 15;
         while (x < q) {
@@ -254,7 +189,7 @@ int cs_vl_received(cptr s, cptr e, Row *r, const LitSet *excl) {
 
 int cs_vl_added(cptr s, cptr e, Row *r, const LitSet *excl) {
     cptr p = s;
-    if (!vl_header(&p, e, r) || !LIT(&p, e, "Added request ") || !vl_rid(&p, e, 0, r))
+    if (!cs_vl_header(&p, e, r) || !LIT(&p, e, "Added request ") || !vl_rid(&p, e, 0, r))
         return 0;
     LIT(&p, e, ".");
     if (!cs_end(p, e))

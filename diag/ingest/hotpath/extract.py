@@ -55,7 +55,8 @@ class _HeaderCache:
     """ts/rank of a header value, computed by peel's own ``peel_engine_header`` once per value."""
 
     def __init__(self) -> None:
-        self._sg: dict[bytes, tuple[float, str]] = {}
+        self._sg_ts: dict[bytes, float] = {}
+        self._sg_rank: dict[bytes, str] = {}
         self._proc: dict[bytes, str] = {}
         self._vl: dict[bytes, float] = {}
 
@@ -65,12 +66,25 @@ class _HeaderCache:
         prefix.peel_engine_header(line, text)
         return line
 
-    def sglang(self, key: bytes) -> tuple[float, str]:
-        hit = self._sg.get(key)
+    def sglang_ts(self, key: bytes) -> float:
+        """ts of an SGLang ts key: "date|time" (b"" when the header has no date)."""
+        hit = self._sg_ts.get(key)
         if hit is None:
-            date, time_, ranks = key.decode().split("|")
-            ref = self._peeled(f"[{date} {time_}{ranks}] x")
-            hit = self._sg[key] = (np.nan if ref.ts is None else ref.ts, ref.rank or "")
+            if key:
+                date, time_ = key.decode().split("|")
+                ref = self._peeled(f"[{date} {time_}] x")
+            else:
+                ref = self._peeled("[00:00:00] x")
+            hit = self._sg_ts[key] = np.nan if ref.ts is None else ref.ts
+        return hit
+
+    def sglang_rank(self, key: bytes) -> str:
+        """rank of an SGLang rank key: the ranks group, 0x1f, the process prefix."""
+        hit = self._sg_rank.get(key)
+        if hit is None:
+            ranks, head = key.decode().split("\x1f", 1)
+            ref = self._peeled(f"{head}[2000-01-01 00:00:00{ranks}] x")
+            hit = self._sg_rank[key] = ref.rank or ""
         return hit
 
     def proc(self, head: bytes) -> str:
@@ -95,25 +109,31 @@ def _lookup(keys: pa.Array, fn: Callable[[bytes], Any]) -> tuple[list[Any], np.n
 
 
 def _sg_common(st: pa.StructArray, cache: _HeaderCache) -> tuple[np.ndarray, pa.Array]:
-    key = pc.binary_join_element_wise(_s(st, "date"), _s(st, "time"), _s(st, "ranks"), b"|")
-    values, idx = _lookup(key, cache.sglang)
-    ts = np.array([v[0] for v in values], np.float64)[idx]
-    ms = _s(st, "ms")
+    """ts and rank from the header groups, through the same keys as the C rows."""
+    bracket = pc.greater(pc.binary_length(pc.fill_null(_s(st, "time"), b"")), 0)
+    date = pc.if_else(bracket, pc.fill_null(_s(st, "date"), b""), _s(st, "pdate"))
+    time_ = pc.if_else(bracket, _s(st, "time"), _s(st, "ptime"))
+    has_date = pc.greater(pc.binary_length(pc.fill_null(date, b"")), 0)
+    joined = pc.binary_join_element_wise(date, time_, b"|")
+    key1 = pc.if_else(has_date, joined, pa.scalar(b"", joined.type))
+    values, idx = _lookup(key1, cache.sglang_ts)
+    ts = np.array(values, np.float64)[idx]
+    ms = pc.fill_null(_s(st, "ms"), b"")
     has_ms = pc.greater(pc.binary_length(ms), 0)
     if pc.any(has_ms).as_py():
         frac = _float(pc.binary_join_element_wise(pa.scalar(b"0."), ms, b""))
         frac = pc.if_else(has_ms, frac, 0.0).to_numpy(zero_copy_only=False)
         ts = ts + frac  # FastPeel: ts += float("0." + ms) (NaN stays NaN)
-    ranks = [v[1] for v in values]
+    key2 = pc.binary_join_element_wise(
+        pc.fill_null(_s(st, "ranks"), b""), pc.fill_null(_s(st, "phead"), b""), b"\x1f"
+    )
+    ranks, ridx = _lookup(key2, cache.sglang_rank)
     uniq = sorted(set(ranks))
     pos = {r: i for i, r in enumerate(uniq)}
-    rank = pa.DictionaryArray.from_arrays(
-        pa.array(
-            np.array([pos[r] for r in ranks], np.int32)[idx] if len(idx) else np.zeros(0, np.int32)
-        ),
-        pa.array(uniq, pa.string()),
+    codes = (
+        np.array([pos[r] for r in ranks], np.int32)[ridx] if len(ridx) else np.zeros(0, np.int32)
     )
-    return ts, rank
+    return ts, pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(uniq, pa.string()))
 
 
 def _vl_common(st: pa.StructArray, cache: _HeaderCache) -> tuple[np.ndarray, pa.Array]:
@@ -186,7 +206,8 @@ class HotPath:
 
     def __init__(self, backend: str, anchors: Sequence[str], native: bool | None = None) -> None:
         self.backend = backend
-        self.kinds = ENGINE_KINDS[backend]
+        # free-text kinds exclude every trigger of the active parsers (their anchors)
+        self.kinds = tuple(k.with_triggers(anchors) for k in ENGINE_KINDS[backend])
         self._cache = _HeaderCache()
         self._common = _COMMON[backend]
         # every anchor of the active parsers: the per-line prefilter, in RE2
@@ -310,7 +331,7 @@ class HotPath:
         if len(got.idx) == 0:
             return None
         ts, rank = native_mod.COMMON[self.backend](got, self._cache)
-        return got.idx, ts, rank, native_mod.BUILDERS[kind.name](got)
+        return got.idx, ts, rank, native_mod.builder(kind)(got)
 
     def _re2_kind(self, kind: Kind, arr: pa.Array, idx: np.ndarray) -> _KindRows | None:
         """The RE2 kernels for ``kind`` on the located lines (the C path's reference)."""

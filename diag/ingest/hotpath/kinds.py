@@ -1,24 +1,29 @@
 """The periodic line shapes the hot path reads in bulk, one :class:`Kind` each.
 
 Each kind is an anchored full-line RE2 pattern (header included) that accepts only the plain
-common shape of the line, as the engines print it (``shared/formats``: SGLang decode D4, D5,
-D7, D9-D18 and prefill P5, P9-P13, ``Receive:``/``Finish:``; vLLM 0.11 DEBUG step lines with
-``BatchDescriptor``, V1 stats lines with and without ``Engine NNN:``, ``Received``/``Added
-request``), plus the builder that turns its groups into the event kind's columns. RE2 runs in
-Latin-1 mode on binary arrays, so every ASCII delimiter is where the per-line path, which
-decodes with ``replace``, sees it. Anything else stays on the per-line parsers.
+common shape of the line, plus the builder that turns its groups into the event kind's
+columns. The fixed-shape lines (SGLang decode D4, D5, D7, D9-D18 and prefill P5, P9-P13; vLLM
+0.11 DEBUG step lines, V1 stats lines) are derived from their declarations in
+``diag.parsers.periodic`` (``declared``); the free-text request lines (SGLang ``Receive:`` /
+``Finish:``, vLLM ``Received`` / ``Added request``) are written here, with their triggers
+derived from the active parsers (``Kind.with_triggers``). RE2 runs in Latin-1 mode on binary
+arrays, so every ASCII delimiter is where the per-line path, which decodes with ``replace``,
+sees it. Anything else stays on the per-line parsers.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from diag.events import EVENT_KINDS
+from diag.parsers import periodic
 
 # ---------------------------------------------------------------- shared pieces (RE2 syntax)
 _NUM = r"-?\d+(?:\.\d+)?"  # the per-line _F without thousands separators
@@ -26,11 +31,15 @@ _INT = r"\d{1,15}"  # exact in float64, like the sink's array('d')
 _END = r"[ \t]*\r?\n?$"  # trailing blanks (\s* of the per-line regexes), CRLF, last line
 _DEV = r"(?:cuda|cpu|npu|musa|xpu|device)"
 # a plain line body: no byte split_logical/peel would treat (control chars but \t, ^, <)
-_PLAIN = r"[^\x00-\x08\x0a-\x1f\x7f^<]"
 
+# the SGLang header forms of normalize.prefix (PROCESS_HEADER, SGLANG_HEADER, _PYLOG), as far
+# as plain; the C header (_cscan_sglang.c cs_sg_header) reads the same subset
 _SG_HDR = (
-    r"^\[(?P<date>\d{4}-\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<ms>\d{1,6}))?"
-    r"(?P<ranks>(?: [A-Z][A-Z_]*-?\d+)*)\] ?"
+    r"^(?P<phead>\((?:[A-Za-z_]\w*(?: rank=\d+)?|) ?pid=\d+(?:, ip=[^)\n]*)?\)[ \t]*)?"
+    r"(?:\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<ms>\d{1,6}))?"
+    r"(?P<ranks>(?: [A-Z][A-Z_]*-?\d+)*)\]"
+    r"|(?P<pdate>\d{4}-\d\d-\d\d) (?P<ptime>\d\d:\d\d:\d\d)(?:[.,]\d+)? "
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d+ \[[^\]\s:]+:\d+\]) ?"
 )
 _VL_HDR = (
     r"^(?P<phead>\((?:[A-Za-z_]\w*(?: rank=\d+)?|) ?pid=\d+(?:, ip=[^)\n]*)?\)[ \t]*)?"
@@ -50,11 +59,37 @@ class Kind:
     literal: bytes  # cheap memmem prefilter
     pattern: str  # anchored full-line RE2 with named groups
     build: Callable[[pa.StructArray], dict[str, Any]]  # groups -> field columns
-    exclude: str | None = None  # RE2: a line matching it is left to the per-line path
-    extra: tuple[tuple[str, str], ...] = ()  # (group, unanchored RE2): leftmost-search fields
+    extra: tuple[tuple[str, str], ...] = ()  # (group, anchored RE2): leftmost-search fields
     heads: tuple[bytes, ...] = ()  # first 4 bytes of the message: the locator (see _msg_words)
     validate: str | None = None  # full-line RE2 (DFA, no captures) when ``pattern`` is a prefix
-    exclude_words: tuple[str, ...] = ()  # ``exclude`` as its literals (the C scanner's form)
+    #: the line carries free text (prompts, sampling parameters): it is consumed in bulk only
+    #: when no trigger of another parser or branch occurs in it (``with_triggers``)
+    free_text: bool = False
+    #: words that are no parser's anchor but send this line elsewhere on the per-line path
+    #: (a branch of the owning parser, the normaliser), or a field the bulk row lacks
+    branches: tuple[str, ...] = ()
+    #: the triggers a consumed line must not hold: derived, never written (``with_triggers``)
+    exclude_words: tuple[str, ...] = ()
+    #: the declaration a declared line's kind is derived from (``declared``)
+    spec: periodic.LineSpec | None = None
+
+    @property
+    def exclude(self) -> str | None:
+        """``exclude_words`` as one RE2 alternation (the RE2 path's form of the C LitSet)."""
+        if not self.exclude_words:
+            return None
+        return "|".join(re.escape(w) for w in self.exclude_words)
+
+    def with_triggers(self, anchors: Sequence[str]) -> Kind:
+        """This kind with the triggers of the active parsers: every anchor (the words that
+        make the per-line prefilter hand a line to some parser: phase markers, error
+        signatures, block openers, other branches) except those the line's own literal
+        holds, plus ``branches``. A free-text line holding one goes to the per-line path."""
+        if not self.free_text:
+            return self
+        own = self.literal.decode()
+        words = {a for a in anchors if a not in own} | set(self.branches)
+        return replace(self, exclude_words=tuple(sorted(words)))
 
 
 def _s(st: pa.StructArray, g: str) -> pa.Array:
@@ -96,97 +131,20 @@ def _null(n: int, typ: pa.DataType) -> pa.Array:
 
 
 # -- SGLang
-_SG_DECODE = (
-    _SG_HDR
-    + r"Decode batch[.,] #running-req: (?P<bs>"
-    + _INT
-    + r"), #token: (?P<tok>"
-    + _INT
-    + r"), token usage: (?P<usage>\d+(?:\.\d+)?), "
-    r"(?:accept len: (?P<acc>" + _NUM + r"), (?:accept rate: \d+(?:\.\d+)?, )?)?"
-    r"(?:" + _DEV + r" graph: (?P<graph>True|False), )?"
-    r"gen throughput \(token/s\): (?P<gen>"
-    + _NUM
-    + r"), #queue-req: (?P<queue>"
-    + _INT
-    + r")(?:, )?"
-    + _END
-)
-_SG_PREFILL = (
-    _SG_HDR
-    + r"Prefill batch[.,] #new-seq: (?P<seq>"
-    + _INT
-    + r"), #new-token: (?P<new>"
-    + _INT
-    + r"), #cached-token: (?P<cached>"
-    + _INT
-    + r"), token usage: \d+(?:\.\d+)?, "
-    r"#running-req: (?P<run>" + _INT + r"), #queue-req: (?P<queue>" + _INT + r")"
-    r"(?:, input throughput \(token/s\): (?P<ta>"
-    + _NUM
-    + r"), "
-    + _DEV
-    + r" graph: (?P<ga>True|False)"
-    r"|, "
-    + _DEV
-    + r" graph: (?P<gb>True|False), input throughput \(token/s\): (?P<tb>"
-    + _NUM
-    + r"))?"
-    r"(?:, )?" + _END
-)
-# the branches of SGLangParser.feed/_other taken before _request, and ErrorParser's trigger
-_SG_REQ_WORDS = (
-    "Decode batch",
-    "Prefill batch",
-    "new fill batch",
-    "%|",
-    "server_args=",
-    "Capture",
-    "Sorted by",
-    "KV Cache is allocated",
-    "max_total_num_tokens=",
-    "Memory pool end",
-    "Load weight end",
-    "Retract requests",
-    "out of memory happened",
-    "Init torch distributed begin",
-    "fired up and ready",
-    "Memory Usage is saved",
-    "Traceback (most recent call last)",
-    "repeated",
-)
-_SG_REQ_EXCLUDE = "|".join(re.escape(w) for w in _SG_REQ_WORDS)
+# SGLangParser.feed: '"%|" in msg' reads a tqdm bar (no anchor of its own: "it/s]" is);
+# normalize.prefix: '"repeated" in rest' reads ray's "[repeated Nx across cluster]"
+_SG_REQ_BRANCHES = ("%|", "repeated")
+# a leftmost search in the message only (the per-line parsers search line.msg): the header,
+# its groups unnamed, then the shortest run of message bytes before the field
+_SG_MSG = re.sub(r"\(\?P<\w+>", "(?:", _SG_HDR) + r".*?"
 _SG_RECEIVE = _SG_HDR + r"Receive: "
 _SG_FINISH = _SG_HDR + r"Finish: "
-_SG_RECEIVE_ALL = _SG_RECEIVE + _PLAIN + r"*\r?\n?$"
-_SG_FINISH_ALL = _SG_FINISH + _PLAIN + r"*\r?\n?$"
-
-
-def _sg_decode(st: pa.StructArray) -> dict[str, Any]:
-    return dict(
-        batch_size=_int(_s(st, "bs")),
-        tokens=_int(_s(st, "tok")),
-        token_usage=_float(_s(st, "usage")),
-        cuda_graph=_bool(_s(st, "graph")),
-        gen_throughput=_float(_s(st, "gen")),
-        queue=_int(_s(st, "queue")),
-        accept_len=_float(_s(st, "acc")),
-    )
-
-
-def _sg_prefill(st: pa.StructArray) -> dict[str, Any]:
-    ga, gb, ta, tb = (_s(st, g) for g in ("ga", "gb", "ta", "tb"))
-    graph = pc.if_else(pc.greater(pc.binary_length(ga), 0), ga, gb)
-    tput = pc.if_else(pc.greater(pc.binary_length(ta), 0), ta, tb)
-    return dict(
-        new_seq=_int(_s(st, "seq")),
-        new_tokens=_int(_s(st, "new")),
-        cached_tokens=_int(_s(st, "cached")),
-        running=_int(_s(st, "run")),
-        queue=_int(_s(st, "queue")),
-        cuda_graph=_bool(graph),
-        input_throughput=_float(tput),
-    )
+# a plain request body where "<" may stand but not right after a digit (a tqdm tail,
+# normalize.lines._TQDM_TAIL, needs "dd:dd<"; chat templates put "<" after quotes, "n", ">")
+_NOT_D = r"[^\x00-\x08\x0a-\x1f\x7f^<0-9]"
+_SG_BODY = r"(?:<|" + _NOT_D + r"|[0-9]+" + _NOT_D + r")*[0-9]*"
+_SG_RECEIVE_ALL = _SG_RECEIVE + _SG_BODY + r"\r?\n?$"
+_SG_FINISH_ALL = _SG_FINISH + _SG_BODY + r"\r?\n?$"
 
 
 def _sg_request(action: str) -> Callable[[pa.StructArray], dict[str, Any]]:
@@ -207,98 +165,27 @@ def _sg_request(action: str) -> Callable[[pa.StructArray], dict[str, Any]]:
 
 
 # -- vLLM
-_VL_STEP = (
-    _VL_HDR + r"Running batch with cudagraph_mode: (?:CUDAGraphMode\.)?(?P<mode>[A-Z_]+), "
-    r"batch_descriptor: BatchDescriptor\(num_tokens=(?P<tok>"
-    + _INT
-    + r"), num_reqs=(?P<reqs>"
-    + _INT
-    + r"|None), uniform(?:_decode)?=(?P<uni>True|False)(?:, has_lora=(?:True|False))?\)"
-    r"(?:, should_ubatch: (?:True|False), num_tokens_across_dp: None)?" + _END
-)
-_VL_STATS = (
-    _VL_HDR
-    + r"(?:Engine (?P<eng>"
-    + _INT
-    + r"): )?Avg prompt throughput: (?P<pt>"
-    + _NUM
-    + r") tokens/s, Avg generation throughput: (?P<gt>"
-    + _NUM
-    + r") tokens/s, Running: (?P<run>"
-    + _INT
-    + r") reqs, Waiting: (?P<wait>"
-    + _INT
-    + r") reqs, GPU KV cache usage: (?P<kv>"
-    + _NUM
-    + r")%(?:, Prefix cache hit rate: "
-    + _NUM
-    + r"%)?"
-    + _END
-)
 _VL_SAFE = r"[\x20-\x21\x23-\x24\x26\x28-\x3b\x3d-\x5d\x5f-\x7b\x7d\x7e\t]"  # ASCII, no ' " % < ^ |
 _VL_RECEIVED = _VL_HDR + r"Received request (?P<rid>[A-Za-z0-9_.\-]{1,256}): "
 _VL_RECEIVED_ALL = _VL_RECEIVED + _VL_SAFE + r"*" + _END
 _VL_ADDED = _VL_HDR + r"Added request (?P<rid>[A-Za-z0-9_\-]{1,256})\.?" + _END
-_VL_REQ_WORDS = (
-    "Avg prompt throughput",
-    "Running batch with cudagraph_mode",
-    "prompt_token_ids",
-    "Traceback (most recent call last)",
-    "repeated",
-)
-_VL_REQ_EXCLUDE = "|".join(re.escape(w) for w in _VL_REQ_WORDS)
+# vLLM request lines: prompt_token_ids is a field (prompt_tokens) the bulk row does not
+# read; "repeated" as for SGLang
+_VL_REQ_BRANCHES = ("prompt_token_ids", "repeated")
 
 
-# Capture patterns for vLLM: RE2's submatch engine is slow on the long strict patterns
-# (5x on the step line), so the strict pattern only validates (DFA, no captures) and a
-# shorter one captures: a plain header prefix, and the fields up to the last one needed.
-# On a line the strict pattern accepts, both capture the same text (checked by the oracle).
+# Capture patterns for vLLM request lines: RE2's submatch engine is slow on long strict
+# patterns, so the strict pattern only validates (DFA, no captures) and a shorter one
+# captures: a plain header prefix, and the fields up to the last one needed. On a line the
+# strict pattern accepts, both capture the same text (checked by the oracle).
 _VL_HDR_CAP = (
     r"^(?P<phead>\([^)\n]*\)[ \t]*)?(?P<lvl>[A-Z]+)[ \t]+(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)"
     r"[^\]\n]*\] ?"
 )
-_VL_STEP_CAP = _VL_HDR_CAP + (
-    r"Running batch with cudagraph_mode: (?:CUDAGraphMode\.)?(?P<mode>[A-Z_]+), "
-    r"batch_descriptor: BatchDescriptor\(num_tokens=(?P<tok>\d+), num_reqs=(?P<reqs>\d+|None), "
-    r"uniform(?:_decode)?=(?P<uni>True|False)"
-)
-_VL_STATS_CAP = _VL_HDR_CAP + (
-    r"(?:Engine (?P<eng>\d+): )?Avg prompt throughput: (?P<pt>" + _NUM + r") tokens/s, "
-    r"Avg generation throughput: (?P<gt>" + _NUM + r") tokens/s, Running: (?P<run>\d+) reqs, "
-    r"Waiting: (?P<wait>\d+) reqs, GPU KV cache usage: (?P<kv>" + _NUM + r")%"
-)
 _VL_RECEIVED_CAP = _VL_HDR_CAP + r"Received request (?P<rid>[A-Za-z0-9_.\-]+): "
+# the max_tokens search: in the message after "Received request " (runtime.MAX_TOKENS on rest)
+_VL_MSG = re.sub(r"\(\?P<\w+>", "(?:", _VL_HDR_CAP) + r"Received request .*?"
 _VL_ADDED_CAP = _VL_HDR_CAP + r"Added request (?P<rid>[A-Za-z0-9_\-]+)"
-
-
-def _vl_step(st: pa.StructArray) -> dict[str, Any]:
-    mode = pc.cast(_s(st, "mode"), pa.string())
-    tok = _int(_s(st, "tok"))
-    reqs = _s(st, "reqs")
-    n = len(st)
-    return dict(
-        mode=mode.dictionary_encode(),
-        num_tokens=pc.if_else(pc.equal(mode, "NONE"), tok, pa.scalar(None, pa.int64())),
-        padded_tokens=tok,
-        num_reqs=_int(pc.if_else(pc.equal(reqs, pa.scalar(b"None")), pa.scalar(b""), reqs)),
-        uniform=_bool(_s(st, "uni")),
-        count=pa.array(np.ones(n, np.int64)),
-        origin=_dict_const(n, "debug_step"),
-    )
-
-
-def _vl_stats(st: pa.StructArray) -> dict[str, Any]:
-    n = len(st)
-    return dict(
-        prompt_throughput=_float(_s(st, "pt")),
-        gen_throughput=_float(_s(st, "gt")),
-        running=_int(_s(st, "run")),
-        waiting=_int(_s(st, "wait")),
-        swapped=_null(n, pa.int64()),
-        kv_usage=_float(_s(st, "kv")),
-        preemptions=_null(n, pa.int64()),
-        engine_index=_int(_s(st, "eng")),
-    )
 
 
 def _vl_request(action: str) -> Callable[[pa.StructArray], dict[str, Any]]:
@@ -317,27 +204,82 @@ def _vl_request(action: str) -> Callable[[pa.StructArray], dict[str, Any]]:
     return build
 
 
+# ---------------------------------------------------------------- declared lines
+
+
+def finish_fields(spec: periodic.LineSpec, fields: dict[str, Any], n: int) -> dict[str, Any]:
+    """A declared line's typed fields (Arrow, one per ``LineSpec.fields``) as its event
+    kind's columns: the fields it never prints as missing (``absent``), and what the line
+    implies beyond its fields. Both bulk paths use it."""
+    types = dict(EVENT_KINDS[spec.table].fields)
+    for name in spec.absent:
+        fields[name] = _null(n, _ARROW[types[name]])
+    if spec.name == "vllm.step":
+        mode, tok = fields["mode"], fields["padded_tokens"]
+        return dict(
+            mode=mode.dictionary_encode(),
+            num_tokens=pc.if_else(pc.equal(mode, "NONE"), tok, pa.scalar(None, pa.int64())),
+            padded_tokens=tok,
+            num_reqs=fields["num_reqs"],
+            uniform=fields["uniform"],
+            count=pa.array(np.ones(n, np.int64)),
+            origin=_dict_const(n, "debug_step"),
+        )
+    return fields
+
+
+def _coalesce(st: pa.StructArray, groups: list[str]) -> pa.Array:
+    """The text of a field placed more than once (an Alt): the group that matched."""
+    out = _s(st, groups[0])
+    for g in groups[1:]:
+        out = pc.if_else(pc.greater(pc.binary_length(out), 0), out, _s(st, g))
+    return out
+
+
+_ARROW = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_()}
+
+_RE2_TYPE: dict[str, Callable[[pa.Array], pa.Array]] = {
+    "int": _int,
+    "bool": _bool,
+    "num": _float,
+    "unum": _float,
+    "upper": lambda a: pc.cast(a, pa.string()),
+}
+
+
+def declared(spec: periodic.LineSpec) -> Kind:
+    """The kind of a declared line: its RE2 pattern (the engine's header, then the message
+    as ``LineSpec.regex("re2")``), locator heads and column builder, all from ``spec``."""
+    groups = spec.groups()
+
+    def build(st: pa.StructArray) -> dict[str, Any]:
+        fields = {n: _RE2_TYPE[t](_coalesce(st, groups[n])) for n, t in spec.fields()}
+        return finish_fields(spec, fields, len(st))
+
+    header = _SG_HDR if spec.engine == "sglang" else _VL_HDR
+    return Kind(
+        spec.name,
+        spec.table,
+        spec.literal,
+        header + spec.regex("re2"),
+        build,
+        heads=spec.heads(),
+        spec=spec,
+    )
+
+
 SGLANG_KINDS: tuple[Kind, ...] = (
-    Kind(
-        "sglang.decode", "decode_batch", b"Decode batch", _SG_DECODE, _sg_decode, heads=(b"Deco",)
-    ),
-    Kind(
-        "sglang.prefill",
-        "prefill_batch",
-        b"Prefill batch",
-        _SG_PREFILL,
-        _sg_prefill,
-        heads=(b"Pref",),
-    ),
+    declared(periodic.SG_DECODE),
+    declared(periodic.SG_PREFILL),
     Kind(
         "sglang.receive",
         "request",
         b"Receive: ",
         _SG_RECEIVE,
         _sg_request("received"),
-        exclude=_SG_REQ_EXCLUDE,
-        exclude_words=_SG_REQ_WORDS,
-        extra=(("rid", r"rid='(?P<rid>[^']+)'"),),
+        free_text=True,
+        branches=_SG_REQ_BRANCHES,
+        extra=(("rid", _SG_MSG + r"rid='(?P<rid>[^']+)'"),),
         heads=(b"Rece",),
         validate=_SG_RECEIVE_ALL,
     ),
@@ -347,47 +289,31 @@ SGLANG_KINDS: tuple[Kind, ...] = (
         b"Finish: ",
         _SG_FINISH,
         _sg_request("finished"),
-        exclude=_SG_REQ_EXCLUDE + r"|Receive:",
-        exclude_words=(*_SG_REQ_WORDS, "Receive:"),
+        free_text=True,
+        branches=_SG_REQ_BRANCHES,
         heads=(b"Fini",),
         validate=_SG_FINISH_ALL,
         extra=(
-            ("rid", r"rid='(?P<rid>[^']+)'"),
-            ("pt", r"'prompt_tokens': (?P<pt>\d+)"),
-            ("ct", r"'completion_tokens': (?P<ct>\d+)"),
+            ("rid", _SG_MSG + r"rid='(?P<rid>[^']+)'"),
+            ("pt", _SG_MSG + r"'prompt_tokens': (?P<pt>\d+)"),
+            ("ct", _SG_MSG + r"'completion_tokens': (?P<ct>\d+)"),
         ),
     ),
 )
 VLLM_KINDS: tuple[Kind, ...] = (
-    Kind(
-        "vllm.step",
-        "graph_step",
-        b"Running batch with cudagraph_mode",
-        _VL_STEP_CAP,
-        _vl_step,
-        heads=(b"Runn",),
-        validate=_VL_STEP,
-    ),
-    Kind(
-        "vllm.stats",
-        "stats",
-        b"Avg prompt throughput",
-        _VL_STATS_CAP,
-        _vl_stats,
-        heads=(b"Engi", b"Avg "),
-        validate=_VL_STATS,
-    ),
+    declared(periodic.VL_STEP),
+    declared(periodic.VL_STATS),
     Kind(
         "vllm.received",
         "request",
         b"Received request",
         _VL_RECEIVED_CAP,
         _vl_request("received"),
-        exclude=_VL_REQ_EXCLUDE,
-        exclude_words=_VL_REQ_WORDS,
+        free_text=True,
+        branches=_VL_REQ_BRANCHES,
         heads=(b"Rece",),
         validate=_VL_RECEIVED_ALL,
-        extra=(("mt", r"SamplingParams\(.*?\bmax_tokens=(?P<mt>\d+)"),),
+        extra=(("mt", _VL_MSG + r"SamplingParams\(.*?\bmax_tokens=(?P<mt>\d+)"),),
     ),
     Kind(
         "vllm.added",
@@ -395,8 +321,8 @@ VLLM_KINDS: tuple[Kind, ...] = (
         b"Added request",
         _VL_ADDED_CAP,
         _vl_request("added"),
-        exclude=_VL_REQ_EXCLUDE,
-        exclude_words=_VL_REQ_WORDS,
+        free_text=True,
+        branches=_VL_REQ_BRANCHES,
         heads=(b"Adde",),
         validate=_VL_ADDED,
     ),

@@ -1,7 +1,9 @@
 """The compiled scanner (``_cscan``, plain C): the kinds' strict matchers and the anchor pass.
 
-RE2 submatch extraction costs 1.5-2.5 us a line; the hand-written matchers of
-``_cscan_sglang.c`` / ``_cscan_vllm.c`` read a line in ~0.1-0.3 us. Each accepts a SUBSET
+RE2 submatch extraction costs 1.5-2.5 us a line; C reads a line in ~0.1-0.3 us. The declared
+lines (``diag.parsers.periodic``) are op tables interpreted by ``_cscan_prog.c``; the
+free-text request lines keep hand-written matchers (``_cscan_sglang.c`` / ``_cscan_vllm.c``).
+Each accepts a SUBSET
 of what its kind's RE2 pattern (with validate, exclude and extras) accepts and extracts the
 same fields: a line it rejects goes to the per-line parsers, as a line RE2 rejects does. The
 RE2 path stays as the reference (``tests/test_hotpath_native.py`` compares both) and as the
@@ -23,7 +25,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from diag.ingest.hotpath.kinds import finish_fields
+from diag.parsers import periodic
 
 try:  # built by setup.py (optional: no compiler, no extension)
     import diag.ingest.hotpath._cscan as _cscan
@@ -63,16 +67,22 @@ class Layout:
     floats: tuple[str, ...]  # float64 + validity
 
 
+#: the free-text kinds' columns (their C matchers); a declared line's come from its spec
 LAYOUTS: dict[str, Layout] = {
-    "sglang.decode": Layout(("bs", "tok", "queue", "graph"), ("ms", "usage", "gen", "acc")),
-    "sglang.prefill": Layout(("seq", "new", "cached", "run", "queue", "graph"), ("ms", "tput")),
     "sglang.receive": Layout((), ("ms",)),
     "sglang.finish": Layout(("pt", "ct"), ("ms",)),
-    "vllm.step": Layout(("tok", "reqs", "uni"), ()),
-    "vllm.stats": Layout(("run", "wait", "eng"), ("pt", "gt", "kv")),
     "vllm.received": Layout(("mt",), ()),
     "vllm.added": Layout((), ()),
 }
+_HEADERS = {"sglang": 0, "vllm": 1}  # CS_HDR_* of _cscan.h
+
+
+def _program(spec: periodic.LineSpec) -> Any:
+    """A declared line's op table, checked by C before use."""
+    assert _cscan is not None
+    ops, lits = spec.program()
+    ints, floats, has_str = spec.layout()
+    return _cscan.program(_HEADERS[spec.engine], ops, lits, len(ints), len(floats), has_str)
 
 
 @dataclass
@@ -138,14 +148,22 @@ class NativeScanner:
     def __init__(self, kinds: Sequence[Any], anchors: Sequence[str]) -> None:
         assert _cscan is not None
         built = _cscan.kinds()
-        self._ids: dict[str, tuple[int, Layout, Any, bool]] = {}
+        self._ids: dict[str, tuple[Any, Layout, Any, bool]] = {}
         for kind in kinds:
+            spec = kind.spec
+            if spec is not None:
+                ints, floats, has_str = spec.layout()
+                self._ids[kind.name] = (_program(spec), Layout(ints, floats), None, has_str)
+                continue
             if kind.name not in built or kind.name not in LAYOUTS:
                 continue
             kid, ni, nf, has_str, _key2 = built[kind.name]
             layout = LAYOUTS[kind.name]
             assert (ni, nf) == (len(layout.ints), len(layout.floats)), kind.name
-            excl = _cscan.litset([w.encode() for w in kind.exclude_words])
+            words = [w.encode() for w in kind.exclude_words]
+            if len(words) > 255 or not all(len(w) >= 2 and w.isascii() for w in words):
+                continue  # more triggers than a C literal set holds: RE2 reads this kind
+            excl = _cscan.litset(words)
             self._ids[kind.name] = (kid, layout, excl, bool(has_str))
         heads = [
             (int.from_bytes(h[:4], "little"), k) for k, kd in enumerate(kinds) for h in kd.heads
@@ -238,30 +256,6 @@ def _dict_const(n: int, value: str) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value]))
 
 
-def _sg_decode(s: Scanned) -> dict[str, Any]:
-    return dict(
-        batch_size=s.int_col("bs"),
-        tokens=s.int_col("tok"),
-        token_usage=s.float_col("usage"),
-        cuda_graph=s.bool_col("graph"),
-        gen_throughput=s.float_col("gen"),
-        queue=s.int_col("queue"),
-        accept_len=s.float_col("acc"),
-    )
-
-
-def _sg_prefill(s: Scanned) -> dict[str, Any]:
-    return dict(
-        new_seq=s.int_col("seq"),
-        new_tokens=s.int_col("new"),
-        cached_tokens=s.int_col("cached"),
-        running=s.int_col("run"),
-        queue=s.int_col("queue"),
-        cuda_graph=s.bool_col("graph"),
-        input_throughput=s.float_col("tput"),
-    )
-
-
 def _request(action: str, prompt: str | None, max_new: str | None) -> Callable[[Scanned], Any]:
     def build(s: Scanned) -> dict[str, Any]:
         n = len(s.idx)
@@ -275,55 +269,46 @@ def _request(action: str, prompt: str | None, max_new: str | None) -> Callable[[
     return build
 
 
-def _vl_step(s: Scanned) -> dict[str, Any]:
-    mode, tok, n = s.rid, s.int_col("tok"), len(s.idx)
-    assert mode is not None
-    return dict(
-        mode=mode.dictionary_encode(),
-        num_tokens=pc.if_else(pc.equal(mode, "NONE"), tok, pa.scalar(None, pa.int64())),
-        padded_tokens=tok,
-        num_reqs=s.int_col("reqs"),
-        uniform=s.bool_col("uni"),
-        count=pa.array(np.ones(n, np.int64)),
-        origin=_dict_const(n, "debug_step"),
-    )
+def _declared(spec: periodic.LineSpec) -> Callable[[Scanned], dict[str, Any]]:
+    """The columns of a declared line from its C row, by field type (as kinds.declared)."""
 
+    def build(s: Scanned) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        for name, typ in spec.fields():
+            if typ == "int":
+                fields[name] = s.int_col(name)
+            elif typ == "bool":
+                fields[name] = s.bool_col(name)
+            elif typ == "upper":
+                fields[name] = s.rid
+            else:
+                fields[name] = s.float_col(name)
+        return finish_fields(spec, fields, len(s.idx))
 
-def _vl_stats(s: Scanned) -> dict[str, Any]:
-    n = len(s.idx)
-    return dict(
-        prompt_throughput=s.float_col("pt"),
-        gen_throughput=s.float_col("gt"),
-        running=s.int_col("run"),
-        waiting=s.int_col("wait"),
-        swapped=pa.nulls(n, pa.int64()),
-        kv_usage=s.float_col("kv"),
-        preemptions=pa.nulls(n, pa.int64()),
-        engine_index=s.int_col("eng"),
-    )
+    return build
 
 
 BUILDERS: dict[str, Callable[[Scanned], dict[str, Any]]] = {
-    "sglang.decode": _sg_decode,
-    "sglang.prefill": _sg_prefill,
     "sglang.receive": _request("received", None, None),
     "sglang.finish": _request("finished", "pt", "ct"),
-    "vllm.step": _vl_step,
-    "vllm.stats": _vl_stats,
     "vllm.received": _request("received", None, "mt"),
     "vllm.added": _request("added", None, None),
 }
 
 
+def builder(kind: Any) -> Callable[[Scanned], dict[str, Any]]:
+    """The columns of a kind's C rows: from its declaration, else its matcher's builder."""
+    return _declared(kind.spec) if kind.spec is not None else BUILDERS[kind.name]
+
+
 def sg_common(s: Scanned, cache: Any) -> tuple[np.ndarray, pa.Array]:
     """ts and rank of SGLang rows, as ``extract._sg_common`` computes them from the groups."""
-    ts = np.array([cache.sglang(k + b"|")[0] for k in s.keys1], np.float64)[s.codes1]
+    ts = np.array([cache.sglang_ts(k) for k in s.keys1], np.float64)[s.codes1]
     ms, has_ms = s.floats["ms"]
     if has_ms.any():
         ts = ts + np.where(has_ms, ms, 0.0)  # FastPeel: ts += float("0." + ms)
     # ts does not depend on the ranks, nor the rank on date and time (peel_engine_header)
-    ranks = [cache.sglang(b"2000-01-01|00:00:00|" + k)[1] for k in s.keys2]
-    return ts, _ranks(ranks, s.codes2)
+    return ts, _ranks([cache.sglang_rank(k) for k in s.keys2], s.codes2)
 
 
 def _ranks(ranks: list[str], codes: np.ndarray) -> pa.DictionaryArray:

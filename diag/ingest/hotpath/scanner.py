@@ -49,12 +49,18 @@ class HotScanner(StreamScanner):
     the same rows, so this is only a speed choice (the oracle tests set it to 0)."""
 
     min_region_bytes = 256 << 10
+    #: keep the line numbers read in bulk and those taken back inside a block (the bulk
+    #: acceptance measure, ``tests/test_hotpath_acceptance.py``); off in use
+    record_lines = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.hot = HotPath.for_parsers(self.backend, self.parsers)
         self.bulk_rows = 0
         self.vetoed = 0
+        self.bulk_lines: list[np.ndarray] = []
+        self.block_lines: list[np.ndarray] = []
+        self.reread_lines: list[np.ndarray] = []  # taken back while a parser reads every line
 
     def _unsafe(self) -> bool:
         return bool(self.blocks) or any(p.reads_every_line(self.ctx) for p in self.parsers)
@@ -74,6 +80,8 @@ class HotScanner(StreamScanner):
         fallback_mask: np.ndarray | None = None
         fallback = res.fallback.tolist()
         handled, snaps, vetoed = [-1], [self._counts()], []
+        in_block: list[int] = []
+        reread: list[int] = []
         handle = self._handle
         i = k = 0
         while True:
@@ -86,6 +94,7 @@ class HotScanner(StreamScanner):
                 if self.blocks or consumed[i] or fallback_mask[i]:
                     if consumed[i]:
                         vetoed.append(i)
+                        (in_block if self.blocks else reread).append(i)
                     handle(source, lineno + i, bytes(block[off[i] : off[i + 1]]))
                     handled.append(i)
                     snaps.append(self._counts())
@@ -100,6 +109,9 @@ class HotScanner(StreamScanner):
             snaps.append(self._counts())
             i += 1
         self._keep_bulk(res.tables, lineno, np.array(handled), np.array(snaps), vetoed)
+        if self.record_lines:
+            self.block_lines.append(np.array(in_block, np.int64) + lineno)
+            self.reread_lines.append(np.array(reread, np.int64) + lineno)
         del res
         pa.default_memory_pool().release_unused()  # the block's temporaries, not kept cached
         return lineno + n
@@ -128,6 +140,8 @@ class HotScanner(StreamScanner):
                     continue
                 last = np.searchsorted(handled, idx, side="left") - 1
                 self.sink.add_bulk(kind, part, snaps[last, col].astype(np.int64))
+                if self.record_lines:
+                    self.bulk_lines.append(idx + lineno)
                 self.bulk_rows += len(idx)
 
 

@@ -78,7 +78,7 @@ def read_capture(line: LogLine, ctx: Context) -> bool:
             mode="PIECEWISE",
             done=None,
             total=None,
-            size=int(m.group(1)),
+            size=to_int(m.group(1)),
             avail_mem_gib=None,
         )
         return True
@@ -114,8 +114,8 @@ def read_capture(line: LogLine, ctx: Context) -> bool:
                 phase=read_m1_phase(ctx, item.group("mode"), names),
                 mode=item.group("mode"),
                 sizes=None,
-                count=int(item.group("n")),
-                largest=int(item.group("largest")),
+                count=to_int(item.group("n")),
+                largest=to_int(item.group("largest")),
             )
         return True
     return False
@@ -169,7 +169,7 @@ def read_progress(line: LogLine, ctx: Context) -> None:
         begin = "decode" if era == "v0" else "all"
         ctx.emit("capture_begin", line, engine=ENGINE, phase=begin, avail_mem_gib=None, sizes=None)
         opened[line.key] = begin
-    done, total = int(m.group("done")), int(m.group("total"))
+    done, total = to_int(m.group("done")), to_int(m.group("total"))
     ctx.emit(
         "capture_progress",
         line,

@@ -9,7 +9,7 @@ from typing import Any
 from lark import Lark, Token, Transformer, UnexpectedInput, v_args
 
 from diag.normalize.prefix import LogLine
-from diag.parsers.base import Block, Context, parse_int_list
+from diag.parsers.base import Block, Context, digits_int, parse_int_list
 from diag.parsers.vllm.patterns import ENGINE, first_time, mode_name
 from diag.resources import grammar_text
 
@@ -48,7 +48,7 @@ class _MetricsTransformer(Transformer):  # type: ignore[type-arg]
         return MetricsItem("rule", meta.line, [])
 
     def int_cell(self, meta: Any, children: list[Token]) -> int:
-        return int(children[0])
+        return digits_int(str(children[0]))
 
     def word_cell(self, meta: Any, children: list[Token]) -> str:
         return str(children[0]).strip()

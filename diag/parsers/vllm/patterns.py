@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from diag.parsers.base import Context, num
+from diag.parsers import periodic
+from diag.parsers.base import Context, num, to_int
 
 ENGINE = "vllm"
 N = r"(-?\d[\d,]*(?:\.\d+)?)"  # a printed number, thousands separators allowed
@@ -41,7 +42,7 @@ def mode_name(value: Any) -> str | None:
             return _MODE_BY_VALUE.get(int(name))
         m = re.fullmatch(r"[\[(]\s*(\d)\s*,\s*(\d)\s*[\])]", text)
         if m:
-            return _MODE_BY_VALUE.get((int(m.group(1)), int(m.group(2))))
+            return _MODE_BY_VALUE.get((to_int(m.group(1)), to_int(m.group(2))))
     return None
 
 
@@ -99,32 +100,39 @@ ON_DEBUG = re.compile(
 CG_DEBUG = re.compile(
     r"CG Capture: mode=(?:CUDAGraphMode\.)?(?P<mode>[A-Z_]+), batch_desc=(?P<desc>.*)"
 )
-DESC_TOKENS = re.compile(r"num_tokens=(\d+)")
-DESC_REQS = re.compile(r"num_reqs=(\d+|None)")
-DESC_UNIFORM = re.compile(r"uniform(?:_decode)?=(True|False)")
+DESC_TOKENS = re.compile(r"num_tokens=(\d+)", re.ASCII)
+DESC_REQS = re.compile(r"num_reqs=(\d+|None)", re.ASCII)
+DESC_UNIFORM = re.compile(r"uniform(?:_decode)?=(True|False)", re.ASCII)
 
 # ---------------------------------------------------------------- §5 runtime
 STEP = re.compile(
-    r"Running batch with cudagraph_mode: (?:CUDAGraphMode\.)?(?P<mode>[A-Z_]+), batch_descriptor: (?P<desc>.*)"
+    r"Running batch with cudagraph_mode: (?:CUDAGraphMode\.)?(?P<mode>[A-Z_]+), batch_descriptor: (?P<desc>.*)",
+    re.ASCII,
 )
 
+# the declared shapes (diag/parsers/periodic.py), matched at the message start
+FAST_STEP = re.compile(periodic.VL_STEP.regex("python"), re.ASCII)
+FAST_STATS = re.compile(periodic.VL_STATS.regex("python"), re.ASCII)
+
 # ---------------------------------------------------------------- §7 stats
-PROMPT_TPUT = re.compile(r"Avg prompt throughput: " + N + r" tokens/s")
-GEN_TPUT = re.compile(r"Avg generation throughput: " + N + r" tokens/s")
-RUNNING = re.compile(r"Running: (\d+) reqs")
-WAITING = re.compile(r"(?:Waiting|Pending): (\d+) reqs")
-SWAPPED = re.compile(r"Swapped: (\d+) reqs")
-KV_USAGE = re.compile(r"(?<!CPU )KV cache usage: " + N + r"%")
-PREEMPT = re.compile(r"Preemptions: (\d+)")
-ENGINE_IDX = re.compile(r"Engine (\d+):")
+PROMPT_TPUT = re.compile(r"Avg prompt throughput: " + N + r" tokens/s", re.ASCII)
+GEN_TPUT = re.compile(r"Avg generation throughput: " + N + r" tokens/s", re.ASCII)
+RUNNING = re.compile(r"Running: (\d+) reqs", re.ASCII)
+WAITING = re.compile(r"(?:Waiting|Pending): (\d+) reqs", re.ASCII)
+SWAPPED = re.compile(r"Swapped: (\d+) reqs", re.ASCII)
+KV_USAGE = re.compile(r"(?<!CPU )KV cache usage: " + N + r"%", re.ASCII)
+PREEMPT = re.compile(r"Preemptions: (\d+)", re.ASCII)
+ENGINE_IDX = re.compile(r"Engine (\d+):", re.ASCII)
 
 # ---------------------------------------------------------------- §8 requests
 REQ = re.compile(
     r"(?:^|\s)(?P<verb>Received request|Added request|Finished request|Aborted request(?:\(s\))?|"
-    r"Generated response) (?P<rest>.*)"
+    r"Generated response) (?P<rest>.*)",
+    re.ASCII,
 )
-PROMPT_IDS = re.compile(r"prompt_token_ids: (\[[^\]]*\]?|None)")
-MAX_TOKENS = re.compile(r"SamplingParams\(.*?\bmax_tokens=(\d+)")
+PROMPT_IDS = re.compile(r"prompt_token_ids: (\[[^\]]*\]?|None)", re.ASCII)
+MAX_TOKENS = re.compile(r"SamplingParams\(.*?\bmax_tokens=(\d+)", re.ASCII)
+PROMPT_INTS = re.compile(r"-?\d+", re.ASCII)
 ACTIONS = {
     "Received request": "received",
     "Added request": "added",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from diag.normalize.prefix import LogLine
+from diag.parsers import periodic
 from diag.parsers.base import Context, num, parse_int_list, to_int
 from diag.parsers.traceback import explicit_capture
 from diag.parsers.vllm.patterns import (
@@ -26,6 +27,8 @@ from diag.parsers.vllm.patterns import (
     ENGINE_IDX,
     EST_GRAPH,
     EXC_LINE,
+    FAST_STATS,
+    FAST_STEP,
     FREE_ACT,
     FREE_GRAPH,
     FREE_MEM,
@@ -50,6 +53,7 @@ from diag.parsers.vllm.patterns import (
     POOL,
     PREEMPT,
     PROMPT_IDS,
+    PROMPT_INTS,
     PROMPT_TPUT,
     REQ,
     ROCM_UNSUPPORTED,
@@ -238,7 +242,7 @@ def read_other(line: LogLine, ctx: Context) -> None:
             engine=ENGINE,
             origin="log",
             key="max_num_batched_tokens",
-            value=int(m.group(1)),
+            value=to_int(m.group(1)),
         )
         return
     m = SET_MAX_SEQS.search(msg)
@@ -249,7 +253,7 @@ def read_other(line: LogLine, ctx: Context) -> None:
             engine=ENGINE,
             origin="log",
             key="max_num_seqs",
-            value=int(m.group(1)),
+            value=to_int(m.group(1)),
         )
         return
     if "is preempted" in msg and "Sequence group" in msg:
@@ -294,10 +298,10 @@ def read_request(line: LogLine, ctx: Context) -> bool:
     if action == "received":
         p = PROMPT_IDS.search(rest)
         if p and p.group(1) != "None":
-            ints = re.findall(r"-?\d+", p.group(1))
+            ints = PROMPT_INTS.findall(p.group(1))
             prompt_tokens = len(ints) if p.group(1).endswith("]") else None
         mt = MAX_TOKENS.search(rest)
-        max_new = int(mt.group(1)) if mt else None
+        max_new = to_int(mt.group(1)) if mt else None
     for rid in ids:
         ctx.emit(
             "request",
@@ -331,6 +335,10 @@ def read_error(line: LogLine, ctx: Context) -> None:
 
 def read_stats(line: LogLine, ctx: Context) -> None:
     msg = line.msg
+    fast = FAST_STATS.match(msg)
+    if fast is not None:  # the declared line (periodic.VL_STATS): each field once, in place
+        ctx.emit("stats", line, engine=ENGINE, **periodic.VL_STATS.read(fast))
+        return
     running = RUNNING.search(msg)
     waiting = WAITING.search(msg)
     if running is None or waiting is None:
@@ -342,16 +350,32 @@ def read_stats(line: LogLine, ctx: Context) -> None:
         engine=ENGINE,
         prompt_throughput=number_in(PROMPT_TPUT, msg),
         gen_throughput=number_in(GEN_TPUT, msg),
-        running=int(running.group(1)),
-        waiting=int(waiting.group(1)),
+        running=to_int(running.group(1)),
+        waiting=to_int(waiting.group(1)),
         swapped=to_int(first_group(SWAPPED, msg)),
         kv_usage=number_in(KV_USAGE, msg),
         preemptions=to_int(first_group(PREEMPT, msg)),
-        engine_index=int(engine.group(1)) if engine else None,
+        engine_index=to_int(engine.group(1)) if engine else None,
     )
 
 
 def read_step(line: LogLine, ctx: Context) -> None:
+    fast = FAST_STEP.match(line.msg)
+    if fast is not None:  # the declared line (periodic.VL_STEP)
+        f = periodic.VL_STEP.read(fast)
+        ctx.emit(
+            "graph_step",
+            line,
+            engine=ENGINE,
+            mode=f["mode"],
+            num_tokens=f["padded_tokens"] if f["mode"] == "NONE" else None,
+            padded_tokens=f["padded_tokens"],
+            num_reqs=f["num_reqs"],
+            uniform=f["uniform"],
+            count=1,
+            origin="debug_step",
+        )
+        return
     m = STEP.search(line.msg)
     if not m:
         return
@@ -367,7 +391,7 @@ def read_step(line: LogLine, ctx: Context) -> None:
         mode=mode,
         num_tokens=tokens if mode == "NONE" else None,
         padded_tokens=tokens,
-        num_reqs=None if reqs in (None, "None") else int(reqs),
+        num_reqs=None if reqs in (None, "None") else to_int(reqs),
         uniform=None if uniform is None else uniform == "True",
         count=1,
         origin="debug_step",

@@ -1,0 +1,125 @@
+"""Bulk acceptance: the share of periodic rows the hot path reads in bulk, per kind, on the
+shared real excerpts (the hot path forced on for small files). Rows left to the per-line
+path only because a multi-line block was open do not count against it.
+
+A row belongs to a kind when its line holds the kind's literal (``Kind.literal``, the
+declaration's own prefilter): a shape the kind does not accept counts against it.
+
+    python bench/acceptance.py [CORPUS_DIR ...] [--misses]
+
+prints per kind the rows read in bulk (issue 22 asks for >= 99 % each) and, with
+``--misses``, the lines left per line."""
+
+from __future__ import annotations
+
+import gzip
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import diag.ingest as ingest_mod  # noqa: E402
+from diag.ingest import ingest  # noqa: E402
+from diag.ingest.hotpath import HotScanner  # noqa: E402
+from diag.ingest.hotpath.kinds import ENGINE_KINDS  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+CORPORA = ("real", "real-2", "real-3")
+
+
+@contextmanager
+def bulk_on_every_region() -> Iterator[None]:
+    saved = HotScanner.min_region_bytes
+    HotScanner.min_region_bytes = 0
+    try:
+        yield
+    finally:
+        HotScanner.min_region_bytes = saved
+
+
+def _lines(path: str) -> list[bytes]:
+    data = Path(path).read_bytes()
+    if path.endswith(".gz"):
+        data = gzip.decompress(data)
+    return data.split(b"\n")
+
+
+def _inputs(root: Path) -> list[Path]:
+    return [p for p in sorted(root.iterdir()) if p.suffix in (".log", ".txt", ".gz")]
+
+
+def measure(paths: list[Path]) -> dict[str, Counter[str]]:
+    """Per kind: rows, rows read in bulk, rows taken back inside a block."""
+    out: dict[str, Counter[str]] = {}
+    made: list[Any] = []
+    real = ingest_mod.make_scanner
+
+    def recording(*a: Any, **kw: Any) -> Any:
+        sc = real(*a, **kw)
+        if isinstance(sc, HotScanner):
+            sc.record_lines = True
+            made.append(sc)
+        return sc
+
+    ingest_mod.make_scanner = recording  # type: ignore[assignment]
+    try:
+        with bulk_on_every_region():
+            for path in paths:
+                made.clear()
+                got = ingest([str(path)], jobs=1, hotpath=True)
+                backend = got.inputs[0].backend
+                if backend not in ENGINE_KINDS or not made:
+                    continue
+                bulk = set(np.concatenate([np.zeros(0, np.int64), *made[0].bulk_lines]).tolist())
+                block = set(np.concatenate([np.zeros(0, np.int64), *made[0].block_lines]).tolist())
+                reread = set(
+                    np.concatenate([np.zeros(0, np.int64), *made[0].reread_lines]).tolist()
+                )
+                text = _lines(str(path))
+                for kind in ENGINE_KINDS[backend]:
+                    frame = got.tables[kind.table]
+                    c = out.setdefault(kind.name, Counter())
+                    for line in frame["line"].tolist():
+                        if kind.literal not in text[line - 1]:
+                            continue
+                        c["rows"] += 1
+                        c["bulk"] += line in bulk
+                        c["in_block"] += line in block
+                        c["reread"] += line in reread
+                        if line not in bulk and line not in block:
+                            c[f"miss {path.name}:{line}"] += 1
+    finally:
+        ingest_mod.make_scanner = real  # type: ignore[assignment]
+    return out
+
+
+def _report(figures: dict[str, Counter[str]]) -> Iterator[str]:
+    for name, c in sorted(figures.items()):
+        counted = c["rows"] - c["in_block"]
+        share = c["bulk"] / counted if counted else 1.0
+        yield (
+            f"{name}: {c['bulk']}/{counted} in bulk ({share:.1%}); {c['in_block']} in blocks "
+            f"(not counted); {c['reread']} of the rest read per line while a parser reads every "
+            "line (vLLM before its era is known)"
+        )
+
+
+def main(argv: list[str]) -> int:
+    roots = [Path(a) for a in argv if not a.startswith("--")] or [SHARED / c for c in CORPORA]
+    paths = [p for root in roots for p in _inputs(root)]
+    figures = measure(paths)
+    print("\n".join(_report(figures)))
+    if "--misses" in argv:
+        for name, c in sorted(figures.items()):
+            for k in sorted(k for k in c if k.startswith("miss ")):
+                print(name, k[5:])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

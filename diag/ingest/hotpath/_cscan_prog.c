@@ -1,0 +1,226 @@
+/* The op-table interpreter of the compiled scanner: a line shape declared once in
+ * diag/parsers/periodic.py (LineSpec.program) is matched here, with no knowledge of any
+ * particular line. The machinery stays C: the engine's header (cs_sg_header /
+ * cs_vl_header), numbers (cs_int15, cs_num), the tail (cs_end).
+ *
+ * Ops (int32; opcodes as periodic.py's OP_*):
+ *   LIT off len | ONEOF n (off len)*n | INT col | BOOL col | NUM col signed | UPPER col
+ *   OPT ncommit len body[len] | ALT n (ncommit len body[len])*n | TAIL comma
+ * col -1: read, not kept. A group decides by its first `ncommit` ops: failing there skips
+ * it (OPT) or tries the next branch (ALT); failing later rejects the line, so the C form
+ * accepts a subset of what the derived regexes accept, with the same fields.
+ */
+#define _GNU_SOURCE
+#include "_cscan.h"
+
+enum { OP_LIT = 1, OP_ONEOF, OP_INT, OP_BOOL, OP_NUM, OP_UPPER, OP_OPT, OP_ALT, OP_TAIL };
+
+/* how many int32 words the op at o takes, or -1 when it does not fit [o, end) */
+static int64_t op_size(const int32_t *o, const int32_t *end) {
+    int64_t left = end - o;
+    if (left < 1)
+        return -1;
+    switch (o[0]) {
+    case OP_LIT:
+        return left >= 3 ? 3 : -1;
+    case OP_ONEOF:
+        if (left < 2 || o[1] < 1 || o[1] > 64 || left < 2 + 2 * (int64_t)o[1])
+            return -1;
+        return 2 + 2 * (int64_t)o[1];
+    case OP_INT:
+    case OP_BOOL:
+    case OP_UPPER:
+    case OP_TAIL:
+        return left >= 2 ? 2 : -1;
+    case OP_NUM:
+        return left >= 3 ? 3 : -1;
+    case OP_OPT:
+        if (left < 3 || o[2] < 0 || left < 3 + (int64_t)o[2])
+            return -1;
+        return 3 + (int64_t)o[2];
+    case OP_ALT: {
+        if (left < 2 || o[1] < 1)
+            return -1;
+        const int32_t *b = o + 2;
+        for (int i = 0; i < o[1]; i++) {
+            if (end - b < 2 || b[1] < 0 || end - b - 2 < b[1])
+                return -1;
+            b += 2 + b[1];
+        }
+        return b - o;
+    }
+    default:
+        return -1;
+    }
+}
+
+static int check_lit(const Prog *pg, int32_t off, int32_t len) {
+    return off >= 0 && len >= 1 && (size_t)off + (size_t)len <= pg->nlits;
+}
+
+/* every op well formed: sizes, literal spans, columns inside the row */
+static int check(const Prog *pg, const int32_t *o, const int32_t *end, int depth) {
+    if (depth > 16)
+        return 0;
+    while (o < end) {
+        int64_t n = op_size(o, end);
+        if (n < 0)
+            return 0;
+        switch (o[0]) {
+        case OP_LIT:
+            if (!check_lit(pg, o[1], o[2]))
+                return 0;
+            break;
+        case OP_ONEOF:
+            for (int i = 0; i < o[1]; i++)
+                if (!check_lit(pg, o[2 + 2 * i], o[3 + 2 * i]))
+                    return 0;
+            break;
+        case OP_INT:
+        case OP_BOOL:
+            if (o[1] < -1 || o[1] >= pg->ni)
+                return 0;
+            break;
+        case OP_NUM:
+            if (o[1] < -1 || o[1] >= pg->nf || (o[1] == 0 && pg->header == CS_HDR_SGLANG))
+                return 0; /* float 0 of an SGLang row is the header's fraction of a second */
+            break;
+        case OP_UPPER:
+            if (o[1] < -1 || o[1] > 0 || (o[1] == 0 && !pg->has_str))
+                return 0;
+            break;
+        case OP_OPT:
+            if (o[1] < 1 || !check(pg, o + 3, o + n, depth + 1))
+                return 0;
+            break;
+        case OP_ALT: {
+            const int32_t *b = o + 2;
+            for (int i = 0; i < o[1]; i++) {
+                if (b[0] < 1 || !check(pg, b + 2, b + 2 + b[1], depth + 1))
+                    return 0;
+                b += 2 + b[1];
+            }
+            break;
+        }
+        case OP_TAIL:
+            break;
+        default:
+            return 0;
+        }
+        o += n;
+    }
+    return 1;
+}
+
+int cs_prog_check(const Prog *pg) {
+    if (pg->header != CS_HDR_SGLANG && pg->header != CS_HDR_VLLM)
+        return 0;
+    if (pg->ni < 0 || pg->ni > CS_MAXI || pg->nf < 0 || pg->nf > CS_MAXF)
+        return 0;
+    if (pg->header == CS_HDR_SGLANG && pg->nf < 1)
+        return 0;
+    return check(pg, pg->ops, pg->ops + pg->nops, 0);
+}
+
+/* 1 matched (p advanced), 0 failed within the first ncommit ops, -1 failed after */
+static int run(const Prog *pg, const int32_t *o, const int32_t *end, cptr *pp, cptr e, Row *r,
+               int ncommit) {
+    cptr p = *pp;
+    const uint8_t *lits = pg->lits;
+    int k = 0;
+    while (o < end) {
+        int ok = 0;
+        int64_t n = op_size(o, end);
+        switch (o[0]) {
+        case OP_LIT:
+            ok = cs_lit(&p, e, (const char *)lits + o[1], (size_t)o[2]);
+            break;
+        case OP_ONEOF:
+            for (int i = 0; i < o[1] && !ok; i++)
+                ok = cs_lit(&p, e, (const char *)lits + o[2 + 2 * i], (size_t)o[3 + 2 * i]);
+            break;
+        case OP_INT:
+        case OP_BOOL: {
+            int64_t v;
+            ok = o[0] == OP_INT ? cs_int15(&p, e, &v) : cs_bool(&p, e, &v);
+            if (ok && o[1] >= 0) {
+                r->iv[o[1]] = v;
+                r->ivd[o[1]] = 1;
+            }
+            break;
+        }
+        case OP_NUM: {
+            double v;
+            ok = cs_num(&p, e, o[2], &v);
+            if (ok && o[1] >= 0) {
+                r->fv[o[1]] = v;
+                r->fvd[o[1]] = 1;
+            }
+            break;
+        }
+        case OP_UPPER: {
+            cptr m = p;
+            while (p < e && ((unsigned)(*p - 'A') < 26u || *p == '_'))
+                p++;
+            ok = p > m;
+            if (ok && o[1] >= 0) {
+                r->str = m;
+                r->strn = p - m;
+            }
+            break;
+        }
+        case OP_OPT: {
+            cptr q = p;
+            int g = run(pg, o + 3, o + n, &q, e, r, o[1]);
+            if (g < 0)
+                return -1;
+            if (g > 0)
+                p = q;
+            ok = 1;
+            break;
+        }
+        case OP_ALT: {
+            const int32_t *b = o + 2;
+            for (int i = 0; i < o[1]; i++) {
+                if (!ok) {
+                    cptr q = p;
+                    int g = run(pg, b + 2, b + 2 + b[1], &q, e, r, b[0]);
+                    if (g < 0)
+                        return -1;
+                    if (g > 0) {
+                        p = q;
+                        ok = 1;
+                    }
+                }
+                b += 2 + b[1];
+            }
+            break;
+        }
+        case OP_TAIL: {
+            cptr q = p;
+            if (o[1] && q < e && *q == ',')
+                q++;
+            ok = cs_end(q, e);
+            if (ok)
+                p = e;
+            break;
+        }
+        default:
+            return -1;
+        }
+        if (!ok)
+            return k < ncommit ? 0 : -1;
+        k++;
+        o += n;
+    }
+    *pp = p;
+    return 1;
+}
+
+int cs_prog_match(const Prog *pg, cptr s, cptr e, Row *r) {
+    cptr p = s;
+    int ok = pg->header == CS_HDR_SGLANG ? cs_sg_header(&p, e, r) : cs_vl_header(&p, e, r);
+    if (!ok)
+        return 0;
+    return run(pg, pg->ops, pg->ops + pg->nops, &p, e, r, 0) > 0 && p == e;
+}

@@ -1,0 +1,205 @@
+"""Each periodic line is declared once (``diag.parsers.periodic``); the per-line matcher,
+the RE2 pattern and the C scanner's op table are derived from it. Rewording a declaration
+changes all three, on behaviour: the reworded line is read by each, the old wording by none.
+The lines come from ``bench/gen_logs.py`` (written by hand in the engines' formats), never
+from the declarations under test."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import struct
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diag.ingest.hotpath.extract import HotPath
+from diag.ingest.hotpath.kinds import declared
+from diag.ingest.hotpath.native import NativeScanner, builder, native_available
+from diag.parsers import periodic
+from diag.parsers.periodic import LINES, LineSpec, Lit, seq
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+import gen_logs  # noqa: E402
+
+needs_c = pytest.mark.skipif(not native_available(), reason="the C extension is not built")
+HEADS = {
+    "sglang.decode": b"Decode batch",
+    "sglang.prefill": b"Prefill batch",
+    "vllm.step": b"Running batch with cudagraph_mode",
+    "vllm.stats": b"Avg prompt throughput",
+}
+
+
+def _sample(name: str, n: int = 40) -> list[bytes]:
+    make = gen_logs.sglang_lines if name.startswith("sglang") else gen_logs.vllm_lines
+    lines = [ln.encode() for ln in make(300_000, seed=5)]
+    got = [ln for ln in lines if HEADS[name] in ln][:n]
+    assert got, name
+    return got
+
+
+def _msg(line: bytes) -> str:
+    """The message after a plain header of either engine (the parsers' ``line.msg``)."""
+    return line.decode().split("] ", 1)[1]
+
+
+def _three(spec: LineSpec, lines: list[bytes]) -> tuple[list[dict], list[dict], list[dict] | None]:
+    """Field values of each line by the per-line matcher, RE2 and C ({} for a rejected line)."""
+    rx = re.compile(spec.regex("python"), re.ASCII)
+    per_line = []
+    for ln in lines:
+        m = rx.match(_msg(ln).rstrip("\r\n"))
+        per_line.append(spec.read(m) if m else {})
+    kind = declared(spec)
+    block = b"".join(ln + b"\n" for ln in lines)
+    hot = HotPath(spec.engine, [], native=False)
+    arr, offsets = hot.lines(block)
+    idx = np.arange(len(lines))
+    got = hot._re2_kind(kind, arr, idx)
+    re2 = [{} for _ in lines]
+    if got is not None:
+        rows, _ts, _rank, cols = got
+        for j, i in enumerate(rows.tolist()):
+            re2[i] = {n: cols[n][j].as_py() for n, _ in spec.fields() if n in cols}
+    c: list[dict] | None = None
+    if native_available():
+        scanner = NativeScanner([kind], [])
+        scanned = scanner.scan(spec.name, block, offsets, idx)
+        cols = builder(kind)(scanned)
+        c = [{} for _ in lines]
+        for j, i in enumerate(scanned.idx.tolist()):
+            c[i] = {n: cols[n][j].as_py() for n, _ in spec.fields() if n in cols}
+    return per_line, re2, c
+
+
+def _comparable(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if v is not None} for r in rows]
+
+
+@pytest.mark.parametrize("name", sorted(LINES))
+def test_the_three_matchers_read_the_generated_lines_alike(name: str) -> None:
+    spec = LINES[name]
+    lines = _sample(name)
+    per_line, re2, c = _three(spec, lines)
+    assert all(per_line), [ln for ln, r in zip(lines, per_line, strict=True) if not r][:3]
+    assert _comparable(re2) == _comparable(per_line)
+    if c is not None:
+        assert _comparable(c) == _comparable(per_line)
+
+
+def _reword(spec: LineSpec, old: str, new: str) -> LineSpec:
+    def walk(items: tuple) -> tuple:
+        out = []
+        for it in items:
+            if isinstance(it, Lit):
+                out.append(Lit(it.text.replace(old, new)))
+            elif isinstance(it, periodic.Opt):
+                out.append(periodic.Opt(walk(it.items)))
+            elif isinstance(it, periodic.Alt):
+                out.append(periodic.Alt(tuple(walk(b) for b in it.branches)))
+            else:
+                out.append(it)
+        return tuple(out)
+
+    return dataclasses.replace(spec, items=walk(spec.items), _groups={})
+
+
+REWORDS = {
+    "sglang.decode": ("#token: ", "#tokens: "),
+    "sglang.prefill": ("#cached-token: ", "#cache-token: "),
+    "vllm.step": ("batch_descriptor: ", "descriptor: "),
+    "vllm.stats": ("GPU KV cache usage: ", "GPU cache usage: "),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LINES))
+def test_rewording_one_declaration_changes_all_three(name: str) -> None:
+    spec = LINES[name]
+    old, new = REWORDS[name]
+    moved = _reword(spec, old, new)
+    assert moved.regex("python") != spec.regex("python")
+    assert declared(moved).pattern != declared(spec).pattern
+    assert moved.program() != spec.program()
+    lines = _sample(name, 20)
+    reworded = [ln.replace(old.encode(), new.encode(), 1) for ln in lines]
+    assert reworded != lines
+    for matcher_rows in _three(moved, reworded):
+        if matcher_rows is not None:
+            assert all(matcher_rows), "a reworded line was not read"
+    for matcher_rows in _three(moved, lines):
+        if matcher_rows is not None:
+            assert not any(matcher_rows), "the old wording was still read"
+
+
+def test_adding_a_field_is_one_edit() -> None:
+    """A new optional field in the declaration is read by all three matchers."""
+    spec = LINES["sglang.decode"]
+    items = list(spec.items)
+    at = next(i for i, it in enumerate(items) if isinstance(it, periodic.Opt))
+    items.insert(at, periodic.Opt(seq("#retracted-req: {retracted:int}, ")))
+    grown = dataclasses.replace(spec, items=tuple(items), _groups={})
+    lines = [
+        re.sub(rb"(token usage: [0-9.]+, )", rb"\1#retracted-req: 7, ", ln, count=1)
+        for ln in _sample("sglang.decode", 10)
+    ]
+    for rows in _three(grown, lines):
+        if rows is not None:
+            assert [r.get("retracted") for r in rows] == [7] * len(lines)
+
+
+TAILS = [b", ", b",", b"", b" ", b"\t ", b", \r", b",\r", b"\r"]
+
+
+@pytest.mark.parametrize("name", sorted(LINES))
+@pytest.mark.parametrize("tail", TAILS, ids=repr)
+def test_tails_of_real_logs_are_read_alike(name: str, tail: bytes) -> None:
+    """Transformation: the line's own tail replaced by what collectors leave (", " with the
+    blank stripped, nothing, blanks, CR): each matcher gives what it gives the plain line,
+    or a comma where the line declares none makes all three refuse it."""
+    spec = LINES[name]
+    lines = _sample(name, 10)
+    base = [ln.rstrip(b", \t\r") for ln in lines]
+    plain = _three(spec, base)
+    moved = _three(spec, [b + tail for b in base])
+    comma_ok = isinstance(spec.items[-1], periodic.Tail) and spec.items[-1].comma
+    for a, b in zip(plain, moved, strict=True):
+        if a is None or b is None:
+            continue
+        if b"," in tail and not comma_ok:
+            assert not any(b)
+        else:
+            assert _comparable(b) == _comparable(a)
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-3, 40), max_size=40), st.binary(max_size=30))
+def test_c_refuses_malformed_programs(words: list[int], lits: bytes) -> None:
+    """Any op table either is refused whole or scans without reading out of bounds (the
+    sanitizer build runs this too)."""
+    from diag.ingest.hotpath import native
+
+    ops = struct.pack(f"<{len(words)}i", *words)
+    try:
+        prog = native._cscan.program(0, ops, lits, 4, 4, 0)
+    except ValueError:
+        return
+    line = b"[2025-01-01 00:00:00] Decode batch, #running-req: 1, \n"
+    offsets = np.array([0, len(line)], np.int64)
+    m = 1
+    out = [np.zeros(m, np.int64), np.zeros(4 * m, np.int64), np.zeros(4 * m, np.uint8)]
+    out += [np.zeros(4 * m, np.float64), np.zeros(4 * m, np.uint8)]
+    out += [np.zeros(m, np.int32), np.zeros(m, np.int32), np.zeros(m + 1, np.int32)]
+    native._cscan.scan(prog, line, offsets, np.zeros(1, np.int64), None, *out)
+
+
+def test_a_declaration_must_say_how_it_decides() -> None:
+    with pytest.raises(ValueError):
+        LineSpec("x", "sglang", "decode_batch", seq("Decode {a:int}"))  # no Tail
+    with pytest.raises(ValueError):
+        seq("{a:float}")  # no such type
