@@ -297,6 +297,21 @@ def test_a_cut_paste_keeps_the_flags_before_the_cut(tmp_path: Path) -> None:
     assert cfg["enforce_eager"] is True
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "vllm serve m --enforce-eager --compilation-config " + "[" * 5000,
+        "    command: " + "[" * 5000,
+        "vllm serve m --enforce-eager -O '" + "{" * 3000 + "'",
+    ],
+    ids=["deep-flag-value", "deep-yaml", "deep-json"],
+)
+def test_hostile_nesting_reads_on(tmp_path: Path, text: str) -> None:
+    """Thousands of brackets neither raise nor stop the flags around them from counting."""
+    cfg = _config(tmp_path, text + "\n" + "vllm serve m --max-num-seqs 4\n")
+    assert cfg["max_num_seqs"] == 4
+
+
 def test_corpus_bench_throughput_command_line() -> None:
     corpus = need_corpus("real-3")
     name = "vllm-21266-bench-throughput-enforce-eager-cmdline.log"

@@ -61,6 +61,9 @@ ENTRIES: tuple[Entry, ...] = (
 )
 
 
+_FIRST_WORDS = frozenset(e.program[0] for e in ENTRIES)
+
+
 @dataclass(frozen=True)
 class FlagRules:
     """How one engine's parser reads its flags, beyond the dest rule."""
@@ -101,6 +104,8 @@ RULES: dict[Engine, FlagRules] = {
         switches=frozenset({"enforce_eager", "enable_prefix_caching", "enable_chunked_prefill"}),
         lists=frozenset({"cuda_graph_sizes"}),  # list[int] -> nargs="+" (arg_utils.py:220-229)
         negations=True,
+        # vllm==0.11.0:vllm/envs.py reads VLLM_*; its graph switches: VLLM_USE_V1 (:900),
+        # VLLM_ENABLE_CUDAGRAPH_GC (:1363), VLLM_DISABLE_PAD_FOR_CUDAGRAPH (:1369)
         env_prefix="VLLM_",
         # -O3 / -O 3 / -O.level=3 / --compilation-config.cudagraph_mode=NONE
         # (vllm==0.11.0:vllm/utils/__init__.py:1874-1967)
@@ -130,6 +135,7 @@ RULES: dict[Engine, FlagRules] = {
         ),
         lists=frozenset({"cuda_graph_bs"}),  # nargs="+" (server_args.py:1890)
         negations=False,
+        # sglang==0.5.2 reads SGLANG_* (none of them turns graphs on or off)
         env_prefix="SGLANG_",
     ),
 }
@@ -159,6 +165,8 @@ class Command:
 def find_entry(tokens: list[str]) -> tuple[int, Entry] | None:
     """Where in the words a launch starts, and which one it is."""
     for start in range(len(tokens)):
+        if _program_word(tokens[start]) not in _FIRST_WORDS:
+            continue
         for entry in ENTRIES:
             n = len(entry.program)
             if tuple(_program_word(t) for t in tokens[start : start + n]) == entry.program:
@@ -273,7 +281,7 @@ def _typed(text: str) -> Any:
     if s[:1] in "[{":
         try:
             return json.loads(s)
-        except ValueError:
+        except (ValueError, RecursionError):  # parse_value bounds the nesting itself
             try:
                 return parse_value(s)
             except ValueError:
@@ -293,7 +301,7 @@ def split_shell(text: str) -> list[str]:
 def _yaml_list(text: str) -> list[str] | None:
     try:
         value = yaml.safe_load(text)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         return None
     if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
         return [str(v) for v in value]
@@ -306,7 +314,7 @@ def _yaml_scalar(text: str) -> str:
     """One ``- item`` of a YAML block list as the program sees it (quotes removed)."""
     try:
         value = yaml.safe_load(text)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         return text
     return (
         str(value) if isinstance(value, str | int | float) and not isinstance(value, bool) else text
