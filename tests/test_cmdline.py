@@ -255,6 +255,12 @@ def test_the_engine_echo_wins_over_the_command_line(tmp_path: Path, after: bool)
             "compilation_config.cudagraph_mode",
             "FULL",
         ),
+        (["--compilation_config.level", "3"], "compilation_config.level", 3),
+        (
+            ["-O.pass_config.enable_fusion=true"],
+            "compilation_config.pass_config",
+            {"enable_fusion": True},
+        ),
         (["--no-enable-prefix-caching"], "enable_prefix_caching", False),
         (["--max_num_seqs", "16"], "max_num_seqs", 16),
         (["-tp", "2"], "tensor_parallel_size", 2),

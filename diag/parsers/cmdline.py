@@ -230,13 +230,20 @@ def read_flags(args: list[str], rules: FlagRules, positional: str | None) -> lis
         ):
             name = "-O.level"  # -O 3 (utils/__init__.py:1897-1901)
         option, dot, sub = name.partition(".")
-        target = rules.dict_options.get(option)
+        target = rules.dict_options.get(option.replace("_", "-"))
         if dot and target is not None:
             if not eq and i < len(args):
                 inline, eq = args[i], "="
                 i += 1
-            if eq:
-                nested.setdefault(target, {})[sub] = _typed(inline)
+            if eq:  # -O.a.b=v is {"a": {"b": v}} (utils/__init__.py:1903-1967)
+                *path, leaf = sub.split(".")
+                node = nested.setdefault(target, {})
+                for part in path:
+                    node = node.setdefault(part, {})
+                    if not isinstance(node, dict):
+                        break
+                else:
+                    node[leaf] = _json_value(inline)
             continue
         key = _dest(name, rules)
         if rules.negations and key.startswith("no_") and not eq:
@@ -271,6 +278,14 @@ def _dest(option: str, rules: FlagRules) -> str:
     if option in rules.aliases:
         return rules.aliases[option]
     return option.lstrip("-").replace("-", "_")
+
+
+def _json_value(text: str) -> Any:
+    """A dotted option's value: JSON, else the text (utils/__init__.py:1955-1958)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
 
 
 def _typed(text: str) -> Any:
