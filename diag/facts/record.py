@@ -35,6 +35,8 @@ from diag.facts.requests import request_table
 from diag.facts.runs import Run
 from diag.facts.verdict import RunState, run_state
 from diag.model import Snapshot
+from diag.parsers.cmdline import ORIGIN as CMDLINE
+from diag.parsers.vllm.patterns import TYPED_ARG_ORIGINS
 
 RECORD_KEYS = (
     "graph_mode",
@@ -164,8 +166,15 @@ def snapshot_graph_pool_gib(run_id: str, snapshots: Iterable[Snapshot]) -> float
 
 
 def config_values(tables: EventTables) -> dict[str, Any]:
-    """Effective settings: later echoes override earlier ones, rank 0 preferred."""
+    """Effective settings: later echoes override earlier ones, rank 0 preferred. A pasted
+    command line comes first, so any echo of what the engine used overrides it; an echo of
+    the typed args themselves (vLLM "non-default args") replaces it whole."""
     f = _rank0(tables["config"])
+    if not f.empty and (f["origin"] == CMDLINE).any():
+        if f["origin"].isin(TYPED_ARG_ORIGINS).any():
+            f = f[f["origin"] != CMDLINE]
+        else:
+            f = f.sort_values("origin", key=lambda o: o != CMDLINE, kind="stable")
     out: dict[str, Any] = {}
     for key, value in zip(f["key"], f["value"], strict=True):
         try:

@@ -1,6 +1,6 @@
 """Which line parsers read a stream: its engine's (from the engine spec), then the
-engine-neutral ones (tracebacks/errors, benchmark summaries). An ``unknown`` stream gets
-every engine's parser, so nothing is lost to a wrong sniff."""
+engine-neutral ones (tracebacks/errors, benchmark summaries, launch command lines). An
+``unknown`` stream gets every engine's parser, so nothing is lost to a wrong sniff."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ def _engine_parser(path: str) -> LineParser:
 
 def parsers_for(backend: str) -> list[LineParser]:
     from diag.parsers.benchmark import BenchmarkParser
+    from diag.parsers.cmdline import CmdlineParser
     from diag.parsers.traceback import ErrorParser
 
     spec = spec_for(backend)
@@ -26,4 +27,5 @@ def parsers_for(backend: str) -> list[LineParser]:
     out: list[LineParser] = [_engine_parser(s.parser) for s in specs]
     out.append(ErrorParser())
     out.append(BenchmarkParser())
+    out.append(CmdlineParser())
     return out

@@ -23,6 +23,8 @@ from diag.facts import classify as cls
 from diag.facts.record import RunFacts, captured_size_count, sizing
 from diag.facts.verdict import EngineError
 from diag.model import Snapshot
+from diag.parsers.cmdline import ORIGIN as CMDLINE
+from diag.parsers.vllm.patterns import TYPED_ARG_ORIGINS
 from diag.rules.advisories import Advisory
 
 if TYPE_CHECKING:
@@ -457,12 +459,8 @@ def _user_eager(facts: RunFacts) -> str | None:
     return None
 
 
-# the args the user typed, echoed before the engine changes anything: vLLM's
-# "non-default args: {...}" (vllm/entrypoints/openai/cli_args.py 0.9.0, later
-# vllm/entrypoints/utils.py) and "args: Namespace(...)" (vllm/entrypoints/openai/api_server.py
-# 0.4.0-0.8.5); formats/vllm-log-formats.md 2.3. SGLang's server_args= is printed after
-# ServerArgs.__post_init__ changed it (sglang==0.5.2:srt/entrypoints/engine.py:124)
-TYPED_ARG_ORIGINS = ("non_default_args", "args")
+# SGLang's server_args= is printed after ServerArgs.__post_init__ changed it
+# (sglang==0.5.2:srt/entrypoints/engine.py:124): the user's, not what was typed
 USER_ARG_ORIGINS = (*TYPED_ARG_ORIGINS, "server_args")
 # graph_disabled reasons that follow from graphs being off, whoever turned them off:
 # vLLM's dispatcher warns once whenever cudagraph_mode is NONE
@@ -477,6 +475,8 @@ def _user_args_eager(facts: RunFacts) -> str | None:
     if cfg.empty:
         return None
     typed = cfg[cfg["origin"].isin(TYPED_ARG_ORIGINS)]
+    if typed.empty:  # no echo of the typed args: the pasted command line is what was typed
+        typed = cfg[cfg["origin"] == CMDLINE]
     for key, value in zip(typed["key"], typed["value"], strict=True):
         text = str(value).strip('"').lower()
         if key == "enforce_eager" and text == "true":
@@ -494,6 +494,8 @@ def _user_set_mode_none(facts: RunFacts, reasons: set[str]) -> bool:
     if not cfg.empty:
         rows = cfg[cfg["key"] == "compilation_config.cudagraph_mode"]
         user = rows[rows["origin"].isin(USER_ARG_ORIGINS)]
+        if user.empty:
+            user = rows[rows["origin"] == CMDLINE]
         if not user.empty:
             return "NONE" in str(user["value"].iloc[-1]).upper()
     echoed = str(facts.config.get("compilation_config.cudagraph_mode") or "").upper()

@@ -330,6 +330,6 @@ VLLM_KINDS: tuple[Kind, ...] = (
 ENGINE_KINDS = {"sglang": SGLANG_KINDS, "vllm": VLLM_KINDS}
 #: the parser sets the kinds were checked against (class names, in scanner order)
 SUPPORTED_PARSERS = {
-    "sglang": ("SGLangParser", "ErrorParser", "BenchmarkParser"),
-    "vllm": ("VLLMParser", "ErrorParser", "BenchmarkParser"),
+    "sglang": ("SGLangParser", "ErrorParser", "BenchmarkParser", "CmdlineParser"),
+    "vllm": ("VLLMParser", "ErrorParser", "BenchmarkParser", "CmdlineParser"),
 }

@@ -54,6 +54,11 @@ API_VERSION = re.compile(r"vLLM (?:API )?server version:? v?(?P<ver>\d+\.\d+[\w.
 BANNER_VERSION = re.compile(r"[^\w]*version\s+v?(?P<ver>\d+\.\d+[\w.+-]*)\s*")
 NON_DEFAULT = re.compile(r"non-default args: (?P<args>\{.*)")
 ARGS = re.compile(r"(?:^|\s)args: (?P<args>Namespace\(.*)")
+# the config origins of the args the user typed, echoed before the engine changes anything:
+# "non-default args: {...}" (vllm/entrypoints/openai/cli_args.py 0.9.0, later
+# vllm/entrypoints/utils.py) and "args: Namespace(...)" (vllm/entrypoints/openai/api_server.py
+# 0.4.0-0.8.5); formats/vllm-log-formats.md 2.3
+TYPED_ARG_ORIGINS = ("non_default_args", "args")
 INIT_ENGINE = re.compile(
     r"init engine\b.*?took (?P<t>\d+(?:\.\d+)?) ?(?:seconds|secs|s)\b"
     r"(?: \(compilation: (?P<c>\d+(?:\.\d+)?) ?s)?"
