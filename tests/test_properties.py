@@ -337,7 +337,13 @@ def _normalised(folder: Path, parts: list[tuple[str, int]]) -> dict[str, Any]:
         if isinstance(value, list):
             return [walk(v) for v in value]
         if isinstance(value, str):
-            for path in offset:
+            # "PATH:LINE" quoted in a sentence (a verdict reason) maps like evidence does
+            for path, start in offset.items():
+                value = re.sub(
+                    re.escape(path) + r":(\d+)",
+                    lambda m, start=start: f"<log>:{start + int(m.group(1))}",
+                    value,
+                )
                 value = value.replace(path, "<log>")
         return value
 
