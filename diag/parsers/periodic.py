@@ -356,9 +356,11 @@ SG_DECODE = LineSpec(
                     "#cpu-token: {_:int}, cpu token usage: {_:unum}, "
                 ),
                 # sliding-window models: full and SWA pools, the first "token usage:" is full's
+                # (the "#swa token:" count is not on every era's line: sglang issue 26248)
                 seq(
-                    "#full token: {_:int}, full token usage: {token_usage:unum}, "
-                    "#swa token: {_:int}, swa token usage: {_:unum}, "
+                    "#full token: {_:int}, full token usage: {token_usage:unum}, ",
+                    Opt(seq("#swa token: {_:int}, ")),
+                    "swa token usage: {_:unum}, ",
                 ),
             )
         ),
@@ -366,7 +368,10 @@ SG_DECODE = LineSpec(
         Opt(seq("pre-allocated usage: {_:unum}, ")),
         Opt(seq("#retracted-req: {_:int}, ")),
         Opt(seq(_DEV + " graph: {cuda_graph:bool}, ")),
-        "gen throughput (token/s): {gen_throughput:num}, #queue-req: {queue:int}",
+        "gen throughput (token/s): {gen_throughput:num}",
+        # a line without its queue count (the hybrid-SWA line of sglang issue 26248 ends at
+        # the throughput) still gives the fields it holds
+        Opt(seq(", #queue-req: {queue:int}")),
         Opt(seq(", #cache_miss: {_:int}")),  # the JAX backend
         Tail(comma=True),
     ),
