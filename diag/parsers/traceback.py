@@ -150,6 +150,7 @@ def _fallback(lines: list[str]) -> ParsedTraceback:
     out = ParsedTraceback()
     sec = Section()
     out.sections.append(sec)
+    code_due = False  # the line after a frame is its source line (kept with it, as the grammar)
     for ln in lines:
         s = ln.strip()
         if s.startswith('File "'):
@@ -157,7 +158,14 @@ def _fallback(lines: list[str]) -> ParsedTraceback:
                 sec = Section()
                 out.sections.append(sec)
             sec.frames.append(s)
-        elif _EXC_LINE.match(s):
+            code_due = True
+            continue
+        if code_due and s and ln[:1].isspace() and not _EXC_LINE.match(s):
+            sec.frames[-1] += " " + s
+            code_due = False
+            continue
+        code_due = False
+        if _EXC_LINE.match(s):
             if sec.exception is not None:
                 sec = Section()
                 out.sections.append(sec)
