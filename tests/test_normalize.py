@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import html
 import re
+from pathlib import Path
 
+import markupsafe
 import pytest
 
+from diag.api import analyze
 from diag.normalize.lines import clean, split_logical
 from diag.normalize.prefix import peel
 from diag.normalize.shape import PrefixShapes, shape_of, unprefix
+from tests.conftest import ROOT
 
 
 def test_tqdm_redraws_split_and_glued_log_line_separated() -> None:
@@ -254,6 +259,48 @@ def test_html_entities_of_a_page_source_are_decoded() -> None:
         "RuntimeError: \"x\" 'y' 'z' a < b"
     )
     assert clean("tokens & more") == "tokens & more"  # a bare ampersand is text
+
+
+@pytest.mark.parametrize(
+    "escaped,text",
+    [
+        ("&#34;m&#34; &#039;k&#039; &apos;a&apos;", "\"m\" 'k' 'a'"),  # MarkupSafe, PHP, HTML5
+        (
+            "it&rsquo;s &#8217;x&#x2019; &hellip;",
+            "it\u2019s \u2019x\u2019 \u2026",
+        ),  # >3 digits, named
+        ("&amp;lt; stays &lt;", "&lt; stays <"),  # decoded once: a logged '&lt;' survives a page
+    ],
+)
+def test_every_character_reference_is_decoded_once(escaped: str, text: str) -> None:
+    assert clean(escaped) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["AT&T && x", "GET /v1?a=1&para=2&copy=3", "&foo; & &; &#;", "R&D&nbsp"],
+)
+def test_text_with_a_bare_ampersand_is_left_as_it_is(text: str) -> None:
+    # html.unescape alone would read '&para' and '&copy' (legacy forms without ';')
+    assert clean(text) == text
+
+
+def test_a_capture_error_pasted_from_page_source_reads_as_the_log(tmp_path: Path) -> None:
+    """The same incident through two real escapers (the stdlib's and MarkupSafe's)."""
+    log = (ROOT / "fixtures/incidents/sglang-capture-oom/server.log").read_text()
+    want = analyze([str(ROOT / "fixtures/incidents/sglang-capture-oom")], generated_at="fixed")
+    err = want.runs[0].record["capture_error"]
+    for name, escape in (("stdlib", html.escape), ("markupsafe", markupsafe.escape)):
+        path = tmp_path / f"{name}.log"
+        path.write_text("\n".join(str(escape(ln)) for ln in log.splitlines()) + "\n")
+        assert "&#" in path.read_text()  # the quotes are escaped
+        got = analyze([str(path)], generated_at="fixed").runs[0].record["capture_error"]
+        assert got is not None and err is not None
+        assert (got["class"], got["phase"], got["message"]) == (
+            err["class"],
+            err["phase"],
+            err["message"],
+        ), name
 
 
 def test_unlisted_prefix_shape_frees_digits_and_level_words_only() -> None:

@@ -50,6 +50,17 @@ def _cases() -> list[object]:
             path += row["file"].replace("**/", "").replace("*", "")
             for func in _funcs(row["func"]):
                 frame = f'File "{path}", line 7, in {func}'
+                if "code" in row:  # a capture-branch row: one frame per source line it names
+                    for k, code in enumerate(row["says"]):
+                        out.append(
+                            pytest.param(
+                                engine,
+                                row,
+                                f"{frame} {code}",
+                                id=f"{engine}:{row['file']}:{func}:code{k}",
+                            )
+                        )
+                    continue
                 out.append(pytest.param(engine, row, frame, id=f"{engine}:{row['file']}:{func}"))
     return out
 

@@ -2,7 +2,9 @@
 
 ``place(frames)`` walks a traceback's frames from the outermost inward and keeps the phase of
 the innermost *decisive* frame. Graph wrappers (vLLM ``CUDAGraphWrapper.__call__``, SGLang
-``replay``) never decide: they run eagerly during memory profiling, capture and serving.
+``replay``) never decide: they run eagerly during memory profiling, capture and serving,
+unless a row's ``code`` regex names the source line of their capture branch (the line a
+traceback prints under the frame): that line runs only while a graph is captured.
 Dispatch frames (engine-core init, worker RPC loops) carry whatever phase they call.
 ``LogMarkers`` say which phase a log line opens, for errors no frame places.
 """
@@ -34,8 +36,8 @@ Role = Literal["decisive", "wrapper", "dispatch"]
 DATA = Path(__file__).resolve().parent / "data"
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: 100x faster at start-up
 
-# 'File "/x/y.py", line 12, in func' (as the traceback parser keeps a frame)
-_FRAME = re.compile(r'File "(?P<path>[^"]+)", line \d+, in (?P<func>[\w<>.]+)')
+# 'File "/x/y.py", line 12, in func  code line' (the parser joins a frame and its code line)
+_FRAME = re.compile(r'File "(?P<path>[^"]+)", line \d+, in (?P<func>[\w<>.]+)(?P<code>.*)')
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,11 @@ class FrameRule:
     func: re.Pattern[str]
     versions: str
     source: str
+    code: re.Pattern[str] | None = None  # the frame's source line must start with a match
 
-    def matches(self, path: str, func: str) -> bool:
+    def matches(self, path: str, func: str, code: str = "") -> bool:
+        if self.code is not None and self.code.match(code) is None:
+            return False
         return self.file.search(path) is not None and self.func.fullmatch(func) is not None
 
 
@@ -69,9 +74,9 @@ class PhaseTable:
     frames: tuple[FrameRule, ...]
     markers: tuple[LogMarker, ...]
 
-    def frame_role(self, path: str, func: str) -> FrameRule | None:
+    def frame_role(self, path: str, func: str, code: str = "") -> FrameRule | None:
         for rule in self.frames:
-            if rule.matches(path, func):
+            if rule.matches(path, func, code):
                 return rule
         return None
 
@@ -109,6 +114,7 @@ def phase_table(engine: str) -> PhaseTable:
             re.compile(r["func"]),
             str(r.get("versions", "")),
             r["source"],
+            re.compile(r["code"]) if r.get("code") else None,
         )
         for r in raw.get("frames", [])
     )
@@ -128,15 +134,26 @@ def phase_table(engine: str) -> PhaseTable:
 
 def split_frame(frame: str) -> tuple[str, str] | None:
     """(path, function) of a frame line, None if it is not one."""
+    parts = split_frame_code(frame)
+    return parts[:2] if parts else None
+
+
+def split_frame_code(frame: str) -> tuple[str, str, str] | None:
+    """(path, function, source line) of a frame ('' when the traceback printed no line)."""
     m = _FRAME.search(frame)
-    return (m.group("path").replace("\\", "/"), m.group("func")) if m else None
+    if m is None:
+        return None
+    return m.group("path").replace("\\", "/"), m.group("func"), m.group("code").strip()
 
 
 def place(frames: list[str], engines: tuple[str, ...] = ("vllm", "sglang")) -> str | None:
-    """The phase of the innermost decisive frame (outermost first in ``frames``), or None."""
+    """The phase of the innermost decisive frame (outermost first in ``frames``), or None.
+
+    A wrapper's capture line (a row with ``code``) says a graph was being captured, not which
+    one: an outer frame that already named a capture phase (piecewise, draft) keeps it."""
     phase: str | None = None
     for frame in frames:
-        parts = split_frame(frame)
+        parts = split_frame_code(frame)
         if parts is None:
             continue
         # a frame inside one engine's package is read with that engine's table only
@@ -144,7 +161,7 @@ def place(frames: list[str], engines: tuple[str, ...] = ("vllm", "sglang")) -> s
         for table in [phase_table(e) for e in engines if own is None or e == own]:
             rule = table.frame_role(*parts)
             if rule is not None:
-                if rule.role == "decisive":
+                if rule.role == "decisive" and not (rule.code and phase in CAPTURE_PHASES):
                     phase = rule.phase
                 break
     return phase

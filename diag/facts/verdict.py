@@ -32,7 +32,7 @@ Verdict = Literal["ok", "warn", "capture_failed", "startup_failed", "serving_fai
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 # verdicts that say the server did not do its job: rendered as failures, never as OK
 FAILED: frozenset[Verdict] = frozenset({"capture_failed", "startup_failed", "serving_failed"})
-PlacedBy = Literal["frames", "log", "order", "none"]
+PlacedBy = Literal["frames", "follow_on", "log", "order", "none"]
 
 # periodic lines of a serving engine (batches, stats, per-step graph lines)
 SERVING_KINDS = ("decode_batch", "prefill_batch", "stats", "graph_step")
@@ -45,8 +45,9 @@ class EngineError:
     """The engine error a run without a capture error died of (GD105's evidence).
 
     ``phase`` is where it struck: the innermost deciding traceback frame's phase, else
-    ``serving`` when serving lines precede it, else the last phase a log line opened
-    (``placed_by`` says which), else ``unknown``."""
+    ``serving`` when serving lines precede it, else the last phase a log line opened, else
+    the frames of a follow-on report of it (vLLM's front-end ``EngineDeadError`` raised in
+    its serving loop: the core died serving) (``placed_by`` says which), else ``unknown``."""
 
     phase: str
     placed_by: PlacedBy
@@ -108,6 +109,18 @@ def _serving_orders(t: EventTables) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
+def _follow_on_phase(errors: pd.DataFrame, order: np.ndarray, key: int) -> str | None:
+    """The frame-placed phase of the first follow-on error (errors.yaml ``secondary``) after
+    the one at ``key``: a front end re-raising a dead core's error places where it died."""
+    secondary = errors["secondary"].fillna(False).astype(bool).to_numpy()
+    for at in np.argsort(order, kind="stable"):
+        if int(order[at]) > key and secondary[at]:
+            phase = _text(errors.iloc[int(at)].get("phase"))
+            if phase is not None and phase != "unknown":
+                return phase
+    return None
+
+
 def engine_error(t: EventTables) -> EngineError | None:
     """The run's first root error (a follow-on or cut traceback only when nothing else),
     placed in its phase. Call it for runs without a capture error."""
@@ -132,6 +145,8 @@ def engine_error(t: EventTables) -> EngineError | None:
         phase, placed = "serving", "order"
     elif log_phase is not None and log_phase != "unknown":
         phase, placed = log_phase, "log"
+    elif (later := _follow_on_phase(errors, order, key)) is not None:
+        phase, placed = later, "follow_on"
     else:
         phase, placed = "unknown", "none"
     return EngineError(
@@ -206,8 +221,13 @@ def run_state(t: EventTables, record: dict[str, Any]) -> RunState:
         after = "; the log shows serving lines after it" if failure.served_after else ""
         said = f"{_one_line(failure.headline)} ({failure.at})"
         if failure.phase == "serving":
+            how = (
+                " (its follow-on report was raised serving)"
+                if failure.placed_by == "follow_on"
+                else ""
+            )
             return RunState(
-                "serving_failed", f"the engine failed while serving: {said}{after}", failure
+                "serving_failed", f"the engine failed while serving{how}: {said}{after}", failure
             )
         if failure.phase == "unknown":
             return RunState(

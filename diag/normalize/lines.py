@@ -18,9 +18,14 @@ from diag.normalize.prefix import wrapper_prefix
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\^\[\[[0-9;?]*[A-Za-z]")
 _CARET_CTRL = re.compile(r"\^[@A-Z\\\]^_](?=[^a-z]|$)")
 _OTHER_CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-# the entities a web page's source shows a log's text with (GitHub writes &#39;, Python's
-# html.escape &#x27;): a paste copied from page source is read as the log it shows
-_ENTITY = re.compile(r"&(?:lt|gt|amp|quot|apos|#\d{2,3}|#x[0-9a-fA-F]{2});")
+# the character references a web page's source shows a log's text with (GitHub writes &#39;,
+# Python's html.escape &#x27;, MarkupSafe &#34;, editors &nbsp; &rsquo;): a paste copied from
+# page source is read as the log it shows. Only references closed by ';' are decoded (each by
+# the stdlib's html.unescape, so its full HTML5 table): the legacy forms without ';' that
+# html.unescape also takes ("&para", "&copy") are ordinary text in a log ("?a=1&para=2").
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+# literals one of which every decodable reference holds (the scanner's raw-line prefilter)
+ENTITY_ANCHORS = ("&#", "&quot;", "&apos;", "&lt;", "&gt;", "&amp;", "&nbsp;")
 
 # The tail of a tqdm refresh: "[00:01<00:03,  1.14s/it]" or "[00:00<?, ?it/s]". Text glued
 # after it starts a new logical line.
@@ -33,11 +38,16 @@ def clean(text: str) -> str:
         text = _ANSI.sub("", text)
         if "^" in text:
             text = _CARET_CTRL.sub("", text)
+    if "&" in text:
+        text = decode_entities(text)
     if _OTHER_CTRL.search(text):
         text = _OTHER_CTRL.sub("", text)
-    if "&" in text and _ENTITY.search(text):
-        text = html.unescape(text)
     return text
+
+
+def decode_entities(text: str) -> str:
+    """HTML character references closed by ';' decoded, once; a bare '&' stays text."""
+    return _ENTITY.sub(lambda m: html.unescape(m.group()), text)
 
 
 def split_logical(physical: str) -> list[str]:

@@ -25,6 +25,7 @@ from lark import Lark, Token, Tree, UnexpectedInput
 
 from diag.engines import errors as sigs
 from diag.engines.phases import CAPTURE_PHASES, engine_of_frames, phase_table, place
+from diag.normalize.lines import ENTITY_ANCHORS
 from diag.normalize.prefix import LogLine
 from diag.parsers.base import Block, Context, LineParser
 from diag.resources import grammar_text
@@ -56,12 +57,12 @@ _QUOTE = re.compile(r"^\s*(?:>\s?)+")
 _FENCE = re.compile(r"^\s*(?:```|~~~)\w*\s*")
 _TAGS = re.compile(r"</?(?:pre|code|br|p|div|span)\b[^>]*>", re.I)
 _QUOTES = {("`", "`"), ('"', '"'), ("'", "'"), ("\u201c", "\u201d")}  # one quoted line
-_ENTITIES = (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&#39;", "'"), ("&amp;", "&"))
 
 
 def unmark(text: str) -> str:
     """A pasted line without the markup around it: > quotes, code fences, <pre> tags,
-    backticks quoting one exception line, HTML entities."""
+    backticks quoting one exception line (HTML entities are decoded once, by
+    ``diag.normalize.lines.clean``: decoding again would turn a logged "&amp;lt;" into "<")."""
     if not text:
         return text
     if text.lstrip().startswith(">"):
@@ -70,9 +71,6 @@ def unmark(text: str) -> str:
         text = _FENCE.sub("", text).replace("```", "")
     if "<" in text and _TAGS.search(text):
         text = _TAGS.sub("", text)
-    if "&" in text:
-        for a, b in _ENTITIES:
-            text = text.replace(a, b)
     s = text.strip()
     if len(s) > 2 and (s[0], s[-1]) in _QUOTES and s[0] not in s[1:-1]:
         text = s[1:-1]
@@ -150,6 +148,7 @@ def _fallback(lines: list[str]) -> ParsedTraceback:
     out = ParsedTraceback()
     sec = Section()
     out.sections.append(sec)
+    code_due = False  # the line after a frame is its source line (kept with it, as the grammar)
     for ln in lines:
         s = ln.strip()
         if s.startswith('File "'):
@@ -157,7 +156,14 @@ def _fallback(lines: list[str]) -> ParsedTraceback:
                 sec = Section()
                 out.sections.append(sec)
             sec.frames.append(s)
-        elif _EXC_LINE.match(s):
+            code_due = True
+            continue
+        if code_due and s and ln[:1].isspace() and not _EXC_LINE.match(s):
+            sec.frames[-1] += " " + s
+            code_due = False
+            continue
+        code_due = False
+        if _EXC_LINE.match(s):
             if sec.exception is not None:
                 sec = Section()
                 out.sections.append(sec)
@@ -450,11 +456,7 @@ class ErrorParser(LineParser):
         # every phase marker's anchors (phases.yaml), so no marker row goes unread
         *sorted({a for e in ("vllm", "sglang") for m in phase_table(e).markers for a in m.anchors}),
         # a paste copied from a web page's source: the anchors above with their quotes escaped
-        "&quot;",
-        "&#39;",
-        "&#x27;",
-        "&lt;",
-        "&gt;",
+        *ENTITY_ANCHORS,
     )
 
     def feed(self, line: LogLine, ctx: Context) -> Block | None:

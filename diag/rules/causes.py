@@ -4,7 +4,9 @@ Detection gives each error a class (``oom``, ``stream_capture_invalid``, ``unsup
 ``distributed``, ``other``; diag/engines/data/errors.yaml). Two of them are too broad to
 advise on: ``other`` holds illegal memory accesses and compile failures as well as errors
 nobody has classed yet, and ``distributed`` holds both a broken transport and ranks that
-disagree. Each cause below gets its own first step in GD100/GD105; memory remedies serve
+disagree, and a CUDACHECK failure inside the engine's own custom all-reduce kernel is
+neither (its first step is the engine's switch to turn that kernel off). Each cause below
+gets its own first step in GD100/GD105; memory remedies serve
 only ``oom`` (and ``other`` where the run shows memory pressure, see ``RunMetrics``).
 """
 
@@ -14,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from diag.engines.errors import signatures
 from diag.rules.base import Remedy
 from diag.rules.metrics import RunMetrics
 
@@ -24,6 +27,7 @@ Cause = Literal[
     "distributed",
     "illegal_memory_access",
     "collective_mismatch",
+    "custom_all_reduce",
     "transport",
     "compile",
     "other",
@@ -45,6 +49,11 @@ class Signature:
     source: str
 
 
+def _detected(sig_id: str) -> re.Pattern[str]:
+    """The pattern of an errors.yaml row: the text detection reads is declared there once."""
+    return next(s.regex for s in signatures() if s.id == sig_id)
+
+
 SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "illegal_memory_access",
@@ -61,6 +70,13 @@ SIGNATURES: tuple[Signature, ...] = (
         ("other", "distributed"),
         re.compile(r"Detected mismatch between collectives on ranks"),
         "torch==2.5.1:torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp (TORCH_DISTRIBUTED_DEBUG)",
+    ),
+    Signature(
+        "custom_all_reduce",
+        ("other", "distributed"),
+        _detected("custom_ar_cudacheck"),
+        "errors.yaml custom_ar_cudacheck: vLLM's csrc/custom_all_reduce.cuh CUDACHECK "
+        "('Failed: Cuda error %s:%d '%s'', vllm==0.6.4.post1, 0.8.4, 0.33.0 _C strings)",
     ),
     Signature(
         "transport",
@@ -97,6 +113,11 @@ def cause_of(error_class: str | None, message: str | None) -> Cause:
     return cls
 
 
+def custom_all_reduce_off(m: RunMetrics) -> bool:
+    """The log shows custom all-reduce already off (its flag or the engine's own warning)."""
+    return m.custom_all_reduce_off is not None
+
+
 def _attention_flag(m: RunMetrics) -> str:
     return "--attention-backend" if m.backend == "sglang" else "VLLM_ATTENTION_BACKEND"
 
@@ -130,6 +151,13 @@ CAUSE_FIRST_STEPS: tuple[Remedy, ...] = (
         "memory settings do not help.",
         causes=("collective_mismatch",),
         source="torch==2.5.1:torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp",
+    ),
+    Remedy(
+        "Turn the engine's custom all-reduce off with --disable-custom-all-reduce: the failing "
+        "CUDA check is in its own all-reduce kernel, and NCCL then does the all-reduce.",
+        causes=("custom_all_reduce",),
+        flags=("--disable-custom-all-reduce",),
+        in_effect=custom_all_reduce_off,
     ),
     Remedy(
         "Fix the NCCL/gloo transport first (network, NCCL_SOCKET_IFNAME / "

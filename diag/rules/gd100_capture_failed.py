@@ -4,22 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import get_args
 
 from diag.rules.base import Remedy, Rule
-from diag.rules.causes import CAUSE_FIRST_STEPS, Cause, cause_of
+from diag.rules.causes import CAUSE_FIRST_STEPS, Cause, cause_of, custom_all_reduce_off
 from diag.rules.metrics import RunMetrics
 
-ALL_CAUSES: tuple[Cause, ...] = (
-    "oom",
-    "stream_capture_invalid",
-    "unsupported_op",
-    "distributed",
-    "illegal_memory_access",
-    "collective_mismatch",
-    "transport",
-    "compile",
-    "other",
-)
+ALL_CAUSES: tuple[Cause, ...] = get_args(Cause)
 # SGLang prints one "Possible solutions" list whatever the error; with no class to go on
 # ("other") that printed order is the best guide, so "other" follows the OOM order there
 # (its memory steps only where the run shows memory pressure)
@@ -72,10 +63,6 @@ def _nccl_first(m: RunMetrics) -> str | None:
 
 def _nccl_not_capturable(m: RunMetrics) -> bool:
     return "cannot be captured in a graph" in (m.capture_error_message or "")
-
-
-def _car_in_effect(m: RunMetrics) -> bool:
-    return m.custom_all_reduce_off is not None
 
 
 def _mem_fraction_low(m: RunMetrics) -> bool:
@@ -225,7 +212,7 @@ class GD100(Rule):
         Remedy(
             "Fix the NCCL/gloo transport first (network, NCCL_SOCKET_IFNAME, firewall): lowering "
             "memory does not help a distributed failure.",
-            causes=("distributed",),
+            causes=("distributed", "custom_all_reduce"),
             in_effect=lambda m: _nccl_not_capturable(m),
         ),
         Remedy(
@@ -233,7 +220,7 @@ class GD100(Rule):
             engine="sglang",
             causes=("stream_capture_invalid", "distributed", "collective_mismatch"),
             flags=("--disable-custom-all-reduce",),
-            in_effect=_car_in_effect,
+            in_effect=custom_all_reduce_off,
         ),
         Remedy(
             "Lower --cuda-graph-max-bs to capture fewer sizes and find the failing one.",
@@ -298,7 +285,7 @@ class GD100(Rule):
             engine="vllm",
             causes=("stream_capture_invalid", "distributed", "collective_mismatch"),
             flags=("--disable-custom-all-reduce",),
-            in_effect=_car_in_effect,
+            in_effect=custom_all_reduce_off,
         ),
         _LAST_VLLM,
     )

@@ -136,7 +136,7 @@ class GD105(Rule):
         Remedy(
             "Fix the NCCL/gloo transport first (network, NCCL_SOCKET_IFNAME, firewall): memory "
             "settings do not help a distributed failure.",
-            causes=("distributed",),
+            causes=("distributed", "custom_all_reduce"),
         ),
         Remedy(
             "Read the traceback: its innermost frame names the failing component (the first "
