@@ -3,7 +3,8 @@
 Layout, top to bottom: verdict; for several runs the runs table (worst first, quiet runs
 folded into one row) linked to each run's section; findings (cards for a few runs, one
 row per code and remedy for many); the ticket record; one section per run (folded when
-there are many); artifacts not tied to a run; the inputs.
+there are many, each then holding its own finding cards); artifacts not tied to a run;
+the inputs.
 
 Safety: the page is a Jinja2 template with autoescape on, so every value, log text
 included, is escaped unless marked :class:`markupsafe.Markup`, which happens only in
@@ -213,8 +214,13 @@ def render_html(report: Report) -> str:
         ((f, row) for row, run in pairs for f in run.findings),
         key=lambda fr: finding_key(fr[0]),
     )
+    # many runs: the findings section is one row per code, so each run's own section holds
+    # its finding cards (message, remedies, evidence), as the single-run page does on top
     runs = [
-        run_view(page, row, run, profiles.get(run.id, []), snapshots.get(run.id, []))
+        {
+            **run_view(page, row, run, profiles.get(run.id, []), snapshots.get(run.id, [])),
+            "findings": [_card(f, row) for f in _by_sev(run.findings)] if many else [],
+        }
         for row, run in pairs
     ]
     trace_views, loose_traces = trace_panel.views(report)
