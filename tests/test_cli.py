@@ -113,11 +113,15 @@ def test_help_has_examples_exit_codes_stdin_and_fail_on() -> None:
 
 
 def test_parse_says_what_it_wrote(tmp_path: Path) -> None:
-    from diag.ingest import ingest
+    from diag.api import analyze
 
     target = INCIDENTS / "sglang-kv-squeeze"
-    tables = ingest([str(target)]).tables
+    report = analyze([str(target)])
+    tables = report.tables
     counts = {kind: len(tables[kind]) for kind in tables if len(tables[kind])}
+    # and every run's decode steps as analyze classified them (kind decode_step)
+    counts["decode_step"] = sum(len(r.facts.batches) for r in report.runs)
+    assert counts["decode_step"] > 0
     out_file = tmp_path / "events.jsonl"
     code, out, err = run("parse", str(target), "-o", str(out_file))
     assert code == 0
