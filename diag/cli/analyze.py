@@ -16,7 +16,7 @@ from diag.cli.common import (
     format_option,
     jobs_option,
     quiet_option,
-    report_inputs,
+    report_input_lines,
     warn,
 )
 
@@ -141,6 +141,7 @@ def analyze(
     HTML and JSON reports and print a summary."""
     from diag.api import analyze as run_analysis
     from diag.output import write_atomic
+    from diag.render.inputs import input_lines
     from diag.render.serialize import to_json, to_yaml
     from diag.render.text import render_markdown, render_text
     from diag.rules.engine import RulesError
@@ -152,7 +153,7 @@ def analyze(
             list(paths), rules_file=rules_file, progress=progress, jobs=jobs or None, tz=zone
         )
         progress.finish()
-        report_inputs(report.inputs)
+        report_input_lines(input_lines(report))
         if not report.readable():
             warn("no input could be read")
             sys.exit(2)

@@ -10,12 +10,15 @@ from __future__ import annotations
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterable
-from typing import Any, NoReturn, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from diag.model import InputStatus
+
+if TYPE_CHECKING:  # pragma: no cover - the report layer loads with the command
+    from diag.render.inputs import InputLine
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -91,6 +94,20 @@ def report_inputs(
         if not all_inputs and (item.reason or "").startswith("not a log"):
             continue
         warn(f"{prefix}{item.status}: {item.path}: {item.reason}")
+
+
+#: stderr names this many inputs, then how many more the report lists
+MAX_INPUT_LINES = 10
+
+
+def report_input_lines(lines: Sequence[InputLine]) -> None:
+    """Skipped, partly read and run-less inputs on stderr, one line each with its reason;
+    past :data:`MAX_INPUT_LINES` a count (the report lists them all)."""
+    for item in lines[:MAX_INPUT_LINES]:
+        warn(item.text())
+    if len(lines) > MAX_INPUT_LINES:
+        more = len(lines) - MAX_INPUT_LINES
+        warn(f"and {more} more input{'s' if more != 1 else ''} (listed in the report's inputs)")
 
 
 def install_signal_handlers() -> None:

@@ -27,8 +27,9 @@ from diag.model import SEVERITY_ORDER, Finding, Snapshot
 from diag.render import trace_panel
 from diag.render.html_page import Page, csp_hash, environment, fmt_num, joined, plotly_js, template
 from diag.render.html_run import run_view, unattached_view
+from diag.render.inputs import input_lines
 from diag.render.serialize import record_yaml
-from diag.render.text import VERDICT_BADGE, no_findings, run_name, verdict_text
+from diag.render.text import VERDICT_BADGE, headline, run_name, verdict_text
 from diag.render.view import EvidenceLine, FindingCard, FindingGroup, FirstChange, RunRow
 from diag.report import Report, RunReport
 from diag.rules.engine import finding_key, first_change
@@ -118,19 +119,6 @@ def _groups(pairs: list[tuple[Finding, RunRow]]) -> list[FindingGroup]:
     return sorted(out, key=lambda g: (SEVERITY_ORDER[g.severity], -len(g.runs), g.code))
 
 
-def _headline(report: Report) -> str:
-    findings = report.findings
-    if findings:
-        counts = {s: sum(1 for f in findings if f.severity == s) for s in SEVERITY_ORDER}
-        parts = [f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n]
-        text = f"{len(findings)} finding{'s' if len(findings) != 1 else ''}: " + ", ".join(parts)
-        if len(report.runs) > 1:
-            hit = sum(1 for r in report.runs if r.findings)
-            text += f" in {hit} of {len(report.runs)} runs"
-        return text
-    return no_findings(report)
-
-
 def _first_changes(runs: list[tuple[RunRow, RunReport]], limit: int | None) -> list[FirstChange]:
     """Each run's first change; with a limit (many runs) one line per distinct change,
     naming its first run and how many others share it."""
@@ -170,13 +158,17 @@ def _by_run(items: Iterable[_T], run_ids: set[str]) -> tuple[dict[str, list[_T]]
 
 
 def _inputs(report: Report) -> list[dict[str, Any]]:
+    """The inputs table; a log that made no run says so, with why (diag.render.inputs)."""
+    runless = {i.path: i.reason for i in input_lines(report) if i.problem == "no run"}
     return [
         {
             "path": i.path,
             "kind": i.kind,
             "backend": i.backend,
-            "status": i.status,
-            "reason": i.reason,
+            "status": "no run" if i.path in runless else i.status,
+            "cls": "partial" if i.path in runless else i.status,
+            "reason": runless.get(i.path) or i.reason,
+            "notes": list(i.notes),
             "lines": fmt_num(i.lines) or "",
             "events": fmt_num(i.events) or "",
         }
@@ -257,7 +249,7 @@ def render_html(report: Report) -> str:
             n_inputs=len(report.inputs),
             many=many,
             worst=_worst(report),
-            headline=_headline(report),
+            headline=headline(report),
             all_ok=bool(report.runs) and all(r.verdict == "ok" for r in report.runs),
             first_changes=_first_changes(pairs, MAX_FIRST_CHANGES if many else None),
             rows=rows,
