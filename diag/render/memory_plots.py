@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from diag.model import GIB, Snapshot
+from diag.render import palette as pal
 from diag.render.axes import finish_axes
 from diag.render.figspec import Spec
 from diag.render.plots import MEMORY_COLORS, layout, plot_text
@@ -124,7 +125,7 @@ def memory_figure(rows: Sequence[tuple[str, Mapping[str, float]]]) -> Spec | Non
                 x=[v if v is not None else 0 for v in values],
                 orientation="h",
                 name=comp,
-                marker={"color": MEMORY_COLORS.get(comp, "#868e96")},
+                marker={"color": MEMORY_COLORS.get(comp, pal.LIGHT_GREY)},
                 text=[f"{v:.2f}" if v else "" for v in values],
                 textposition="inside",
                 hovertemplate="%{x:.2f} GiB<extra>" + comp + "</extra>",
@@ -166,7 +167,6 @@ def capture_time_figure(capture_end: pd.DataFrame) -> Spec | None:
     )
     ranks = sorted(f["rank"].unique(), key=natural_key)
     fig = Spec()
-    phase_colors = ["#1c7ed6", "#f08c00", "#7048e8", "#0ca678"]
     for i, (phase, part) in enumerate(f.groupby("phase", sort=True)):
         part = part.set_index("rank").reindex(ranks)
         fig.add_trace(
@@ -175,7 +175,7 @@ def capture_time_figure(capture_end: pd.DataFrame) -> Spec | None:
                 x=[plot_text(r) for r in ranks],
                 y=part["time_s"].to_numpy(),
                 name=plot_text(phase),
-                marker={"color": phase_colors[i % len(phase_colors)]},
+                marker={"color": pal.SERIES[i % len(pal.SERIES)]},
                 customdata=part["mem_gib"].to_numpy(),
                 hovertemplate="%{y:.2f} s, %{customdata:.2f} GiB<extra>"
                 + plot_text(phase)
