@@ -261,7 +261,7 @@ def render_html(report: Report) -> str:
             loose=loose,
             loose_traces=loose_traces,
             inputs=_inputs(report),
-            inputs_not_ok=len(report.inputs_to_show()),
+            input_problems=input_lines(report, with_non_logs=False),
             figures=[{"id": fid, "json": Markup(data)} for fid, data in page.figures],
             plotly_js=Markup(plotly_script),
             app_js=Markup(app_js),
