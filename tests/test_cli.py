@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -304,3 +306,42 @@ def test_a_long_evidence_path_stays_with_its_at(tmp_path: Path) -> None:
     at = [ln for ln in out.splitlines() if ln.strip().startswith("at ")]
     assert at and all(ln.strip().startswith(f"at {deep / 'server.log'}:") for ln in at)
     assert not any(ln.strip() == "at" for ln in out.splitlines())
+
+
+def _examples_and_codes(help_text: str) -> tuple[list[str], set[int]]:
+    """The example command lines and the exit codes a --help text documents."""
+    examples, in_examples = [], False
+    for line in help_text.splitlines():
+        if line.strip() == "Examples:":
+            in_examples = True
+            continue
+        if in_examples:
+            if not line.strip():
+                break
+            examples.append(line.strip())
+    tail = help_text[help_text.index("Exit codes:") :] if "Exit codes:" in help_text else ""
+    codes = {int(c) for c in re.findall(r"(?<![\w/.-])(\d{1,3})(?![\w.%-])", tail)}
+    return examples, codes
+
+
+@pytest.mark.parametrize("command", sorted(main.commands))
+def test_every_command_help_has_examples_and_exit_codes(command: str, tmp_path: Path) -> None:
+    """Each command's --help has examples that call that very command, and documents exit
+    codes 0 and 2, which the command then gives: 0 on a fixture incident (rules: none), 2 on
+    a usage error."""
+    code, text, _ = run(command, "--help")
+    assert code == 0
+    examples, codes = _examples_and_codes(text)
+    assert examples, f"{command} --help has no examples"
+    assert all(f"graphdiag {command}" in ex or "python -c" in ex for ex in examples), examples
+    assert {0, 2} <= codes, f"{command} --help documents exit codes {codes}"
+    incident = str(INCIDENTS / "sglang-out-of-window")
+    ok_args = {
+        "analyze": [incident, "-o", str(tmp_path), "--no-html", "-q"],
+        "parse": [incident, "-o", str(tmp_path / "e.jsonl"), "-q"],
+        "recommend": [incident, "-q"],
+        "compare": [incident, incident, "-q"],
+        "rules": [],
+    }[command]
+    assert run(command, *ok_args)[0] == 0
+    assert run(command, "--no-such-option")[0] == 2
