@@ -73,13 +73,15 @@ def parse(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int, quiet
     from diag.ingest import ingest
 
     progress = Progress(quiet)
-    ing = ingest(list(paths), progress, jobs=jobs or None)
-    progress.finish()
-    report_inputs(ing.inputs)
+    ing = ingest(list(paths), progress, jobs=jobs or None, stage=progress.stage)
+    progress.stage("writing the export (decode steps classified per run)")
     if not any(i.status != "skipped" for i in ing.inputs):
+        progress.finish()
+        report_inputs(ing.inputs)
         warn("no input could be read")
         sys.exit(2)
     if fmt == "parquet" and not output:
+        progress.finish()
         warn("--format parquet needs -o FOLDER")
         sys.exit(2)
     if fmt == "parquet":
@@ -87,6 +89,8 @@ def parse(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int, quiet
         counts = write_parquet(ing, Path(output))
     else:
         counts = export_events(ing, "csv" if fmt == "csv" else "jsonl", output)
+    progress.finish()
+    report_inputs(ing.inputs)
     if not quiet:
         where = output if output else "stdout"
         if fmt == "parquet":
