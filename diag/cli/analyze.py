@@ -17,6 +17,7 @@ from diag.cli.common import (
     jobs_option,
     quiet_option,
     report_input_lines,
+    report_inputs,
     warn,
 )
 
@@ -159,7 +160,7 @@ def analyze(
         )
         if not report.readable() or not report.recognised():
             progress.finish()
-            report_input_lines(input_lines(report))
+            report_inputs(report.inputs)  # each unreadable input's reason, then one line
             if not report.readable():
                 warn("no input could be read")
             else:
