@@ -143,6 +143,29 @@ def components(rows: Sequence[tuple[str, Mapping[str, float]]]) -> int:
 
 
 # ------------------------------------------------------------------ capture per rank
+#: the capture_end ``phase`` the parsers write (diag.parsers: vLLM's "all" for a capture of
+#: every graph set, SGLang's decode / verify / draft kinds), in words for captions and legends
+CAPTURE_PHASE_WORDS = {
+    "all": "every graph set",
+    "decode": "decode graphs",
+    "mixed": "mixed-batch graphs",
+    "metrics": "graph sets",
+    "verify": "verify graphs",
+    "prefill": "prefill graphs",
+    "piecewise": "piecewise graphs",
+    "draft": "draft graphs",
+    "draft_extend": "draft-extend graphs",
+}
+
+
+def phase_words(phase: object) -> str:
+    """A capture phase as the captions say it ("capture" where the log names none)."""
+    if phase is None or phase is pd.NA or (isinstance(phase, float) and phase != phase):
+        return "capture"
+    text = str(phase)
+    return CAPTURE_PHASE_WORDS.get(text, f"{text} graphs") if text else "capture"
+
+
 def capture_time_figure(capture_end: pd.DataFrame) -> Spec | None:
     """Capture duration per rank and phase (memory taken in the hover)."""
     if capture_end is None or capture_end.empty or "time_s" not in capture_end:
@@ -153,7 +176,7 @@ def capture_time_figure(capture_end: pd.DataFrame) -> Spec | None:
     if f.empty:
         return None
     f["rank"] = f["rank"].astype("object").fillna("").map(lambda r: r or "(no rank)")
-    f["phase"] = f["phase"].astype("object").fillna("capture") if "phase" in f else "capture"
+    f["phase"] = f["phase"].map(phase_words) if "phase" in f else "capture"
     mem = (
         pd.to_numeric(f["mem_gib"], errors="coerce")
         if "mem_gib" in f
