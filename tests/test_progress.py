@@ -24,7 +24,7 @@ class Clock:
 
 def _meter() -> tuple[Progress, Clock, io.StringIO]:
     clock, out = Clock(), io.StringIO()
-    return Progress(False, stream=out, clock=clock, force=True), clock, out
+    return Progress(False, stream=out, clock=clock, force=True, ticker=False), clock, out
 
 
 def _last(out: io.StringIO) -> str:
@@ -101,3 +101,24 @@ def test_stage_eta_is_its_own_time_per_item() -> None:
     assert "facts per run 4/10 ETA 12s" in _last(out)
     p.finish()
     assert out.getvalue().endswith("\r")
+
+
+def test_a_long_stage_keeps_ticking_and_finish_stops_it() -> None:
+    """One big run's facts: no stage call for seconds, yet the line's elapsed time moves;
+    after finish nothing more is written (no thread outlives the meter)."""
+    import threading
+    import time
+
+    out = io.StringIO()
+    p = Progress(False, stream=out, force=True)
+    p.start -= 5.0  # the command has run 5 s
+    p.stage("facts per run", 0, 1)
+    time.sleep(2.5)
+    p.finish()
+    drawn = [t.strip() for t in out.getvalue().split("\r") if t.strip()]
+    stamps = {t.rsplit("(", 1)[1] for t in drawn if t.startswith("graphdiag: facts per run")}
+    assert len(stamps) >= 2, drawn  # the elapsed seconds advanced with no call
+    after = out.getvalue()
+    time.sleep(1.5)
+    assert out.getvalue() == after
+    assert not any(t.name == "graphdiag-progress" for t in threading.enumerate())

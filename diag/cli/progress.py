@@ -5,12 +5,17 @@ Why a window: the reading rate is measured over the last :data:`WINDOW_S` second
 the start, so a slow first block (worker start-up, a cold cache) neither inflates the ETA for
 the rest of the read nor keeps it climbing while the byte count waits for a worker's segment;
 with no bytes in the window the meter says it is waiting instead of guessing. A stage's ETA
-is its own measured time per item. Shown only on a terminal, after :data:`FIRST_S`.
+is its own measured time per item, and while a stage runs (one big run's facts can take a
+minute) a ticker thread redraws its elapsed time every :data:`TICK_S`, so a long stage never
+looks like a hang. The ticker starts with the first stage, after the last byte is read (no
+worker is forked while it runs), and stops in :meth:`Progress.finish`. Shown only on a
+terminal, after :data:`FIRST_S`.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -20,6 +25,7 @@ WINDOW_S = 8.0  # the reading rate is taken over this many recent seconds
 FIRST_S = 1.0  # nothing is drawn before the command has run this long
 EVERY_S = 0.2  # redraws at most this often
 MIN_SAMPLE_S = 1.0  # no ETA from a window shorter than this
+TICK_S = 1.0  # a running stage's line is redrawn this often
 
 
 def _eta(seconds: float) -> str:
@@ -40,6 +46,7 @@ class Progress:
         stream: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
         force: bool = False,
+        ticker: bool = True,
     ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = not quiet and (force or self.stream.isatty())
@@ -51,6 +58,11 @@ class Progress:
         self.samples: deque[tuple[float, int]] = deque()
         self.stage_name = ""
         self.stage_start = self.start
+        self.stage_count = (0, 0)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._ticker = ticker
 
     # ------------------------------------------------------------------ reading
     def rate(self, now: float) -> float | None:
@@ -87,19 +99,38 @@ class Progress:
         """A stage after reading began (``done`` 0) or advanced (``done`` of ``total``)."""
         if not self.enabled:
             return
-        now = self.clock()
-        if name != self.stage_name:
-            self.stage_name, self.stage_start = name, now
-            self.last = float("-inf")  # a new stage is always shown
-        if not self._due(now):
-            return
-        text = f"graphdiag: {name}"
+        with self._lock:
+            now = self.clock()
+            if name != self.stage_name:
+                self.stage_name, self.stage_start = name, now
+                self.last = float("-inf")  # a new stage is always shown
+            self.stage_count = (done, total)
+            if self._due(now):
+                self._draw(self._stage_text(now))
+        if self._ticker and self._thread is None:
+            self._thread = threading.Thread(
+                target=self._tick, name="graphdiag-progress", daemon=True
+            )
+            self._thread.start()
+
+    def _stage_text(self, now: float) -> str:
+        done, total = self.stage_count
+        text = f"graphdiag: {self.stage_name}"
         if total:
             text += f" {done:,}/{total:,}"
             spent = now - self.stage_start
             if 0 < done < total and spent >= MIN_SAMPLE_S:
                 text += f" ETA {_eta(spent / done * (total - done))}"
-        self._draw(text + f" ({now - self.start:,.0f}s)")
+        return text + f" ({now - self.start:,.0f}s)"
+
+    def _tick(self) -> None:
+        while not self._stop.wait(TICK_S):
+            with self._lock:
+                if self.stage_name and not self._stop.is_set():
+                    now = self.clock()
+                    if now - self.start >= FIRST_S:
+                        self.last = now
+                        self._draw(self._stage_text(now))
 
     # ------------------------------------------------------------------ drawing
     def _due(self, now: float) -> bool:
@@ -116,7 +147,12 @@ class Progress:
         self.shown = True
 
     def finish(self) -> None:
-        """Clear the meter's line (the summary or the data follows on a clean line)."""
+        """Stop the ticker and clear the meter's line (the summary or the data follows on a
+        clean line)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
         if self.shown:
             self.stream.write("\r" + " " * self.width + "\r")
             self.stream.flush()
