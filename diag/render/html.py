@@ -104,7 +104,7 @@ def _groups(pairs: list[tuple[Finding, RunRow]]) -> list[FindingGroup]:
     out = []
     for (_, _, remedy), items in keyed.items():
         f0, _ = items[0]
-        runs = list(dict.fromkeys((r.anchor, r.name) for _, r in items))
+        runs = list(dict.fromkeys((r.anchor, r.name, f"#{r.index}") for _, r in items))
         out.append(
             FindingGroup(
                 severity=f0.severity,
