@@ -21,7 +21,7 @@ from diag.evidence import resolve_evidence
 from diag.facts.record import RunFacts, build_facts, snapshot_graph_pool_gib
 from diag.facts.runs import Run, split_runs
 from diag.facts.trace_join import verify
-from diag.ingest import Ingested, ProgressFn, ingest
+from diag.ingest import Ingested, ProgressFn, StageFn, ingest
 from diag.report import Report, RunReport
 
 
@@ -44,31 +44,50 @@ def analyze(
     generated_at: str | None = None,
     jobs: int | None = None,
     tz: tzinfo | None = None,
+    stage: StageFn | None = None,
 ) -> Report:
     """Read the inputs, build facts per run, run the rules, return the :class:`Report`.
 
     ``tz``: the zone of log time stamps that carry none (``--tz``), to meet profiler traces'
-    epoch times; None reads them as UTC."""
+    epoch times; None reads them as UTC. ``stage(name, done, total)`` hears of each step
+    after reading (runs counted where a step goes run by run), so a meter moves through the
+    whole analysis."""
     from diag.rules.engine import RuleEngine
 
-    ing = ingested if ingested is not None else ingest(paths, progress, jobs=jobs)
-    facts = [build_facts(run) for run in split_runs(ing.tables, ing.streams)]
+    def tell(name: str, done: int = 0, total: int = 0) -> None:
+        if stage is not None:
+            stage(name, done, total)
+
+    ing = ingested if ingested is not None else ingest(paths, progress, jobs=jobs, stage=stage)
+    tell("splitting runs")
+    split = split_runs(ing.tables, ing.streams)
+    facts = []
+    for i, run in enumerate(split):
+        tell("facts per run", i, len(split))
+        facts.append(build_facts(run))
     release_freed_memory()  # the stages' temporaries, kept by the allocators otherwise
     _attach_artifacts(facts, ing)
+    if ing.traces:
+        tell("joining profiler traces")
     attach_traces(facts, ing.traces, tz)
     engine = RuleEngine.load(rules_file)
     # advice first, from facts alone: the rules and every renderer quote it (issue 14)
+    tell("advice (bucket sets)")
     advice = advise_runs(facts, ing.snapshots)
     release_freed_memory()
-    runs = [
-        RunReport(
-            f,
-            engine.evaluate(f, ing.snapshots, advice.get(f.run.id)),
-            advice=advice.get(f.run.id),
+    runs = []
+    for i, f in enumerate(facts):
+        tell("rules per run", i, len(facts))
+        runs.append(
+            RunReport(
+                f,
+                engine.evaluate(f, ing.snapshots, advice.get(f.run.id)),
+                advice=advice.get(f.run.id),
+            )
         )
-        for f in facts
-    ]
+    tell("evidence")
     resolve_evidence(runs)
+    tell("recommendations")
     attach_recommendations(runs, ing.snapshots)
     return Report(
         ing.inputs,

@@ -3,6 +3,7 @@
 Layout (one hive-partitioned dataset per event kind, since kinds have different columns)::
 
     DIR/<kind>/run=<run id, sanitised>/part-0.parquet    e.g. DIR/decode_batch/run=node1.log_1/
+    DIR/decode_step/run=<run id>/part-0.parquet           every engine's decode steps
     DIR/runs/part-0.parquet                               one row per run
     DIR/trace_step/part-0.parquet                         one row per profiled step of the
                                                           torch-profiler traces (trace, rank,
@@ -16,10 +17,15 @@ servers). The hive key ``run`` is the run id with every character outside
 ``[A-Za-z0-9._-]`` replaced by ``_``. Column types are fixed per kind (int64, double,
 boolean, string; JSON fields as string), so partitions written by different runs of
 graphdiag read back as one table. ``ts`` is seconds since the epoch (``to_timestamp(ts)``
-in DuckDB). Existing ``DIR/<kind>`` and ``DIR/runs`` folders are replaced.
+in DuckDB). Existing ``DIR/<kind>``, ``DIR/decode_step`` and ``DIR/runs`` folders are
+replaced.
 
-    SELECT node, avg(CASE WHEN cuda_graph THEN 0 ELSE 1 END) AS eager_share
-    FROM read_parquet('DIR/decode_batch/*/*.parquet', hive_partitioning = true)
+``decode_step`` (diag.export) holds the decode steps of SGLang and vLLM alike, as the report
+counts them, ``weight`` steps a row (a metrics-table row stands for its count)::
+
+    SELECT node, sum(weight) AS decode_steps,
+           sum(CASE WHEN cuda_graph THEN 0 ELSE weight END) / sum(weight) AS eager_share
+    FROM read_parquet('DIR/decode_step/*/*.parquet', hive_partitioning = true)
     WHERE cuda_graph IS NOT NULL GROUP BY node ORDER BY node;
 """
 
@@ -36,6 +42,7 @@ import pandas as pd
 
 from diag.artifacts.trace import step_table
 from diag.events import EVENT_KINDS
+from diag.export import STEP_COLUMNS, STEP_KIND, decode_steps
 
 if TYPE_CHECKING:  # pragma: no cover
     from diag.ingest import Ingested
@@ -75,6 +82,9 @@ def _arrow_type(pa: Any, t: str) -> Any:
 
 
 def _schema(pa: Any, kind: str) -> Any:
+    if kind == STEP_KIND:
+        fields = [pa.field(c, _arrow_type(pa, t)) for c, t in STEP_COLUMNS.items()]
+        return pa.schema([*fields, pa.field("run_id", pa.string()), pa.field("node", pa.string())])
     ek = EVENT_KINDS[kind]
     types = {**_COMMON_TYPES, **dict(ek.fields)}
     fields = [pa.field(c, _arrow_type(pa, types.get(c, "str"))) for c in ek.columns]
@@ -91,8 +101,24 @@ def _run_instance(run: Any) -> str:
     return next(iter(values)) if len(values) == 1 else ""
 
 
-def write_parquet(ing: Ingested, out: Path) -> None:
-    """Write the event tables of ``ing`` under ``out`` (see the module doc for the layout)."""
+def _write(
+    pa: Any, pq: Any, frame: pd.DataFrame, kind: str, target: Path, run_id: str, node: str
+) -> None:
+    schema = _schema(pa, kind)
+    data = frame.reindex(columns=[f.name for f in schema][:-2]).copy()
+    data["run_id"] = run_id
+    data["node"] = node
+    for col in data.columns:
+        if data[col].dtype == object or str(data[col].dtype) in ("string", "str"):
+            data[col] = data[col].astype(object).where(data[col].notna(), None)
+    table = pa.Table.from_pandas(data, schema=schema, preserve_index=False)
+    target.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, target / "part-0.parquet")
+
+
+def write_parquet(ing: Ingested, out: Path) -> dict[str, int]:
+    """Write the event tables of ``ing`` under ``out`` (see the module doc for the layout);
+    the rows written per kind."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -102,7 +128,7 @@ def write_parquet(ing: Ingested, out: Path) -> None:
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    for kind in [*EVENT_KINDS, "runs", "trace_step"]:
+    for kind in [*EVENT_KINDS, STEP_KIND, "runs", "trace_step"]:
         old = out / kind
         if old.is_dir():
             shutil.rmtree(old)
@@ -110,6 +136,7 @@ def write_parquet(ing: Ingested, out: Path) -> None:
     folders = [str(Path(r.stream.split("[", 1)[0]).parent) for r in runs if r.stream != "-"]
     common = os.path.commonpath(folders) if folders else ""
     used: dict[str, int] = {}
+    written: dict[str, int] = {}
     run_rows: list[dict[str, Any]] = []
     for run in runs:
         part = sanitise(run.id)
@@ -129,20 +156,12 @@ def write_parquet(ing: Ingested, out: Path) -> None:
                 "sources": json.dumps(run.sources),
             }
         )
-        for kind, frame in run.tables._frames.items():
-            if frame.empty or kind not in EVENT_KINDS:
+        frames = [*run.tables._frames.items(), (STEP_KIND, decode_steps(run))]
+        for kind, frame in frames:
+            if frame.empty or (kind not in EVENT_KINDS and kind != STEP_KIND):
                 continue
-            schema = _schema(pa, kind)
-            data = frame.reindex(columns=[f.name for f in schema][:-2]).copy()
-            data["run_id"] = run.id
-            data["node"] = node
-            for col in data.columns:
-                if data[col].dtype == object or str(data[col].dtype) in ("string", "str"):
-                    data[col] = data[col].astype(object).where(data[col].notna(), None)
-            table = pa.Table.from_pandas(data, schema=schema, preserve_index=False)
-            target = out / kind / f"run={part}"
-            target.mkdir(parents=True, exist_ok=True)
-            pq.write_table(table, target / "part-0.parquet")
+            _write(pa, pq, frame, kind, out / kind / f"run={part}", run.id, node)
+            written[kind] = written.get(kind, 0) + len(frame)
     runs_dir = out / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame(
@@ -154,6 +173,8 @@ def write_parquet(ing: Ingested, out: Path) -> None:
         target = out / "trace_step"
         target.mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.Table.from_pandas(steps, preserve_index=False), target / "part-0.parquet")
+        written["trace_step"] = len(steps)
+    return written
 
 
 __all__ = ["write_parquet", "sanitise", "node_name"]

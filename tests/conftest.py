@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,3 +25,49 @@ def need_corpus(sub: str = "real") -> Path:
     if not path.is_dir():
         pytest.skip(f"shared corpus not present at {path}")
     return path
+
+
+# ------------------------------------------------------------------ the tree stays as it was
+#: what a test run may leave in the tree: interpreter, tool and build caches
+_CACHES = re.compile(
+    r"(^|/)(__pycache__|\.pytest_cache|\.mypy_cache|\.ruff_cache|\.hypothesis|build|[^/]*\.egg-info)(/|$)"
+    r"|\.(pyc|so)$"
+)
+
+
+def _tree_files() -> set[str] | None:
+    """Untracked, ignored and modified paths of the working tree (None: not a git tree)."""
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--ignored", "--untracked-files=all"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    paths = {line[3:].strip('"') for line in out.stdout.splitlines() if len(line) > 3}
+    return {p for p in paths if not _CACHES.search(p)}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_TREE] = _tree_files()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Tests write into temporary folders only: a run that leaves a new or changed file in
+    the source tree (a report, a screenshot) fails, naming it."""
+    before = session.config.stash.get(_TREE, None)
+    after = _tree_files()
+    if before is None or after is None:
+        return
+    left = sorted(after - before)
+    if left:
+        sys.stderr.write("\ntests left files in the source tree: " + ", ".join(left[:10]) + "\n")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_TREE = pytest.StashKey[set[str] | None]()

@@ -3,7 +3,10 @@
 Each check takes a loaded playwright page and returns a list of problems (empty = pass),
 so the same checks run in pytest (tests/test_html_browser.py) and by hand on any report:
 
-    python -m tests.page_checks REPORT.html [--multi-run] [--expect-kv]
+    python -m tests.page_checks REPORT.html [--multi-run] [--expect-kv] [--shots DIR]
+
+``--shots DIR`` also saves the page (every fold open) and each chart as PNG, at the
+1400x900 viewport the checks use, for a human look.
 """
 
 from __future__ import annotations
@@ -22,32 +25,81 @@ ARGS = [
     "--no-first-run",
     "--disable-sync",
 ]
-VIEWPORT = {"width": 1280, "height": 900}
+VIEWPORT = {"width": 1400, "height": 900}
 MAX_FOLDED_SCREENS = 4
 
-# every drawn chart: each visible cartesian axis with tick labels has >= 2 non-empty ones
-# and a title; every label box lies inside the chart's div; the div is not taller than
-# the figure (no empty band)
+# every drawn chart, every visible cartesian axis of every subplot: its tick labels (>= 2
+# non-empty, or one per category), the values of its ticks, its title's box against the
+# subplot's own extent, the numbers of the data it carries; the div's band under the figure
 AXES_JS = """() => Array.from(document.querySelectorAll('div.plot')).filter(d => d.querySelector('.main-svg')).map(div => {
   const box = div.getBoundingClientRect(), out = [];
   const full = div._fullLayout || {};
+  const meta = (full.meta && full.meta.axis_min) || {};
   for (const name of Object.keys(full).filter(k => /^[xy]axis\\d*$/.test(k))) {
     const ax = full[name];
-    if (!ax.visible || ax.showticklabels === false) continue;
-    const id = ax._id;
+    if (!ax.visible) continue;
+    const id = ax._id, letter = id[0];
     const labels = Array.from(div.querySelectorAll('g.' + id + 'tick text')).filter(t => t.textContent.trim());
     const title = div.querySelector('text.' + id + 'title');
     const outside = labels.filter(t => { const r = t.getBoundingClientRect();
         return r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1; });
     const want = ax.type === 'category' ? Math.max(1, (ax._categories || []).length) : 2;
     const texts = labels.map(t => t.textContent.trim());
-    out.push({axis: name, labels: labels.length, want: want, dup: texts.length - new Set(texts).size, title: title ? title.textContent.trim() : '',
-              outside: outside.map(t => t.textContent)});
+    const ticks = ax.type === 'linear' ? (ax._vals || []).map(v => v.x).filter(v => typeof v === 'number') : [];
+    const data = [];
+    for (const tr of div._fullData || []) {
+      if (tr.visible !== true || (tr[letter + 'axis'] || letter) !== id) continue;
+      for (const v of (tr[letter] || [])) { if (typeof v === 'number' && isFinite(v)) data.push(v); }
+    }
+    let title_box = null;
+    if (title && title.textContent.trim()) {
+      const r = title.getBoundingClientRect();
+      const lo = (letter === 'x' ? box.left : box.top) + ax._offset, hi = lo + ax._length;
+      title_box = letter === 'x' ? [r.left, r.right, lo, hi] : [r.top, r.bottom, lo, hi];
+    }
+    out.push({axis: name, labels: labels.length, want: want, dup: texts.length - new Set(texts).size,
+              title: title ? title.textContent.trim() : '', title_box: title_box, matches: ax.matches || '',
+              outside: outside.map(t => t.textContent), ticks: ticks, type: ax.type,
+              data_min: data.length ? Math.min(...data) : null, axis_min: meta[name] === undefined ? null : meta[name]});
   }
   const svg = div.querySelector('svg.main-svg');
-  return {id: div.id, label: div.getAttribute('aria-label'), axes: out,
+  const series = (div._fullData || []).filter(t => t.visible === true && t.showlegend !== false).map(t => ({
+      name: t.name, type: t.type, mode: t.mode || '', symbol: (t.marker && typeof t.marker.symbol === 'string') ? t.marker.symbol : '',
+      dash: (t.line && t.line.dash) || '',
+      color: (t.marker && typeof t.marker.color === 'string' && t.type !== 'scatter') ? t.marker.color
+           : (t.line && typeof t.line.color === 'string' && (t.mode || '').includes('lines')) ? t.line.color
+           : (t.marker && typeof t.marker.color === 'string') ? t.marker.color : null}));
+  return {id: div.id, label: div.getAttribute('aria-label'), axes: out, series: series,
           band: svg ? Math.round(box.height - svg.getBoundingClientRect().height) : null};
 })"""
+
+#: a percentage axis (its title says %) shows ticks within 0-100 only; a band beyond 100
+#: (capture memory's share of the KV pool) is drawn as a band, not as more axis
+PERCENT = re.compile(r"%")
+
+
+def _tick_problems(where: str, ax: dict[str, Any]) -> list[str]:
+    ticks = ax["ticks"]
+    out = []
+    if ax["axis_min"] is not None and any(t < ax["axis_min"] - 1e-9 for t in ticks):
+        low = [t for t in ticks if t < ax["axis_min"] - 1e-9]
+        out.append(f"{where}: ticks at {low} below {ax['axis_min']}, a value it cannot take")
+    elif ax["data_min"] is not None and ax["data_min"] >= 0 and any(t < -1e-9 for t in ticks):
+        out.append(f"{where}: negative ticks {[t for t in ticks if t < 0]} on data >= 0")
+    if PERCENT.search(ax["title"]) and any(t < -1e-9 or t > 100 + 1e-9 for t in ticks):
+        out.append(f"{where}: percentage ticks beyond 0-100 % ({min(ticks)}..{max(ticks)})")
+    return out
+
+
+def _title_problems(where: str, ax: dict[str, Any]) -> list[str]:
+    if not ax["title_box"]:
+        return []
+    a, b, lo, hi = ax["title_box"]
+    if a < lo - 2 or b > hi + 2:
+        return [
+            f"{where}: title {ax['title']!r} overflows its subplot ({a:.0f}-{b:.0f} px, subplot {lo:.0f}-{hi:.0f})"
+        ]
+    return []
 
 
 def open_report(browser: Any, path: Path) -> tuple[Any, list[str]]:
@@ -76,6 +128,9 @@ def chart_count(page: Any) -> int:
 
 
 def check_axes(page: Any) -> list[str]:
+    """Every axis of every subplot: tick labels, a title inside the subplot, ticks only at
+    values the axis can take, percentages within 0-100 %; every legend series a colour its
+    neighbours of the same glyph do not share, also for colour-blind readers."""
     problems = []
     for fig in page.evaluate(AXES_JS):
         if not fig["axes"]:
@@ -86,13 +141,144 @@ def check_axes(page: Any) -> list[str]:
                 problems.append(f"{where}: {ax['labels']} tick labels, {ax['want']} wanted")
             if ax["dup"]:
                 problems.append(f"{where}: repeated tick labels")
-            if not ax["title"]:
+            if not ax["title"] and not ax["matches"]:  # a shared x is titled at the bottom
                 problems.append(f"{where}: no axis title")
             if ax["outside"]:
                 problems.append(f"{where}: labels outside the chart box {ax['outside'][:3]}")
+            problems += _tick_problems(where, ax) + _title_problems(where, ax)
+        problems += palette_problems(f"{fig['label']} ({fig['id']})", fig["series"])
         if fig["band"] is not None and fig["band"] > 12:
             problems.append(f"{fig['label']} ({fig['id']}): {fig['band']} px band under the chart")
     return problems
+
+
+# ------------------------------------------------------------------ colours
+#: the least CIE76 distance two series of one glyph keep, in normal vision and simulated
+#: protanopia / deuteranopia / tritanopia (Machado, Oliveira & Fernandes 2009, severity 1)
+MIN_DELTA_E = 12.0
+CVD = {
+    "protanopia": (
+        (0.152286, 1.052583, -0.204868),
+        (0.114503, 0.786281, 0.099216),
+        (-0.003882, -0.048116, 1.051998),
+    ),
+    "deuteranopia": (
+        (0.367322, 0.860646, -0.227968),
+        (0.280085, 0.672501, 0.047413),
+        (-0.011820, 0.042940, 0.968881),
+    ),
+    "tritanopia": (
+        (1.255528, -0.076749, -0.178779),
+        (-0.078411, 0.930809, 0.147602),
+        (0.004733, 0.691367, 0.303900),
+    ),
+}
+
+
+def _linear(c: float) -> float:
+    return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+
+def _rgb(color: str) -> tuple[float, float, float] | None:
+    m = re.fullmatch(r"#([0-9a-fA-F]{6})", color.strip())
+    if m:
+        h = m.group(1)
+        return tuple(_linear(int(h[i : i + 2], 16) / 255) for i in (0, 2, 4))  # type: ignore[return-value]
+    m = re.fullmatch(r"rgba?\(\s*(\d+),\s*(\d+),\s*(\d+)(?:,\s*[\d.]+)?\s*\)", color.strip())
+    if m:
+        return tuple(_linear(int(v) / 255) for v in m.groups())  # type: ignore[return-value]
+    return None
+
+
+def _lab(rgb: tuple[float, float, float]) -> tuple[float, float, float]:
+    r, g, b = rgb
+    x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047
+    y = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883
+
+    def f(t: float) -> float:
+        return t ** (1 / 3) if t > 216 / 24389 else (24389 / 27 * t + 16) / 116
+
+    return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+
+def _seen(rgb: tuple[float, float, float], vision: str) -> tuple[float, float, float]:
+    if vision == "normal":
+        return rgb
+    m = CVD[vision]
+    return tuple(min(1.0, max(0.0, sum(m[i][j] * rgb[j] for j in range(3)))) for i in range(3))  # type: ignore[return-value]
+
+
+def delta_e(a: str, b: str, vision: str = "normal") -> float | None:
+    ra, rb = _rgb(a), _rgb(b)
+    if ra is None or rb is None:
+        return None
+    la, lb = _lab(_seen(ra, vision)), _lab(_seen(rb, vision))
+    return float(sum((p - q) ** 2 for p, q in zip(la, lb, strict=True)) ** 0.5)
+
+
+def palette_problems(where: str, series: list[dict[str, Any]]) -> list[str]:
+    """Series drawn alike (same trace type, mode, marker symbol and dash) must differ in
+    colour by :data:`MIN_DELTA_E` in every vision of :data:`CVD` and in normal vision."""
+    out = []
+    for i, a in enumerate(series):
+        for b in series[i + 1 :]:
+            if not a["color"] or not b["color"]:
+                continue
+            if (a["type"], a["mode"], a["symbol"], a["dash"]) != (
+                b["type"],
+                b["mode"],
+                b["symbol"],
+                b["dash"],
+            ):
+                continue
+            for vision in ("normal", *CVD):
+                d = delta_e(a["color"], b["color"], vision)
+                if d is not None and d < MIN_DELTA_E:
+                    out.append(
+                        f"{where}: {a['name']!r} {a['color']} and {b['name']!r} {b['color']} "
+                        f"differ by {d:.1f} (< {MIN_DELTA_E}) in {vision} vision"
+                    )
+                    break
+    return out
+
+
+# ------------------------------------------------------------------ names
+#: characters after which a name may wrap (the <wbr> points of diag.render.html_page.breakable,
+#: plus the spaces and hyphens where browsers break anyway)
+BREAK_AFTER_CHARS = "/\\_#:-, "
+
+NAMES_JS = """(sel) => { const out = [];
+  for (const el of document.querySelectorAll(sel)) {
+    if (el.offsetParent === null) continue;
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    let prevTop = null, prevChar = '', node;
+    while ((node = walker.nextNode())) {
+      const text = node.textContent;
+      for (let i = 0; i < text.length; i++) {
+        const r = document.createRange(); r.setStart(node, i); r.setEnd(node, i + 1);
+        const rect = r.getClientRects()[0];
+        if (!rect) continue;
+        if (prevTop !== null && rect.top > prevTop + 2 && text[i].trim()) {
+          out.push({text: el.textContent.slice(0, 120), before: prevChar, after: text[i]});
+        }
+        prevTop = rect.top; prevChar = text[i];
+      }
+    }
+  }
+  return out; }"""
+
+#: where run names, paths and operator shapes are shown
+NAME_SELECTORS = "td.name, details.run > summary .name, p.sources"
+
+
+def check_names_wrap_at_separators(page: Any) -> list[str]:
+    """A long name wraps only after a separator: never mid-word, never inside a number."""
+    breaks = page.evaluate(NAMES_JS, NAME_SELECTORS)
+    bad = [b for b in breaks if b["before"] not in BREAK_AFTER_CHARS]
+    return [
+        f"name broken mid-word ({b['before']!r}|{b['after']!r}): {b['text']!r}" for b in bad[:10]
+    ]
 
 
 UNKNOWN = re.compile(r"(?<![\w/])(n/a|None|NaN|nan|undefined)(?![\w/])|\{[a-z_]+(:[^}]*)?\}")
@@ -197,6 +383,7 @@ def run_checks(browser: Any, path: Path, multi_run: bool, expect_kv: bool) -> li
             problems += check_link_opens_folded_run(page)
         open_everything(page)
         problems += check_axes(page) + check_tiles(page) + check_no_unknowns(page)
+        problems += check_names_wrap_at_separators(page)
         problems += check_small_data_is_a_table(page)
         if expect_kv:
             problems += check_kv_timeline(page)
@@ -205,14 +392,36 @@ def run_checks(browser: Any, path: Path, multi_run: bool, expect_kv: bool) -> li
         page.close()
 
 
+def screenshots(browser: Any, path: Path, out: Path) -> list[Path]:
+    """The whole page with every fold open, then each chart on its own."""
+    out.mkdir(parents=True, exist_ok=True)
+    page, _ = open_report(browser, path)
+    try:
+        open_everything(page)
+        shots = [out / f"{path.stem}.page.png"]
+        page.screenshot(path=str(shots[0]), full_page=True)
+        for i, div in enumerate(page.query_selector_all("div.plot")):
+            kind = div.get_attribute("data-kind") or "plot"
+            shot = out / f"{path.stem}.{i + 1:02d}-{kind}.png"
+            div.scroll_into_view_if_needed()
+            div.screenshot(path=str(shot))
+            shots.append(shot)
+        return shots
+    finally:
+        page.close()
+
+
 def main(argv: list[str]) -> int:
     from playwright.sync_api import sync_playwright
 
     report = Path(argv[0])
+    shots = Path(argv[argv.index("--shots") + 1]) if "--shots" in argv else None
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
             found = run_checks(browser, report, "--multi-run" in argv, "--expect-kv" in argv)
+            if shots is not None:
+                print("\n".join(str(p) for p in screenshots(browser, report, shots)))
         finally:
             browser.close()
     print("\n".join(found) or "all checks pass")

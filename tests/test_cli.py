@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -66,8 +68,11 @@ def test_text_summary_leads_with_findings_worst_first(tmp_path: Path) -> None:
         "analyze", str(INCIDENTS / "sglang-out-of-window"), "-o", str(tmp_path), "--no-html"
     )
     lines = out.splitlines()
-    assert lines[0].startswith("Findings")
-    assert "GD110" in lines[1]
+    doc = json.loads((tmp_path / "sglang-out-of-window.graphdiag.json").read_text())
+    n = sum(len(r["findings"]) for r in doc["runs"])
+    assert lines[0].startswith(f"{n} findings: ")  # the headline with totals
+    assert lines[2].startswith("Findings")
+    assert "GD110" in lines[3]
     # the last line names the file written (a path is never wrapped); the rest fits 100 cols
     assert lines[-1] == f"JSON report: {tmp_path / 'sglang-out-of-window.graphdiag.json'}"
     assert all(len(line) <= 100 for line in lines[:-1])
@@ -113,11 +118,15 @@ def test_help_has_examples_exit_codes_stdin_and_fail_on() -> None:
 
 
 def test_parse_says_what_it_wrote(tmp_path: Path) -> None:
-    from diag.ingest import ingest
+    from diag.api import analyze
 
     target = INCIDENTS / "sglang-kv-squeeze"
-    tables = ingest([str(target)]).tables
+    report = analyze([str(target)])
+    tables = report.tables
     counts = {kind: len(tables[kind]) for kind in tables if len(tables[kind])}
+    # and every run's decode steps as analyze classified them (kind decode_step)
+    counts["decode_step"] = sum(len(r.facts.batches) for r in report.runs)
+    assert counts["decode_step"] > 0
     out_file = tmp_path / "events.jsonl"
     code, out, err = run("parse", str(target), "-o", str(out_file))
     assert code == 0
@@ -237,3 +246,102 @@ def test_parse_jsonl_and_csv(tmp_path: Path) -> None:
         == 0
     )
     assert csv_path.read_text().splitlines()[0] == "kind,source,line,ts,rank,instance,data"
+
+
+def _many_runs(root: Path) -> Path:
+    """Every fixture incident's logs in one folder, each file its own run."""
+    folder = root / "many"
+    folder.mkdir()
+    for incident in sorted(p for p in INCIDENTS.iterdir() if p.is_dir()):
+        for log in sorted(incident.glob("*.log")):
+            (folder / f"{incident.name}-{log.name}").write_bytes(log.read_bytes())
+    return folder
+
+
+def test_text_headline_totals_for_several_runs(tmp_path: Path) -> None:
+    folder = _many_runs(tmp_path)
+    code, out, _ = run("analyze", str(folder), "-o", str(tmp_path / "out"), "--no-html")
+    doc = json.loads((tmp_path / "out" / "many.graphdiag.json").read_text())
+    runs = doc["runs"]
+    findings = [f for r in runs for f in r["findings"]]
+    errors = sum(1 for f in findings if f["severity"] == "error")
+    hit = sum(1 for r in runs if r["findings"])
+    head = out.splitlines()[0]
+    assert head.startswith(f"{len(findings)} findings: {errors} error")
+    assert head.endswith(f" in {hit} of {len(runs)} runs")
+
+
+def test_skipped_and_runless_inputs_on_stderr_notes_in_summary(tmp_path: Path) -> None:
+    """analyze names on stderr every input it skipped or that made no run, with why; the
+    notes reading left on a run's input (NUL bytes dropped) reach the text summary."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    log = (INCIDENTS / "sglang-out-of-window" / "server.log").read_bytes()
+    lines = log.split(b"\n")
+    lines[3] = lines[3][:10] + b"\x00\x00" + lines[3][10:]
+    (folder / "server.log").write_bytes(b"\n".join(lines))
+    (folder / "notes.md").write_text("# not a log\n")
+    (folder / "other.log").write_text("hello\nworld\n")
+    code, out, err = run("analyze", str(folder), "-o", str(tmp_path / "out"), "--no-html")
+    doc = json.loads((tmp_path / "out" / "in.graphdiag.json").read_text())
+    by_name = {Path(i["path"]).name: i for i in doc["inputs"]}
+    assert f"skipped: {by_name['notes.md']['path']}: {by_name['notes.md']['reason']}" in err
+    other = [ln for ln in err.splitlines() if "other.log" in ln]
+    assert len(other) == 1 and "made no run" in other[0] and "2 lines" in other[0]
+    assert "other.log" in out  # and in the summary's inputs section
+    notes = by_name["server.log"]["notes"]
+    assert notes, "the NUL bytes left no note on the input"
+    flat = " ".join(out.split())
+    assert all(
+        " ".join(f"note: {by_name['server.log']['path']}: {n}".split()) in flat for n in notes
+    )
+
+
+def test_a_long_evidence_path_stays_with_its_at(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    src = INCIDENTS / "sglang-capture-oom" / "server.log"
+    (deep / "server.log").write_bytes(src.read_bytes())
+    code, out, _ = run("analyze", str(deep / "server.log"), "-o", str(tmp_path / "o"), "--no-html")
+    at = [ln for ln in out.splitlines() if ln.strip().startswith("at ")]
+    assert at and all(ln.strip().startswith(f"at {deep / 'server.log'}:") for ln in at)
+    assert not any(ln.strip() == "at" for ln in out.splitlines())
+
+
+def _examples_and_codes(help_text: str) -> tuple[list[str], set[int]]:
+    """The example command lines and the exit codes a --help text documents."""
+    examples, in_examples = [], False
+    for line in help_text.splitlines():
+        if line.strip() == "Examples:":
+            in_examples = True
+            continue
+        if in_examples:
+            if not line.strip():
+                break
+            examples.append(line.strip())
+    tail = help_text[help_text.index("Exit codes:") :] if "Exit codes:" in help_text else ""
+    codes = {int(c) for c in re.findall(r"(?<![\w/.-])(\d{1,3})(?![\w.%-])", tail)}
+    return examples, codes
+
+
+@pytest.mark.parametrize("command", sorted(main.commands))
+def test_every_command_help_has_examples_and_exit_codes(command: str, tmp_path: Path) -> None:
+    """Each command's --help has examples that call that very command, and documents exit
+    codes 0 and 2, which the command then gives: 0 on a fixture incident (rules: none), 2 on
+    a usage error."""
+    code, text, _ = run(command, "--help")
+    assert code == 0
+    examples, codes = _examples_and_codes(text)
+    assert examples, f"{command} --help has no examples"
+    assert all(f"graphdiag {command}" in ex or "python -c" in ex for ex in examples), examples
+    assert {0, 2} <= codes, f"{command} --help documents exit codes {codes}"
+    incident = str(INCIDENTS / "sglang-out-of-window")
+    ok_args = {
+        "analyze": [incident, "-o", str(tmp_path), "--no-html", "-q"],
+        "parse": [incident, "-o", str(tmp_path / "e.jsonl"), "-q"],
+        "recommend": [incident, "-q"],
+        "compare": [incident, incident, "-q"],
+        "rules": [],
+    }[command]
+    assert run(command, *ok_args)[0] == 0
+    assert run(command, "--no-such-option")[0] == 2

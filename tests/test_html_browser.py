@@ -99,9 +99,8 @@ def test_report_renders_offline_in_chromium(browser: Any, tmp_path: Path) -> Non
     assert page.locator("button.copy").is_visible()  # un-hidden by the script
     assert page.locator(".eager-summary", has_text="ran eagerly").is_visible()
 
-    out = ROOT / "reports"
-    out.mkdir(exist_ok=True)
-    page.screenshot(path=str(out / "html-browser.png"), full_page=True)
+    # a look for a human, in the test's own temporary folder (never the source tree)
+    page.screenshot(path=str(tmp_path / "html-browser.png"), full_page=True)
     page.close()
 
 
@@ -197,10 +196,24 @@ def test_many_runs_fit_a_few_screens(browser: Any, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("incident", sorted(p.name for p in INCIDENTS.iterdir() if p.is_dir()))
+def test_page_checks_pass_on_every_fixture_incident(
+    browser: Any, tmp_path: Path, incident: str
+) -> None:
+    html_path = _analyze([INCIDENTS / incident], tmp_path / "out")
+    assert _page_problems(browser, html_path, multi_run=False, expect_kv=False) == []
+
+
+@pytest.mark.slow
 @pytest.mark.corpus
-def test_real_folder_of_55_files(browser: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("corpus", ["real", "real-2", "real-3"])
+def test_page_checks_pass_on_each_real_corpus_folder(
+    browser: Any, tmp_path: Path, corpus: str
+) -> None:
+    """A folder of 35-62 real excerpts: a many-runs page; every run section's charts,
+    names and tiles checked with every fold open."""
     from tests.conftest import need_corpus
 
-    folder = need_corpus("real-2")
+    folder = need_corpus(corpus)
     html_path = _analyze([folder], tmp_path / "out")
     assert _page_problems(browser, html_path, multi_run=True, expect_kv=False) == []

@@ -481,7 +481,8 @@ def test_log_text_is_never_a_template(tmp_path: Path) -> None:
 def test_raw_markup_only_where_allowed() -> None:
     """Autoescape is the rule: no ``|safe`` or autoescape switch in a template, and
     ``Markup(`` only for fixed text: render/html.py (scripts, CSS, figure JSON made inert)
-    and render/compare.py (its CSS)."""
+    render/compare.py (its CSS) and the ``breakable`` filter of render/html_page.py (escaped
+    text and ``<wbr>``)."""
     from diag.resources import package_file
 
     for tpl in Path(package_file("render", "templates")).glob("*.j2"):
@@ -489,4 +490,55 @@ def test_raw_markup_only_where_allowed() -> None:
         assert "|safe" not in text.replace(" ", "") and "autoescape" not in text, tpl.name
     render = Path(package_file("render"))
     users = {p.name: p.read_text().count("Markup(") for p in render.glob("*.py")}
-    assert {k: v for k, v in users.items() if v} == {"html.py": 4, "compare.py": 1}
+    assert {k: v for k, v in users.items() if v} == {
+        "html.py": 4,
+        "compare.py": 1,
+        "html_page.py": 1,
+    }
+
+
+# ------------------------------------------------------------------ many runs
+INCIDENTS = Path(__file__).resolve().parents[1] / "fixtures" / "incidents"
+
+
+def _section(html_text: str, anchor: str) -> str:
+    start = html_text.index(f'id="{anchor}"')
+    end = html_text.find('<details class="run', start + 1)
+    return html_text[start : end if end > 0 else len(html_text)]
+
+
+def test_many_run_sections_hold_their_finding_cards(tmp_path: Path) -> None:
+    """Several runs: each run's section carries what a single-run page shows on top: each
+    finding's message, every remedy numbered and its evidence as ``path:line``."""
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for incident in sorted(p for p in INCIDENTS.iterdir() if p.is_dir()):
+        for log in sorted(incident.glob("*.log")):
+            (folder / f"{incident.name}-{log.name}").write_bytes(log.read_bytes())
+    report = analyze([str(folder)], jobs=1)
+    assert len(report.runs) > 3  # the many-runs layout
+    html_text = render_html(report)
+    for i, run in enumerate(report.runs, start=1):
+        section = _section(html_text, f"run-{i}")
+        cards = section.count('<article class="finding')
+        assert cards == len(run.findings), run.id
+        text = visible_text(section)
+        for f in run.findings:
+            assert " ".join(f.message.split()) in text
+            for remedy in f.remediation:
+                assert " ".join(remedy.split()) in text
+            for ev in f.evidence[:1]:
+                assert f"{ev.path}:{ev.line}" in text
+
+
+def test_names_break_only_at_separators() -> None:
+    from diag.render.html_page import breakable
+
+    name = "/logs/node_a/sglang-serving.log#2"
+    html_text = str(breakable(name))
+    assert html_text.replace("<wbr>", "") == name
+    pieces = html_text.split("<wbr>")
+    assert pieces == ["/", "logs/", "node_", "a/", "sglang-serving.log#", "2"]
+    # markup stays escaped and an entity is never cut
+    assert str(breakable("a'<b>_c")) == "a&#39;&lt;b&gt;_<wbr>c"
+    assert str(breakable("[4096, 6144]")) == "[4096, 6144]"  # numbers: no break inside

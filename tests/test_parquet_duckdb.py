@@ -19,10 +19,10 @@ import gen_logs  # noqa: E402
 
 
 def _readme_query(events_dir: Path) -> str:
-    """The DuckDB snippet from bench/README.md, pointed at ``events_dir``."""
-    text = (ROOT / "bench" / "README.md").read_text(encoding="utf-8")
+    """The DuckDB snippet from README.md, pointed at ``events_dir``."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
     m = re.search(r"<!-- duckdb-eager-share -->\s*```sql\n(.*?)```", text, re.S)
-    assert m, "bench/README.md lost its DuckDB snippet"
+    assert m, "README.md lost its DuckDB snippet"
     return m.group(1).replace("'events/", f"'{events_dir.as_posix()}/")
 
 
@@ -74,6 +74,126 @@ def test_readme_query_eager_share_per_node(fleet: Path, tmp_path: Path) -> None:
         "node-c": (18, pytest.approx(14 / 18)),
     }
     assert [r[0] for r in rows] == ["node-c", "node-b", "node-a"]  # ORDER BY eager_share DESC
+
+
+# ------------------------------------------------------------------ a mixed fleet
+VLLM = "0.13.0"  # DEBUG step lines (R-2) and the metrics table (R-3) exist from 0.12 on
+
+
+def _vllm_node(kind: str, graph: list[bool], seed: int) -> list[str]:
+    """A vLLM start-up (capture sizes up to 64) then decode traffic of one kind: DEBUG step
+    lines, a --cudagraph-metrics table, or stats lines only (verdicts inferred)."""
+    from gen import vllm_logs as vl
+    from gen.vllm_lines import Clock
+
+    sizes = [1, 2, 4, 8, 16, 32, 64]
+    lines, _ = vl.server_log(VLLM, capture_sizes=sizes, max_num_seqs=64, seed=seed)
+    clock = Clock()
+    clock.advance(3600)
+    for g in graph:
+        clock.advance(1)
+        if kind == "debug":
+            lines.append(
+                vl.debug_step(
+                    VLLM,
+                    mode="FULL" if g else "NONE",
+                    num_tokens=8,
+                    num_reqs=8,
+                    uniform=True,
+                    clock=clock,
+                    seed=seed,
+                )
+            )
+        elif kind == "stats":
+            lines.append(
+                vl.stats_line(
+                    VLLM,
+                    gen_tput=500.0,
+                    running=8 if g else 200,
+                    kv_usage=20.0,
+                    clock=clock,
+                    seed=seed,
+                )
+            )
+    if kind == "metrics":
+        n_graph, n_eager = sum(graph), len(graph) - sum(graph)
+        rows = [(6, 8, "FULL", n_graph), (100, 100, "NONE", n_eager)]
+        lines += vl.metrics_table(
+            VLLM, mode="FULL", capture_sizes=sizes, rows=rows, clock=clock, seed=seed
+        )
+    return lines
+
+
+def test_readme_query_on_a_mixed_fleet_matches_analyze(tmp_path: Path) -> None:
+    """SGLang decode lines and vLLM DEBUG steps, metrics-table rows and stats intervals in
+    one export: the README query gives each node the decode steps and eager share that
+    ``analyze`` reports for it, and every step says where it was read."""
+    from diag.api import analyze
+
+    logs = tmp_path / "fleet"
+    logs.mkdir()
+    gen_logs.write_log(logs / "sglang-0.log", _server(10, [True] * 12 + [False] * 8))
+    gen_logs.write_log(logs / "vllm-debug.log", _vllm_node("debug", [True] * 9 + [False] * 3, 1))
+    gen_logs.write_log(
+        logs / "vllm-metrics.log", _vllm_node("metrics", [True] * 40 + [False] * 60, 2)
+    )
+    gen_logs.write_log(logs / "vllm-stats.log", _vllm_node("stats", [True] * 5 + [False] * 20, 3))
+    out = tmp_path / "events"
+    ing = ingest([str(logs)], jobs=1)
+    write_parquet(ing, out)
+    got = {r[0]: (r[1], r[2]) for r in q(_readme_query(out))}
+
+    report = analyze([str(logs)], ingested=ing)
+    want = {}
+    for run in report.runs:
+        b = run.record["batches"]
+        want[node_name(run.facts.run.sources[0])] = (
+            b["graph"] + b["eager"],
+            pytest.approx(b["eager"] / (b["graph"] + b["eager"])),
+        )
+    assert set(want) == {"sglang-0", "vllm-debug", "vllm-metrics", "vllm-stats"}
+    assert all(n for n, _ in want.values())  # every node has decided steps
+    assert got == want
+    sources = dict(
+        q(
+            f"SELECT node, string_agg(DISTINCT step_source, ',') FROM "
+            f"read_parquet('{out.as_posix()}/decode_step/*/*.parquet', hive_partitioning = true) "
+            "GROUP BY node"
+        )
+    )
+    assert sources == {
+        "sglang-0": "decode_line",
+        "vllm-debug": "debug_step",
+        "vllm-metrics": "metrics_table",
+        "vllm-stats": "stats_interval",
+    }
+
+
+def test_parse_help_duckdb_example_runs(fleet: Path, tmp_path: Path) -> None:
+    """The DuckDB line of ``parse --help`` runs as printed (DuckDB's Python API) on an export."""
+    import shlex
+    import subprocess
+
+    from click.testing import CliRunner
+
+    from diag.cli import main
+
+    help_text = CliRunner().invoke(main, ["parse", "--help"]).output
+    line = next(ln.strip() for ln in help_text.splitlines() if "import duckdb" in ln)
+    argv = shlex.split(line)
+    assert argv[0] == "python"
+    res = CliRunner().invoke(
+        main, ["parse", str(fleet), "--format", "parquet", "-o", str(tmp_path / "events"), "-q"]
+    )
+    assert res.exit_code == 0, res.output
+    done = subprocess.run(
+        [sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    (n,) = q(f"SELECT count(*) FROM '{(tmp_path / 'events').as_posix()}/decode_step/*/*.parquet'")[
+        0
+    ]
+    assert f"{n} rows" in done.stdout
 
 
 @pytest.mark.slow

@@ -15,13 +15,47 @@ import click
 
 from diag.cli.common import Progress, format_option, quiet_option, report_inputs, warn
 
+RECOMMEND_EPILOG = """\b
+Examples:
+  graphdiag recommend logs/
+  graphdiag recommend server.log --max-buckets 8
+  graphdiag recommend logs/ --coverage 0.99 --format json > buckets.json
+  kubectl logs pod/sglang-0 | graphdiag recommend - --engine sglang
+
+\b
+Output: the current and the recommended bucket sets (coverage, padding waste, capture
+memory), then the flags to paste. Unreadable inputs are named on stderr.
+
+\b
+Exit codes: 0 a bucket set recommended; 2 usage error, no input could be read, or
+nothing to recommend from (e.g. the engine cannot be told: pass --engine; the reason is
+on stderr); 130/143 interrupted.
+"""
+
+COMPARE_EPILOG = """\b
+Examples:
+  graphdiag compare eager.log graphs.log
+  graphdiag compare --before old/rank0.log --before old/rank1.log --after new/
+  graphdiag compare before.log after.log --format html -o compare.html
+
+\b
+Each side's main run (the one with most decode batches) is compared: captured share,
+eager batches, capture time and memory, KV tokens, findings that disappeared, appeared
+or persist. A side with graphs disabled gets a warning (its numbers are not the graph
+path's).
+
+\b
+Exit codes: 0 compared; 2 usage error (not exactly two sides) or a side with no
+readable input; 130/143 interrupted.
+"""
+
 
 def _analyze(paths: list[str], quiet: bool, what: str = "") -> Any:
     """Analyse one path set; exit 2 when no input of it could be read."""
     from diag.api import analyze
 
     progress = Progress(quiet)
-    report = analyze(paths, progress=progress)
+    report = analyze(paths, progress=progress, stage=progress.stage)
     progress.finish()
     prefix = f"{what}: " if what else ""
     report_inputs(report.inputs, prefix, all_inputs=True)
@@ -31,7 +65,7 @@ def _analyze(paths: list[str], quiet: bool, what: str = "") -> Any:
     return report
 
 
-@click.command()
+@click.command(epilog=RECOMMEND_EPILOG)
 @click.argument("paths", nargs=-1, required=True)
 @click.option(
     "--engine",
@@ -87,7 +121,7 @@ def recommend(
         click.echo(render_text(rec), nl=False)
 
 
-@click.command()
+@click.command(epilog=COMPARE_EPILOG)
 @click.argument("paths", nargs=-1)
 @click.option(
     "--before", "before", multiple=True, metavar="PATH", help="A BEFORE input (repeatable)."

@@ -16,6 +16,7 @@ from diag.cli.common import (
     format_option,
     jobs_option,
     quiet_option,
+    report_input_lines,
     report_inputs,
     warn,
 )
@@ -141,6 +142,7 @@ def analyze(
     HTML and JSON reports and print a summary."""
     from diag.api import analyze as run_analysis
     from diag.output import write_atomic
+    from diag.render.inputs import input_lines
     from diag.render.serialize import to_json, to_yaml
     from diag.render.text import render_markdown, render_text
     from diag.rules.engine import RulesError
@@ -149,26 +151,33 @@ def analyze(
     progress = Progress(quiet)
     try:
         report = run_analysis(
-            list(paths), rules_file=rules_file, progress=progress, jobs=jobs or None, tz=zone
+            list(paths),
+            rules_file=rules_file,
+            progress=progress,
+            jobs=jobs or None,
+            tz=zone,
+            stage=progress.stage,
         )
-        progress.finish()
-        report_inputs(report.inputs)
-        if not report.readable():
-            warn("no input could be read")
-            sys.exit(2)
-        if not report.recognised():
-            warn(
-                "nothing recognised: no vLLM or SGLang log line, error, profiler table or "
-                "allocator snapshot in the input"
-            )
+        if not report.readable() or not report.recognised():
+            progress.finish()
+            report_inputs(report.inputs)  # each unreadable input's reason, then one line
+            if not report.readable():
+                warn("no input could be read")
+            else:
+                warn(
+                    "nothing recognised: no vLLM or SGLang log line, error, profiler table or "
+                    "allocator snapshot in the input"
+                )
             sys.exit(2)
         stem = _stem(paths)
         out = Path(out_dir)
+        progress.stage("writing the JSON report")
         json_text = to_json(report)
         html_text = None
         if not no_html:
             from diag.render.html import render_html
 
+            progress.stage("rendering the HTML report")
             html_text = render_html(report)
         check_interrupted()
         json_path = out / f"{stem}.graphdiag.json"
@@ -179,6 +188,8 @@ def analyze(
             html_path = out / f"{stem}.graphdiag.html"
             write_atomic(html_path, html_text)
             written.insert(0, ("HTML report", html_path))
+        progress.finish()
+        report_input_lines(input_lines(report))
     except RulesError as exc:
         progress.finish()
         warn(str(exc))

@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import signal
 import sys
-import time
-from collections.abc import Callable, Iterable
-from typing import Any, NoReturn, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from diag.cli.progress import Progress
 from diag.model import InputStatus
 
+if TYPE_CHECKING:  # pragma: no cover - the report layer loads with the command
+    from diag.render.inputs import InputLine
+
 F = TypeVar("F", bound=Callable[..., Any])
+
+__all__ = ["Progress", "warn", "report_inputs", "report_input_lines"]
 
 _received: list[int] = []
 
@@ -42,39 +47,6 @@ def exit_interrupted() -> NoReturn:
     sys.exit(128 + (_received[0] if _received else signal.SIGINT))
 
 
-class Progress:
-    """Bytes, lines/s-ish throughput and ETA on stderr, only on a terminal and after ~1 s."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.enabled = not quiet and sys.stderr.isatty()
-        self.start = time.monotonic()
-        self.last = 0.0
-        self.shown = False
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        elapsed = now - self.start
-        if elapsed < 1.0 or now - self.last < 0.2:
-            return
-        self.last = now
-        rate = done / elapsed if elapsed else 0
-        eta = (total - done) / rate if rate and total else 0
-        pct = f"{100 * done / total:5.1f}%" if total else "     "
-        sys.stderr.write(
-            f"\rgraphdiag: {pct} {done / 2**20:,.0f}/{total / 2**20:,.0f} MiB "
-            f"{rate / 2**20:,.1f} MiB/s ETA {eta:,.0f}s "
-        )
-        sys.stderr.flush()
-        self.shown = True
-
-    def finish(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r" + " " * 70 + "\r")
-            sys.stderr.flush()
-
-
 def warn(msg: str) -> None:
     """One line on stderr, prefixed like every graphdiag message."""
     click.echo(f"graphdiag: {msg}", err=True)
@@ -91,6 +63,20 @@ def report_inputs(
         if not all_inputs and (item.reason or "").startswith("not a log"):
             continue
         warn(f"{prefix}{item.status}: {item.path}: {item.reason}")
+
+
+#: stderr names this many inputs, then how many more the report lists
+MAX_INPUT_LINES = 10
+
+
+def report_input_lines(lines: Sequence[InputLine]) -> None:
+    """Skipped, partly read and run-less inputs on stderr, one line each with its reason;
+    past :data:`MAX_INPUT_LINES` a count (the report lists them all)."""
+    for item in lines[:MAX_INPUT_LINES]:
+        warn(item.text())
+    if len(lines) > MAX_INPUT_LINES:
+        more = len(lines) - MAX_INPUT_LINES
+        warn(f"and {more} more input{'s' if more != 1 else ''} (listed in the report's inputs)")
 
 
 def install_signal_handlers() -> None:

@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from diag.cli.common import Progress, jobs_option, quiet_option, report_inputs, warn
 
-SHORT = "Export the event tables (jsonl, csv, Parquet)."
+SHORT = "Export the event tables and every engine's decode steps (jsonl, csv, Parquet)."
 EPILOG = """\b
 Examples:
   graphdiag parse server.log > events.jsonl
   graphdiag parse logs/ --format csv -o events.csv
-  graphdiag parse logs/ --format parquet -o events/
-  duckdb -c "SELECT run_id, count(*) FROM 'events/decode_batch/*/*.parquet' GROUP BY 1"
+  graphdiag parse node-*/ --format parquet -o events/
+  python -c "import duckdb; duckdb.sql(\\"FROM 'events/decode_step/*/*.parquet'\\").show()"
   kubectl logs pod/sglang-0 | graphdiag parse - -o events.jsonl
+
+\b
+Besides the raw event kinds, kind decode_step holds every engine's decode steps as
+analyze counts them (SGLang decode lines, vLLM DEBUG steps, --cudagraph-metrics rows,
+stats intervals; column step_source says which, weight the steps a row stands for,
+cuda_graph true/false/null). Parquet is written with pyarrow (a required dependency);
+DuckDB is not installed with graphdiag: pip install duckdb for its Python API.
 
 \b
 What it wrote: one line "wrote PATH: N rows (kind n, ...)" after the export. With -o it
@@ -46,7 +54,7 @@ def summary_line(counts: dict[str, int], where: str) -> str:
     default="jsonl",
     show_default=True,
     help="jsonl/csv: all events in one long table (kind, source, line, ts, rank, fields); "
-    "parquet: one dataset per kind, partitioned by run (needs pyarrow).",
+    "parquet: one dataset per kind, partitioned by run.",
 )
 @click.option(
     "-o",
@@ -61,26 +69,29 @@ def parse(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int, quiet
     """Export the event tables of PATHS (files, folders, or - for stdin) for your own
     pandas / DuckDB work."""
     from diag.export import export_events
+    from diag.export_parquet import write_parquet
     from diag.ingest import ingest
 
     progress = Progress(quiet)
-    ing = ingest(list(paths), progress, jobs=jobs or None)
-    progress.finish()
-    report_inputs(ing.inputs)
+    ing = ingest(list(paths), progress, jobs=jobs or None, stage=progress.stage)
+    progress.stage("writing the export (decode steps classified per run)")
     if not any(i.status != "skipped" for i in ing.inputs):
+        progress.finish()
+        report_inputs(ing.inputs)
         warn("no input could be read")
         sys.exit(2)
     if fmt == "parquet" and not output:
+        progress.finish()
         warn("--format parquet needs -o FOLDER")
         sys.exit(2)
-    try:
-        export_events(ing, fmt, output)
-    except ImportError as exc:
-        warn(f"{exc} (pip install 'graphdiag[parquet]')")
-        sys.exit(2)
+    if fmt == "parquet":
+        assert output is not None
+        counts = write_parquet(ing, Path(output))
+    else:
+        counts = export_events(ing, "csv" if fmt == "csv" else "jsonl", output)
+    progress.finish()
+    report_inputs(ing.inputs)
     if not quiet:
-        counts = {kind: len(ing.tables[kind]) for kind in ing.tables}
-        counts["trace_step"] = sum(len(t.steps) for t in ing.traces)
         where = output if output else "stdout"
         if fmt == "parquet":
             where = f"{output}/ (one folder per kind)"

@@ -8,8 +8,21 @@ import click
 
 from diag.cli.common import format_option
 
+EPILOG = """\b
+Examples:
+  graphdiag rules
+  graphdiag rules --format json > rules.json
 
-@click.command()
+\b
+Each rule: code, name, severity, what it means, when it fires, its thresholds (which
+analyze --rules FILE can override) and its remedies per engine, version range and cause.
+
+\b
+Exit codes: 0 listed; 2 usage error.
+"""
+
+
+@click.command(epilog=EPILOG)
 @format_option(["text", "json"])
 def rules(fmt: str) -> None:
     """The rule catalogue: code, name, severity, documentation, thresholds, remediation."""

@@ -23,6 +23,7 @@ from diag.ingest.inputs import (
     Artifacts,
     Meter,
     ProgressFn,
+    StageFn,
     close_stream,
     logs_by_stream,
     scan_file,
@@ -57,6 +58,7 @@ def ingest(
     jobs: int | None = None,
     chunk_bytes: int | None = None,
     hotpath: bool | None = None,
+    stage: StageFn | None = None,
 ) -> Ingested:
     """Read every input into event tables.
 
@@ -67,6 +69,8 @@ def ingest(
     MiB); tests set it small to force splits. stdin is always read in this process.
     ``hotpath``: read the periodic lines in bulk (:mod:`diag.ingest.hotpath`); None = on
     unless ``GRAPHDIAG_HOTPATH=0``; False = every line through the per-line parsers.
+    ``stage``: told when reading is done and the event tables are built (a meter's second
+    stage: that takes seconds on a big log, after the last byte).
     """
     use_hot = hotpath_enabled(hotpath)
     files, problems = discover(paths)
@@ -96,6 +100,8 @@ def ingest(
         )
     else:
         sink, streams, found = _ingest_here(groups, inputs, meter, snapshot_limit, use_hot)
+    if stage is not None:
+        stage("building the event tables", 0, 0)
     tables = _to_tables(sink)
     del sink
     time_notes = settle_years(tables, streams)
@@ -180,6 +186,8 @@ __all__ = [
     "PARALLEL_MIN_BYTES",
     "Ingested",
     "InputStatus",
+    "ProgressFn",
+    "StageFn",
     "Stream",
     "detect_backend",
     "ingest",

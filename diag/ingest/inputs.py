@@ -36,6 +36,7 @@ from diag.sources.readers import (
 from diag.sources.trace_sniff import looks_like_json, trace_by_name
 
 ProgressFn = Callable[[int, int], None]  # (bytes done, bytes total)
+StageFn = Callable[[str, int, int], None]  # (stage, done, total; 0: not counted)
 
 PROGRESS_SECONDS = 0.5
 PROGRESS_BYTES = 64 * 1024 * 1024

@@ -14,6 +14,7 @@ import numpy as np
 
 from diag.advise.bucket_sets import Advice
 from diag.facts.figures import share
+from diag.render import palette as pal
 from diag.render.axes import finish_axes
 from diag.render.figspec import Spec
 from diag.render.html_page import Page
@@ -23,13 +24,13 @@ from diag.render.view import Panel, SmallTable
 __all__ = ["advice_panels", "bucket_overlay_figure", "frontier_figure"]
 
 COST_TERMS = (
-    ("padded_s_h", "padded compute", "#74c0fc"),
-    ("eager_s_h", "eager steps", "#e8590c"),
-    ("capture_s_h", "capture time", "#adb5bd"),
-    ("memory_s_h", "graph memory (KV lost)", "#9775fa"),
+    ("padded_s_h", "padded compute", pal.SKY_BLUE),
+    ("eager_s_h", "eager steps", pal.VERMILLION),
+    ("capture_s_h", "capture time", pal.GREY),
+    ("memory_s_h", "graph memory (KV lost)", pal.REDDISH_PURPLE),
 )
-CURRENT_COLOR = "#495057"
-RECOMMENDED_COLOR = "#2f9e44"
+CURRENT_COLOR = pal.DARK_GREY
+RECOMMENDED_COLOR = pal.BLUISH_GREEN
 MAX_OVERLAY_BARS = 300
 
 
@@ -39,7 +40,7 @@ def frontier_figure(advice: Advice) -> Spec | None:
     fr = advice.frontier_frame()
     if fr.empty:
         return None
-    fig = Spec(3, row_heights=[0.45, 0.3, 0.25], vertical_spacing=0.06)
+    fig = Spec(3, row_heights=[0.45, 0.3, 0.25], vertical_spacing=0.1)  # room for x labels
     k = fr["k"].to_numpy()
     for col, name, color in COST_TERMS:
         fig.add_trace(
@@ -77,7 +78,7 @@ def frontier_figure(advice: Advice) -> Spec | None:
             y=waste * 100,
             mode="lines+markers",
             name="padding waste",
-            line={"color": "#1c7ed6", "dash": "dot"},
+            line={"color": pal.BLUE, "dash": "dot"},
             hovertemplate="K=%{x}: %{y:.1f}% of graph slots padding<extra></extra>",
         ),
         row=2,
@@ -90,7 +91,7 @@ def frontier_figure(advice: Advice) -> Spec | None:
             y=fr["capture_gib"].to_numpy(),
             mode="lines+markers",
             name="capture memory",
-            line={"color": "#9775fa"},
+            line={"color": pal.REDDISH_PURPLE},
             hovertemplate="K=%{x}: %{y:.3f} GiB<extra></extra>",
         ),
         row=3,
@@ -111,9 +112,7 @@ def frontier_figure(advice: Advice) -> Spec | None:
                 type="scatter",
                 x=[rk],
                 y=[float(rec["total_s_h"].iloc[0])],
-                mode="markers+text",
-                text=["recommended"],
-                textposition="top center",
+                mode="markers",  # named in the legend: a text label sat on the bars
                 name="recommended",
                 marker={"symbol": "star", "size": 14, "color": RECOMMENDED_COLOR},
                 hovertemplate="recommended K=%{x}: %{y:,.3f} GPU-s/h<extra></extra>",
@@ -145,13 +144,18 @@ def frontier_figure(advice: Advice) -> Spec | None:
                 col=1,
             )
     fig.update_yaxes(title_text="GPU-s/h", row=1, col=1)
-    fig.update_yaxes(title_text="% steps / slots", row=2, col=1)
+    fig.update_yaxes(title_text="% steps / slots", row=2, col=1, range=[-4, 106], tick0=0, dtick=25)
     fig.update_yaxes(title_text="GiB", row=3, col=1)
-    fig.update_xaxes(title_text="K (number of capture sizes)", row=3, col=1, dtick=1)
+    # K counts capture sizes: whole numbers from 1, so the axis starts at 1 (plotly's own
+    # range padding put ticks at -1 and 0), a tick per K up to 20 sizes
+    top_k = max([int(fr["k"].max()), *([len(cur.sizes)] if cur is not None else [])])
+    fig.update_xaxes(range=[0.5, top_k + 0.5], tick0=1, dtick=max(1, int(np.ceil(top_k / 20))))
+    fig.update_xaxes(title_text="K (number of capture sizes)", row=3, col=1)
+    fig.update_layout(meta={"axis_min": {f"xaxis{r if r > 1 else ''}": 1 for r in (1, 2, 3)}})
     layout(
         fig,
         f"Bucket sets by K: cost (GPU-s/h), coverage and padding waste (%), capture memory (GiB); ceiling {advice.ceiling} {advice.unit}",
-        height=600,
+        height=680,
         barmode="stack",
     )
     # the legend below the x title, never over the chart title
@@ -179,7 +183,7 @@ def bucket_overlay_figure(advice: Advice, current_sizes: Sequence[int] | None) -
     if not hist:
         return None
     x, y, width = _binned(hist, MAX_OVERLAY_BARS)
-    fig = Spec(2, row_heights=[0.82, 0.18], vertical_spacing=0.03)
+    fig = Spec(2, row_heights=[0.78, 0.22], vertical_spacing=0.12)  # room for x labels
     fig.add_trace(
         dict(
             type="bar",
@@ -187,7 +191,7 @@ def bucket_overlay_figure(advice: Advice, current_sizes: Sequence[int] | None) -
             y=y,
             width=width * 0.9,
             name="decode steps",
-            marker={"color": "#adb5bd"},
+            marker={"color": pal.LIGHT_GREY},
             hovertemplate="size %{x}: %{y:,.0f} steps<extra></extra>",
         ),
         row=1,
@@ -229,7 +233,7 @@ def bucket_overlay_figure(advice: Advice, current_sizes: Sequence[int] | None) -
     fig.update_yaxes(visible=False, row=2, col=1, range=[-2, 2], fixedrange=True)
     fig.update_yaxes(title_text="decode steps", row=1, col=1)
     fig.update_xaxes(title_text=f"step size ({advice.unit})", row=2, col=1)
-    layout(fig, "Decode steps against the current and the recommended buckets", height=380)
+    layout(fig, "Decode steps against the current and the recommended buckets", height=420)
     return finish_axes(fig)
 
 

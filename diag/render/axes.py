@@ -2,9 +2,9 @@
 
 - :func:`finish_axes` is the last call of every figure builder: ticks, tick labels and a
   line on every axis, and it raises when an axis that shows labels has no title (title =
-  what is measured and its unit), so no figure can ship without one. Upper panels of a
-  shared-x stack set ``showticklabels=False`` and are exempt: the bottom axis carries the
-  labels and the title for all of them.
+  what is measured and its unit), so no figure can ship without one. Every subplot of a
+  shared-x stack shows its x tick labels; the upper ones ``match`` the bottom axis, whose
+  title names them all.
 - :func:`wants_table`: fewer than :data:`MIN_CHART_POINTS` observations read better as a
   small table than as a chart (two batches are two rows, not one full-width bar).
 - :func:`time_axis`: wall clock when the log carries the year, else time since the run's
@@ -56,6 +56,8 @@ def finish_axes(fig: F) -> F:
             if ax.get("showticklabels") is False:
                 continue
             ax["showticklabels"] = True
+            if ax.get("matches"):  # titled by the axis it matches
+                continue
             if not str((ax.get("title") or {}).get("text") or "").strip():
                 raise ValueError(f"{name} has no title: say what is measured and its unit")
         return fig
@@ -66,6 +68,8 @@ def finish_axes(fig: F) -> F:
         if ax.showticklabels is False:
             continue
         ax.update(showticklabels=True)
+        if ax.matches:
+            continue
         if not (ax.title and ax.title.text and str(ax.title.text).strip()):
             raise ValueError(f"{ax.plotly_name} has no title: say what is measured and its unit")
     return fig
@@ -168,8 +172,6 @@ class TimeAxis:
                     f"time since {start.strftime('%m-%d %H:%M:%S')} ({self.unit}; "
                     "the log prints no year)"
                 )
-        for r in range(1, rows):
-            fig.update_xaxes(showticklabels=False, row=r, col=1)
         if rows > 1:
             fig.update_xaxes(title_text=title, row=rows, col=1)
         else:

@@ -100,8 +100,8 @@ class Spec:
             y_s = min(max(starts[r], 0.0), 1.0)
             y_e = min(max(starts[r] + heights[-1 - r], 0.0), 1.0)
             x_axis: dict[str, Any] = {"anchor": self._ref("y", r + 1), "domain": [0.0, 1.0]}
-            if r + 1 < rows:
-                x_axis.update(matches=bottom, showticklabels=False)
+            if r + 1 < rows:  # shared x, tick labels on every subplot (a reader of the upper
+                x_axis.update(matches=bottom)  # panel needs no ruler to the bottom one)
             self.layout[self._name("x", r + 1)] = x_axis
             self.layout[self._name("y", r + 1)] = {
                 "anchor": self._ref("x", r + 1),

@@ -3,7 +3,8 @@
 Layout, top to bottom: verdict; for several runs the runs table (worst first, quiet runs
 folded into one row) linked to each run's section; findings (cards for a few runs, one
 row per code and remedy for many); the ticket record; one section per run (folded when
-there are many); artifacts not tied to a run; the inputs.
+there are many, each then holding its own finding cards); artifacts not tied to a run;
+the inputs.
 
 Safety: the page is a Jinja2 template with autoescape on, so every value, log text
 included, is escaped unless marked :class:`markupsafe.Markup`, which happens only in
@@ -26,8 +27,9 @@ from diag.model import SEVERITY_ORDER, Finding, Snapshot
 from diag.render import trace_panel
 from diag.render.html_page import Page, csp_hash, environment, fmt_num, joined, plotly_js, template
 from diag.render.html_run import run_view, unattached_view
+from diag.render.inputs import input_lines
 from diag.render.serialize import record_yaml
-from diag.render.text import VERDICT_BADGE, no_findings, run_name, verdict_text
+from diag.render.text import VERDICT_BADGE, headline, run_name, verdict_text
 from diag.render.view import EvidenceLine, FindingCard, FindingGroup, FirstChange, RunRow
 from diag.report import Report, RunReport
 from diag.rules.engine import finding_key, first_change
@@ -102,7 +104,7 @@ def _groups(pairs: list[tuple[Finding, RunRow]]) -> list[FindingGroup]:
     out = []
     for (_, _, remedy), items in keyed.items():
         f0, _ = items[0]
-        runs = list(dict.fromkeys((r.anchor, r.name) for _, r in items))
+        runs = list(dict.fromkeys((r.anchor, r.name, f"#{r.index}") for _, r in items))
         out.append(
             FindingGroup(
                 severity=f0.severity,
@@ -115,19 +117,6 @@ def _groups(pairs: list[tuple[Finding, RunRow]]) -> list[FindingGroup]:
             )
         )
     return sorted(out, key=lambda g: (SEVERITY_ORDER[g.severity], -len(g.runs), g.code))
-
-
-def _headline(report: Report) -> str:
-    findings = report.findings
-    if findings:
-        counts = {s: sum(1 for f in findings if f.severity == s) for s in SEVERITY_ORDER}
-        parts = [f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n]
-        text = f"{len(findings)} finding{'s' if len(findings) != 1 else ''}: " + ", ".join(parts)
-        if len(report.runs) > 1:
-            hit = sum(1 for r in report.runs if r.findings)
-            text += f" in {hit} of {len(report.runs)} runs"
-        return text
-    return no_findings(report)
 
 
 def _first_changes(runs: list[tuple[RunRow, RunReport]], limit: int | None) -> list[FirstChange]:
@@ -169,13 +158,17 @@ def _by_run(items: Iterable[_T], run_ids: set[str]) -> tuple[dict[str, list[_T]]
 
 
 def _inputs(report: Report) -> list[dict[str, Any]]:
+    """The inputs table; a log that made no run says so, with why (diag.render.inputs)."""
+    runless = {i.path: i.reason for i in input_lines(report) if i.problem == "no run"}
     return [
         {
             "path": i.path,
             "kind": i.kind,
             "backend": i.backend,
-            "status": i.status,
-            "reason": i.reason,
+            "status": "no run" if i.path in runless else i.status,
+            "cls": "partial" if i.path in runless else i.status,
+            "reason": runless.get(i.path) or i.reason,
+            "notes": list(i.notes),
             "lines": fmt_num(i.lines) or "",
             "events": fmt_num(i.events) or "",
         }
@@ -213,8 +206,13 @@ def render_html(report: Report) -> str:
         ((f, row) for row, run in pairs for f in run.findings),
         key=lambda fr: finding_key(fr[0]),
     )
+    # many runs: the findings section is one row per code, so each run's own section holds
+    # its finding cards (message, remedies, evidence), as the single-run page does on top
     runs = [
-        run_view(page, row, run, profiles.get(run.id, []), snapshots.get(run.id, []))
+        {
+            **run_view(page, row, run, profiles.get(run.id, []), snapshots.get(run.id, [])),
+            "findings": [_card(f, row) for f in _by_sev(run.findings)] if many else [],
+        }
         for row, run in pairs
     ]
     trace_views, loose_traces = trace_panel.views(report)
@@ -251,7 +249,7 @@ def render_html(report: Report) -> str:
             n_inputs=len(report.inputs),
             many=many,
             worst=_worst(report),
-            headline=_headline(report),
+            headline=headline(report),
             all_ok=bool(report.runs) and all(r.verdict == "ok" for r in report.runs),
             first_changes=_first_changes(pairs, MAX_FIRST_CHANGES if many else None),
             rows=rows,
@@ -263,7 +261,7 @@ def render_html(report: Report) -> str:
             loose=loose,
             loose_traces=loose_traces,
             inputs=_inputs(report),
-            inputs_not_ok=len(report.inputs_to_show()),
+            input_problems=input_lines(report, with_non_logs=False),
             figures=[{"id": fid, "json": Markup(data)} for fid, data in page.figures],
             plotly_js=Markup(plotly_script),
             app_js=Markup(app_js),

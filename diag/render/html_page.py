@@ -6,12 +6,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
+import re
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
 import plotly.io as pio
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup, escape
 
 from diag.facts.figures import share
 from diag.render.axes import figure_height
@@ -61,14 +63,32 @@ def environment() -> Environment:
     """Jinja2 with autoescape on for every template: each ``{{ value }}`` is HTML-escaped,
     log text included; ``StrictUndefined`` makes an unfilled placeholder a render error.
     Raw HTML only through :class:`markupsafe.Markup`, made in :mod:`diag.render.html` for the
-    fixed scripts, the fixed CSS and figure JSON after :func:`json_for_script`."""
-    return Environment(
+    fixed scripts, the fixed CSS and figure JSON after :func:`json_for_script`, and by the
+    ``breakable`` filter (escaped text plus ``<wbr>`` tags)."""
+    env = Environment(
         loader=FileSystemLoader(package_file("render", "templates")),
         autoescape=select_autoescape(enabled_extensions=("html", "j2"), default=True),
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["breakable"] = breakable
+    return env
+
+
+#: where a long name may wrap: after a path separator, an underscore, a ``::`` or a ``#``
+#: (hyphens and spaces already are break opportunities); never inside a word or a number
+BREAK_AFTER = re.compile(r"([/\\_#]|::)(?=.)")
+
+
+def breakable(value: object) -> Markup:
+    """``value`` escaped, with a ``<wbr>`` after each :data:`BREAK_AFTER` match: a path or
+    run name wraps at its separators, and the page's CSS never breaks a word (copying the
+    text copies no invisible character, unlike a zero-width space)."""
+    text = str(value)
+    cuts = [m.end() for m in BREAK_AFTER.finditer(text)]
+    parts = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    return Markup("<wbr>").join(escape(part) for part in parts)
 
 
 # ------------------------------------------------------------------ formatting

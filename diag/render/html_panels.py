@@ -261,7 +261,7 @@ def capture_time_panels(capture_end: pd.DataFrame, page: Page) -> list[Panel]:
         mem = pd.to_numeric(pd.Series([row.get("mem_gib")]), errors="coerce").iloc[0]
         where = f"{row.get('source')}:{row.get('line')}" if row.get("source") else None
         detail = joined(
-            f"{row.get('phase') or 'capture'} phase",
+            memory_plots.phase_words(row.get("phase")),
             f"rank {row.get('rank')}" if row.get("rank") else None,
             where,
             sep=", ",
@@ -274,7 +274,7 @@ def capture_time_panels(capture_end: pd.DataFrame, page: Page) -> list[Panel]:
         rows = [
             [
                 str(r.get("rank") or "(no rank)"),
-                str(r.get("phase") or "capture"),
+                memory_plots.phase_words(r.get("phase")),
                 fmt_num(float(r["time_s"]), unit="s") or "",
                 fmt_num(
                     pd.to_numeric(pd.Series([r.get("mem_gib")]), errors="coerce").iloc[0],
@@ -290,7 +290,7 @@ def capture_time_panels(capture_end: pd.DataFrame, page: Page) -> list[Panel]:
                 table=SmallTable(
                     "capture-time",
                     "Capture time per rank",
-                    ["rank", "phase", "time", "memory"],
+                    ["rank", "graphs captured", "time", "memory"],
                     rows,
                 ),
             )

@@ -12,12 +12,17 @@ import numpy as np
 import pandas as pd
 
 from diag.facts.load import has_load
+from diag.render import palette as pal
 from diag.render.axes import TimeAxis, finish_axes, integer_ticks
 from diag.render.figspec import Spec
 from diag.render.plots import layout
 
-KV_COLORS = {"kv": "#1c7ed6", "running": "#2f9e44", "waiting": "#e8590c", "evict": "#c92a2a"}
-CAPTURE_BAND = "#ffd8a8"
+KV_COLORS = {
+    "kv": pal.BLUE,
+    "running": pal.BLUISH_GREEN,
+    "waiting": pal.ORANGE,
+    "evict": pal.VERMILLION,
+}
 
 
 def _take(x: list[str] | np.ndarray, mask: np.ndarray) -> list[str] | np.ndarray:
@@ -57,7 +62,7 @@ def kv_timeline_figure(
     kv = frame["kv_usage"].to_numpy(dtype="float64") * 100
     has_kv = np.isfinite(kv)
     rows = (2 if has_kv.any() else 1) + (1 if evict.sum() > 0 else 0)
-    heights = {1: [1.0], 2: [0.55, 0.45], 3: [0.45, 0.35, 0.2]}[rows]
+    heights = {1: [1.0], 2: [0.55, 0.45], 3: [0.42, 0.32, 0.26]}[rows]
     fig = Spec(rows, row_heights=heights, vertical_spacing=0.08)
     row = 1
     if has_kv.any():
@@ -79,7 +84,7 @@ def kv_timeline_figure(
         if capture_share:
             top = 100.0 + 100.0 * capture_share
             fig.add_hrect(
-                y0=100, y1=top, fillcolor=CAPTURE_BAND, opacity=0.6, line_width=0, row=1, col=1
+                y0=100, y1=top, fillcolor=pal.CAPTURE_BAND, opacity=0.6, line_width=0, row=1, col=1
             )
             fig.add_annotation(
                 x=0.01,
@@ -90,10 +95,17 @@ def kv_timeline_figure(
                 xanchor="left",
                 text=share_label(capture_share, capture_gib),
                 showarrow=False,
-                font={"color": "#b35c00", "size": 11},
+                font={"color": pal.TEXT_VERMILLION, "size": 11},
             )
-        fig.add_hline(y=100, line={"color": "#495057", "dash": "dot", "width": 1}, row=1, col=1)
-        fig.update_yaxes(title_text="KV usage (%)", range=[0, top + 14], row=1, col=1)
+        fig.add_hline(y=100, line={"color": pal.DARK_GREY, "dash": "dot", "width": 1}, row=1, col=1)
+        # a percentage axis: ticks 0-100 % only; the capture share above it is a band
+        fig.update_yaxes(
+            title_text="KV usage (%)",
+            range=[0, top + 14],
+            tickvals=[0, 25, 50, 75, 100],
+            row=1,
+            col=1,
+        )
         row = 2
     for col, name in (("running", "running"), ("waiting", "waiting (queue)")):
         v = frame[col].to_numpy(dtype="float64")
@@ -130,13 +142,14 @@ def kv_timeline_figure(
             row=rows,
             col=1,
         )
-        fig.update_yaxes(title_text=f"{evictions} (requests)", row=rows, col=1)
+        # two lines: the short bottom panel fits its title inside its own height
+        fig.update_yaxes(title_text=f"{evictions}<br>(requests)", row=rows, col=1)
         integer_ticks(fig, float(evict.max()), row=rows, col=1)
     axis.apply(fig, rows)
     title = "KV cache and queue" + ("" if evict.sum() > 0 else f" (no {evictions} logged)")
     if bin_s is not None:
         title += f" (binned: each point is the highest of its {_span(bin_s)})"
-    layout(fig, title, height=200 + 110 * rows)
+    layout(fig, title, height=200 + 120 * rows)
     return finish_axes(fig)
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from diag.model import GIB, Snapshot
+from diag.render import palette as pal
 from diag.render.axes import finish_axes
 from diag.render.figspec import Spec
 from diag.render.plots import MEMORY_COLORS, layout, plot_text
@@ -124,7 +125,7 @@ def memory_figure(rows: Sequence[tuple[str, Mapping[str, float]]]) -> Spec | Non
                 x=[v if v is not None else 0 for v in values],
                 orientation="h",
                 name=comp,
-                marker={"color": MEMORY_COLORS.get(comp, "#868e96")},
+                marker={"color": MEMORY_COLORS.get(comp, pal.LIGHT_GREY)},
                 text=[f"{v:.2f}" if v else "" for v in values],
                 textposition="inside",
                 hovertemplate="%{x:.2f} GiB<extra>" + comp + "</extra>",
@@ -142,6 +143,29 @@ def components(rows: Sequence[tuple[str, Mapping[str, float]]]) -> int:
 
 
 # ------------------------------------------------------------------ capture per rank
+#: the capture_end ``phase`` the parsers write (diag.parsers: vLLM's "all" for a capture of
+#: every graph set, SGLang's decode / verify / draft kinds), in words for captions and legends
+CAPTURE_PHASE_WORDS = {
+    "all": "every graph set",
+    "decode": "decode graphs",
+    "mixed": "mixed-batch graphs",
+    "metrics": "graph sets",
+    "verify": "verify graphs",
+    "prefill": "prefill graphs",
+    "piecewise": "piecewise graphs",
+    "draft": "draft graphs",
+    "draft_extend": "draft-extend graphs",
+}
+
+
+def phase_words(phase: object) -> str:
+    """A capture phase as the captions say it ("capture" where the log names none)."""
+    if phase is None or phase is pd.NA or (isinstance(phase, float) and phase != phase):
+        return "capture"
+    text = str(phase)
+    return CAPTURE_PHASE_WORDS.get(text, f"{text} graphs") if text else "capture"
+
+
 def capture_time_figure(capture_end: pd.DataFrame) -> Spec | None:
     """Capture duration per rank and phase (memory taken in the hover)."""
     if capture_end is None or capture_end.empty or "time_s" not in capture_end:
@@ -152,7 +176,7 @@ def capture_time_figure(capture_end: pd.DataFrame) -> Spec | None:
     if f.empty:
         return None
     f["rank"] = f["rank"].astype("object").fillna("").map(lambda r: r or "(no rank)")
-    f["phase"] = f["phase"].astype("object").fillna("capture") if "phase" in f else "capture"
+    f["phase"] = f["phase"].map(phase_words) if "phase" in f else "capture"
     mem = (
         pd.to_numeric(f["mem_gib"], errors="coerce")
         if "mem_gib" in f
@@ -166,7 +190,6 @@ def capture_time_figure(capture_end: pd.DataFrame) -> Spec | None:
     )
     ranks = sorted(f["rank"].unique(), key=natural_key)
     fig = Spec()
-    phase_colors = ["#1c7ed6", "#f08c00", "#7048e8", "#0ca678"]
     for i, (phase, part) in enumerate(f.groupby("phase", sort=True)):
         part = part.set_index("rank").reindex(ranks)
         fig.add_trace(
@@ -175,7 +198,7 @@ def capture_time_figure(capture_end: pd.DataFrame) -> Spec | None:
                 x=[plot_text(r) for r in ranks],
                 y=part["time_s"].to_numpy(),
                 name=plot_text(phase),
-                marker={"color": phase_colors[i % len(phase_colors)]},
+                marker={"color": pal.SERIES[i % len(pal.SERIES)]},
                 customdata=part["mem_gib"].to_numpy(),
                 hovertemplate="%{y:.2f} s, %{customdata:.2f} GiB<extra>"
                 + plot_text(phase)

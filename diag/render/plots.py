@@ -22,25 +22,26 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from diag.render import palette as pal
 from diag.render.axes import F, TimeAxis, finish_axes, integer_ticks, time_axis
 from diag.render.figspec import Spec
 
 MAX_TIMELINE_POINTS = 5000
 MAX_HIST_BARS = 300
 VERDICTS = ("graph", "eager", "unknown")
-COLORS = {"graph": "#2f9e44", "eager": "#e8590c", "unknown": "#adb5bd"}
+COLORS = {"graph": pal.BLUISH_GREEN, "eager": pal.VERMILLION, "unknown": pal.LIGHT_GREY}
 LABELS = {"graph": "graph (captured)", "eager": "eager (fallback)", "unknown": "not decided"}
 MEMORY_COLORS = {
-    "weights": "#495057",
-    "KV cache pool": "#1c7ed6",
-    "CUDA graph capture": "#e8590c",
-    "CUDA graph capture (estimated)": "#ffa94d",
-    "activation peak": "#9775fa",
-    "non-torch": "#ced4da",
-    "free after capture": "#b2f2bb",
-    "reserve (1 - gpu_memory_utilization)": "#e9ecef",
-    "default pool": "#74c0fc",
-    "graph pool": "#e8590c",
+    "weights": pal.GREY,
+    "KV cache pool": pal.BLUE,
+    "CUDA graph capture": pal.VERMILLION,
+    "CUDA graph capture (estimated)": pal.ORANGE,
+    "activation peak": pal.REDDISH_PURPLE,
+    "non-torch": pal.NEAR_BLACK,
+    "free after capture": pal.BLUISH_GREEN,
+    "reserve (1 - gpu_memory_utilization)": pal.PALE_GREY,
+    "default pool": pal.SKY_BLUE,
+    "graph pool": pal.YELLOW,  # the snapshot's graph pools: not the log's capture figure
 }
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
 
@@ -228,9 +229,16 @@ def batch_size_figure(
     if sizes:
         ceiling = max(sizes)
         fig.add_vrect(
-            x0=0.5, x1=ceiling + 0.5, fillcolor="#d3f9d8", opacity=0.45, line_width=0, layer="below"
+            x0=0.5,
+            x1=ceiling + 0.5,
+            fillcolor=pal.WINDOW_BAND,
+            opacity=0.45,
+            line_width=0,
+            layer="below",
         )
-        fig.add_vline(x=ceiling + 0.5, line={"color": "#2f9e44", "dash": "dash", "width": 1.5})
+        fig.add_vline(
+            x=ceiling + 0.5, line={"color": pal.BLUISH_GREEN, "dash": "dash", "width": 1.5}
+        )
         fig.add_annotation(
             x=ceiling + 0.5,
             y=1,
@@ -238,7 +246,7 @@ def batch_size_figure(
             xanchor="left",
             showarrow=False,
             text=f" ceiling {ceiling}",
-            font={"color": "#2b8a3e"},
+            font={"color": pal.TEXT_GREEN},
         )
         for s in sizes:
             fig.add_shape(
@@ -248,7 +256,7 @@ def batch_size_figure(
                 y0=0,
                 y1=0.05,
                 yref="y domain",
-                line={"color": "#2b8a3e", "width": 1.5},
+                line={"color": pal.TEXT_GREEN, "width": 1.5},
             )
         title += " (marks: captured sizes" + (", engine default)" if sizes_inferred else ")")
     else:
@@ -368,9 +376,9 @@ def timeline_figure(
     if ceiling:
         fig.add_hline(
             y=ceiling,
-            line={"color": "#2f9e44", "dash": "dash", "width": 1.5},
+            line={"color": pal.BLUISH_GREEN, "dash": "dash", "width": 1.5},
             annotation_text=f"ceiling {ceiling}",
-            annotation_font_color="#2b8a3e",
+            annotation_font_color=pal.TEXT_GREEN,
         )
     title = "Decode batch size over time"
     if binned:
@@ -378,7 +386,7 @@ def timeline_figure(
     axis.apply(fig)
     if axis.kind == "sequence":
         fig.update_xaxes(title_text="decode batch # (the log has no timestamps)")
-    fig.update_yaxes(title_text="decode batch size (running requests)")
+    fig.update_yaxes(title_text="batch size (running requests)")
     integer_ticks(fig, max(float(table["max"].max()), float(ceiling or 0)))
     return finish_axes(layout(fig, title))
 

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from diag.facts.figures import share
+from diag.model import SEVERITY_ORDER
 from diag.render import trace_panel
+from diag.render.inputs import input_lines, run_input_notes
 from diag.render.mdtable import md_cell, md_table
 from diag.render.plots import prepare_batches, throughput_table
 from diag.render.sizes import compact_sizes
@@ -48,6 +50,29 @@ def _num(v: Any, unit: str = "") -> str | None:
 
 def _join(*parts: str | None, sep: str = ", ") -> str:
     return sep.join(p for p in parts if p)
+
+
+def headline(report: Report) -> str:
+    """The totals in one line: findings by severity, and over how many runs they fall."""
+    findings = report.findings
+    if findings:
+        counts = {s: sum(1 for f in findings if f.severity == s) for s in SEVERITY_ORDER}
+        parts = [f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n]
+        text = f"{len(findings)} finding{'s' if len(findings) != 1 else ''}: " + ", ".join(parts)
+        if len(report.runs) > 1:
+            hit = sum(1 for r in report.runs if r.findings)
+            text += f" in {hit} of {len(report.runs)} runs"
+        return text
+    text = no_findings(report)
+    if len(report.runs) > 1 and text == "No findings.":
+        return f"No findings in {len(report.runs)} runs."
+    return text
+
+
+def at_line(where: str, indent: str) -> str:
+    """``at PATH:LINE`` (:attr:`Evidence.where`) as one unbroken line: a long path runs past
+    the width rather than leaving a lone "at" with the path at column 0."""
+    return f"{indent}at {where}"
 
 
 def run_name(run_id: str) -> str:
@@ -184,7 +209,7 @@ def _sorted_findings(report: Report) -> list[tuple[Any, RunReport]]:
 
 
 def render_text(report: Report) -> str:
-    out: list[str] = []
+    out: list[str] = [headline(report), ""]
     findings = _sorted_findings(report)
     if findings:
         out.append(f"Findings ({len(findings)}), worst first:")
@@ -206,39 +231,30 @@ def render_text(report: Report) -> str:
                     )
                 )
             for ev in f.evidence[:1]:
-                out.extend(wrap(f"at {ev.where}", WIDTH, initial_indent="        "))
-        out.append("")
-    else:
-        out.append(no_findings(report))
+                out.append(at_line(ev.where, "        "))
         out.append("")
     if report.runs:
         out.append("Runs:")
     for run in report.runs:
         out.extend(wrap(verdict(run), WIDTH, subsequent_indent="     "))
+        notes = run.facts.notes + run_input_notes(report, run.facts.run.sources)
         lines = [verdict_line(run), *record_lines(run)]
-        for line in lines + [f"note: {n}" for n in run.facts.notes]:
+        for line in lines + [f"note: {n}" for n in notes]:
             out.extend(wrap(line, WIDTH, initial_indent="     ", subsequent_indent="       "))
     if report.traces:
         out.append("")
         out.append("Profiler traces:")
         for line in trace_panel.trace_lines(report):
             out.extend(wrap(line, WIDTH, initial_indent="  ", subsequent_indent="    "))
-    skipped = report.inputs_to_show()
-    if skipped:
+    problems = input_lines(report, with_non_logs=False)
+    if problems:
         if out[-1]:
             out.append("")
         out.append("Inputs not fully read or without a run:")
-        for item in skipped[:MAX_INPUTS]:
-            out.extend(
-                wrap(
-                    f"{item.status}: {item.path}: {item.reason}",
-                    WIDTH,
-                    initial_indent="  ",
-                    subsequent_indent="    ",
-                )
-            )
-        if len(skipped) > MAX_INPUTS:
-            out.append(f"  {more_inputs(len(skipped))}")
+        for item in problems[:MAX_INPUTS]:
+            out.extend(wrap(item.text(), WIDTH, initial_indent="  ", subsequent_indent="    "))
+        if len(problems) > MAX_INPUTS:
+            out.append(f"  {more_inputs(len(problems))}")
     return "\n".join(out) + "\n"
 
 

@@ -121,7 +121,7 @@ class FindingGroup:
     name: str
     message: str
     remedy: str | None
-    runs: Sequence[tuple[str, str]]  # (anchor, name)
+    runs: Sequence[tuple[str, str, str]]  # (anchor, name, "#n" as the runs table numbers it)
     others: Sequence[tuple[str, str, str]] = field(default_factory=tuple)  # anchor, name, msg
 
 

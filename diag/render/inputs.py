@@ -1,0 +1,58 @@
+"""What the report says about its inputs, the same in the text summary, the HTML page and
+on stderr: inputs not (fully) read with their reason, logs that made no run and why (the
+reason :func:`diag.report.note_inputs_without_runs` gave them), and the notes reading left
+on an input (NUL bytes dropped, a log cut inside a traceback)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from diag.model import InputStatus
+from diag.report import Report
+
+Problem = Literal["skipped", "partial", "no run"]
+
+
+@dataclass(frozen=True)
+class InputLine:
+    """One input the reader should hear about: what happened to it and why."""
+
+    path: str
+    status: str  # the input's own (ok | partial | skipped)
+    problem: Problem
+    reason: str
+
+    def text(self) -> str:
+        """``status: path: reason`` (a run-less log is ``ok: x.log: read, but made no run:
+        ...``: it was read without error)."""
+        return f"{self.status}: {self.path}: {self.reason}"
+
+
+def _line(item: InputStatus) -> InputLine:
+    reason = item.reason or "not read"
+    problem: Problem = (
+        "skipped"
+        if item.status == "skipped"
+        else "partial"
+        if item.status == "partial"
+        else "no run"
+    )
+    return InputLine(item.path, item.status, problem, reason)
+
+
+def input_lines(report: Report, with_non_logs: bool = True) -> list[InputLine]:
+    """Inputs skipped, partly read or read without making a run, each with why;
+    ``with_non_logs``: also the files skipped for not being logs (a README in a folder)."""
+    if with_non_logs:
+        items = [i for i in report.inputs if i.status != "ok" or i.reason]
+    else:
+        items = report.inputs_to_show()
+    return [_line(i) for i in items]
+
+
+def run_input_notes(report: Report, sources: Sequence[str]) -> list[str]:
+    """The notes reading left on a run's own input files, each with its file."""
+    by_path = {i.path: i for i in report.inputs}
+    return [f"{src}: {note}" for src in sources if src in by_path for note in by_path[src].notes]
