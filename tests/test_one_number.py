@@ -11,7 +11,7 @@ import pytest
 
 from diag.advise.recommend import MEASURED, RecommendError, recommend, render_text
 from diag.api import analyze
-from diag.facts.figures import share
+from diag.facts.figures import number, share
 from diag.render.compare import compare
 from diag.render.compare import render_text as compare_text
 from diag.render.html import render_html
@@ -67,6 +67,12 @@ def test_the_same_fact_reads_the_same_everywhere(path: Path) -> None:
         assert shown == main.record[fact], key
     if main.record["padding_waste"] is not None:
         assert share(main.record["padding_waste"]) in ctext
+    # per-request decode speed: the figure compare shows is the one analyze's text prints
+    for key, where in (("speed_in", "in"), ("speed_out", "out of window")):
+        speed = metrics[key]["before"] if key in metrics else None
+        if speed and "decode speed per request" in text:
+            assert f"{number(speed)} tok/s" in ctext, key
+            assert number(speed) in text, (key, where)
     try:
         rec_doc = recommend(report.runs, report.snapshots)
     except RecommendError:

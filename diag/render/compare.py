@@ -16,7 +16,7 @@ from typing import Any
 from diag.about import __version__
 from diag.engines import spec_for
 from diag.engines.vllm import capture_unit
-from diag.facts.figures import share
+from diag.facts.figures import number, share
 from diag.model import Snapshot, clean_json
 from diag.report import Report, RunReport
 from diag.rules.metrics import run_metrics
@@ -390,7 +390,7 @@ def _fmt(v: Any, kind: str, unit: str = "") -> str:
     if kind == "int" and isinstance(v, int | float):
         return f"{int(v):,}{unit}"
     if isinstance(v, float):
-        return f"{v:,.4g}{unit}"
+        return f"{number(v)}{unit}"  # the same figure reads as analyze prints it
     return f"{v}{unit}"
 
 

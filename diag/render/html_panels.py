@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from diag.engines import spec_for
+from diag.facts.figures import number
 from diag.facts.load import has_load
 from diag.model import Snapshot
 from diag.render import advice_plots, load_plots, memory_plots, plots
@@ -186,7 +187,7 @@ def throughput_caption(table: pd.DataFrame) -> str | None:
     change = (b - a) / a
     word = "slower" if change < 0 else "faster"
     return (
-        f"Per request, eager (out-of-window) decode runs at {b:,.1f} tok/s against {a:,.1f} in "
+        f"Per request, eager (out-of-window) decode runs at {number(b)} tok/s against {number(a)} in "
         f"the window: {abs(change):.0%} {word} (medians). The engine total grows with batch "
         "size, so it is no measure of speed per request."
     )

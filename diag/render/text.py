@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from diag.facts.figures import share
+from diag.facts.figures import number, share
 from diag.model import SEVERITY_ORDER
 from diag.render import trace_panel
 from diag.render.inputs import input_lines, run_input_notes
@@ -143,16 +143,16 @@ def throughput_line(run: RunReport) -> str | None:
         change = (b - a) / a if a > 0 else 0.0
         word = "slower" if change < 0 else "faster"
         return (
-            f"decode speed per request: {b:,.1f} tok/s out of window vs {a:,.1f} in "
+            f"decode speed per request: {number(b)} tok/s out of window vs {number(a)} in "
             f"(eager {abs(change):.0%} {word}, medians); engine total "
-            f"{float(x['gen_throughput_p50']):,.0f} vs {float(g['gen_throughput_p50']):,.0f} "
+            f"{number(float(x['gen_throughput_p50']))} vs {number(float(g['gen_throughput_p50']))} "
             "tok/s grows with batch size"
         )
     only = g if g is not None else x
     assert only is not None
     side = "graph-served" if g is not None else "eager"
     return (
-        f"decode speed per request {float(only['per_req_p50']):,.1f} tok/s "
+        f"decode speed per request {number(float(only['per_req_p50']))} tok/s "
         f"({side} batches only, median)"
     )
 
