@@ -16,7 +16,6 @@ import gzip
 import sys
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,19 +26,10 @@ import diag.ingest as ingest_mod  # noqa: E402
 from diag.ingest import ingest  # noqa: E402
 from diag.ingest.hotpath import HotScanner  # noqa: E402
 from diag.ingest.hotpath.kinds import ENGINE_KINDS  # noqa: E402
+from diag.ingest.hotpath.scanner import bulk_on_every_region  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 CORPORA = ("real", "real-2", "real-3")
-
-
-@contextmanager
-def bulk_on_every_region() -> Iterator[None]:
-    saved = HotScanner.min_region_bytes
-    HotScanner.min_region_bytes = 0
-    try:
-        yield
-    finally:
-        HotScanner.min_region_bytes = saved
 
 
 def _lines(path: str) -> list[bytes]:

@@ -20,7 +20,6 @@ import gzip
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -33,6 +32,7 @@ from diag.ingest import ingest, parsers_for
 from diag.ingest.hotpath import HotScanner, hotpath_enabled
 from diag.ingest.hotpath.native import COMMON as NATIVE_ENGINES
 from diag.ingest.hotpath.native import ENV_NATIVE, native_available
+from diag.ingest.hotpath.scanner import bulk_on_every_region
 from diag.parsers.scan import StreamScanner
 from tests.conftest import ROOT, need_corpus
 from tests.test_properties import _tmpdir, fuzz, mutate_bytes
@@ -58,17 +58,6 @@ def extraction(request: pytest.FixtureRequest) -> Iterator[str]:
             del os.environ[ENV_NATIVE]
         else:
             os.environ[ENV_NATIVE] = saved
-
-
-@contextmanager
-def bulk_on_every_region() -> Iterator[None]:
-    """Small inputs take the bulk path too (in use, regions under 256 KiB stay per line)."""
-    saved = HotScanner.min_region_bytes
-    HotScanner.min_region_bytes = 0
-    try:
-        yield
-    finally:
-        HotScanner.min_region_bytes = saved
 
 
 def assert_same_tables(pure: EventTables, hot: EventTables, label: str) -> None:

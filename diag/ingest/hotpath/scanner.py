@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import bisect
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -152,3 +154,15 @@ def make_scanner(
     if hotpath_enabled(hotpath):
         return HotScanner(parsers, sink, backend)
     return StreamScanner(parsers, sink, backend)
+
+
+@contextmanager
+def bulk_on_every_region() -> Iterator[None]:
+    """Small inputs take the bulk path too (in use, regions under ``min_region_bytes`` stay per
+    line): what the oracle tests and ``bench/acceptance.py`` measure the bulk path with."""
+    saved = HotScanner.min_region_bytes
+    HotScanner.min_region_bytes = 0
+    try:
+        yield
+    finally:
+        HotScanner.min_region_bytes = saved
