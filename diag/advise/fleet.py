@@ -131,42 +131,52 @@ def _binned(ev: RunEvidence, limits: EngineLimits) -> RunTraffic:
     keys = np.stack([req, tok, graph, mixed, full.astype(np.int64)], axis=1)
     uniq, inv = np.unique(keys, axis=0, return_inverse=True)
     inv = inv.reshape(-1)
-    steps = np.asarray(tr.steps, dtype=float)
-    if steps.shape != (n,):
-        steps = np.broadcast_to(steps, (n,))
-    t = np.asarray(tr.col("step_time_s", math.nan), dtype=float)
-    ts = np.asarray(tr.t_s, dtype=float)
-    order = np.argsort(inv, kind="stable")
-    starts = np.searchsorted(inv[order], np.arange(len(uniq)))
-    ends = np.r_[starts[1:], n]
-    bins = []
-    for k, (a, b) in enumerate(zip(starts, ends, strict=True)):
-        rows = order[a:b]
-        times = t[rows][np.isfinite(t[rows])]
-        r, tk, g, m, kv = (int(v) for v in uniq[k])
-        bins.append(
-            StepBin(
-                r,
-                tk,
-                g,
-                bool(m),
-                kv,
-                len(rows),
-                float(steps[rows].sum()),
-                float(np.median(times)) if len(times) else math.nan,
-                float(np.median(ts[rows])),
-            )
+    k = len(uniq)
+    steps = np.broadcast_to(np.asarray(tr.steps, dtype=float), (n,))
+    lines = np.bincount(inv, minlength=k)
+    summed = np.bincount(inv, weights=steps, minlength=k)
+    step_t = _medians(inv, np.asarray(tr.col("step_time_s", math.nan), dtype=float), k)
+    at = _medians(inv, np.asarray(tr.t_s, dtype=float), k)
+    bins = tuple(
+        StepBin(
+            int(r),
+            int(tk),
+            int(g),
+            bool(m),
+            int(kv),
+            int(lines[j]),
+            float(summed[j]),
+            float(step_t[j]),
+            float(at[j]),
         )
+        for j, (r, tk, g, m, kv) in enumerate(uniq.tolist())
+    )
     return RunTraffic(
         tr.run_id,
         limits,
-        tuple(bins),
+        bins,
         tr.span_h() * 3600.0,
         tr.observed_s != 0.0,
         ev.capture,
         ev.kv_pool_tokens,
         ev.kv_pool_gib,
     )
+
+
+def _medians(group: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
+    """``np.median`` of each group's finite values (NaN for a group without one), in one sort."""
+    ok = np.isfinite(values)
+    g, v = group[ok], values[ok]
+    order = np.lexsort((v, g))
+    g, v = g[order], v[order]
+    counts = np.bincount(g, minlength=k)
+    starts = np.cumsum(counts) - counts
+    out = np.full(k, math.nan)
+    has = counts > 0
+    lo = (starts + (counts - 1) // 2)[has]
+    hi = (starts + counts // 2)[has]
+    out[has] = (v[lo] + v[hi]) / 2.0
+    return out
 
 
 def pooled_advice(runs: Sequence[RunTraffic]) -> Advice | None:
