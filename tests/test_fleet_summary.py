@@ -208,3 +208,23 @@ def test_single_run_reports_have_no_fleet_section(incident: str) -> None:
     assert "fleet" not in _doc(report)
     assert "Fleet:" not in render_text(report)
     assert 'id="fleet"' not in render_html(report)
+
+
+def _member(run_id: str, verdict: Any, echoed: bool = True) -> Any:
+    from diag.facts.fleet import CaptureConfig, FleetMember
+
+    config = CaptureConfig("enabled", "full", (1, 2, 4, 8), 8, 1, 1, 1, "fa3", False, echoed)
+    return FleetMember(run_id, "sglang", "0.5.5", "m", config, verdict, f"{run_id} {verdict}")
+
+
+def test_no_majority_names_no_outlier() -> None:
+    from diag.facts.fleet import group_fleet
+
+    (tied,) = group_fleet([_member("a", "ok"), _member("b", "capture_failed")])
+    assert tied.majority is None and tied.outliers == ()
+    assert tied.verdicts == (("ok", 1), ("capture_failed", 1))  # in the verdicts' own order
+    (three,) = group_fleet([_member("a", "ok"), _member("b", "incomplete"), _member("c", "ok")])
+    assert three.majority == "ok"
+    assert [(o.run_id, o.verdict_reason) for o in three.outliers] == [("b", "b incomplete")]
+    # runs without a config echo are not grouped with those that have one
+    assert len(group_fleet([_member("a", "ok"), _member("b", "ok", echoed=False)])) == 2

@@ -51,6 +51,9 @@ class CaptureConfig:
     dp: int | None
     attention: str | None
     prefill_node: bool | None
+    # did the log echo the engine's config (server_args, non-default args)? Without one, runs
+    # that agree on the rest are not known to share a configuration
+    echoed: bool = True
     # the engine's own graph switches (graphs off, padding off) that the config echo sets on,
     # as the echo spells them: ("disable_cuda_graph_padding", ...)
     switches: tuple[str, ...] = ()
@@ -113,6 +116,7 @@ def capture_config(f: RunFacts) -> tuple[str | None, CaptureConfig]:
             dp=as_int(_first(cfg, _DP)),
             attention=None if attention is None else str(attention),
             prefill_node=rec.get("prefill_node"),
+            echoed=bool(cfg),
             switches=tuple(k for k in switch_keys if k and as_bool(cfg.get(k))),
         ),
     )

@@ -117,6 +117,11 @@ def _group_advice(
         return None, "its runs were analysed without keeping their decode traffic"
     if not traffic:
         return None, "no run of the group logged a decode step with a known batch size"
+    if len(traffic) > 1 and not group.config.echoed:
+        return None, (
+            "its logs echo no engine config, so that its runs share one is not known: their "
+            "traffic is not pooled (each run's own advice is in its findings)"
+        )
     pooled: dict[int, float] = {}
     for t in traffic:
         for size, steps in t.histogram().items():
@@ -168,6 +173,7 @@ def _config_json(c: CaptureConfig) -> dict[str, Any]:
         "dp": c.dp,
         "attention_backend": c.attention,
         "prefill_node": c.prefill_node,
+        "config_echoed": c.echoed,
         "switches_on": list(c.switches),
     }
 
@@ -235,6 +241,7 @@ def group_label(g: FleetGroup) -> str:
     mode = f"graphs {c.graph_mode}" + (f" ({c.cudagraph_mode})" if c.cudagraph_mode else "")
     parts = [
         " ".join(p for p in (g.backend, g.engine_version) if p),
+        None if c.echoed else "no config echo in the logs",
         g.model,
         parallel or None,
         "prefill node" if c.prefill_node else None,
