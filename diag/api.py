@@ -12,6 +12,7 @@ from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from typing import Any
 
+from diag.advise.fleet import fleet_run
 from diag.advise.recommend import attach_recommendations
 from diag.advise.run_advice import advise_runs
 from diag.artifacts.trace import TraceAnalysis
@@ -76,6 +77,7 @@ def analyze(
     advice = advise_runs(facts, ing.snapshots)
     release_freed_memory()
     runs = []
+    fleet = len(facts) > 1  # the fleet summary's per-run value, while the tables are here
     for i, f in enumerate(facts):
         tell("rules per run", i, len(facts))
         runs.append(
@@ -83,6 +85,7 @@ def analyze(
                 f,
                 engine.evaluate(f, ing.snapshots, advice.get(f.run.id)),
                 advice=advice.get(f.run.id),
+                fleet=fleet_run(f, ing.snapshots) if fleet else None,
             )
         )
     tell("evidence")

@@ -11,6 +11,7 @@ from typing import Any
 
 from diag.about import __version__
 from diag.advise.bucket_sets import Advice
+from diag.advise.fleet import FleetRun
 from diag.artifacts.trace import TraceAnalysis
 from diag.events import EventTables
 from diag.facts.record import RunFacts
@@ -27,6 +28,8 @@ class RunReport:
     findings: list[Finding] = field(default_factory=list)
     recommendation: dict[str, Any] | None = None
     advice: Advice | None = None  # computed from facts before the rules (diag.advise.run_advice)
+    # what the fleet summary needs of the run, built with it (diag.advise.fleet); None alone
+    fleet: FleetRun | None = None
 
     @property
     def id(self) -> str:

@@ -217,3 +217,23 @@ def test_page_checks_pass_on_each_real_corpus_folder(
     folder = need_corpus(corpus)
     html_path = _analyze([folder], tmp_path / "out")
     assert _page_problems(browser, html_path, multi_run=True, expect_kv=False) == []
+
+
+@pytest.mark.slow
+def test_fleet_section_reads_in_chromium(browser: Any, tmp_path: Path) -> None:
+    """A generated fleet (issue 27 point 3): the page checks pass with the fleet section, and
+    its table shows one row per group with the failing pod linked to its run section."""
+    from gen import fleet as fleet_gen
+
+    built = fleet_gen.build()
+    html_path = _analyze([built.write(tmp_path / "pods")], tmp_path / "out")
+    assert _page_problems(browser, html_path, multi_run=True, expect_kv=False) == []
+    w = Watched(browser, html_path)
+    rows = w.page.locator("#fleet table.fleet > tbody > tr")
+    assert rows.count() == len(built.groups)
+    link = w.page.locator("#fleet a", has_text=built.groups["sglang-32"].failing[0])
+    assert link.count() == 1
+    target = link.get_attribute("href")
+    assert target is not None and w.page.locator(target).count() == 1
+    assert w.errors == []
+    w.page.close()

@@ -25,6 +25,7 @@ from markupsafe import Markup
 from diag.about import __version__
 from diag.model import SEVERITY_ORDER, Finding, Snapshot
 from diag.render import trace_panel
+from diag.render.fleet import fleet_summary, fleet_view
 from diag.render.html_page import Page, csp_hash, environment, fmt_num, joined, plotly_js, template
 from diag.render.html_run import run_view, unattached_view
 from diag.render.inputs import input_lines
@@ -219,6 +220,8 @@ def render_html(report: Report) -> str:
     for view, (_, run) in zip(runs, pairs, strict=True):
         view["traces"] = trace_views.get(run.id)
     rows = [row for row, _ in (order if many else pairs)]
+    fleet = fleet_summary(report)  # two runs or more
+    anchors = {run.id: row.anchor for row, run in pairs}
     loose = unattached_view(page, loose_profiles, loose_snapshots)
     plotly_script = plotly_js()
     app_js = template("report.js")
@@ -253,6 +256,7 @@ def render_html(report: Report) -> str:
             all_ok=bool(report.runs) and all(r.verdict == "ok" for r in report.runs),
             first_changes=_first_changes(pairs, MAX_FIRST_CHANGES if many else None),
             rows=rows,
+            fleet=None if fleet is None else fleet_view(fleet, anchors),
             n_findings=len(findings),
             groups=_groups(findings) if many else [],
             cards=[] if many else [_card(f, row) for f, row in findings],

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from diag.render.fleet import fleet_json, fleet_summary
 from diag.render.sizes import compact_sizes
 from diag.report import Report, clean_json
 
@@ -22,7 +23,11 @@ COMPACT_FROM = 17  # lists up to 16 sizes read fine as a list
 
 
 def to_json(report: Report) -> str:
-    return json.dumps(report.to_dict(), indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+    doc = report.to_dict()
+    fleet = fleet_summary(report)  # two runs or more: the fleet summary, an additive key
+    if fleet is not None:
+        doc["fleet"] = fleet_json(fleet)
+    return json.dumps(doc, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
 
 
 def ticket_records(report: Report) -> list[dict[str, Any]]:

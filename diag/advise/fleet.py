@@ -1,0 +1,206 @@
+"""One bucket recommendation for a group of servers that share a configuration (issue 27 point 3).
+
+A fleet incident brings hundreds of runs; the fleet summary prices one bucket set on the decode
+traffic of all runs of a group together. It must be a pure function of per-run results (the
+fleet pipeline drops every run's event tables once the run is analysed), so each run keeps a
+:class:`RunTraffic`: its sampled decode steps binned by what the advice reads of a step (the
+sizes the line shows, graph or eager, mixed or decode only, KV pool full or not), with its
+capture and KV figures and the engine's limits for its config. Thousands of step lines become
+a few dozen bins.
+
+:func:`pooled_advice` expands the bins back into the :class:`RunEvidence` the advice reads and
+hands them to :func:`diag.advise.bucket_sets.advise`, the one advice policy: the ceiling is its
+``ceiling_policy``, the set its frontier, keep or change its decision. Exact on the bins: the
+batch-size histogram in the engine's unit, the step and line counts, the share of saturated
+steps, the runs' wall time and capture figures; so the ceiling, the coverage and the folds
+(runs held out) are those of the raw lines. The step time of a bin is the median of its lines,
+so fitted step-time parameters can differ slightly from a fit on every line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from diag.advise.bucket_sets import Advice, advise
+from diag.advise.cost_model import SATURATED_USAGE, CaptureMeasurement, RunEvidence, Traffic
+from diag.advise.limits import EngineLimits
+from diag.advise.run_advice import engine_limits, run_evidence
+from diag.engines import spec_for
+from diag.facts.fleet import CaptureConfig, capture_config
+from diag.facts.record import RunFacts
+from diag.model import Snapshot
+
+__all__ = ["FleetRun", "RunTraffic", "StepBin", "fleet_run", "pooled_advice", "run_traffic_of"]
+
+# a bin's KV state: the pool full (usage >= SATURATED_USAGE), not full, or not said
+_FULL, _ROOM, _UNSAID = 1, 0, -1
+
+
+@dataclass(frozen=True)
+class StepBin:
+    """Step lines of one run that the advice cannot tell apart, but for their time."""
+
+    requests: int  # what the lines show (-1: nothing)
+    tokens: int
+    graph: int  # 1 replayed, 0 eager, -1 not said
+    mixed: bool
+    kv_full: int  # _FULL / _ROOM / _UNSAID
+    lines: int
+    steps: float  # the steps the lines stand for
+    step_time_s: float  # median of the lines' measured step times (NaN: none measured)
+    t_s: float  # median offset of the lines from the run's first line (time blocks of one run)
+
+
+@dataclass(frozen=True)
+class RunTraffic:
+    """What one run gives the fleet's pooled advice: its binned steps, figures and limits."""
+
+    run_id: str
+    limits: EngineLimits
+    bins: tuple[StepBin, ...]
+    span_s: float  # wall time the lines span (of an unclocked log: its line order)
+    clocked: bool  # do the lines carry a clock
+    capture: CaptureMeasurement
+    kv_pool_tokens: int | None
+    kv_pool_gib: float | None
+
+    def histogram(self) -> dict[int, float]:
+        """``{size in the engine's unit: steps}`` (what the ceiling and the sets are fitted on)."""
+        out: dict[int, float] = {}
+        for size, steps in zip(self._sizes(), (b.steps for b in self.bins), strict=True):
+            if size >= 1:
+                out[size] = out.get(size, 0.0) + steps
+        return dict(sorted(out.items()))
+
+    def _sizes(self) -> list[int]:
+        spec = self.limits.spec_tokens
+        if self.limits.unit == "requests":
+            return [b.requests for b in self.bins]
+        return [b.tokens if b.tokens >= 1 else b.requests * (1 + spec) for b in self.bins]
+
+    def evidence(self) -> RunEvidence:
+        """The run's evidence again, one row per logged line (each with its bin's figures)."""
+        n = np.array([b.lines for b in self.bins], dtype=np.int64)
+
+        def col(values: Sequence[float | int | bool], dtype: type) -> np.ndarray:
+            return np.repeat(np.asarray(values, dtype=dtype), n)
+
+        usage = [
+            1.0 if b.kv_full == _FULL else 0.0 if b.kv_full == _ROOM else math.nan
+            for b in self.bins
+        ]
+        tokens = col([b.tokens for b in self.bins], np.int64)
+        traffic = Traffic(
+            t_s=col([b.t_s for b in self.bins], float),
+            requests=col([b.requests for b in self.bins], np.int64),
+            steps=col([b.steps / b.lines for b in self.bins], float),
+            tokens=tokens if bool((tokens >= 1).any()) else None,
+            step_time_s=col([b.step_time_s for b in self.bins], float),
+            graph=col([b.graph for b in self.bins], np.int8),
+            mixed=col([b.mixed for b in self.bins], bool),
+            token_usage=col(usage, float),
+            observed_s=(self.span_s or None) if self.clocked else 0.0,
+            run_id=self.run_id,
+        )
+        return RunEvidence(traffic, self.capture, self.kv_pool_tokens, self.kv_pool_gib)
+
+
+def run_traffic_of(f: RunFacts, snapshots: Sequence[Snapshot] | None = None) -> RunTraffic | None:
+    """The run's binned decode traffic (None: no step with a known size, or no known engine),
+    read through the advice's own per-run evidence and limits."""
+    spec = spec_for(f.backend)
+    if spec is None or spec.advice_rules is None or capture_config(f)[1].prefill_node:
+        return None  # no advice for the engine; a prefill node captures no decode buckets
+    ev = run_evidence(f, snapshots)
+    return None if ev is None else _binned(ev, engine_limits(f))
+
+
+def _binned(ev: RunEvidence, limits: EngineLimits) -> RunTraffic:
+    tr = ev.traffic
+    n = len(tr)
+    req = np.asarray(tr.requests, dtype=np.int64)
+    tok = np.asarray(tr.col("tokens", -1), dtype=np.int64)
+    graph = np.asarray(tr.col("graph", -1), dtype=np.int64)
+    mixed = np.asarray(tr.col("mixed", 0), dtype=bool).astype(np.int64)
+    usage = np.asarray(tr.col("token_usage", math.nan), dtype=float)
+    full = np.where(np.isnan(usage), _UNSAID, np.where(usage >= SATURATED_USAGE, _FULL, _ROOM))
+    keys = np.stack([req, tok, graph, mixed, full.astype(np.int64)], axis=1)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    k = len(uniq)
+    steps = np.broadcast_to(np.asarray(tr.steps, dtype=float), (n,))
+    lines = np.bincount(inv, minlength=k)
+    summed = np.bincount(inv, weights=steps, minlength=k)
+    step_t = _medians(inv, np.asarray(tr.col("step_time_s", math.nan), dtype=float), k)
+    at = _medians(inv, np.asarray(tr.t_s, dtype=float), k)
+    bins = tuple(
+        StepBin(
+            int(r),
+            int(tk),
+            int(g),
+            bool(m),
+            int(kv),
+            int(lines[j]),
+            float(summed[j]),
+            float(step_t[j]),
+            float(at[j]),
+        )
+        for j, (r, tk, g, m, kv) in enumerate(uniq.tolist())
+    )
+    return RunTraffic(
+        tr.run_id,
+        limits,
+        bins,
+        tr.span_h() * 3600.0,
+        tr.observed_s != 0.0,
+        ev.capture,
+        ev.kv_pool_tokens,
+        ev.kv_pool_gib,
+    )
+
+
+def _medians(group: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
+    """``np.median`` of each group's finite values (NaN for a group without one), in one sort."""
+    ok = np.isfinite(values)
+    g, v = group[ok], values[ok]
+    order = np.lexsort((v, g))
+    g, v = g[order], v[order]
+    counts = np.bincount(g, minlength=k)
+    starts = np.cumsum(counts) - counts
+    out = np.full(k, math.nan)
+    has = counts > 0
+    lo = (starts + (counts - 1) // 2)[has]
+    hi = (starts + counts // 2)[has]
+    out[has] = (v[lo] + v[hi]) / 2.0
+    return out
+
+
+def pooled_advice(runs: Sequence[RunTraffic]) -> Advice | None:
+    """One advice for the runs pooled (limits from the last run: the config the next start
+    uses); None when the advice cannot be made (no sized step, degenerate traffic)."""
+    if not runs:
+        return None
+    try:
+        return advise([r.evidence() for r in runs], runs[-1].limits)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class FleetRun:
+    """The small per-run value the fleet summary needs, taken from the run's facts when the
+    run is built (event tables may be gone when the summary is made)."""
+
+    model: str | None
+    config: CaptureConfig
+    traffic: RunTraffic | None  # None: no decode step with a known size, or no bucket advice
+    kept: bool = True  # False: built after the run's tables were gone (traffic unknown)
+
+
+def fleet_run(f: RunFacts, snapshots: Sequence[Snapshot] | None = None) -> FleetRun:
+    model, config = capture_config(f)
+    return FleetRun(model, config, run_traffic_of(f, snapshots))

@@ -1,0 +1,372 @@
+"""The fleet summary of a report with several runs: groups, verdicts, outliers, one bucket set.
+
+Made from per-run results only (each run's verdict, its reason and the small
+:class:`~diag.advise.fleet.FleetRun` built with it), never from event tables, so a fleet
+analysed group by group gives the same summary. Groups come from :mod:`diag.facts.fleet`, the
+pooled advice from :mod:`diag.advise.fleet`; this module picks the advice a group quotes and
+writes it for the JSON report (``fleet`` key), the text summary and the HTML page.
+
+Which advice a group quotes: where its runs are exactly one server of the per-run advice
+(the runs ``analyze`` pooled already, whose advice the rules and ``recommend`` quote), that
+advice, so the summary names the same ceiling and set as GD110/GD112 and ``recommend``;
+otherwise the group's binned traffic priced together by the same advice function.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from diag.advise.bucket_sets import Advice
+from diag.advise.fleet import FleetRun, pooled_advice
+from diag.advise.recommend import bucket_flags
+from diag.facts.figures import share
+from diag.facts.fleet import CaptureConfig, FleetGroup, FleetMember, capture_config, group_fleet
+from diag.render.sizes import compact_sizes
+from diag.report import Report, RunReport
+
+__all__ = ["FleetEntry", "FleetSummary", "GroupAdvice", "fleet_json", "fleet_summary"]
+
+AdviceSource = Literal["server", "pooled"]
+
+
+@dataclass(frozen=True)
+class GroupAdvice:
+    """The bucket advice of one group, and how it is to be read."""
+
+    advice: Advice
+    source: AdviceSource  # the per-run (server) advice the rules quote, or pooled here
+    runs_pooled: tuple[str, ...]
+    current_sizes: tuple[int, ...]  # the group's own set ((): graphs off or not logged)
+    # the flags that capture the recommended set; "" where nothing changes (keep, too little
+    # evidence, or the set already in effect)
+    flags: str
+    headline: str  # one sentence: what to do and why
+
+
+@dataclass(frozen=True)
+class FleetEntry:
+    group: FleetGroup
+    advice: GroupAdvice | None
+    no_advice: str | None  # why the group has no bucket advice (None when it has one)
+
+
+@dataclass(frozen=True)
+class FleetSummary:
+    runs: int
+    entries: tuple[FleetEntry, ...]
+
+
+_CACHE: dict[int, tuple[weakref.ref[Report], FleetSummary | None]] = {}
+
+
+def fleet_summary(report: Report) -> FleetSummary | None:
+    """The summary of a report with two runs or more (None for fewer). Text, JSON and HTML
+    of one report share one summary (the pooled advice is priced once)."""
+    got = _CACHE.get(id(report))
+    if got is not None and got[0]() is report:
+        return got[1]
+    summary = _summary(report) if len(report.runs) >= 2 else None
+    for key in [k for k, (ref, _) in _CACHE.items() if ref() is None]:
+        del _CACHE[key]
+    _CACHE[id(report)] = (weakref.ref(report), summary)
+    return summary
+
+
+def _summary(report: Report) -> FleetSummary:
+    per_run = {r.id: (r, _fleet_value(r)) for r in report.runs}
+    members = [
+        FleetMember(
+            run.id,
+            run.facts.backend,
+            run.facts.engine_version,
+            value.model,
+            value.config,
+            run.verdict,
+            run.verdict_reason,
+        )
+        for run, value in per_run.values()
+    ]
+    entries = []
+    for group in group_fleet(members):
+        runs = [per_run[i] for i in group.run_ids]
+        advice, why = _group_advice(group, runs)
+        entries.append(FleetEntry(group, advice, why))
+    return FleetSummary(len(report.runs), tuple(entries))
+
+
+def _fleet_value(run: RunReport) -> FleetRun:
+    """The run's fleet value as built with it. A run built without one (analysed alone,
+    merged later) is grouped by its record and config, without traffic to pool: its event
+    tables may be gone."""
+    if run.fleet is not None:
+        return run.fleet
+    model, config = capture_config(run.facts)
+    return FleetRun(model, config, None, kept=False)
+
+
+def _group_advice(
+    group: FleetGroup, runs: list[tuple[RunReport, FleetRun]]
+) -> tuple[GroupAdvice | None, str | None]:
+    traffic = [v.traffic for _, v in runs if v.traffic is not None]
+    if group.config.prefill_node:
+        return None, "prefill nodes of a disaggregated deployment capture no decode buckets"
+    if not traffic and not all(v.kept for _, v in runs):
+        return None, "its runs were analysed without keeping their decode traffic"
+    if not traffic:
+        return None, "no run of the group logged a decode step with a known batch size"
+    if len(traffic) > 1 and not group.config.echoed:
+        return None, (
+            "its logs echo no engine config, so that its runs share one is not known: their "
+            "traffic is not pooled (each run's own advice is in its findings)"
+        )
+    pooled: dict[int, float] = {}
+    for t in traffic:
+        for size, steps in t.histogram().items():
+            pooled[size] = pooled.get(size, 0.0) + steps
+    server = [r.advice for r, v in runs if v.traffic is not None]
+    source: AdviceSource = "pooled"
+    adv: Advice | None
+    if all(a is not None and _same_hist(a.hist(), pooled) for a in server):
+        adv, source = server[-1], "server"
+    else:
+        adv = pooled_advice(traffic)
+    if adv is None:
+        return None, "the group's decode traffic gives the advice nothing to size buckets for"
+    current = group.config.capture_sizes or ()
+    decision = adv.decision
+    rec = adv.recommended.sizes
+    headline = decision.headline if decision is not None else "Change the set"
+    flags = ""
+    if adv.changes and tuple(sorted(rec)) == tuple(sorted(current)):
+        headline = "Keep the current set: it is already the set the advice picks"
+    elif adv.changes:  # spelled for the config of the run the limits come from (the last)
+        last = [r for r, v in runs if v.traffic is not None][-1].facts
+        flags = bucket_flags(adv.engine, group.engine_version, last.config, rec, [])
+    ids = tuple(t.run_id for t in traffic)
+    return GroupAdvice(adv, source, ids, current, flags, headline), None
+
+
+def _same_hist(a: dict[int, float], b: dict[int, float]) -> bool:
+    return a.keys() == b.keys() and all(math.isclose(a[k], b[k], rel_tol=1e-9) for k in a)
+
+
+# ------------------------------------------------------------------ JSON
+def fleet_json(summary: FleetSummary) -> dict[str, Any]:
+    """The report's ``fleet`` key (docs/interface-additions.md)."""
+    return {
+        "runs": summary.runs,
+        "groups": [_entry_json(e) for e in summary.entries],
+    }
+
+
+def _config_json(c: CaptureConfig) -> dict[str, Any]:
+    return {
+        "graph_mode": c.graph_mode,
+        "cudagraph_mode": c.cudagraph_mode,
+        "graph_capture_sizes": None if c.capture_sizes is None else list(c.capture_sizes),
+        "cuda_graph_max_bs": c.ceiling,
+        "tp": c.tp,
+        "pp": c.pp,
+        "dp": c.dp,
+        "attention_backend": c.attention,
+        "prefill_node": c.prefill_node,
+        "config_echoed": c.echoed,
+        "switches_on": list(c.switches),
+    }
+
+
+def _entry_json(e: FleetEntry) -> dict[str, Any]:
+    g = e.group
+    return {
+        "backend": g.backend,
+        "engine_version": g.engine_version,
+        "model": g.model,
+        "config": _config_json(g.config),
+        "runs": list(g.run_ids),
+        "verdicts": dict(g.verdicts),
+        "majority": g.majority,
+        "outliers": [
+            {"run": o.run_id, "verdict": o.verdict, "verdict_reason": o.verdict_reason}
+            for o in g.outliers
+        ],
+        "recommendation": None if e.advice is None else _advice_json(e.advice),
+        "no_recommendation": e.no_advice,
+    }
+
+
+def _r(v: float | None, nd: int) -> float | None:
+    return None if v is None or not math.isfinite(v) else round(v, nd)
+
+
+def _advice_json(a: GroupAdvice) -> dict[str, Any]:
+    adv = a.advice
+    rec = adv.recommended
+    cur = adv.price(a.current_sizes) if a.current_sizes else None
+    return {
+        "source": a.source,
+        "runs_pooled": list(a.runs_pooled),
+        "engine": adv.engine,
+        "unit": adv.unit,
+        "ceiling": adv.ceiling,
+        "decision": None if adv.decision is None else adv.decision.kind,
+        "headline": a.headline,
+        "current": None
+        if cur is None
+        else {
+            "sizes": list(cur.sizes),
+            "coverage": _r(cur.coverage, 4),
+            "padding_waste": _r(cur.padding_waste, 4),
+        },
+        "recommended": {
+            "sizes": list(rec.sizes),
+            "coverage": _r(rec.cost.coverage, 4),
+            "padding_waste": _r(rec.cost.padding_waste, 4),
+            "promised_coverage": _r(adv.promised_coverage, 4),
+        },
+        "flags": a.flags,
+        "decode_steps": int(round(sum(adv.hist().values()))),
+    }
+
+
+# ------------------------------------------------------------------ words (text and HTML)
+def group_label(g: FleetGroup) -> str:
+    """Engine, version, model and capture configuration, the unknown parts left out."""
+    c = g.config
+    parallel = " ".join(
+        f"{name}{v}" for name, v in (("TP", c.tp), ("PP", c.pp), ("DP", c.dp)) if v is not None
+    )
+    mode = f"graphs {c.graph_mode}" + (f" ({c.cudagraph_mode})" if c.cudagraph_mode else "")
+    parts = [
+        " ".join(p for p in (g.backend, g.engine_version) if p),
+        None if c.echoed else "no config echo in the logs",
+        g.model,
+        parallel or None,
+        "prefill node" if c.prefill_node else None,
+        mode,
+        None if c.ceiling is None else f"ceiling {c.ceiling}",
+        None if not c.capture_sizes else f"sizes {compact_sizes(c.capture_sizes)}",
+        None if c.attention is None else f"attention {c.attention}",
+        *(f"{s}=True" for s in c.switches),
+    ]
+    return ", ".join(p for p in parts if p)
+
+
+def verdict_counts(g: FleetGroup) -> str:
+    return ", ".join(f"{n} {v}" for v, n in g.verdicts)
+
+
+def advice_words(a: GroupAdvice, with_flags: bool = True) -> str:
+    """The recommendation in one sentence: what to do, the ceiling, the set and its flags
+    (``with_flags`` False: the page shows them apart)."""
+    adv = a.advice
+    rec = adv.recommended
+    pooled = len(a.runs_pooled)
+    head = (
+        f"{pooled} run{'s' if pooled != 1 else ''} pooled"
+        + (" as one server (the advice its runs' findings quote)" if a.source == "server" else "")
+        + f": {a.headline}"
+    )
+    if not a.flags:
+        return head
+    waste = rec.cost.padding_waste
+    figures = [f"coverage {share(adv.promised_coverage)}"]
+    if waste is not None:
+        figures.append(f"padding waste {share(waste)}")
+    words = f"{head}; ceiling {adv.ceiling} {adv.unit}, sizes {compact_sizes(rec.sizes)} "
+    return words + f"({', '.join(figures)})" + (f": {a.flags}" if with_flags else "")
+
+
+MAX_GROUPS = 10  # groups the text names; the JSON and HTML list every one
+MAX_OUTLIERS = 5  # outliers a group's text names
+
+
+def fleet_text(summary: FleetSummary) -> list[str]:
+    """The text summary's fleet section: one paragraph per group (unwrapped lines)."""
+    n = len(summary.entries)
+    out = [
+        f"Fleet: {summary.runs} runs in {n} group{'s' if n != 1 else ''} (engine, version, "
+        "model and capture configuration):"
+    ]
+    for i, e in enumerate(summary.entries[:MAX_GROUPS], start=1):
+        g = e.group
+        runs = len(g.run_ids)
+        out.append(f"[{i}] {runs} run{'s' if runs != 1 else ''}: {group_label(g)}")
+        out.append(f"  verdicts: {verdict_counts(g)}")
+        if g.majority is None and len(g.verdicts) > 1:
+            out.append("  no verdict holds a majority of the group")
+        for o in g.outliers[:MAX_OUTLIERS]:
+            out.append(
+                f"  differs from the group's {g.majority}: {o.run_id} {o.verdict}: "
+                f"{o.verdict_reason}"
+            )
+        if len(g.outliers) > MAX_OUTLIERS:
+            out.append(
+                f"  ... and {len(g.outliers) - MAX_OUTLIERS:,} more that differ "
+                "(the JSON report's fleet key lists every one)"
+            )
+        if e.advice is not None:
+            out.append(f"  buckets, {advice_words(e.advice)}")
+        elif e.no_advice:
+            out.append(f"  no bucket advice: {e.no_advice}")
+    if n > MAX_GROUPS:
+        out.append(
+            f"... and {n - MAX_GROUPS:,} more groups (the JSON report and the HTML page "
+            "list every one)"
+        )
+    return out
+
+
+def _flag_tokens(flags: str) -> list[str]:
+    """``--a 1 2 --b 3`` as ``["--a 1", "2", "--b 3"]``: a flag never parts from its first
+    value, and the page wraps only between tokens."""
+    out: list[str] = []
+    for word in flags.split():
+        if out and out[-1].startswith("-") and " " not in out[-1] and not word.startswith("-"):
+            out[-1] += " " + word
+        else:
+            out.append(word)
+    return out
+
+
+OPEN_GROUPS = 3  # the HTML fleet table is open up to this many groups, folded beyond
+MAX_PAGE_OUTLIERS = 20  # outliers a group's row lists; the JSON lists every one
+
+
+def fleet_view(summary: FleetSummary, anchors: dict[str, str]) -> dict[str, Any]:
+    """What the HTML fleet section shows: one table row per group. ``anchors``: run id ->
+    the id of the run's section, so an outlier links to it."""
+    n = len(summary.entries)
+    rows = []
+    for i, e in enumerate(summary.entries, start=1):
+        g = e.group
+        rows.append(
+            {
+                "index": i,
+                "label": group_label(g),
+                "runs": len(g.run_ids),
+                "verdicts": verdict_counts(g),
+                "majority": g.majority,
+                "outliers": [
+                    {
+                        "anchor": anchors.get(o.run_id, ""),
+                        "name": o.run_id,
+                        "verdict": o.verdict,
+                        "reason": o.verdict_reason,
+                    }
+                    for o in g.outliers[:MAX_PAGE_OUTLIERS]
+                ],
+                "more": max(0, len(g.outliers) - MAX_PAGE_OUTLIERS),
+                "advice": None if e.advice is None else advice_words(e.advice, with_flags=False),
+                # flag and value kept together ("--cuda-graph-max-bs 56" never split)
+                "flags": [] if e.advice is None else _flag_tokens(e.advice.flags),
+                "no_advice": e.no_advice,
+            }
+        )
+    return {
+        "title": f"Fleet: {summary.runs} runs in {n} group{'s' if n != 1 else ''}",
+        "open": n <= OPEN_GROUPS,
+        "rows": rows,
+    }
