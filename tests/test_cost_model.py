@@ -19,9 +19,9 @@ from diag.advise.cost_model import (
     RunEvidence,
     Traffic,
     set_cost,
-    step_time_from_throughput,
 )
 from diag.advise.fitting import fit_parameters
+from diag.facts.steps import step_time_from_throughput
 
 SGLANG_DEFAULT_053 = (
     [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 497, 16))

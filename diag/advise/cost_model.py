@@ -41,15 +41,14 @@ __all__ = [
     "Traffic",
     "engine_size",
     "set_cost",
-    "step_time_from_throughput",
 ]
 
 Engine = Literal["vllm", "sglang"]
 Source = Literal["run", "snapshot", "default"]
 StepKind = Literal["decode", "mixed"]
 
-# Defaults, each with the evidence it rests on (formats examples are real log lines).
-DEFAULT_BASE_STEP_S = 0.025
+# Defaults, each with the evidence it rests on (formats examples are real log lines); the
+# base step time is the step fact's (diag.facts.steps.DEFAULT_BASE_STEP_S).
 DEFAULT_SLOT_STEP_S = 4e-5
 DEFAULT_EAGER_PENALTY_S = 0.005
 DEFAULT_CAPTURE_S_PER_GRAPH = 0.2
@@ -199,20 +198,6 @@ class RunEvidence:
     capture: CaptureMeasurement = field(default_factory=CaptureMeasurement)
     kv_pool_tokens: int | None = None
     kv_pool_gib: float | None = None
-
-
-def step_time_from_throughput(
-    requests: np.ndarray, gen_tokens_per_s: np.ndarray, accept_len: np.ndarray | None = None
-) -> np.ndarray:
-    """Seconds per decode step from a throughput line: each request yields ``accept_len`` tokens
-    per step (1 without speculative decoding), so ``t = requests * accept / throughput``."""
-    req = np.asarray(requests, dtype=float)
-    thr = np.asarray(gen_tokens_per_s, dtype=float)
-    acc = np.ones_like(req) if accept_len is None else np.nan_to_num(accept_len, nan=1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = req * acc / thr
-    t[~np.isfinite(t) | (thr <= 0) | (req < 1)] = np.nan
-    return t
 
 
 def engine_size(traffic: Traffic, engine: Engine, spec_tokens: int = 0) -> np.ndarray:

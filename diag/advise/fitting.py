@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from diag.advise.cost_model import (
-    DEFAULT_BASE_STEP_S,
     DEFAULT_CAPTURE_GIB_PER_GRAPH,
     DEFAULT_CAPTURE_S_PER_GRAPH,
     DEFAULT_EAGER_PENALTY_S,
@@ -35,6 +34,7 @@ from diag.advise.grouping import (
     masked_sum,
     unique_inverse,
 )
+from diag.facts.steps import DEFAULT_BASE_STEP_S
 
 __all__ = ["LineFit", "fit_parameters"]
 
