@@ -11,7 +11,7 @@ How a set is chosen (issue 14):
    ``max_num_seqs * (1 + k)``). vLLM with stats lines only (no per-step token counts) keeps at least
    the current or default ceiling: mixed prefill+decode steps served by piecewise graphs count
    their scheduled tokens, which decode running counts do not show.
-2. **Sets per K**: for a fixed ceiling and budget K, :func:`diag.advise.buckets.optimal_buckets`
+2. **Sets per K**: for a fixed ceiling and budget K, :class:`diag.advise.buckets.BucketSolver`
    gives the exact minimum-padding set over the engine's conventional sizes (its own default
    step pattern from the engine specs in :mod:`diag.engines`); size 1 (or the TBO/DP-attention multiple) kept.
 3. **Validation**: folds by time block (one run: 5 blocks) or by run (several runs). For each

@@ -31,6 +31,7 @@ import numpy as np
 
 from diag.advise.buckets import estimate_capture_memory, estimate_capture_time
 from diag.engines import spec_for
+from diag.facts.pricing import serve, tally
 
 __all__ = [
     "CaptureMeasurement",
@@ -260,20 +261,10 @@ def set_cost(
     xs, ws = keys[steps > 0], steps[steps > 0]
     total_w = float(ws.sum())
     per_h = float(params.steps_per_hour.value or 0.0) / total_w if total_w > 0 else 0.0
-    if len(ss) and len(xs):
-        idx = np.searchsorted(ss, xs, side="left")
-        served = idx < len(ss)
-        bucket = np.where(served, ss[np.minimum(idx, len(ss) - 1)], 0)
-        if not padding:
-            served &= bucket == xs
-    else:
-        served = np.zeros(len(xs), dtype=bool)
-        bucket = np.zeros(len(xs), dtype=np.int64)
-    pad_slots = float(np.sum((bucket - xs)[served] * ws[served]))
-    slots = float(np.sum(bucket[served] * ws[served]))
-    cov = float(ws[served].sum() / total_w) if total_w > 0 else 0.0
+    bucket, served = serve(ss, xs, ws, padding=padding)
+    got = tally(bucket, bucket - xs, ws, served)
     slot_s = float(params.slot_step_s.value or 0.0)
-    padded = pad_slots * slot_s * per_h
+    padded = float(got.padded_slots) * slot_s * per_h
     eager = float(ws[~served].sum()) * float(params.eager_penalty_s.value or 0.0) * per_h
     cap_gib = params.capture_gib(ss.tolist()) if len(ss) else 0.0
     cap_t = params.capture_time_s(ss.tolist()) if len(ss) else 0.0
@@ -286,8 +277,8 @@ def set_cost(
         memory = float(params.saturated_share.value or 0.0) * lost / pool * busy_h
     return SetCost(
         sizes=tuple(ss.tolist()),
-        coverage=cov,
-        padding_waste=pad_slots / slots if slots else None,
+        coverage=got.coverage,
+        padding_waste=got.padding_waste,
         capture_gib=cap_gib,
         capture_time_s=cap_t,
         kv_tokens_lost=lost,

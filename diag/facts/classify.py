@@ -26,6 +26,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from diag.facts.pricing import tally
 from diag.facts.steps import ORIGINS, DecodeSteps
 
 # Why a batch got its verdict: the ``reason`` column. One name per cause, used as is by the
@@ -376,15 +377,16 @@ def captured_share(counts: dict[str, object]) -> float | None:
 
 
 def padding_waste(batches: pd.DataFrame) -> float | None:
+    """Padded slots over graph slots of the graph batches, each at its own bucket (logged or
+    inferred)."""
     if batches.empty:  # runs without batches: no filter on an empty frame (per run and rank)
         return None
     bucket, padded = _floats(batches, "bucket"), _floats(batches, "padded")
     g = (verdict_codes(batches) == _GRAPH) & ~np.isnan(bucket) & ~np.isnan(padded)
     if not g.any():
         return None
-    w = _floats(batches, "weight")[g]
-    slots = np.nansum(bucket[g] * w)  # (as pandas' sum: NaN products skipped)
-    return round(float(np.nansum(padded[g] * w) / slots), 4) if slots else None
+    waste = tally(bucket, padded, _floats(batches, "weight"), g).padding_waste
+    return None if waste is None else round(waste, 4)
 
 
 def batch_shape(batches: pd.DataFrame) -> dict[str, object] | None:
