@@ -351,6 +351,7 @@ def advise(
     *,
     headroom: float = DEFAULT_HEADROOM,
     max_ceiling: int | None = None,
+    min_coverage: float | None = None,
     max_k: int | None = None,
     folds: int = DEFAULT_FOLDS,
     tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
@@ -376,6 +377,7 @@ def advise(
     ceil_kw: dict[str, object] = {
         "headroom": headroom,
         "max_ceiling": max_ceiling,
+        "min_coverage": min_coverage,
         "has_token_counts": has_tokens,
     }
     ceiling, notes = ceiling_policy(all_s, all_w, limits, **ceil_kw)  # type: ignore[arg-type]

@@ -261,11 +261,13 @@ def advise_group(
     engine: str | None = None,
     headroom: float = DEFAULT_HEADROOM,
     max_ceiling: int | None = None,
+    min_coverage: float | None = None,
     max_k: int | None = None,
     known: dict[int, RunEvidence | None] | None = None,
 ) -> tuple[Advice, list[RunFacts]] | None:
     """One frontier for runs pooled as one server: limits from the latest run (the config the
-    next start uses), ``engine`` the one to speak for (default: the latest run's). Returns the
+    next start uses), ``engine`` the one to speak for (default: the latest run's),
+    ``max_ceiling`` / ``min_coverage`` what the ceiling policy may lower it to. Returns the
     advice and the runs it used; None when none has decode traffic or advice is impossible.
     ``known``: ``id(facts)`` -> :func:`run_evidence` (same snapshots, default engine) already built,
     filled with the ones built here (the evidence of millions of steps is built once)."""
@@ -286,6 +288,7 @@ def advise_group(
             limits,
             headroom=headroom,
             max_ceiling=max_ceiling,
+            min_coverage=min_coverage,
             max_k=max_k,
         )
     except ValueError:  # degenerate input: analyze and recommend must not fail over advice

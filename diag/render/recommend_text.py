@@ -1,19 +1,17 @@
-"""`graphdiag recommend` as a terminal summary: the two sets side by side, the decision, the
-flags to paste, the frontier and the parameters; every figure read from the recommend
-document and formatted as analyze formats it (:mod:`diag.facts.figures`)."""
+"""`graphdiag recommend` as a terminal summary, read from the recommend document alone.
+
+The two sets side by side, the decision, the flags to paste, the frontier and the
+parameters; every figure formatted as analyze formats it (:mod:`diag.facts.figures`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from diag.advise.recommend import ESTIMATED, MEASURED
 from diag.facts.figures import share
 
-__all__ = ["ESTIMATED", "MEASURED", "render_text"]
-
-# what the figures of a set are, said beside them
-MEASURED = "measured: the run's own record (padding waste, capture memory and time)"
-ESTIMATED = "estimated: the set priced on the observed traffic by the cost model"
+__all__ = ["render_text"]
 
 
 def _fmt_sizes(sizes: Sequence[int]) -> str:
