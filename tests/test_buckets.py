@@ -10,12 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diag.advise.buckets import (
-    BucketPlan,
-    BucketSolver,
-    estimate_capture_memory,
-    estimate_capture_time,
-)
+from diag.advise.buckets import BucketPlan, BucketSolver
+from diag.advise.cost_model import estimate_capture_memory, estimate_capture_time
 
 QS = [0.5, 0.9, 0.99, 1.0]
 

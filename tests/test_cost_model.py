@@ -13,14 +13,9 @@ import numpy as np
 import pytest
 
 from diag.advise.bucket_sets import EngineLimits, advise, conventional_grid
-from diag.advise.cost_model import (
-    DEFAULT_EAGER_PENALTY_S,
-    CaptureMeasurement,
-    RunEvidence,
-    Traffic,
-    set_cost,
-)
+from diag.advise.cost_model import DEFAULT_EAGER_PENALTY_S, set_cost
 from diag.advise.fitting import fit_parameters
+from diag.advise.traffic import CaptureMeasurement, RunEvidence, Traffic
 from diag.facts.steps import step_time_from_throughput
 
 SGLANG_DEFAULT_053 = (

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from diag.advise.bucket_sets import MAX_RUN_FOLDS
 from diag.advise.recommend import recommend
+from diag.advise.validation import MAX_RUN_FOLDS
 from diag.api import analyze
 from diag.cli import main
 from gen import sglang_logs as sg

@@ -8,7 +8,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diag.advise.cost_model import Traffic, engine_size
+from diag.advise.traffic import Traffic, engine_size
 from diag.events import EventTables
 from diag.facts.steps import StepTiming, from_tables
 

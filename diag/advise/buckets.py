@@ -23,12 +23,7 @@ import numpy as np
 
 from diag.facts.pricing import Served, price
 
-__all__ = [
-    "BucketPlan",
-    "BucketSolver",
-    "estimate_capture_memory",
-    "estimate_capture_time",
-]
+__all__ = ["BucketPlan", "BucketSolver"]
 
 # ``allowed`` can only be probed on finitely many integers: bucket values are searched up to
 # ``2 * max(observed size) + _ALLOWED_SEARCH_SLACK``.
@@ -288,53 +283,3 @@ class BucketSolver:
         assert plan.padded_slots == best, (plan.padded_slots, best)
         self._plans[levels] = plan
         return plan
-
-
-def _scale_by_slots(
-    current_sizes: Iterable[int],
-    current_value: float | None,
-    new_sizes: Iterable[int],
-    overhead_slots: float,
-) -> float | None:
-    """Shared linear model: ``value = alpha * sum(size + overhead_slots)`` fitted on ``current``."""
-    cur, new = _clean_sizes(current_sizes), _clean_sizes(new_sizes)
-    if current_value is None or not cur or not math.isfinite(current_value) or current_value < 0:
-        return None
-    if overhead_slots < 0:
-        raise ValueError("overhead_slots must be >= 0")
-    denom = sum(s + overhead_slots for s in cur)  # > 0: sizes are >= 1
-    return current_value * sum(s + overhead_slots for s in new) / denom
-
-
-def estimate_capture_memory(
-    current_sizes: Iterable[int],
-    current_mem_gib: float | None,
-    new_sizes: Iterable[int],
-    overhead_slots: float = 16.0,
-) -> float | None:
-    """ESTIMATE of graph-capture memory (GiB) for ``new_sizes`` from one measured point.
-
-    Model: each graph costs ``alpha * (size + overhead_slots)``, i.e. memory proportional to its
-    batch size plus a fixed per-graph overhead worth ``overhead_slots`` batch slots (an assumed
-    ratio, not measured); ``alpha`` is fitted so the model reproduces ``current_mem_gib`` for
-    ``current_sizes``. Real pools are shared across graphs (captured largest-first), so treat
-    the result as an order of magnitude for comparing bucket sets, not a budget.
-    Returns ``None`` when there is no usable current measurement.
-    """
-    return _scale_by_slots(current_sizes, current_mem_gib, new_sizes, overhead_slots)
-
-
-def estimate_capture_time(
-    current_sizes: Iterable[int],
-    current_time_s: float | None,
-    new_sizes: Iterable[int],
-    overhead_slots: float = 64.0,
-) -> float | None:
-    """ESTIMATE of capture time (s) for ``new_sizes`` from one measured point.
-
-    Same linear model as ``estimate_capture_memory`` with a larger default per-graph overhead,
-    because each capture pays warm-up runs and launch/instantiation work that barely depend on
-    batch size. Fitted to reproduce ``current_time_s``; an estimate, not a prediction.
-    Returns ``None`` when there is no usable current measurement.
-    """
-    return _scale_by_slots(current_sizes, current_time_s, new_sizes, overhead_slots)

@@ -11,8 +11,8 @@ from typing import Literal
 
 import numpy as np
 
-from diag.advise.cost_model import Engine
 from diag.advise.grouping import weighted_quantile
+from diag.advise.traffic import Engine
 from diag.engines import spec_for
 from diag.engines.flags import accepts
 from diag.engines.spec import AdviceRules

@@ -30,13 +30,8 @@ from diag.advise.bucket_sets import (
     advise,
     traffic_histogram,
 )
-from diag.advise.cost_model import (
-    CaptureMeasurement,
-    Engine,
-    RunEvidence,
-    SetCost,
-    Traffic,
-)
+from diag.advise.cost_model import SetCost
+from diag.advise.traffic import CaptureMeasurement, Engine, RunEvidence, Traffic
 from diag.engines import spec_for
 from diag.engines.spec import AdviceInputs
 from diag.facts.record import RunFacts, snapshot_graph_pool_gib

@@ -1,6 +1,8 @@
-"""The run's decode steps as logged, read from the event tables once: the one fact that the
-batch classification (:mod:`diag.facts.classify`), the bucket advice
-(:func:`diag.advise.run_advice.run_traffic`) and the plots derive decode traffic from.
+"""The run's decode steps as logged (:class:`DecodeSteps`), read from the event tables once.
+
+The one fact the batch classification (:mod:`diag.facts.classify`), the bucket advice
+(:func:`diag.advise.run_advice.run_traffic`) and, through the classification, the plots
+derive decode traffic from.
 
 One row per line that shows decode traffic (HTA style, one DataFrame behind a typed
 wrapper): SGLang ``Decode batch`` lines, vLLM DEBUG step lines and ``--cudagraph-metrics``
