@@ -71,6 +71,14 @@ def _parameter_lines(rec: dict[str, Any]) -> list[str]:
     return out
 
 
+def _ceiling_basis(rec: dict[str, Any]) -> str:
+    """What the ceiling rests on: the options that lowered it, else the peak plus headroom."""
+    c = rec.get("constraints") or {}
+    if c.get("min_coverage") is not None:
+        return f"--coverage {c['min_coverage']:g}, see notes"
+    return "peak plus headroom"
+
+
 def render_text(rec: dict[str, Any]) -> str:
     """Terminal summary: the two sets side by side, the promise, the frontier, the parameters,
     the flags to paste, notes."""
@@ -88,7 +96,7 @@ def render_text(rec: dict[str, Any]) -> str:
         lines = [
             f"Recommendation for {head} from {rec['decode_steps']:,} decode steps "
             f"({rec['decode_batches']} lines, main run {rec['main_run']}); sizes in {unit}:",
-            f"  traffic ceiling {rec['ceiling']} {unit} (peak plus headroom); "
+            f"  traffic ceiling {rec['ceiling']} {unit} ({_ceiling_basis(rec)}); "
             f"validation: {val['how']}",
             f"  current ({cur['source']}; {cur.get('figures', MEASURED).split(':')[0]}): "
             f"{_fmt_sizes(cur['sizes'])}",
