@@ -1,4 +1,4 @@
-"""Time optimal_buckets on a large histogram (n=2000 distinct sizes, K=64); not a unit test."""
+"""Time the bucket solver (BucketSolver.plan) on a large histogram (n=2000 distinct sizes, K=64); not a unit test."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from diag.advise.buckets import optimal_buckets
+from diag.advise.buckets import BucketSolver
 
 
 def main() -> None:
@@ -17,7 +17,7 @@ def main() -> None:
     hist = {int(s): max(1, int(c)) for s, c in zip(sizes, counts, strict=True)}
     for q in (0.99, 1.0):
         t0 = time.perf_counter()
-        plan = optimal_buckets(hist, 64, q)
+        plan = BucketSolver(hist, q).plan(64)
         dt = time.perf_counter() - t0
         print(
             f"n={len(hist)} K=64 Q={q}: {dt:.3f} s, {len(plan.sizes)} buckets, "

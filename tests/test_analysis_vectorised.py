@@ -109,13 +109,13 @@ def test_unique_inverse_is_np_unique(values: list[int], huge: bool) -> None:
 def test_one_solver_gives_every_budget_its_own_optimum(
     hist: dict[int, int], forced: list[int]
 ) -> None:
-    from diag.advise.buckets import BucketPlan, BucketSolver, optimal_buckets
+    from diag.advise.buckets import BucketPlan, BucketSolver
 
     solver = BucketSolver(hist, 0.0, forced)
     need = len(set(forced) | {solver.ceiling})
     for k in range(need, need + 8):
         plan = solver.plan(k)
-        assert plan == optimal_buckets(hist, k, 0.0, always_include=forced)
+        assert plan == BucketSolver(hist, 0.0, forced).plan(k)  # a solver of its own
         assert plan == BucketPlan.evaluate(plan.sizes, hist)  # the figures, scored row by row
 
 

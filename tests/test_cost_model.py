@@ -13,15 +13,10 @@ import numpy as np
 import pytest
 
 from diag.advise.bucket_sets import EngineLimits, advise, conventional_grid
-from diag.advise.cost_model import (
-    DEFAULT_EAGER_PENALTY_S,
-    CaptureMeasurement,
-    RunEvidence,
-    Traffic,
-    set_cost,
-    step_time_from_throughput,
-)
+from diag.advise.cost_model import DEFAULT_EAGER_PENALTY_S, set_cost
 from diag.advise.fitting import fit_parameters
+from diag.advise.traffic import CaptureMeasurement, RunEvidence, Traffic
+from diag.facts.steps import step_time_from_throughput
 
 SGLANG_DEFAULT_053 = (
     [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 497, 16))
@@ -116,6 +111,41 @@ def test_ceiling_never_above_max_running_requests() -> None:
     adv = advise([RunEvidence(tr)], limits)
     assert max(adv.recommended.sizes) == 128 == adv.ceiling
     assert all(max(r.sizes) <= 128 for r in adv.frontier)
+
+
+def test_coverage_lets_the_one_ceiling_policy_drop_to_the_covering_size() -> None:
+    """``--coverage Q``: the ceiling is the smallest grid size at or above the size covering a
+    Q share of the steps (counted line by line here), on the pooled traffic and every fold;
+    a Q the ceiling already covers changes nothing."""
+    rng = np.random.default_rng(5)
+    tr = day(rng, 2000, shape=2.0, scale=20.0)
+    default = advise([RunEvidence(tr)], SGL)
+    q = 0.9
+    order = sorted(zip(tr.requests.tolist(), tr.steps.tolist(), strict=True))
+    total, run, covering = sum(w for _, w in order), 0.0, order[-1][0]
+    for size, w in order:
+        run += w
+        if run >= q * total:
+            covering = size
+            break
+    want = min(g for g in conventional_grid(SGL, 4096) if g >= covering)
+    assert want < default.ceiling
+    lowered = advise([RunEvidence(tr)], SGL, min_coverage=q)
+    assert lowered.ceiling == want
+    fitted = [r for r in lowered.frontier if r.sizes != SGL.current_sizes]  # (not the kept set)
+    assert fitted and {max(r.sizes) for r in fitted} == {want}
+    assert any(
+        n.startswith(f"--coverage {q:g}: ceiling allowed down to {covering} ")
+        for n in lowered.notes
+    )
+    assert all(r.cost.coverage >= q for r in fitted)
+    peak = int(tr.requests.max())  # Q = 1: the peak itself, without the headroom
+    assert advise([RunEvidence(tr)], SGL, min_coverage=1.0).ceiling == min(
+        g for g in conventional_grid(SGL, 4096) if g >= peak
+    )
+    kept = advise([RunEvidence(tr)], SGL, headroom=0.0, min_coverage=1.0)
+    assert kept.ceiling == advise([RunEvidence(tr)], SGL, headroom=0.0).ceiling
+    assert any("already covers that share" in n for n in kept.notes)
 
 
 def test_frontier_padding_is_exact_and_monotone_in_k() -> None:

@@ -1,10 +1,13 @@
 """The import contract: data flows one way through the layers of diag/, no module imports
-one above it, nothing imports in a cycle, no package reaches into another's private names,
-and no module of diag/ grows past 600 lines.
+one above it, nothing imports in a cycle (between modules, packages or folders), no package
+reaches into another's private names, and no module of diag/ grows past 600 lines.
 
 Every import counts, at the top of a module, inside a function or under TYPE_CHECKING:
-a lazy import still couples the two modules. The layers, bottom to top (a module may
-import its own layer or any layer below):
+a lazy import still couples the two modules. ``import a.b.c`` (``as x`` or not) imports
+the packages ``a.b`` (their ``__init__``) too: it binds the name through them, so a package
+``__init__`` that imports a module doing ``import a.b.c`` is a cycle. ``from a.b import c``
+of a submodule imports that submodule only. The layers, bottom to top (a module may import
+its own layer or any layer below):
 """
 
 from __future__ import annotations
@@ -49,6 +52,12 @@ def _modules() -> dict[str, Path]:
 
 
 MODULES = _modules()
+# compiled extensions (``from diag.x import _ext`` imports the submodule, which imports nothing)
+EXTENSIONS = {
+    ".".join([*p.relative_to(ROOT).parent.parts, p.name.split(".")[0]])
+    for pattern in ("*.so", "*.pyd")
+    for p in (ROOT / "diag").rglob(pattern)
+}
 
 
 def _imports(name: str, path: Path) -> Iterator[tuple[str, list[str], int]]:
@@ -57,8 +66,12 @@ def _imports(name: str, path: Path) -> Iterator[tuple[str, list[str], int]]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] == "diag":
+                parts = alias.name.split(".")
+                if parts[0] == "diag":
                     yield alias.name, [], node.lineno
+                    # its packages too (not the facade ``diag``, see the last test below)
+                    for i in range(2, len(parts)):
+                        yield ".".join(parts[:i]), [], node.lineno
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
@@ -70,7 +83,7 @@ def _imports(name: str, path: Path) -> Iterator[tuple[str, list[str], int]]:
             plain = []
             for alias in node.names:
                 sub = f"{target}.{alias.name}"
-                if sub in MODULES:  # `from diag.facts import classify` imports the submodule
+                if sub in MODULES or sub in EXTENSIONS:  # `from diag.facts import classify`
                     yield sub, [], node.lineno
                 else:
                     plain.append(alias.name)
@@ -148,8 +161,31 @@ def _folder(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
+def _package(module: str) -> str:
+    """The package a module is in: a package's ``__init__`` is its own package."""
+    return module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Package -> the packages its modules import. A package and the packages nested in it
+    are one subtree (a subpackage's modules use their parent's, the parent's registry uses
+    the subpackage): edges along the nesting are the module graph's to judge, not this one."""
+    out: dict[str, set[str]] = {}
+    for src, dsts in graph.items():
+        a = _package(src)
+        for d in dsts:
+            b = _package(d)
+            if a != b and not a.startswith(b + ".") and not b.startswith(a + "."):
+                out.setdefault(a, set()).add(b)
+    return out
+
+
 def test_no_import_cycle_between_modules() -> None:
     assert _cycles(_graph()) == []
+
+
+def test_no_import_cycle_between_packages() -> None:
+    assert _cycles(_packages(_graph())) == []
 
 
 def test_no_import_cycle_between_folders() -> None:
@@ -193,3 +229,23 @@ def test_the_contract_catches_an_upward_import(tmp_path: Path) -> None:
     assert any(_layer(d) > _layer(s) for s, ds in graph.items() for d in ds)
     graph["diag.rules.engine"] = graph["diag.rules.engine"] | {"diag.engines.vllm"}
     assert _cycles(graph) != []
+
+
+def test_the_contract_counts_packages_and_their_inits(tmp_path: Path) -> None:
+    """``import diag.a.b.c`` counts as importing the packages ``diag.a.b`` and ``diag.a``;
+    ``from diag.a.b import c`` does not; a cycle between two packages' modules is a package
+    cycle."""
+    mod = tmp_path / "m.py"
+    mod.write_text(
+        "import diag.ingest.hotpath.native as n\nfrom diag.ingest.hotpath import kinds\n"
+    )
+    got = {t for t, _, _ in _imports("diag.facts.m", mod)}
+    packages = {"diag.ingest", "diag.ingest.hotpath"}
+    assert got == {"diag.ingest.hotpath.native", "diag.ingest.hotpath.kinds"} | packages
+    graph = {m: set(d) for m, d in _graph().items()}
+    graph["diag.ingest.hotpath.kinds"].add("diag.parsers.vllm.patterns")  # hotpath -> vllm
+    assert _cycles(_packages(graph)) == []  # (one way only)
+    graph["diag.parsers.vllm.patterns"].add("diag.ingest.hotpath.kinds")  # and back
+    assert _cycles(graph) != [] and ["diag.ingest.hotpath", "diag.parsers.vllm"] in _cycles(
+        _packages(graph)
+    )

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from diag.advise.recommend import MEASURED, RecommendError, recommend, render_text
+from diag.advise.recommend import MEASURED, RecommendError, recommend
 from diag.api import analyze
 from diag.facts.figures import number, share
 from diag.render.compare import compare
 from diag.render.compare import render_text as compare_text
 from diag.render.html import render_html
+from diag.render.recommend_text import render_text
 from diag.render.text import render_text as analyze_text
 from tests.conftest import CORPUS, ROOT
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from diag.advise.bucket_sets import MAX_RUN_FOLDS
 from diag.advise.recommend import recommend
+from diag.advise.validation import MAX_RUN_FOLDS
 from diag.api import analyze
 from diag.cli import main
 from gen import sglang_logs as sg
@@ -156,6 +156,39 @@ def test_vllm_advice_keeps_the_sizes_mixed_steps_use(tmp_path: Path) -> None:
     assert adv.ceiling >= mixed_peak
     assert adv.recommended.cost.coverage == 1.0
     assert adv.promised_coverage >= 0.99
+
+
+def test_classification_and_advice_read_one_decode_steps_fact(tmp_path: Path) -> None:
+    """Both read the run's DecodeSteps: taking the mixed prefill+decode lines out of the log
+    leaves the classification as it was (they are not decode batches) and takes exactly
+    those lines, at their token counts, out of the advice's traffic."""
+    from diag.advise.run_advice import run_traffic
+
+    rng = np.random.default_rng(11)
+    steps: list[tuple[int, int | None, bool]] = []
+    for i in range(400):
+        if i % 5 == 0:
+            steps.append((int(rng.integers(100, 200)), None, False))
+        else:
+            n = int(rng.integers(1, 30))
+            steps.append((n, n, True))
+    (tmp_path / "both").mkdir()
+    (tmp_path / "decode").mkdir()
+    both = analyze([str(_vllm_log(tmp_path / "both" / "v.log", steps))]).runs[0].facts
+    decode = [st for st in steps if st[2]]
+    only = analyze([str(_vllm_log(tmp_path / "decode" / "v.log", decode))]).runs[0].facts
+    assert len(both.steps) == len(steps) and len(only.steps) == len(decode)
+    cols = ["batch_size", "weight", "verdict", "reason", "bucket", "padded"]
+    assert both.batches[cols].equals(only.batches[cols])
+    assert both.record["batches"] == only.record["batches"]
+    assert both.record["batches"]["graph"] + both.record["batches"]["eager"] == len(decode)
+    t_both, t_only = run_traffic(both), run_traffic(only)
+    assert t_both is not None and t_only is not None and t_both.tokens is not None
+    assert t_both.tokens.tolist() == [t for t, _, _ in steps]
+    assert t_both.mixed is not None and t_both.mixed.tolist() == [not u for _, _, u in steps]
+    kept = ~np.asarray(t_both.mixed)
+    assert t_both.tokens[kept].tolist() == np.asarray(t_only.tokens).tolist()
+    assert np.asarray(t_both.requests)[kept].tolist() == np.asarray(t_only.requests).tolist()
 
 
 def test_vllm_stats_only_never_shrinks_below_the_current_window(tmp_path: Path) -> None:

@@ -8,14 +8,15 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diag.advise.cost_model import Traffic, engine_size
-from diag.advise.run_advice import _step_traffic
+from diag.advise.traffic import Traffic, engine_size
+from diag.events import EventTables
+from diag.facts.steps import StepTiming, from_tables
 
 counts = st.one_of(st.none(), st.integers(-1, 5000))
 
 
 def _old_ints(v: np.ndarray) -> np.ndarray:
-    """What run_traffic made of a float count column before: -1 missing, truncated."""
+    """What the advice made of a float count column before: -1 missing, truncated."""
     return np.nan_to_num(v, nan=-1).astype(np.int64)
 
 
@@ -28,9 +29,13 @@ def _floats(col: pd.Series) -> np.ndarray:
     st.lists(st.tuples(counts, counts, counts, st.sampled_from([None, 1, 1, 2, 0])), max_size=30),
     st.booleans(),
 )
-def test_step_traffic_columns_are_the_float_definition(rows: list, with_tokens: bool) -> None:
+def test_step_columns_are_the_float_definition(rows: list, with_tokens: bool) -> None:
+    n = len(rows)
     frame = pd.DataFrame(
         {
+            "source": pd.Series(["a.log"] * n, dtype="category"),
+            "line": pd.array(range(1, n + 1), dtype="Int64"),
+            "rank": pd.Series([""] * n, dtype="category"),
             "ts": np.arange(len(rows), dtype=float),
             "mode": pd.Series(["FULL"] * len(rows), dtype="category"),
             "num_reqs": pd.array([r[0] for r in rows], dtype="Int64"),
@@ -41,20 +46,27 @@ def test_step_traffic_columns_are_the_float_definition(rows: list, with_tokens: 
     )
     if with_tokens:
         frame["num_tokens"] = pd.array([r[1] for r in rows], dtype="Int64")
-    got = _step_traffic(frame)
+    got = from_tables(EventTables({"graph_step": frame}), StepTiming())
+    if not n:
+        assert got.empty
+        return
     tokens = _floats(frame["num_tokens"]) if with_tokens else np.full(len(rows), np.nan)
-    want_tok = np.where(np.isnan(tokens), _floats(frame["padded_tokens"]), tokens)
-    assert got["requests"].dtype == np.int64 and got["tokens"].dtype == np.int64
-    assert got["requests"].tolist() == _old_ints(_floats(frame["num_reqs"])).tolist()
-    assert got["tokens"].tolist() == _old_ints(want_tok).tolist()
+    for name in ("requests", "tokens", "padded"):
+        assert got.column(name).dtype == np.int64
+    assert got.column("requests").tolist() == _old_ints(_floats(frame["num_reqs"])).tolist()
+    assert got.column("tokens").tolist() == _old_ints(tokens).tolist()
+    assert got.column("padded").tolist() == _old_ints(_floats(frame["padded_tokens"])).tolist()
     count = _floats(frame["count"])
-    want_steps = np.where(np.isnan(count) | (count <= 0), 1.0, count)
-    assert got["steps"].tolist() == want_steps.tolist()
-    for name in ("step_time_s", "usage"):  # zero-byte, read-only: never written into
-        assert got[name].strides == (0,) and not got[name].flags.writeable
-        assert np.isnan(got[name]).all() and len(got[name]) == len(rows)
-    if len(rows) and (want_steps == 1.0).all():
-        assert got["steps"].strides == (0,)
+    want_steps = np.where(np.isnan(count), 1.0, count)  # a metrics row's Count, else 1
+    assert got.column("steps").tolist() == want_steps.tolist()
+    assert got.column("batches").tolist() == want_steps.tolist()
+    for name in ("step_time_s", "usage", "gen_throughput"):  # zero-byte, read-only
+        col = got.column(name)
+        assert np.isnan(col).all() and len(col) == len(rows)
+        if n > 1:  # (pandas copies the columns of a one-row frame)
+            assert col.strides == (0,) and not col.flags.writeable
+    if n > 1 and (want_steps == 1.0).all():
+        assert got.column("steps").strides == (0,)
 
 
 def test_engine_size_hands_back_sized_tokens_as_they_are() -> None:
@@ -106,13 +118,17 @@ def test_vllm_step_batches_hold_one_value_columns_as_views() -> None:
             }
         )
 
+    def classified(count: list[int | None]) -> pd.DataFrame:
+        tables = EventTables({"graph_step": steps(count)})
+        return cls.classify_batches(from_tables(tables, StepTiming()), window)
+
     window = cls.Window("enabled", (1, 8, 16))
-    one = cls._vllm_steps(steps([1, None, 1]), window)
+    one = classified([1, None, 1])
     for name in ("weight", "gen_throughput"):
         col = one[name].to_numpy()
         assert col.strides == (0,) and not col.flags.writeable
     assert one["weight"].tolist() == [1.0] * 3 and one["gen_throughput"].isna().all()
     assert cls.batch_counts(one)["graph"] == 3
-    two = cls._vllm_steps(steps([1, 2, None]), window)
+    two = classified([1, 2, None])
     assert two["weight"].tolist() == [1.0, 2.0, 1.0]
     assert cls.batch_counts(two)["graph"] == 4

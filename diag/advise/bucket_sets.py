@@ -1,9 +1,10 @@
-"""Bucket sets that hold on tomorrow's traffic: a ceiling with headroom, conventional sizes, and
-a frontier over K priced by :mod:`diag.advise.cost_model` and validated out of sample.
+"""The advice: a frontier over K of candidate sets, its pick, and keep or change (:class:`Advice`).
 
-How a set is chosen (issue 14):
+Bucket sets that hold on tomorrow's traffic: a ceiling with headroom, conventional sizes, and
+a frontier over K priced by :mod:`diag.advise.cost_model` and validated out of sample. How a
+set is chosen (issue 14):
 
-1. **Ceiling** (:func:`ceiling_policy`): the smallest conventional size at or above
+1. **Ceiling** (:func:`diag.advise.limits.ceiling_policy`): the smallest conventional size at or above
    ``max(peak, p99.9) * (1 + headroom)`` over all runs pooled (so run 3's peak is covered by a set
    that run 2 alone would not reach), never below the peak unless the caller lowers
    ``headroom``/passes ``max_ceiling``, never above what the engine can run
@@ -11,12 +12,13 @@ How a set is chosen (issue 14):
    ``max_num_seqs * (1 + k)``). vLLM with stats lines only (no per-step token counts) keeps at least
    the current or default ceiling: mixed prefill+decode steps served by piecewise graphs count
    their scheduled tokens, which decode running counts do not show.
-2. **Sets per K**: for a fixed ceiling and budget K, :func:`diag.advise.buckets.optimal_buckets`
-   gives the exact minimum-padding set over the engine's conventional sizes (its own default
-   step pattern from the engine specs in :mod:`diag.engines`); size 1 (or the TBO/DP-attention multiple) kept.
-3. **Validation**: folds by time block (one run: 5 blocks) or by run (several runs). For each
-   fold the ceiling and the set are fitted on the other folds only and priced on the held-out
-   one; held-out coverage, waste and cost are the promise.
+2. **Sets per K** (:mod:`diag.advise.candidates`): for a fixed ceiling and budget K,
+   :class:`diag.advise.buckets.BucketSolver` gives the exact minimum-padding set over the
+   engine's conventional sizes (its own default step pattern from the engine specs in
+   :mod:`diag.engines`); size 1 (or the TBO/DP-attention multiple) kept.
+3. **Validation** (:mod:`diag.advise.validation`): folds by time block (one run: 5 blocks) or
+   by run (several runs). For each fold the ceiling and the set are fitted on the other folds
+   only and priced on the held-out one; held-out coverage, waste and cost are the promise.
 4. **Pick**: lowest held-out total cost; costs within ``tie_tolerance`` x the traffic's decode GPU
    time per hour are equal, and then the fewer buckets win. Sets stay on the engine's
    conventional grid; current sizes the traffic uses are put back where dropping them costs
@@ -29,24 +31,14 @@ How a set is chosen (issue 14):
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from itertools import accumulate
 
 import numpy as np
 import pandas as pd
 
-from diag.advise.buckets import BucketSolver
-from diag.advise.cost_model import (
-    CostParameters,
-    Engine,
-    RunEvidence,
-    SetCost,
-    Traffic,
-    engine_size,
-    set_cost,
-)
+from diag.advise.candidates import Solvers, UsedSizes, fit_set
+from diag.advise.cost_model import CostParameters, SetCost, set_cost
 from diag.advise.decision import (
     TIE_TOLERANCE,
     Baseline,
@@ -54,10 +46,9 @@ from diag.advise.decision import (
     Decision,
     Evidence,
     decide,
-    keep_used_sizes,
 )
 from diag.advise.fitting import fit_parameters
-from diag.advise.grouping import int_histogram, joined, step_histogram
+from diag.advise.grouping import joined, step_histogram
 from diag.advise.limits import (
     _GRID_LIMIT,
     DEFAULT_HEADROOM,
@@ -65,6 +56,8 @@ from diag.advise.limits import (
     ceiling_policy,
     conventional_grid,
 )
+from diag.advise.traffic import Engine, RunEvidence, Traffic, engine_size
+from diag.advise.validation import DEFAULT_FOLDS, MIN_BLOCK_LINES, Fold, heldout, make_folds
 
 __all__ = [
     "Advice",
@@ -78,15 +71,7 @@ __all__ = [
 
 # costs within this share of decode GPU time are equal (decision.TIE_TOLERANCE says why)
 DEFAULT_TIE_TOLERANCE = TIE_TOLERANCE
-DEFAULT_FOLDS = 5
 MAX_FRONTIER_K = 48
-MAX_RUN_FOLDS = 10  # a fleet (pods of one config): folds of runs, not one per run (quadratic)
-MIN_BLOCK_LINES = 20  # a held-out block smaller than this says nothing about tomorrow
-
-
-def _allowed(grid: Sequence[int]) -> Callable[[int], bool]:
-    members = frozenset(grid)
-    return lambda s: s in members
 
 
 def _finite(v: float, nd: int) -> float | None:
@@ -185,165 +170,6 @@ def traffic_histogram(traffic: Traffic, limits: EngineLimits) -> dict[int, float
     return step_histogram(sizes, np.asarray(traffic.steps, dtype=float))
 
 
-@dataclass(frozen=True)
-class _Used:
-    """The current sizes a fitted set must not drop below their padding cost, and the prices."""
-
-    sizes: tuple[int, ...]
-    params: CostParameters
-    padding: bool
-    max_k: int | None  # the caller's budget (--max-buckets): never exceeded to keep a size
-
-
-# solvers of one advise call: (id(hist), ceiling, forced, grid) -> (hist, solver); the hist
-# is kept so its id cannot be reused while the entry lives
-_Solvers = dict[
-    tuple[int, int, tuple[int, ...], tuple[int, ...] | None], tuple[object, BucketSolver]
-]
-
-
-def _fit_set(
-    hist: dict[int, float],
-    k: int,
-    ceiling: int,
-    forced_min: int,
-    grid: Sequence[int] | None,
-    kept: Sequence[int] = (),
-    solvers: _Solvers | None = None,
-    used: _Used | None = None,
-) -> tuple[int, ...]:
-    """Exact minimum-padding set of <= k sizes with this ceiling (None grid: any size), plus
-    the ``kept`` sizes above it (vLLM mixed steps the logs do not size, see :func:`advise`),
-    plus the current sizes ``used`` puts back where dropping them costs more than they do
-    (:func:`diag.advise.decision.keep_used_sizes`, priced on this ``hist``).
-    ``solvers``: the DP of each (histogram, ceiling, forced, grid) is built once per advise
-    call and read for every K (see :class:`diag.advise.buckets.BucketSolver`)."""
-    forced = (forced_min, ceiling) if k >= 2 and forced_min < ceiling else (ceiling,)
-    key = (id(hist), ceiling, forced, None if grid is None else tuple(grid))
-    got = solvers.get(key) if solvers is not None else None
-    if got is not None and got[0] is hist:
-        solver = got[1]
-    else:
-        below = {s: w for s, w in hist.items() if s <= ceiling} or {ceiling: 1.0}
-        allowed = _allowed(grid) if grid is not None else None
-        solver = BucketSolver(int_histogram(below), 0.0, forced, allowed)
-        if solvers is not None:
-            solvers[key] = (hist, solver)
-    plan = solver.plan(max(k, len(forced)))
-    out = tuple(sorted(set(plan.sizes) | {s for s in kept if s > ceiling}))
-    if used is None or not used.sizes:
-        return out
-    return keep_used_sizes(out, hist, used.sizes, ceiling, used.params, used.padding, used.max_k)
-
-
-@dataclass(frozen=True)
-class _Fold:
-    train: dict[int, float]
-    test: dict[int, float]
-    ceiling: int
-    # the held-out sizes (ascending, as step_histogram makes them) and running step sums over them:
-    # the steps up to any size are a prefix, summed in the same order as a loop would
-    sizes: list[int] = field(init=False, repr=False, compare=False)
-    running: list[float] = field(init=False, repr=False, compare=False)
-    ascending: bool = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        sizes = list(self.test)
-        object.__setattr__(self, "sizes", sizes)
-        object.__setattr__(self, "running", list(accumulate(self.test.values(), initial=0)))
-        object.__setattr__(
-            self, "ascending", all(a < b for a, b in zip(sizes, sizes[1:], strict=False))
-        )
-
-    def steps_up_to(self, top: int) -> float:
-        """``sum(v for s, v in test.items() if s <= top)``."""
-        if not self.ascending:  # (never made so: kept general)
-            return sum(v for s, v in self.test.items() if s <= top)
-        return self.running[bisect_right(self.sizes, top)]
-
-
-def _folds(
-    runs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
-    limits: EngineLimits,
-    n_blocks: int,
-    ceil_kw: dict[str, object],
-) -> tuple[list[_Fold], str]:
-    """Leave-one-run-out with several runs, else contiguous time blocks of one run."""
-    parts: list[tuple[np.ndarray, np.ndarray]] = []
-    if len(runs) > MAX_RUN_FOLDS:  # a fleet: runs dealt round-robin into folds
-        parts = [
-            (
-                joined([r[0] for r in runs[j::MAX_RUN_FOLDS]]),
-                joined([r[1] for r in runs[j::MAX_RUN_FOLDS]]),
-            )
-            for j in range(MAX_RUN_FOLDS)
-        ]
-        how = (
-            f"{MAX_RUN_FOLDS} folds over {len(runs)} runs (every {MAX_RUN_FOLDS}th run held out "
-            "together, fit on the others)"
-        )
-    elif len(runs) > 1:
-        parts = [(s, w) for s, w, _ in runs]
-        how = f"leave-one-run-out over {len(runs)} runs"
-    else:
-        s, w, t = runs[0]
-        order = np.argsort(t, kind="stable")
-        blocks = np.array_split(order, max(1, min(n_blocks, len(order) // MIN_BLOCK_LINES)))
-        parts = [(s[b], w[b]) for b in blocks if len(b)]
-        how = f"{len(parts)} time blocks (fit on the others, price the held-out one)"
-    out: list[_Fold] = []
-    for i in range(len(parts)):
-        rest = [p for j, p in enumerate(parts) if j != i]
-        if not rest:
-            continue
-        ts = joined([p[0] for p in rest])
-        tw = joined([p[1] for p in rest])
-        if not (ts >= 1).any() or not (parts[i][0] >= 1).any():
-            continue
-        c, _ = ceiling_policy(ts, tw, limits, **ceil_kw)  # type: ignore[arg-type]
-        out.append(_Fold(step_histogram(ts, tw), step_histogram(*parts[i]), c))
-    return out, how
-
-
-def _heldout(
-    folds: Sequence[_Fold],
-    k: int,
-    forced_min: int,
-    grid_for: Callable[[int], Sequence[int] | None],
-    params: CostParameters,
-    padding: bool,
-    kept: Sequence[int] = (),
-    solvers: _Solvers | None = None,
-    used: _Used | None = None,
-    fixed: Sequence[int] | None = None,
-) -> tuple[float, float | None, float]:
-    """Held-out coverage, waste and cost (GPU-s/h), weighted by held-out steps: of the set
-    fitted on each fold's other folds, or of one ``fixed`` set (the current one) priced on
-    the same held-out folds."""
-    if not folds:
-        return math.nan, None, math.nan
-    cov = tot = pad_num = pad_den = 0.0
-    weight = 0.0
-    for f in folds:
-        sizes = (
-            tuple(sorted(set(fixed)))
-            if fixed is not None
-            else _fit_set(
-                f.train, k, f.ceiling, forced_min, grid_for(f.ceiling), kept, solvers, used
-            )
-        )
-        c = set_cost(sizes, f.test, params, padding=padding)
-        w = f.running[-1]  # sum(f.test.values())
-        cov += c.coverage * w
-        tot += c.total_s_h * w
-        if c.padding_waste is not None:
-            served = f.steps_up_to(max(sizes))
-            pad_num += c.padding_waste * served
-            pad_den += served
-        weight += w
-    return cov / weight, (pad_num / pad_den if pad_den else None), tot / weight
-
-
 # ------------------------------------------------------------------ the advice
 def advise(
     runs: Sequence[RunEvidence],
@@ -351,6 +177,7 @@ def advise(
     *,
     headroom: float = DEFAULT_HEADROOM,
     max_ceiling: int | None = None,
+    min_coverage: float | None = None,
     max_k: int | None = None,
     folds: int = DEFAULT_FOLDS,
     tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
@@ -376,6 +203,7 @@ def advise(
     ceil_kw: dict[str, object] = {
         "headroom": headroom,
         "max_ceiling": max_ceiling,
+        "min_coverage": min_coverage,
         "has_token_counts": has_tokens,
     }
     ceiling, notes = ceiling_policy(all_s, all_w, limits, **ceil_kw)  # type: ignore[arg-type]
@@ -410,22 +238,22 @@ def advise(
     def grid_for(c: int) -> list[int]:
         return [g for g in grid if g <= c] + ([c] if c not in grid else [])
 
-    fold_list, how = _folds(per_run, limits, folds, ceil_kw)
+    fold_list, how = make_folds(per_run, limits, folds, ceil_kw)
     n_kept = len([s for s in kept if s > fit_ceiling])
     k_hi = min(len(grid_for(fit_ceiling)), (max_k or MAX_FRONTIER_K) - n_kept)
     k_lo = 1 if forced_min >= fit_ceiling else 2
     rows: list[FrontierRow] = []
     seen: set[tuple[int, ...]] = set()
-    solvers: _Solvers = {}
+    solvers: Solvers = {}
     baseline = limits.current_sizes or limits.default_sizes
     budgets: list[int] = []
     for k in range(k_lo, max(k_lo, k_hi) + 1):
-        sizes = _fit_set(hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept, solvers)
+        sizes = fit_set(hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept, solvers)
         if sizes in seen:  # the budget is no longer binding: larger K gives the same set
             break
         seen.add(sizes)
         budgets.append(k)
-        hc, hw, ht = _heldout(
+        hc, hw, ht = heldout(
             fold_list, k, forced_min, grid_for, params, limits.padding, kept, solvers
         )
         rows.append(
@@ -453,14 +281,12 @@ def advise(
     pick = next(i for i, v in enumerate(key) if v <= best + eps)
     chosen = rows[pick]
     if baseline:  # the pick's budget again, with the used current sizes put back, validated so
-        used = _Used(baseline, params, limits.padding, max_k)
+        used = UsedSizes(baseline, params, limits.padding, max_k)
         k = budgets[pick]
-        back = _fit_set(
-            hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept, solvers, used
-        )
+        back = fit_set(hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept, solvers, used)
         fitted = set(chosen.sizes)
         if back != chosen.sizes:
-            hc, hw, ht = _heldout(
+            hc, hw, ht = heldout(
                 fold_list, k, forced_min, grid_for, params, limits.padding, kept, solvers, used
             )
             cost = set_cost(back, hist, params, padding=limits.padding)
@@ -533,7 +359,7 @@ def _decide(
     chosen_key: float,
     baseline: tuple[int, ...],
     hist: dict[int, float],
-    folds: Sequence[_Fold],
+    folds: Sequence[Fold],
     params: CostParameters,
     limits: EngineLimits,
     busy_s_h: float,
@@ -547,7 +373,7 @@ def _decide(
     if not baseline:
         return decide(chosen_key, None, None, busy_s_h, basis, missing), chosen
     cost = set_cost(baseline, hist, params, padding=limits.padding)
-    hc, hw, ht = _heldout(folds, 0, 1, lambda c: None, params, limits.padding, fixed=baseline)
+    hc, hw, ht = heldout(folds, 0, 1, lambda c: None, params, limits.padding, fixed=baseline)
     base_key = ht if math.isfinite(ht) else cost.total_s_h
     if not math.isfinite(chosen_key) or not math.isfinite(ht):
         basis = "in sample"

@@ -1,4 +1,4 @@
-"""Size the CUDA-graph bucket set to the observed decode batch-size distribution.
+"""The exact minimum-padding bucket set of a batch-size histogram (:class:`BucketSolver`).
 
 A decode batch of size ``b`` replays the graph of the smallest bucket ``>= b`` (``bucket - b``
 padded slots of wasted compute); a batch above the largest bucket runs eagerly (not covered,
@@ -15,22 +15,15 @@ from __future__ import annotations
 
 import math
 import operator
-from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = [
-    "BucketPlan",
-    "BucketSolver",
-    "coverage",
-    "estimate_capture_memory",
-    "estimate_capture_time",
-    "optimal_buckets",
-    "padding_waste",
-]
+from diag.facts.pricing import Served, price
+
+__all__ = ["BucketPlan", "BucketSolver"]
 
 # ``allowed`` can only be probed on finitely many integers: bucket values are searched up to
 # ``2 * max(observed size) + _ALLOWED_SEARCH_SLACK``.
@@ -67,46 +60,13 @@ def _clean_sizes(sizes: Iterable[int]) -> list[int]:
     return out
 
 
-def _serve(sizes: list[int], items: list[tuple[int, int]]) -> tuple[int, int, int, int]:
-    """Return ``(covered_batches, total_batches, padded_slots, graph_slots)``."""
-    covered = total = padded = slots = 0
-    for b, n in items:
-        total += n
-        i = bisect_left(sizes, b)
-        if i < len(sizes):
-            covered += n
-            padded += (sizes[i] - b) * n
-            slots += sizes[i] * n
-    return covered, total, padded, slots
-
-
-def coverage(sizes: Iterable[int], hist: Mapping[int, int]) -> float:
-    """Share of decode batches (count-weighted) with ``b <= max(sizes)``, i.e. graph-eligible.
-
-    Returns ``0.0`` (never ``None``) when ``sizes`` is empty or ``hist`` holds no batches, so the
-    result can always be compared against a threshold.
-    """
-    covered, total, _, _ = _serve(_clean_sizes(sizes), _clean_hist(hist))
-    return covered / total if total else 0.0
-
-
-def padding_waste(sizes: Iterable[int], hist: Mapping[int, int]) -> float | None:
-    """Padded slots / graph-served slots over the covered batches.
-
-    Returns ``None`` when no batch is covered (no graph-served slots): ``0.0`` would wrongly
-    claim "no waste" when graphs simply serve nothing.
-    """
-    _, _, padded, slots = _serve(_clean_sizes(sizes), _clean_hist(hist))
-    return padded / slots if slots else None
-
-
 @dataclass(frozen=True)
 class BucketPlan:
     """A bucket set with the figures a report needs to justify it."""
 
     sizes: list[int]
     coverage: float
-    padding_waste: float | None  # None only if the plan covers no batch (see padding_waste())
+    padding_waste: float | None  # None only if the plan covers no batch
     padded_slots: int
     graph_slots: int
 
@@ -114,7 +74,17 @@ class BucketPlan:
     def evaluate(cls, sizes: Iterable[int], hist: Mapping[int, int]) -> BucketPlan:
         """Score any bucket set (e.g. the engine's current one) the same way as the optimum."""
         ss = _clean_sizes(sizes)
-        return cls.from_counts(ss, *_serve(ss, _clean_hist(hist)))
+        items = _clean_hist(hist)
+        xs = np.array([b for b, _ in items], dtype=np.int64)
+        ws = np.array([n for _, n in items], dtype=np.int64)
+        return cls.of(ss, price(np.array(ss, dtype=np.int64), xs, ws))
+
+    @classmethod
+    def of(cls, sizes: list[int], got: Served) -> BucketPlan:
+        """The plan of ``sizes`` from what it serves of a histogram (exact int64 sums)."""
+        return cls.from_counts(
+            sizes, int(got.covered), int(got.total), int(got.padded_slots), int(got.graph_slots)
+        )
 
     @classmethod
     def from_counts(
@@ -166,17 +136,12 @@ def _canonical_values(xs: list[int], allowed: Callable[[int], bool] | None) -> l
     return out
 
 
-def optimal_buckets(
-    hist: Mapping[int, int],
-    max_buckets: int,
-    min_coverage: float = 0.99,
-    always_include: Iterable[int] = (),
-    allowed: Callable[[int], bool] | None = None,
-) -> BucketPlan:
-    """Exact minimum-padding bucket set of at most ``max_buckets`` sizes covering >= ``min_coverage``.
+class BucketSolver:
+    """Exact minimum-padding bucket sets covering >= ``min_coverage`` of one histogram, for any
+    budget ``max_buckets`` (:meth:`plan`).
 
     Objective: minimise total padded slots ``sum((bucket(b) - b) * count)`` over covered batches,
-    subject to ``coverage >= min_coverage`` (same float comparison as ``coverage()``),
+    subject to ``coverage >= min_coverage`` (the share of the count-weighted batches at or below the ceiling),
     ``len(sizes) <= max_buckets``, every ``always_include`` size present (used as given, not
     checked against ``allowed``) and every other size satisfying ``allowed``. Ties: fewer
     buckets, then the lexicographically smallest sorted list. The plan has >= 1 bucket.
@@ -202,22 +167,11 @@ def optimal_buckets(
     ``cost(i, j) = c_j * (W(c_j) - W(c_i)) - (X(c_j) - X(c_i))`` from prefix sums of counts ``W``
     and ``count * size`` ``X``; a transition may not skip a forced size. O(K * m^2) in numpy;
     reconstructing forward taking the first (smallest) optimal successor gives the lexicographic
-    tie-break. Raises ``ValueError`` on empty input or an infeasible request.
+    tie-break. Row ``k`` of the DP table depends only on row ``k - 1``, so the table of a
+    budget is a prefix of every larger one's: it is grown on demand and each budget reads its
+    prefix (the frontier asks for every K of the same fold). Raises ``ValueError`` on empty
+    input or an infeasible request.
     """
-    items = _clean_hist(hist)
-    if not items:
-        raise ValueError("empty batch-size histogram")
-    if operator.index(max_buckets) < 1:
-        raise ValueError(f"max_buckets must be >= 1, got {max_buckets}")
-    return BucketSolver(dict(items), min_coverage, always_include, allowed).plan(max_buckets)
-
-
-class BucketSolver:
-    """:func:`optimal_buckets` of one histogram, coverage, forced set and ``allowed``, for any
-    budget. Row ``k`` of the DP table (least padding with exactly ``k`` more buckets) depends
-    only on row ``k - 1``, so the table of a budget is a prefix of every larger one's: it is
-    grown on demand and each budget reads its prefix (the frontier asks for every K of the
-    same fold). Raises as :func:`optimal_buckets` does."""
 
     def __init__(
         self,
@@ -285,13 +239,7 @@ class BucketSolver:
         """``BucketPlan.evaluate(chosen, hist)`` on the histogram's arrays (exact int64 sums:
         the ceiling check bounds every product), not a Python loop over its sizes."""
         sizes = _clean_sizes(chosen)
-        at = np.searchsorted(np.array(sizes, dtype=np.int64), self.xs, side="left")
-        served = at < len(sizes)
-        bucket = np.array(sizes, dtype=np.int64)[at[served]]
-        w = self.ws[served]
-        covered, total = int(w.sum()), int(self.ws.sum())
-        padded, slots = int(((bucket - self.xs[served]) * w).sum()), int((bucket * w).sum())
-        return BucketPlan.from_counts(sizes, covered, total, padded, slots)
+        return BucketPlan.of(sizes, price(np.array(sizes, dtype=np.int64), self.xs, self.ws))
 
     def _grow(self, levels: int) -> None:
         if len(self.table) > levels:
@@ -304,7 +252,9 @@ class BucketSolver:
             self.table.append(e_k)
 
     def plan(self, max_buckets: int) -> BucketPlan:
-        """The optimum with at most ``max_buckets`` sizes (same checks, same tie-break)."""
+        """The optimum with at most ``max_buckets`` sizes (>= 1)."""
+        if operator.index(max_buckets) < 1:
+            raise ValueError(f"max_buckets must be >= 1, got {max_buckets}")
         if len(self.required) > max_buckets:
             raise ValueError(
                 f"{len(self.required)} sizes are required (always_include + ceiling "
@@ -333,53 +283,3 @@ class BucketSolver:
         assert plan.padded_slots == best, (plan.padded_slots, best)
         self._plans[levels] = plan
         return plan
-
-
-def _scale_by_slots(
-    current_sizes: Iterable[int],
-    current_value: float | None,
-    new_sizes: Iterable[int],
-    overhead_slots: float,
-) -> float | None:
-    """Shared linear model: ``value = alpha * sum(size + overhead_slots)`` fitted on ``current``."""
-    cur, new = _clean_sizes(current_sizes), _clean_sizes(new_sizes)
-    if current_value is None or not cur or not math.isfinite(current_value) or current_value < 0:
-        return None
-    if overhead_slots < 0:
-        raise ValueError("overhead_slots must be >= 0")
-    denom = sum(s + overhead_slots for s in cur)  # > 0: sizes are >= 1
-    return current_value * sum(s + overhead_slots for s in new) / denom
-
-
-def estimate_capture_memory(
-    current_sizes: Iterable[int],
-    current_mem_gib: float | None,
-    new_sizes: Iterable[int],
-    overhead_slots: float = 16.0,
-) -> float | None:
-    """ESTIMATE of graph-capture memory (GiB) for ``new_sizes`` from one measured point.
-
-    Model: each graph costs ``alpha * (size + overhead_slots)``, i.e. memory proportional to its
-    batch size plus a fixed per-graph overhead worth ``overhead_slots`` batch slots (an assumed
-    ratio, not measured); ``alpha`` is fitted so the model reproduces ``current_mem_gib`` for
-    ``current_sizes``. Real pools are shared across graphs (captured largest-first), so treat
-    the result as an order of magnitude for comparing bucket sets, not a budget.
-    Returns ``None`` when there is no usable current measurement.
-    """
-    return _scale_by_slots(current_sizes, current_mem_gib, new_sizes, overhead_slots)
-
-
-def estimate_capture_time(
-    current_sizes: Iterable[int],
-    current_time_s: float | None,
-    new_sizes: Iterable[int],
-    overhead_slots: float = 64.0,
-) -> float | None:
-    """ESTIMATE of capture time (s) for ``new_sizes`` from one measured point.
-
-    Same linear model as ``estimate_capture_memory`` with a larger default per-graph overhead,
-    because each capture pays warm-up runs and launch/instantiation work that barely depend on
-    batch size. Fitted to reproduce ``current_time_s``; an estimate, not a prediction.
-    Returns ``None`` when there is no usable current measurement.
-    """
-    return _scale_by_slots(current_sizes, current_time_s, new_sizes, overhead_slots)

@@ -18,38 +18,32 @@ do the same step, so the factor is common and changes no choice):
 Sizes are in the engine's own unit (SGLang: requests per step; vLLM: tokens per step, see
 :func:`engine_size`). Each parameter is a :class:`Param` with its value, where it came from
 (``run``, ``snapshot`` or ``default``) and why, so the output can show it.
-Only numpy and the pure bucket arithmetic of :mod:`diag.advise.buckets` are used here.
+Coverage and padding are counted by :mod:`diag.facts.pricing` (the one pricing arithmetic).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Literal
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
 
 import numpy as np
 
-from diag.advise.buckets import estimate_capture_memory, estimate_capture_time
-from diag.engines import spec_for
+from diag.advise.traffic import Source
+from diag.facts.pricing import serve, tally
 
 __all__ = [
-    "CaptureMeasurement",
     "CostParameters",
     "Param",
-    "RunEvidence",
     "SetCost",
-    "Traffic",
-    "engine_size",
+    "estimate_capture_memory",
+    "estimate_capture_time",
     "set_cost",
-    "step_time_from_throughput",
 ]
 
-Engine = Literal["vllm", "sglang"]
-Source = Literal["run", "snapshot", "default"]
-StepKind = Literal["decode", "mixed"]
 
-# Defaults, each with the evidence it rests on (formats examples are real log lines).
-DEFAULT_BASE_STEP_S = 0.025
+# Defaults, each with the evidence it rests on (formats examples are real log lines); the
+# base step time is the step fact's (diag.facts.steps.DEFAULT_BASE_STEP_S).
 DEFAULT_SLOT_STEP_S = 4e-5
 DEFAULT_EAGER_PENALTY_S = 0.005
 DEFAULT_CAPTURE_S_PER_GRAPH = 0.2
@@ -85,7 +79,7 @@ class CostParameters:
     saturated_share: Param
     lifetime_h: Param
     steps_per_hour: Param
-    # The measured capture the per-graph figures come from (to scale by size, see buckets.py).
+    # The measured capture the per-graph figures come from (scaled by size, see estimate_capture_time).
     measured_sizes: tuple[int, ...] = ()
     measured_time_s: float | None = None
     measured_mem_gib: float | None = None
@@ -96,7 +90,7 @@ class CostParameters:
 
     def capture_time_s(self, sizes: Sequence[int]) -> float:
         """Capture seconds of ``sizes``: the run's measurement scaled per graph and size
-        (``buckets.estimate_capture_time``), else per-graph default x number of graphs."""
+        (:func:`estimate_capture_time`), else per-graph default x number of graphs."""
         est = estimate_capture_time(self.measured_sizes, self.measured_time_s, sizes)
         if est is not None:
             return est
@@ -114,128 +108,55 @@ class CostParameters:
         return float(self.base_step_s.value or 0.0) + float(self.slot_step_s.value or 0.0) * size
 
 
-@dataclass(frozen=True)
-class Traffic:
-    """Sampled steps of one run, one entry per logged step line, in plain arrays.
+# ------------------------------------------------------------------ capture, scaled by size
+def _scale_by_slots(
+    current_sizes: Iterable[int],
+    current_value: float | None,
+    new_sizes: Iterable[int],
+    overhead_slots: float,
+) -> float | None:
+    """Shared linear model: ``value = alpha * sum(size + overhead_slots)`` fitted on ``current``."""
+    cur, new = sorted(set(current_sizes)), sorted(set(new_sizes))
+    if current_value is None or not cur or not math.isfinite(current_value) or current_value < 0:
+        return None
+    if overhead_slots < 0:
+        raise ValueError("overhead_slots must be >= 0")
+    denom = sum(s + overhead_slots for s in cur)  # > 0: sizes are >= 1
+    return current_value * sum(s + overhead_slots for s in new) / denom
 
-    ``requests``/``tokens``: what the line shows (-1 where it shows nothing); the engine unit is
-    derived by :func:`engine_size`. ``steps``: how many steps the sample stands for (SGLang decode
-    line: ``decode_log_interval``; vLLM DEBUG step line: 1; cudagraph-metrics row: its Count).
-    ``step_time_s``: measured seconds per step (NaN if unknown). ``graph`` (int8): 1 replayed,
-    0 eager, -1 not said. ``token_usage``: KV pool usage 0..1 (NaN if unknown). ``observed_s``: wall time the
-    samples span (None: the time stamps' span).
+
+def estimate_capture_memory(
+    current_sizes: Iterable[int],
+    current_mem_gib: float | None,
+    new_sizes: Iterable[int],
+    overhead_slots: float = 16.0,
+) -> float | None:
+    """ESTIMATE of graph-capture memory (GiB) for ``new_sizes`` from one measured point.
+
+    Model: each graph costs ``alpha * (size + overhead_slots)``, i.e. memory proportional to its
+    batch size plus a fixed per-graph overhead worth ``overhead_slots`` batch slots (an assumed
+    ratio, not measured); ``alpha`` is fitted so the model reproduces ``current_mem_gib`` for
+    ``current_sizes``. Real pools are shared across graphs (captured largest-first), so treat
+    the result as an order of magnitude for comparing bucket sets, not a budget.
+    Returns ``None`` when there is no usable current measurement.
     """
-
-    t_s: np.ndarray
-    requests: np.ndarray
-    steps: np.ndarray
-    tokens: np.ndarray | None = None
-    step_time_s: np.ndarray | None = None
-    graph: np.ndarray | None = None
-    mixed: np.ndarray | None = None  # bool: a mixed prefill+decode step (else decode only)
-    token_usage: np.ndarray | None = None
-    observed_s: float | None = None
-    run_id: str = "run"
-
-    def __post_init__(self) -> None:
-        n = len(self.t_s)
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, np.ndarray) and len(v) != n:
-                raise ValueError(f"Traffic.{f.name} has {len(v)} entries, t_s has {n}")
-
-    def __len__(self) -> int:
-        return len(self.t_s)
-
-    def col(self, name: str, fill: float) -> np.ndarray:
-        """The column, or ``fill`` on every row as a read-only zero-byte view."""
-        v = getattr(self, name)
-        return np.broadcast_to(np.asarray(fill), (len(self),)) if v is None else np.asarray(v)
-
-    def span_h(self) -> float:
-        if self.observed_s is not None and self.observed_s > 0:
-            return self.observed_s / 3600.0
-        if len(self) < 2:
-            return 0.0
-        return float(np.nanmax(self.t_s) - np.nanmin(self.t_s)) / 3600.0
-
-    def subset(self, mask: np.ndarray) -> Traffic:
-        """The samples under ``mask``; ``observed_s`` scaled by the share of the time kept."""
-
-        def pick(v: np.ndarray | None) -> np.ndarray | None:
-            return None if v is None else np.asarray(v)[mask]
-
-        share = float(mask.mean()) if len(self) else 0.0
-        hours = self.span_h()
-        return Traffic(
-            t_s=self.t_s[mask],
-            requests=self.requests[mask],
-            steps=self.steps[mask],
-            tokens=pick(self.tokens),
-            step_time_s=pick(self.step_time_s),
-            graph=pick(self.graph),
-            mixed=pick(self.mixed),
-            token_usage=pick(self.token_usage),
-            observed_s=hours * 3600.0 * share if hours > 0 else None,
-            run_id=self.run_id,
-        )
+    return _scale_by_slots(current_sizes, current_mem_gib, new_sizes, overhead_slots)
 
 
-@dataclass(frozen=True)
-class CaptureMeasurement:
-    """What the run says about its capture: sizes captured, time and memory (None: not logged)."""
+def estimate_capture_time(
+    current_sizes: Iterable[int],
+    current_time_s: float | None,
+    new_sizes: Iterable[int],
+    overhead_slots: float = 64.0,
+) -> float | None:
+    """ESTIMATE of capture time (s) for ``new_sizes`` from one measured point.
 
-    sizes: tuple[int, ...] = ()
-    time_s: float | None = None
-    mem_gib: float | None = None
-    mem_source: Source = "run"  # "snapshot" when the graph pools of an allocator snapshot
-
-
-@dataclass(frozen=True)
-class RunEvidence:
-    """Everything one run contributes: its traffic, capture and KV sizing figures."""
-
-    traffic: Traffic
-    capture: CaptureMeasurement = field(default_factory=CaptureMeasurement)
-    kv_pool_tokens: int | None = None
-    kv_pool_gib: float | None = None
-
-
-def step_time_from_throughput(
-    requests: np.ndarray, gen_tokens_per_s: np.ndarray, accept_len: np.ndarray | None = None
-) -> np.ndarray:
-    """Seconds per decode step from a throughput line: each request yields ``accept_len`` tokens
-    per step (1 without speculative decoding), so ``t = requests * accept / throughput``."""
-    req = np.asarray(requests, dtype=float)
-    thr = np.asarray(gen_tokens_per_s, dtype=float)
-    acc = np.ones_like(req) if accept_len is None else np.nan_to_num(accept_len, nan=1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = req * acc / thr
-    t[~np.isfinite(t) | (thr <= 0) | (req < 1)] = np.nan
-    return t
-
-
-def engine_size(traffic: Traffic, engine: Engine, spec_tokens: int = 0) -> np.ndarray:
-    """Step size in the engine's capture unit (int array, 0 where unknown; never written into):
-    vLLM captures tokens (a line's scheduled tokens where it shows them: DEBUG step lines,
-    cudagraph-metrics rows; else ``requests * (1 + num_speculative_tokens)`` for decode), SGLang
-    request counts (a speculative graph runs ``num_draft_tokens`` tokens per request, but
-    ``--cuda-graph-bs`` still counts requests)."""
-    req = np.asarray(traffic.requests, dtype=np.int64)
-    if _unit(engine) == "requests":
-        return req if bool((req >= 1).all()) else np.where(req >= 1, req, 0)  # (all sized: no copy)
-    tok = np.asarray(traffic.col("tokens", -1), dtype=np.int64)  # (int64 already: no copy)
-    if bool((tok >= 1).all()):  # every step shows its tokens (vLLM DEBUG lines): no copy
-        return tok
-    return np.where(tok >= 1, tok, np.where(req >= 1, req * (1 + spec_tokens), 0))
-
-
-def _unit(engine: Engine) -> str:
-    """What the engine's capture sizes count (its spec in diag.engines)."""
-    spec = spec_for(engine)
-    if spec is None or spec.advice_rules is None:
-        raise ValueError(f"no advice rules for engine {engine!r}")
-    return spec.advice_rules.unit
+    Same linear model as ``estimate_capture_memory`` with a larger default per-graph overhead,
+    because each capture pays warm-up runs and launch/instantiation work that barely depend on
+    batch size. Fitted to reproduce ``current_time_s``; an estimate, not a prediction.
+    Returns ``None`` when there is no usable current measurement.
+    """
+    return _scale_by_slots(current_sizes, current_time_s, new_sizes, overhead_slots)
 
 
 # ------------------------------------------------------------------ evaluation
@@ -275,20 +196,10 @@ def set_cost(
     xs, ws = keys[steps > 0], steps[steps > 0]
     total_w = float(ws.sum())
     per_h = float(params.steps_per_hour.value or 0.0) / total_w if total_w > 0 else 0.0
-    if len(ss) and len(xs):
-        idx = np.searchsorted(ss, xs, side="left")
-        served = idx < len(ss)
-        bucket = np.where(served, ss[np.minimum(idx, len(ss) - 1)], 0)
-        if not padding:
-            served &= bucket == xs
-    else:
-        served = np.zeros(len(xs), dtype=bool)
-        bucket = np.zeros(len(xs), dtype=np.int64)
-    pad_slots = float(np.sum((bucket - xs)[served] * ws[served]))
-    slots = float(np.sum(bucket[served] * ws[served]))
-    cov = float(ws[served].sum() / total_w) if total_w > 0 else 0.0
+    bucket, served = serve(ss, xs, ws, padding=padding)
+    got = tally(bucket, bucket - xs, ws, served)
     slot_s = float(params.slot_step_s.value or 0.0)
-    padded = pad_slots * slot_s * per_h
+    padded = float(got.padded_slots) * slot_s * per_h
     eager = float(ws[~served].sum()) * float(params.eager_penalty_s.value or 0.0) * per_h
     cap_gib = params.capture_gib(ss.tolist()) if len(ss) else 0.0
     cap_t = params.capture_time_s(ss.tolist()) if len(ss) else 0.0
@@ -301,8 +212,8 @@ def set_cost(
         memory = float(params.saturated_share.value or 0.0) * lost / pool * busy_h
     return SetCost(
         sizes=tuple(ss.tolist()),
-        coverage=cov,
-        padding_waste=pad_slots / slots if slots else None,
+        coverage=got.coverage,
+        padding_waste=got.padding_waste,
         capture_gib=cap_gib,
         capture_time_s=cap_t,
         kv_tokens_lost=lost,

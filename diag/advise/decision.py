@@ -1,5 +1,6 @@
-"""Keep or change: a new bucket set only where it beats the current one on held-out traffic by a
-stated margin, and only from enough evidence (issue 24 point 3).
+"""Keep or change: a new set only where it beats the current one held out, by a stated margin.
+
+Only from enough evidence (issue 24 point 3).
 
 Why: the frontier finds the cheapest set *the fit* can see; on short or squeezed traffic that
 set can cost more than what the server runs today by the advice's own prices. So the current

@@ -1,5 +1,6 @@
-"""The cost model's parameters from the run's own numbers: step time against size from the
-graph-replayed lines (a slope only where it stands above its error), the eager penalty only
+"""The cost model's parameters, fitted from the run's own numbers where it has them.
+
+Step time against size from the graph-replayed lines (a slope only where it stands above its error), the eager penalty only
 where eager and graph steps share a size, capture per graph from the capture line, KV tokens
 per GiB from the KV sizing line; documented defaults elsewhere, each saying why."""
 
@@ -12,21 +13,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from diag.advise.cost_model import (
-    DEFAULT_BASE_STEP_S,
     DEFAULT_CAPTURE_GIB_PER_GRAPH,
     DEFAULT_CAPTURE_S_PER_GRAPH,
     DEFAULT_EAGER_PENALTY_S,
     DEFAULT_LIFETIME_H,
     DEFAULT_SLOT_STEP_S,
     SATURATED_USAGE,
-    CaptureMeasurement,
     CostParameters,
-    Engine,
     Param,
-    RunEvidence,
-    Traffic,
-    _unit,
-    engine_size,
 )
 from diag.advise.grouping import (
     RunColumns,
@@ -35,6 +29,15 @@ from diag.advise.grouping import (
     masked_sum,
     unique_inverse,
 )
+from diag.advise.traffic import (
+    CaptureMeasurement,
+    Engine,
+    RunEvidence,
+    Traffic,
+    capture_unit,
+    engine_size,
+)
+from diag.facts.steps import DEFAULT_BASE_STEP_S
 
 __all__ = ["LineFit", "fit_parameters"]
 
@@ -126,7 +129,7 @@ def fit_parameters(
     eager penalty where eager and graph steps share a size (:func:`_eager_penalty`); capture
     per graph from the main run's (most steps) measurement; KV tokens per GiB from its KV line."""
     cols = _columns([ev.traffic for ev in evidence], engine, spec_tokens)
-    unit = _unit(engine).rstrip("s")
+    unit = capture_unit(engine).rstrip("s")
     # a request-counted slot of a speculative verify graph runs its draft tokens
     per_slot = 1 + spec_tokens if unit == "request" else 1
     n_graph = sum(int(np.count_nonzero(g != 0)) for g in cols.graph)

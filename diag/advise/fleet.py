@@ -26,9 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from diag.advise.bucket_sets import Advice, advise
-from diag.advise.cost_model import SATURATED_USAGE, CaptureMeasurement, RunEvidence, Traffic
+from diag.advise.cost_model import SATURATED_USAGE
 from diag.advise.limits import EngineLimits
 from diag.advise.run_advice import engine_limits, run_evidence
+from diag.advise.traffic import CaptureMeasurement, RunEvidence, Traffic
 from diag.engines import spec_for
 from diag.facts.fleet import CaptureConfig, capture_config
 from diag.facts.record import RunFacts

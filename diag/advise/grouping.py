@@ -156,7 +156,7 @@ def _bin_sums(bins: np.ndarray, w: np.ndarray, const: float | None, n: int) -> n
 
 
 def int_histogram(hist: dict[int, float]) -> dict[int, int]:
-    """optimal_buckets counts in ints: scale fractional step weights (argmin unchanged)."""
+    """The bucket solver counts in ints: scale fractional step weights (argmin unchanged)."""
     lo = min(hist.values())
     scale = 1.0 if all(float(v).is_integer() for v in hist.values()) else 1000.0 / lo
     return {s: max(1, int(round(v * scale))) for s, v in hist.items()}

@@ -1,6 +1,7 @@
-"""What the engine accepts, and the ceiling a set may reach: the run's limits (typed, from
-its config through the engine spec), the engine's conventional size grid, and the ceiling
-policy (step 1 of :mod:`diag.advise.bucket_sets`)."""
+"""What the engine accepts and how high a set may reach: limits, size grid, the ceiling policy.
+
+The limits are typed, from the run's config through the engine spec; the ceiling policy is
+step 1 of :mod:`diag.advise.bucket_sets`."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import Literal
 
 import numpy as np
 
-from diag.advise.cost_model import Engine
 from diag.advise.grouping import weighted_quantile
+from diag.advise.traffic import Engine
 from diag.engines import spec_for
 from diag.engines.flags import accepts
 from diag.engines.spec import AdviceRules
@@ -101,15 +102,31 @@ def ceiling_policy(
     *,
     headroom: float = DEFAULT_HEADROOM,
     max_ceiling: int | None = None,
+    min_coverage: float | None = None,
     has_token_counts: bool = False,
 ) -> tuple[int, list[str]]:
-    """The ceiling and why (see the module docstring, step 1)."""
+    """The ceiling and why (see :mod:`diag.advise.bucket_sets`, step 1): the one ceiling
+    policy. ``max_ceiling`` caps it; ``min_coverage`` (``recommend --coverage``) lets it drop
+    to the size that covers that share of the steps (larger steps then run eager)."""
     notes: list[str] = []
     ok = sizes >= 1
     known, known_w = (sizes, weights) if ok.all() else (sizes[ok], weights[ok])
     peak = int(known.max())
     p999 = weighted_quantile(known, known_w, 0.999)
     want = math.ceil(max(peak, p999) * (1 + headroom))
+    if min_coverage is not None:
+        covering = weighted_quantile(known, known_w, min_coverage)
+        if covering < want:
+            notes.append(
+                f"--coverage {min_coverage:g}: ceiling allowed down to {covering} {limits.unit} "
+                f"(the size covering {min_coverage:.1%} of the steps); larger steps run eager"
+            )
+            max_ceiling = covering if max_ceiling is None else min(max_ceiling, covering)
+        else:
+            notes.append(
+                f"--coverage {min_coverage:g}: the default ceiling (peak plus headroom) already "
+                "covers that share"
+            )
     floor_ = 0
     if limits.mixed_served() and not has_token_counts:
         default_top = max(

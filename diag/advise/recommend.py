@@ -1,16 +1,17 @@
-"""`graphdiag recommend`: the run's :class:`~diag.advise.bucket_sets.Advice`, as text and JSON.
+"""`graphdiag recommend`: the run's :class:`~diag.advise.bucket_sets.Advice` as a document.
 
 Nothing is chosen here. The set, the ceiling, the frontier and every cost come from
 :mod:`diag.advise.run_advice` (the same advice the rules quote, computed once from facts);
 this module only picks the runs (engine, prefill nodes), turns the CLI options into the
 advice's options, spells the flags in the engine version's own terms (the engine spec's
-``bucket_flags``) and renders. With default options and the runs of one server, the advice
+``bucket_flags``) and writes the document (its text is :mod:`diag.render.recommend_text`). With default options and the runs of one server, the advice
 is the one ``analyze`` attached to the run, so GD110 and ``recommend`` name the same ceiling.
 
 * ``--max-buckets K`` limits the frontier to K sizes (the pick is then the best K' <= K).
 * ``--coverage Q`` lets the ceiling drop to the size that covers a Q share of the steps
   (the default keeps the observed peak plus headroom: coverage is a promise measured out of
-  sample, not a constraint fitted to the day).
+  sample, not a constraint fitted to the day); the one ceiling policy,
+  :func:`diag.advise.limits.ceiling_policy`, applies it on every fold.
 
 A prefill node of a disaggregated deployment gets "graphs off" instead of a bucket set.
 """
@@ -24,7 +25,6 @@ import numpy as np
 
 from diag.advise.bucket_sets import Advice
 from diag.advise.cost_model import SetCost
-from diag.advise.recommend_text import ESTIMATED, MEASURED, render_text
 from diag.advise.run_advice import advise_group, current_sizes, graph_pool_gib, server_groups
 from diag.engines import ENGINES
 from diag.facts.record import RunFacts
@@ -37,8 +37,11 @@ __all__ = [
     "bucket_flags",
     "recommend",
     "recommend_run",
-    "render_text",
 ]
+
+# what the figures of a set are, said beside them (the text renderer quotes these)
+MEASURED = "measured: the run's own record (padding waste, capture memory and time)"
+ESTIMATED = "estimated: the set priced on the observed traffic by the cost model"
 
 
 class RunReport(Protocol):
@@ -117,16 +120,6 @@ def _pick_engine(
     return engine, chosen, notes
 
 
-def _coverage_ceiling(adv: Advice, q: float) -> int | None:
-    """The smallest observed size whose steps and those below cover a ``q`` share."""
-    hist = adv.hist()
-    if not hist:
-        return None
-    sizes = np.array(sorted(hist))
-    cum = np.cumsum([hist[s] for s in sizes.tolist()])
-    return int(sizes[min(int(np.searchsorted(cum, q * cum[-1] - 1e-9)), len(sizes) - 1)])
-
-
 def _advice_for(
     runs: Sequence[RunReport],
     decode: list[RunFacts],
@@ -134,10 +127,9 @@ def _advice_for(
     engine: str,
     max_buckets: int | None,
     min_coverage: float | None,
-) -> tuple[Advice, list[RunFacts], list[str]]:
+) -> tuple[Advice, list[RunFacts]]:
     """The advice analyze attached where it is the same question, else the same function
     with the user's options."""
-    notes: list[str] = []
     by_id = {r.facts.run.id: r for r in runs}
     attached = [by_id[f.run.id].advice for f in decode if f.run.id in by_id]
     one_server = (
@@ -154,34 +146,19 @@ def _advice_for(
         and graph_pool_gib(with_advice[-1], snapshots) is not None
         and main_advice.parameters.capture_gib_per_graph.source != "snapshot"
     )
-    if one_server and max_buckets is None and main_advice is not None and not new_snapshot:
+    same_options = max_buckets is None and min_coverage is None
+    if one_server and same_options and main_advice is not None and not new_snapshot:
         # the very advice analyze computed for this server (rules quote the same object)
         got = main_advice, with_advice
     else:
-        got = advise_group(decode, snapshots, engine=engine, max_k=max_buckets)
+        got = advise_group(
+            decode, snapshots, engine=engine, max_k=max_buckets, min_coverage=min_coverage
+        )
     if got is None:
         raise NoDecodeBatches(
             "no decode batches with a known batch size in the inputs: nothing to size buckets for"
         )
-    adv, used = got
-    if min_coverage is not None:
-        limit = _coverage_ceiling(adv, min_coverage)
-        if limit is not None and limit < adv.ceiling:
-            again = advise_group(
-                decode, snapshots, engine=engine, max_k=max_buckets, max_ceiling=limit
-            )
-            if again is not None:
-                adv, used = again
-                notes.append(
-                    f"--coverage {min_coverage:g}: ceiling allowed down to {limit} {adv.unit} "
-                    f"(the size covering {min_coverage:.1%} of the steps); larger steps run eager"
-                )
-        else:
-            notes.append(
-                f"--coverage {min_coverage:g}: the default ceiling (peak plus headroom) already "
-                "covers that share"
-            )
-    return adv, used, notes
+    return got
 
 
 # ------------------------------------------------------------------ the recommendation
@@ -220,8 +197,7 @@ def recommend(
     if not decode or all(f.batches.empty for f in decode):
         if prefill:
             return _prefill_advice(prefill[0], engine, snapshots)
-    adv, used, more = _advice_for(runs, decode, snapshots, engine, max_buckets, min_coverage)
-    notes.extend(more)
+    adv, used = _advice_for(runs, decode, snapshots, engine, max_buckets, min_coverage)
     main = used[-1]
     same = main.backend == engine
     version = main.engine_version if same else None

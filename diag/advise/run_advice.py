@@ -22,7 +22,6 @@ from dataclasses import replace
 from typing import Literal, cast
 
 import numpy as np
-import pandas as pd
 
 from diag.advise.bucket_sets import (
     DEFAULT_HEADROOM,
@@ -31,18 +30,11 @@ from diag.advise.bucket_sets import (
     advise,
     traffic_histogram,
 )
-from diag.advise.cost_model import (
-    DEFAULT_BASE_STEP_S,
-    CaptureMeasurement,
-    Engine,
-    RunEvidence,
-    SetCost,
-    Traffic,
-    step_time_from_throughput,
-)
+from diag.advise.cost_model import SetCost
+from diag.advise.traffic import CaptureMeasurement, Engine, RunEvidence, Traffic
 from diag.engines import spec_for
 from diag.engines.spec import AdviceInputs
-from diag.facts.record import RunFacts, is_rank0, snapshot_graph_pool_gib
+from diag.facts.record import RunFacts, snapshot_graph_pool_gib
 from diag.model import Snapshot
 
 __all__ = [
@@ -124,157 +116,38 @@ def engine_limits(f: RunFacts, engine: str | None = None) -> EngineLimits:
     )
 
 
-def _num(frame: pd.DataFrame, col: str) -> np.ndarray:
-    if col not in frame:
-        return np.full(len(frame), np.nan)
-    return frame[col].to_numpy(dtype="float64", na_value=np.nan)
-
-
-def _count(frame: pd.DataFrame, col: str) -> np.ndarray:
-    """An integer column as int64, -1 where missing: the frame's own buffer when none is."""
-    if col in frame and pd.api.types.is_integer_dtype(frame[col].dtype) and not frame[col].hasnans:
-        return frame[col].to_numpy(dtype=np.int64, copy=False)
-    return np.nan_to_num(_num(frame, col), nan=-1).astype(np.int64)
-
-
-def _same(value: object, n: int) -> np.ndarray:
-    """One value on every row: a read-only view of zero bytes (SGLang's batch lines hold three
-    such columns; a copy would be a row-long array each, held for the whole advice)."""
-    return np.broadcast_to(np.asarray(value), (n,))
-
-
-def _flag(frame: pd.DataFrame, col: str) -> np.ndarray:
-    """1 the line says graph, 0 it says eager, -1 it says nothing."""
-    return np.where(np.isnan(v := _num(frame, col)), -1, v > 0).astype(np.int8)
-
-
-def _rank_rows(frame: pd.DataFrame, all_ranks: bool) -> pd.DataFrame:
-    if frame.empty or all_ranks:
-        return frame
-    mask = frame["rank"].map(is_rank0).to_numpy(dtype=bool)
-    return frame[mask] if mask.any() and not mask.all() else frame  # (all rank 0: no copy)
-
-
-def _batch_line_traffic(frame: pd.DataFrame, inp: AdviceInputs) -> dict[str, np.ndarray]:
-    """Periodic decode batch lines (SGLang ``Decode batch``): one line per log interval."""
-    req = _count(frame, "batch_size")
-    acc = _num(frame, "accept_len")
-    return {
-        "ts": _num(frame, "ts"),
-        "requests": req,
-        "tokens": _same(-1, len(frame)),
-        "steps": _same(float(inp.steps_per_batch_line or 1), len(frame)),
-        "step_time_s": step_time_from_throughput(req, _num(frame, "gen_throughput"), acc),
-        "graph": _flag(frame, "cuda_graph"),
-        "mixed": _same(False, len(frame)),
-        "usage": _num(frame, "token_usage"),
-    }
-
-
-def _step_traffic(frame: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Per-step dispatch lines (vLLM DEBUG step lines, cudagraph-metrics rows): tokens per step,
-    mixed prefill+decode steps included (piecewise graphs serve them too). A graph-replayed
-    DEBUG line shows the padded descriptor only: its size is taken as that bucket, an upper
-    bound, so no size a step used is ever dropped. Requests and tokens are read as int64 (-1
-    missing) straight away, the frame's own buffers where nothing is missing, and columns of
-    one value (no step time nor KV usage on these lines, one step a line) are zero-byte views:
-    the traffic of 1.5 M steps is held through the whole advice."""
-    # -1 no mode (missing or empty), 0 NONE, 1 any other: per distinct value, not per row
-    codes, modes = pd.factorize(frame["mode"], use_na_sentinel=True)
-    per_mode = [str(m).upper() for m in modes]
-    graph = np.array([-1 if m == "" else int(m != "NONE") for m in per_mode] + [-1], np.int8)[codes]
-    count = _num(frame, "count")
-    steps = np.where(np.isnan(count) | (count <= 0), 1.0, count)
-    del count
-    n = len(frame)
-    # uniform False: a mixed prefill+decode step (NaN: the row does not say, e.g. metrics rows)
-    mixed = _num(frame, "uniform") == 0.0
-    return {
-        "ts": _num(frame, "ts"),
-        "requests": _count(frame, "num_reqs"),
-        "tokens": _tokens(frame),
-        "steps": _same(1.0, n) if bool((steps == 1.0).all()) else steps,
-        "step_time_s": _same(np.nan, n),
-        "graph": graph,
-        "mixed": mixed,
-        "usage": _same(np.nan, n),
-    }
-
-
-def _tokens(frame: pd.DataFrame) -> np.ndarray:
-    """Scheduled tokens of a step line as int64 (-1 missing), the padded size where the line
-    shows no unpadded count: the truncation ``run_traffic`` applies to float counts."""
-    padded = _count(frame, "padded_tokens")
-    if "num_tokens" not in frame:
-        return padded
-    missing = frame["num_tokens"].isna().to_numpy(dtype=bool)
-    if missing.all():
-        return padded
-    tokens = _count(frame, "num_tokens")
-    return np.where(missing, padded, tokens) if missing.any() else tokens
-
-
-def _stats_traffic(frame: pd.DataFrame, inp: AdviceInputs) -> dict[str, np.ndarray]:
-    """Periodic stats lines (vLLM): running requests and generation throughput over an interval.
-    Steps per line = interval / step time; with speculative decoding the tokens per step are
-    not known, so the step time is not measured."""
-    active = frame[(frame["running"].fillna(0) > 0) & (frame["gen_throughput"].fillna(0) > 0)]
-    req = _num(active, "running")
-    t = step_time_from_throughput(req, _num(active, "gen_throughput"))
-    if inp.spec_tokens > 0:
-        t = np.full(len(active), np.nan)
-    interval = inp.stats_interval_s or 1.0
-    steps = interval / np.where(np.isfinite(t), t, DEFAULT_BASE_STEP_S)
-    return {
-        "ts": _num(active, "ts"),
-        "requests": req,
-        "tokens": np.full(len(active), np.nan),
-        "steps": steps,
-        "step_time_s": t,
-        "graph": np.full(len(active), -1, dtype=np.int8),
-        "mixed": np.zeros(len(active), dtype=bool),
-        "usage": _num(active, "kv_usage") / 100.0,
-    }
-
-
 def run_traffic(f: RunFacts, inp: AdviceInputs | None = None) -> Traffic | None:
-    """The run's sampled decode steps, or None when it logged none with a known size.
+    """The run's decode steps (its :class:`~diag.facts.steps.DecodeSteps` fact) as advice
+    traffic, or None when it logged none with a known size.
 
-    Per-step lines win over stats intervals (as in the batch classification); batch lines
-    are read from rank 0 only unless DP attention makes every DP rank's line its own batch.
+    Every step line counts, mixed prefill+decode steps included (piecewise graphs serve them
+    too); lines are read from rank 0 only unless DP attention makes every DP rank's batch
+    line its own batch. A graph-replayed DEBUG line that shows only its padded descriptor is
+    sized at that bucket, an upper bound, so no size a step used is ever dropped.
     """
     inp = inp or advice_inputs(f)
-    parts: list[dict[str, np.ndarray]] = []
-    batch_lines = _rank_rows(f.tables["decode_batch"], inp.dp_attention)
-    if not batch_lines.empty:
-        parts.append(_batch_line_traffic(batch_lines, inp))
-    steps = _rank_rows(f.tables["graph_step"], False)
-    if not steps.empty:
-        parts.append(_step_traffic(steps))
-    elif not f.tables["stats"].empty:
-        stats = _rank_rows(f.tables["stats"], False)
-        if not stats.empty:
-            parts.append(_stats_traffic(stats, inp))
-    if not parts:
+    steps = f.steps
+    if steps.empty:
         return None
-    col = (
-        parts[0]
-        if len(parts) == 1
-        else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    )
-    req, tok = (
-        v if v.dtype == np.int64 else np.nan_to_num(v, nan=-1).astype(np.int64)
-        for v in (col["requests"], col["tokens"])
-    )
+    rows = steps.rank_rows(("decode_line",) if inp.dp_attention else ())
+
+    def col(name: str) -> np.ndarray:
+        return _take(steps.column(name), rows)
+
+    req = col("requests")
+    shown, padded = col("tokens"), col("padded")
+    missing = shown < 0
+    tok = np.where(missing, padded, shown) if bool(missing.any()) else shown
+    del shown, padded, missing
     known = (req >= 1) | (tok >= 1)
     if not known.any():
         return None
     every = bool(known.all())
 
     def kept(a: np.ndarray) -> np.ndarray:  # (no copy when every step has a size)
-        return a if every else a[known]
+        return a if every else _take(a, known)
 
-    ts = col["ts"]
+    ts = _take(steps.floats("ts"), rows)
     if np.isfinite(ts).any():
         t_s = np.where(np.isfinite(ts), ts - np.nanmin(ts), 0.0)
     else:  # no clock: order only (time blocks still follow the log)
@@ -283,15 +156,24 @@ def run_traffic(f: RunFacts, inp: AdviceInputs | None = None) -> Traffic | None:
     return Traffic(
         t_s=kept(t_s),
         requests=kept(req),
-        steps=kept(col["steps"]),
+        steps=kept(col("steps")),
         tokens=kept(tok) if has_tok else None,
-        step_time_s=kept(col["step_time_s"]),
-        graph=kept(col["graph"]),
-        mixed=kept(col["mixed"]),
-        token_usage=kept(col["usage"]),
+        step_time_s=kept(col("step_time_s")),
+        graph=kept(col("graph")),
+        mixed=kept(col("mixed")),
+        token_usage=kept(col("usage")),
         observed_s=None if np.isfinite(ts).any() else 0.0,
         run_id=f.run.id,
     )
+
+
+def _take(a: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    """``a[rows]``; a column of one value (zero stride) stays one zero-byte view."""
+    if rows is None:
+        return a
+    if a.ndim == 1 and a.strides[0] == 0 and len(a):
+        return np.broadcast_to(a[:1], (int(np.count_nonzero(rows)),))
+    return a[rows]
 
 
 def run_evidence(
@@ -374,11 +256,13 @@ def advise_group(
     engine: str | None = None,
     headroom: float = DEFAULT_HEADROOM,
     max_ceiling: int | None = None,
+    min_coverage: float | None = None,
     max_k: int | None = None,
     known: dict[int, RunEvidence | None] | None = None,
 ) -> tuple[Advice, list[RunFacts]] | None:
     """One frontier for runs pooled as one server: limits from the latest run (the config the
-    next start uses), ``engine`` the one to speak for (default: the latest run's). Returns the
+    next start uses), ``engine`` the one to speak for (default: the latest run's),
+    ``max_ceiling`` / ``min_coverage`` what the ceiling policy may lower it to. Returns the
     advice and the runs it used; None when none has decode traffic or advice is impossible.
     ``known``: ``id(facts)`` -> :func:`run_evidence` (same snapshots, default engine) already built,
     filled with the ones built here (the evidence of millions of steps is built once)."""
@@ -399,6 +283,7 @@ def advise_group(
             limits,
             headroom=headroom,
             max_ceiling=max_ceiling,
+            min_coverage=min_coverage,
             max_k=max_k,
         )
     except ValueError:  # degenerate input: analyze and recommend must not fail over advice

@@ -78,7 +78,7 @@ META_KEYS = (
 )
 
 try:  # built by setup.py (optional: without a compiler every event is decoded in Python)
-    import diag.artifacts._tracescan as _tracescan
+    from diag.artifacts import _tracescan  # type: ignore[attr-defined]  # (compiled, no stub)
 except ImportError:  # pragma: no cover - installs without a compiler
     _tracescan = None  # type: ignore[assignment]
 

@@ -98,8 +98,9 @@ def recommend(
     quiet: bool,
 ) -> None:
     """A capture bucket set for the observed decode batches, with the flags to paste."""
-    from diag.advise.recommend import RecommendError, render_text
+    from diag.advise.recommend import RecommendError
     from diag.advise.recommend import recommend as make
+    from diag.render.recommend_text import render_text
 
     report = _analyze(list(paths), quiet)
     try:

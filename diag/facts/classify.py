@@ -1,4 +1,4 @@
-"""Classify every observed decode batch of a run as graph, eager or unknown.
+"""Classify every decode batch of a run's steps (:mod:`diag.facts.steps`) as graph, eager or unknown.
 
 Where the engine says it per batch (SGLang's ``cuda graph:`` field, vLLM's DEBUG step
 lines and ``--cudagraph-metrics`` rows) that is the truth (``source: logged``). Elsewhere
@@ -26,8 +26,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from diag.events import EventTables
-from diag.facts.access import mode_is_none
+from diag.facts.pricing import tally
+from diag.facts.steps import ORIGINS, DecodeSteps
 
 # Why a batch got its verdict: the ``reason`` column. One name per cause, used as is by the
 # rules (``eager_cause``, the rule pack's remedy keys) and the HTML labels.
@@ -104,18 +104,45 @@ def _empty() -> pd.DataFrame:
 _EMPTY = pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
 
 
-def classify_batches(tables: EventTables, window: Window) -> pd.DataFrame:
-    steps = _vllm_steps(tables["graph_step"], window)
-    # stats intervals only stand in for steps when the engine logged none per step
-    stats = _vllm_stats(tables["stats"], window) if steps.empty else _empty()
-    parts = [_sglang_decode(tables["decode_batch"], window), steps, stats]
-    parts = [p for p in parts if not p.empty]
-    if not parts:
+def classify_batches(steps: DecodeSteps, window: Window) -> pd.DataFrame:
+    """The verdict of every decode batch of the run's steps: mixed prefill+decode steps
+    are not decode batches (they are the advice's, see :mod:`diag.facts.steps`)."""
+    if steps.empty:
         return _empty()
-    if len(parts) == 1:  # (already in column order, with a fresh RangeIndex)
-        return parts[0]
-    out = pd.concat(parts, ignore_index=True)
-    return out[COLUMNS]
+    mixed = steps.column("mixed")
+    keep = ~mixed
+    if not keep.any():
+        return _empty()
+    every = bool(keep.all())
+
+    def kept(a: np.ndarray) -> np.ndarray:
+        return a if every else a[keep]
+
+    frame = steps.frame
+    rows = frame if every else frame[_STEP_ROW].iloc[np.flatnonzero(keep)]
+    req, tok = _sized(kept(steps.column("requests"))), _sized(kept(steps.column("tokens")))
+    weights = kept(steps.column("batches"))
+    gen = frame["gen_throughput"] if every else kept(steps.column("gen_throughput"))
+    flags = kept(steps.column("graph")).astype(float)
+    flags[flags < 0] = np.nan
+    return _rows(
+        rows,
+        np.where(np.isnan(req), tok, req),  # requests, else the step's tokens
+        None if bool((weights == 1.0).all()) else weights,  # (one batch a row: one value)
+        flags,
+        window,
+        kept(steps.origin_codes()),
+        gen.reset_index(drop=True) if isinstance(gen, pd.Series) else gen,
+        (_sized(kept(steps.column("padded"))), tok),
+    )
+
+
+_STEP_ROW = ["source", "line", "ts", "rank"]  # what the classify frame keeps of a step row
+
+
+def _sized(counts: np.ndarray) -> np.ndarray:
+    """A count column (-1: not shown) as floats, NaN where not shown."""
+    return np.where(counts < 0, np.nan, counts.astype(float))
 
 
 # verdicts, reasons and origins are computed as small integer codes and kept as categoricals
@@ -177,25 +204,9 @@ def infer_many(window: Window, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarra
     )
 
 
-ORIGINS = ("decode_line", "graph_step", "stats_interval")
-
-
 def labels(codes: np.ndarray, names: tuple[str, ...]) -> pd.Categorical:
     """Codes into ``names`` as a categorical column of exactly those categories."""
     return pd.Categorical.from_codes(codes, categories=list(names))
-
-
-def _flags(logged: pd.Series) -> np.ndarray:
-    """The logged graph flag per row as 1.0 / 0.0 / NaN (missing), vectorised."""
-    if not len(logged):
-        return np.zeros(0)
-    try:
-        as_bool = logged.astype("boolean")
-    except (TypeError, ValueError):  # values that are not flags: one by one, as bool() says
-        return np.array(
-            [np.nan if f is None or f is pd.NA else float(bool(f)) for f in logged], dtype=float
-        )
-    return as_bool.to_numpy(dtype=float, na_value=np.nan)  # (no Float64 copy on the way)
 
 
 def _rows(
@@ -204,7 +215,7 @@ def _rows(
     weights: np.ndarray | None,
     flags: np.ndarray,
     window: Window,
-    origin: str,
+    origin: np.ndarray,
     gen: pd.Series | np.ndarray | None,
     logged_padding: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
@@ -260,7 +271,7 @@ def _rows(
             else _own(np.asarray(weights, dtype=float)),
             "verdict": labels(verdict, VERDICTS),
             "logged": has_flag,
-            "origin": labels(_constant(np.int8(ORIGINS.index(origin)), n), ORIGINS),
+            "origin": labels(_one_value(origin), ORIGINS),
             "reason": labels(reason, REASONS),
             "bucket": _narrow(bucket),
             "padded": _narrow(padded),
@@ -298,6 +309,13 @@ def _narrow(a: np.ndarray) -> np.ndarray:
     return narrow
 
 
+def _one_value(codes: np.ndarray) -> np.ndarray:
+    """Codes of one value on every row as that value broadcast (no memory per row)."""
+    if len(codes) and bool((codes == codes[0]).all()):
+        return _constant(codes[0], len(codes))
+    return codes
+
+
 def _constant(value: float | np.int8, n: int) -> np.ndarray:
     """``n`` rows of one value without ``n`` copies of it (read-only, stride 0)."""
     return np.broadcast_to(value, n)
@@ -307,82 +325,6 @@ def _shared(frame: pd.DataFrame, column: str) -> pd.Series:
     """An event column as a Series of the classify frame's rows: the same data, not a copy
     (pandas' copy-on-write keeps either frame's later writes to itself)."""
     return frame[column].reset_index(drop=True)
-
-
-def _floats_of(frame: pd.DataFrame, column: str) -> pd.Series | np.ndarray:
-    """A float column shared as :func:`_shared` when it is float64 already, else converted."""
-    if frame[column].dtype == np.float64:
-        return _shared(frame, column)
-    return frame[column].to_numpy(dtype=float, na_value=np.nan)
-
-
-def _num(frame: pd.DataFrame, column: str) -> np.ndarray:
-    return frame[column].to_numpy(dtype=float, na_value=np.nan)
-
-
-def _sglang_decode(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
-    if frame.empty:
-        return _empty()
-    return _rows(
-        frame,
-        _num(frame, "batch_size"),
-        None,
-        _flags(frame["cuda_graph"]),  # boolean with NA: read without a Python loop
-        window,
-        "decode_line",
-        _floats_of(frame, "gen_throughput"),
-    )
-
-
-_STEP_ROW = ["source", "line", "ts", "rank"]  # what the classify frame keeps of a step row
-
-
-def _vllm_steps(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
-    if frame.empty:
-        return _empty()
-    # DEBUG step lines: only uniform (pure decode) steps are decode batches (NA: kept)
-    debug = (frame["origin"] == "debug_step").to_numpy(dtype=bool, na_value=False)
-    mixed = (frame["uniform"] == False).to_numpy(dtype=bool, na_value=False)  # noqa: E712
-    keep = ~(debug & mixed)
-    if not keep.any():
-        return _empty()
-    every = bool(keep.all())
-
-    def kept(a: np.ndarray) -> np.ndarray:
-        return a if every else a[keep]
-
-    rows = frame if every else frame[_STEP_ROW].iloc[np.flatnonzero(keep)]
-    num_reqs, num_tokens = kept(_num(frame, "num_reqs")), kept(_num(frame, "num_tokens"))
-    count = kept(_num(frame, "count"))
-    weights = np.where(np.isnan(count), 1.0, count)
-    del count
-    return _rows(
-        rows,
-        np.where(np.isnan(num_reqs), num_tokens, num_reqs),
-        None if bool((weights == 1.0).all()) else weights,  # (one step a line: one value)
-        np.where(kept(mode_is_none(frame["mode"])), 0.0, 1.0),  # a step line always says
-        window,
-        "graph_step",
-        None,
-        (kept(_num(frame, "padded_tokens")), num_tokens),
-    )
-
-
-def _vllm_stats(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
-    if frame.empty:
-        return _empty()
-    active = frame[(frame["running"].fillna(0) > 0) & (frame["gen_throughput"].fillna(0) > 0)]
-    if active.empty:
-        return _empty()
-    return _rows(
-        active,
-        _num(active, "running"),
-        None,
-        np.full(len(active), np.nan),  # interval lines do not say graph or eager
-        window,
-        "stats_interval",
-        _floats_of(active, "gen_throughput"),
-    )
 
 
 # ------------------------------------------------------------------ summaries for the record
@@ -435,15 +377,16 @@ def captured_share(counts: dict[str, object]) -> float | None:
 
 
 def padding_waste(batches: pd.DataFrame) -> float | None:
+    """Padded slots over graph slots of the graph batches, each at its own bucket (logged or
+    inferred)."""
     if batches.empty:  # runs without batches: no filter on an empty frame (per run and rank)
         return None
     bucket, padded = _floats(batches, "bucket"), _floats(batches, "padded")
     g = (verdict_codes(batches) == _GRAPH) & ~np.isnan(bucket) & ~np.isnan(padded)
     if not g.any():
         return None
-    w = _floats(batches, "weight")[g]
-    slots = np.nansum(bucket[g] * w)  # (as pandas' sum: NaN products skipped)
-    return round(float(np.nansum(padded[g] * w) / slots), 4) if slots else None
+    waste = tally(bucket, padded, _floats(batches, "weight"), g).padding_waste
+    return None if waste is None else round(waste, 4)
 
 
 def batch_shape(batches: pd.DataFrame) -> dict[str, object] | None:

@@ -33,6 +33,7 @@ from diag.facts.capture_totals import (
 )
 from diag.facts.requests import request_table
 from diag.facts.runs import Run
+from diag.facts.steps import DecodeSteps, decode_steps
 from diag.facts.verdict import RunState, run_state
 from diag.model import Snapshot
 from diag.parsers.cmdline import ORIGIN as CMDLINE
@@ -97,7 +98,8 @@ class RunFacts:
     engine_version: str | None
     config: dict[str, Any]
     window: cls.Window
-    batches: pd.DataFrame
+    steps: DecodeSteps  # the decode steps as logged: classification and advice read them
+    batches: pd.DataFrame  # their classification (diag.facts.classify)
     record: dict[str, Any]
     ranks: list[dict[str, Any]]
     state: RunState  # what the log shows of the server's life (diag.facts.verdict)
@@ -485,7 +487,8 @@ def build_facts(run: Run) -> RunFacts:
     sizes = capture_sizes(t, config, run.backend)
     ceiling = _ceiling(t, config, run.backend, sizes)
     window = window_of(t, config, run.backend, mode, version, sizes, ceiling)
-    batches = cls.classify_batches(t, window)
+    steps = decode_steps(t, run.backend, config)
+    batches = cls.classify_batches(steps, window)
     counts = cls.batch_counts(batches)
     cap_time, cap_mem = _capture_totals(t)
     error, error_at = capture_error(t)
@@ -524,6 +527,7 @@ def build_facts(run: Run) -> RunFacts:
         version,
         config,
         window,
+        steps,
         batches,
         record,
         _ranks(run, batches),

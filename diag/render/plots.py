@@ -22,13 +22,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from diag.facts import classify as cls
 from diag.render import palette as pal
 from diag.render.axes import F, TimeAxis, finish_axes, integer_ticks, time_axis
 from diag.render.figspec import Spec
 
 MAX_TIMELINE_POINTS = 5000
 MAX_HIST_BARS = 300
-VERDICTS = ("graph", "eager", "unknown")
+VERDICTS = cls.VERDICTS  # the classification's names (diag.facts.classify), in its order
 COLORS = {"graph": pal.BLUISH_GREEN, "eager": pal.VERMILLION, "unknown": pal.LIGHT_GREY}
 LABELS = {"graph": "graph (captured)", "eager": "eager (fallback)", "unknown": "not decided"}
 MEMORY_COLORS = {
@@ -87,12 +88,9 @@ def layout(fig: F, title: str, height: int = 340, **extra: Any) -> F:
 
 
 def verdict_codes(verdict: pd.Series) -> np.ndarray:
-    """0 graph, 1 eager, 2 anything else, as int8: string columns (Arrow-backed in pandas 3)
-    are compared once instead of being converted to Python objects row by row."""
-    codes = np.full(len(verdict), 2, dtype=np.int8)
-    for code, name in enumerate(VERDICTS[:2]):
-        codes[(verdict == name).to_numpy(dtype=bool, na_value=False)] = code
-    return codes
+    """0 graph, 1 eager, 2 anything else, as int8 (the classification's own codes, with
+    "unknown" and any other value drawn alike)."""
+    return np.minimum(cls.verdict_codes(verdict.to_frame("verdict")), 2)
 
 
 def _numeric(frame: pd.DataFrame, col: str, default: float) -> np.ndarray:

@@ -31,8 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-import diag.ingest.hotpath.native as native_mod
 from diag.events import EVENT_KINDS
+from diag.ingest.hotpath import native as native_mod
 from diag.ingest.hotpath.kinds import (
     ENGINE_KINDS,
     SUPPORTED_PARSERS,

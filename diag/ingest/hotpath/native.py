@@ -30,7 +30,7 @@ from diag.ingest.hotpath.kinds import finish_fields
 from diag.parsers import periodic
 
 try:  # built by setup.py (optional: no compiler, no extension)
-    import diag.ingest.hotpath._cscan as _cscan
+    from diag.ingest.hotpath import _cscan  # type: ignore[attr-defined]  # (compiled, no stub)
 except ImportError:  # pragma: no cover - exercised by installs without a compiler
     _cscan = None  # type: ignore[assignment]
 

@@ -1,19 +1,17 @@
-"""`graphdiag recommend` as a terminal summary: the two sets side by side, the decision, the
-flags to paste, the frontier and the parameters; every figure read from the recommend
-document and formatted as analyze formats it (:mod:`diag.facts.figures`)."""
+"""`graphdiag recommend` as a terminal summary, read from the recommend document alone.
+
+The two sets side by side, the decision, the flags to paste, the frontier and the
+parameters; every figure formatted as analyze formats it (:mod:`diag.facts.figures`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from diag.advise.recommend import ESTIMATED, MEASURED
 from diag.facts.figures import share
 
-__all__ = ["ESTIMATED", "MEASURED", "render_text"]
-
-# what the figures of a set are, said beside them
-MEASURED = "measured: the run's own record (padding waste, capture memory and time)"
-ESTIMATED = "estimated: the set priced on the observed traffic by the cost model"
+__all__ = ["render_text"]
 
 
 def _fmt_sizes(sizes: Sequence[int]) -> str:
@@ -73,6 +71,14 @@ def _parameter_lines(rec: dict[str, Any]) -> list[str]:
     return out
 
 
+def _ceiling_basis(rec: dict[str, Any]) -> str:
+    """What the ceiling rests on: the options that lowered it, else the peak plus headroom."""
+    c = rec.get("constraints") or {}
+    if c.get("min_coverage") is not None:
+        return f"--coverage {c['min_coverage']:g}, see notes"
+    return "peak plus headroom"
+
+
 def render_text(rec: dict[str, Any]) -> str:
     """Terminal summary: the two sets side by side, the promise, the frontier, the parameters,
     the flags to paste, notes."""
@@ -90,7 +96,7 @@ def render_text(rec: dict[str, Any]) -> str:
         lines = [
             f"Recommendation for {head} from {rec['decode_steps']:,} decode steps "
             f"({rec['decode_batches']} lines, main run {rec['main_run']}); sizes in {unit}:",
-            f"  traffic ceiling {rec['ceiling']} {unit} (peak plus headroom); "
+            f"  traffic ceiling {rec['ceiling']} {unit} ({_ceiling_basis(rec)}); "
             f"validation: {val['how']}",
             f"  current ({cur['source']}; {cur.get('figures', MEASURED).split(':')[0]}): "
             f"{_fmt_sizes(cur['sizes'])}",

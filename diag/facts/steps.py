@@ -1,0 +1,306 @@
+"""The run's decode steps as logged (:class:`DecodeSteps`), read from the event tables once.
+
+The one fact the batch classification (:mod:`diag.facts.classify`), the bucket advice
+(:func:`diag.advise.run_advice.run_traffic`) and, through the classification, the plots
+derive decode traffic from.
+
+One row per line that shows decode traffic (HTA style, one DataFrame behind a typed
+wrapper): SGLang ``Decode batch`` lines, vLLM DEBUG step lines and ``--cudagraph-metrics``
+rows, and vLLM stats intervals with requests running and tokens generated (these stand in
+for steps only where the run logged none per step). Columns:
+
+* ``source, line, ts, rank``: the event frame's own (shared, never written into);
+* ``origin``: ``decode_line | graph_step | stats_interval`` (categorical);
+* ``requests``, ``tokens``, ``padded``: requests in the step, its scheduled (unpadded)
+  tokens, the padded size it was replayed at, as int64 with -1 where the line shows none;
+* ``batches``: how many batches the row reports (a metrics row's Count, else 1);
+* ``steps``: how many decode steps it stands for (SGLang: ``--decode-log-interval`` steps a
+  line; vLLM stats: the interval over the step time; else ``batches``);
+* ``graph``: the engine's own flag, int8 1 replayed / 0 eager / -1 the line does not say;
+* ``mixed``: a mixed prefill+decode step (vLLM ``uniform=False``): not a decode batch for
+  the classification, a step piecewise graphs serve for the advice;
+* ``step_time_s`` (from the throughput a line logs), ``usage`` (KV pool use 0..1),
+  ``gen_throughput``: NaN where the line shows none.
+
+Columns of one value a row are zero-byte read-only views and counts are the event
+columns' own buffers where nothing is missing: the frame lives as long as the run's facts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from diag.engines import spec_for
+from diag.events import EventTables
+from diag.facts.access import is_rank0
+
+__all__ = [
+    "COLUMNS",
+    "DEFAULT_BASE_STEP_S",
+    "ORIGINS",
+    "DecodeSteps",
+    "decode_steps",
+    "step_time_from_throughput",
+]
+
+Origin = Literal["decode_line", "graph_step", "stats_interval"]
+ORIGINS: tuple[Origin, ...] = ("decode_line", "graph_step", "stats_interval")
+COLUMNS = [
+    "source",
+    "line",
+    "ts",
+    "rank",
+    "origin",
+    "requests",
+    "tokens",
+    "padded",
+    "batches",
+    "steps",
+    "graph",
+    "mixed",
+    "step_time_s",
+    "usage",
+    "gen_throughput",
+]
+# seconds of one decode step where a stats line gives no step time (the cost model's base)
+DEFAULT_BASE_STEP_S = 0.025
+
+
+def step_time_from_throughput(
+    requests: np.ndarray, gen_tokens_per_s: np.ndarray, accept_len: np.ndarray | None = None
+) -> np.ndarray:
+    """Seconds per decode step from a throughput line: each request yields ``accept_len`` tokens
+    per step (1 without speculative decoding), so ``t = requests * accept / throughput``."""
+    req = np.asarray(requests, dtype=float)
+    thr = np.asarray(gen_tokens_per_s, dtype=float)
+    acc = np.ones_like(req) if accept_len is None else np.nan_to_num(accept_len, nan=1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = req * acc / thr
+    t[~np.isfinite(t) | (thr <= 0) | (req < 1)] = np.nan
+    return t
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    """What the engine's config says about the time a line covers (its spec in diag.engines)."""
+
+    steps_per_batch_line: int = 1  # SGLang --decode-log-interval
+    stats_interval_s: float = 1.0  # vLLM VLLM_LOG_STATS_INTERVAL
+    spec_tokens: int = 0  # speculative tokens: a stats line's throughput then gives no step time
+
+
+@dataclass(frozen=True)
+class DecodeSteps:
+    """The run's decode step lines (see the module docstring for the columns)."""
+
+    frame: pd.DataFrame
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    @property
+    def empty(self) -> bool:
+        return self.frame.empty
+
+    def column(self, name: str) -> np.ndarray:
+        """A column as its numpy array (read-only views stay read-only: never write into it)."""
+        return self.frame[name].to_numpy()
+
+    def floats(self, name: str) -> np.ndarray:
+        """A column as float64, NaN where missing (``ts`` of event frames may be nullable)."""
+        return self.frame[name].to_numpy(dtype=float, na_value=np.nan)
+
+    def origin_codes(self) -> np.ndarray:
+        """``origin`` as int8 codes into :data:`ORIGINS`."""
+        return self.frame["origin"].cat.codes.to_numpy()
+
+    def rank_rows(self, every_rank_of: tuple[Origin, ...] = ()) -> np.ndarray | None:
+        """Rows of rank 0, per origin: every row of an origin where none of its rows is rank 0
+        (a log of one non-zero rank) or where the origin is in ``every_rank_of`` (SGLang DP
+        attention: each DP rank's batch line is a batch of its own). None: every row."""
+        if self.empty:
+            return None
+        rank0 = self.frame["rank"].map(is_rank0).to_numpy(dtype=bool)
+        if rank0.all():
+            return None
+        codes = self.origin_codes()
+        keep = rank0.copy()
+        for code, origin in enumerate(ORIGINS):
+            rows = codes == code
+            if origin in every_rank_of or not (rank0 & rows).any():
+                keep |= rows
+        return None if keep.all() else keep
+
+
+def decode_steps(tables: EventTables, backend: str, config: dict[str, object]) -> DecodeSteps:
+    """The decode steps of a run's tables, timed with its engine's config."""
+    spec = spec_for(backend)
+    inp = spec.advice_inputs(config, None) if spec is not None else None
+    timing = StepTiming(
+        steps_per_batch_line=(inp.steps_per_batch_line if inp else None) or 1,
+        stats_interval_s=(inp.stats_interval_s if inp else None) or 1.0,
+        spec_tokens=inp.spec_tokens if inp else 0,
+    )
+    return from_tables(tables, timing)
+
+
+def from_tables(tables: EventTables, timing: StepTiming) -> DecodeSteps:
+    """Per-step lines win over stats intervals (stats only stand in where none is logged)."""
+    steps = tables["graph_step"]
+    parts = [_batch_lines(tables["decode_batch"], timing), _step_lines(steps)]
+    if steps.empty:
+        parts.append(_stats_lines(tables["stats"], timing))
+    kept = [p for p in parts if p is not None]
+    if not kept:
+        return DecodeSteps(_EMPTY.copy())
+    if len(kept) == 1:
+        return DecodeSteps(kept[0])
+    return DecodeSteps(pd.concat(kept, ignore_index=True)[COLUMNS])
+
+
+_EMPTY = pd.DataFrame(
+    {
+        **{c: pd.Series(dtype="object") for c in ("source", "line", "ts", "rank")},
+        "origin": pd.Categorical([], categories=list(ORIGINS)),
+        **{c: pd.Series(dtype=np.int64) for c in ("requests", "tokens", "padded")},
+        **{c: pd.Series(dtype=float) for c in ("batches", "steps")},
+        "graph": pd.Series(dtype=np.int8),
+        "mixed": pd.Series(dtype=bool),
+        **{c: pd.Series(dtype=float) for c in ("step_time_s", "usage", "gen_throughput")},
+    }
+)
+
+
+def _num(frame: pd.DataFrame, col: str) -> np.ndarray:
+    if col not in frame:
+        return np.full(len(frame), np.nan)
+    return frame[col].to_numpy(dtype="float64", na_value=np.nan)
+
+
+def _count(frame: pd.DataFrame, col: str) -> np.ndarray:
+    """An integer column as int64, -1 where missing: the frame's own buffer when none is."""
+    if col in frame and pd.api.types.is_integer_dtype(frame[col].dtype) and not frame[col].hasnans:
+        return frame[col].to_numpy(dtype=np.int64, copy=False)
+    return np.nan_to_num(_num(frame, col), nan=-1).astype(np.int64)
+
+
+def _same(value: object, n: int) -> np.ndarray:
+    """One value on every row: a read-only view of zero bytes."""
+    return np.broadcast_to(np.asarray(value), (n,))
+
+
+def _shared(frame: pd.DataFrame, column: str) -> pd.Series:
+    """An event column as a Series of these rows: the same data, not a copy (pandas'
+    copy-on-write keeps either frame's later writes to itself)."""
+    return frame[column].reset_index(drop=True)
+
+
+def _floats(frame: pd.DataFrame, column: str) -> pd.Series | np.ndarray:
+    """A float column shared as :func:`_shared` when it is float64 already, else converted."""
+    if frame[column].dtype == np.float64:
+        return _shared(frame, column)
+    return _num(frame, column)
+
+
+def _frame(rows: pd.DataFrame, origin: Origin, **cols: object) -> pd.DataFrame:
+    n = len(rows)
+    data = {
+        "source": _shared(rows, "source"),
+        "line": _shared(rows, "line"),
+        "ts": _shared(rows, "ts"),
+        "rank": _shared(rows, "rank"),
+        "origin": pd.Categorical.from_codes(
+            _same(np.int8(ORIGINS.index(origin)), n), categories=list(ORIGINS)
+        ),
+        **cols,
+    }
+    return pd.DataFrame({c: data[c] for c in COLUMNS}, copy=False)
+
+
+def _batch_lines(frame: pd.DataFrame, timing: StepTiming) -> pd.DataFrame | None:
+    """SGLang ``Decode batch`` lines: one line per ``--decode-log-interval`` steps."""
+    if frame.empty:
+        return None
+    n = len(frame)
+    req = _count(frame, "batch_size")
+    flag = _num(frame, "cuda_graph")
+    return _frame(
+        frame,
+        "decode_line",
+        requests=req,
+        tokens=_same(np.int64(-1), n),
+        padded=_same(np.int64(-1), n),
+        batches=_same(1.0, n),
+        steps=_same(float(timing.steps_per_batch_line), n),
+        graph=np.where(np.isnan(flag), -1, flag > 0).astype(np.int8),
+        mixed=_same(False, n),
+        step_time_s=step_time_from_throughput(
+            req, _num(frame, "gen_throughput"), _num(frame, "accept_len")
+        ),
+        usage=_num(frame, "token_usage"),
+        gen_throughput=_floats(frame, "gen_throughput"),
+    )
+
+
+def _step_lines(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """vLLM DEBUG step lines and cudagraph-metrics rows (one row per distinct size and mode,
+    its Count the batches it stands for): mixed prefill+decode steps included and marked."""
+    if frame.empty:
+        return None
+    n = len(frame)
+    # -1 no mode (missing or empty), 0 NONE, 1 any other: per distinct value, not per row
+    codes, modes = pd.factorize(frame["mode"], use_na_sentinel=True)
+    per_mode = [str(m).upper() for m in modes]
+    graph = np.array([-1 if m == "" else int(m != "NONE") for m in per_mode] + [-1], np.int8)
+    count = _num(frame, "count")
+    weight = np.where(np.isnan(count), 1.0, count)
+    del count
+    one = bool((weight == 1.0).all())
+    return _frame(
+        frame,
+        "graph_step",
+        requests=_count(frame, "num_reqs"),
+        tokens=_count(frame, "num_tokens"),
+        padded=_count(frame, "padded_tokens"),
+        batches=_same(1.0, n) if one else weight,
+        steps=_same(1.0, n) if one else weight,
+        graph=graph[codes],
+        mixed=_num(frame, "uniform") == 0.0,
+        step_time_s=_same(np.nan, n),
+        usage=_same(np.nan, n),
+        gen_throughput=_same(np.nan, n),
+    )
+
+
+def _stats_lines(frame: pd.DataFrame, timing: StepTiming) -> pd.DataFrame | None:
+    """vLLM stats intervals with requests running and tokens generated: running requests
+    stand for the batch size; steps per line = interval / step time (with speculative
+    decoding the tokens per step are not known, so the step time is not measured)."""
+    if frame.empty:
+        return None
+    active = frame[(frame["running"].fillna(0) > 0) & (frame["gen_throughput"].fillna(0) > 0)]
+    if active.empty:
+        return None
+    n = len(active)
+    running = _num(active, "running")
+    t = step_time_from_throughput(running, _num(active, "gen_throughput"))
+    if timing.spec_tokens > 0:
+        t = np.full(n, np.nan)
+    return _frame(
+        active,
+        "stats_interval",
+        requests=np.nan_to_num(running, nan=-1).astype(np.int64),
+        tokens=_same(np.int64(-1), n),
+        padded=_same(np.int64(-1), n),
+        batches=_same(1.0, n),
+        steps=timing.stats_interval_s / np.where(np.isfinite(t), t, DEFAULT_BASE_STEP_S),
+        graph=_same(np.int8(-1), n),
+        mixed=_same(False, n),
+        step_time_s=t,
+        usage=_num(active, "kv_usage") / 100.0,
+        gen_throughput=_floats(active, "gen_throughput"),
+    )
