@@ -100,7 +100,7 @@ def test_promise_equals_measurement_on_replayed_traffic(
     )
     rep = analyze([str(before)])
     rec = recommend(rep.runs, rep.snapshots, max_buckets=k, min_coverage=q)
-    run0 = rep.runs[0].record
+    run0 = rep.runs[0].record.to_json()
     # the model scores the current set exactly as the classifier measured it
     assert rec["current"]["coverage"] == run0["captured_share"] == 0.5
     assert rec["current"]["padding_waste"] == run0["padding_waste"]
@@ -123,7 +123,7 @@ def test_promise_equals_measurement_on_replayed_traffic(
     after = write_sglang(
         tmp_path / "after" / "server.log", OUT_OF_WINDOW, new, era=era, explicit=True
     )
-    measured = analyze([str(after)]).runs[0].record
+    measured = analyze([str(after)]).runs[0].record.to_json()
     assert measured["graph_capture_sizes"] == new
     assert measured["captured_share"] == rec["recommended"]["coverage"]
     assert measured["padding_waste"] == rec["recommended"]["padding_waste"]
@@ -197,7 +197,9 @@ def test_snapshot_graph_pools_take_precedence(tmp_path: Path) -> None:
     rec = recommend(rep.runs, snap)
     # one number per fact: capture memory as the engine printed it (what analyze shows), the
     # snapshot's graph pools beside it under their own name, and the model scaled from them
-    assert rec["current"]["capture_mem_gib"] == rep.runs[0].record["capture_mem_gib"] != 2.0
+    assert (
+        rec["current"]["capture_mem_gib"] == rep.runs[0].record.to_json()["capture_mem_gib"] != 2.0
+    )
     assert rec["current"]["snapshot_graph_pool_gib"] == 2.0
     assert rec["parameters"]["capture_gib_per_graph"]["source"] == "snapshot"
     assert rec["parameters"]["capture_gib_per_graph"]["source_of"] == "x.pickle"

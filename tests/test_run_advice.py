@@ -46,7 +46,7 @@ def test_default_set_keeps_its_promise_on_a_second_day(tmp_path: Path) -> None:
     new = sizes_from_flags(rec["flags"]) if rec["flags"] else rec["recommended"]["sizes"]
     assert bool(rec["flags"]) == (rec["decision"]["kind"] == "change")
     day2 = write_sglang(tmp_path / "d2" / "server.log", day(2), new, explicit=True)
-    measured = analyze([str(day2)]).runs[0].record
+    measured = analyze([str(day2)]).runs[0].record.to_json()
     assert measured["graph_capture_sizes"] == new
     assert measured["captured_share"] >= promised - 0.005
     # the padding promise holds too (held-out waste, within a point)

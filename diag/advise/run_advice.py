@@ -58,8 +58,8 @@ def current_sizes(f: RunFacts, engine: str) -> tuple[list[int], SizesSource]:
     ``default`` (graphs off, or no window at all) is the engine's default list for the version:
     what "just turn graphs back on" would capture, the natural baseline to beat.
     """
-    if f.record.get("graph_capture_sizes"):
-        return sorted(int(s) for s in f.record["graph_capture_sizes"]), "logged"
+    if f.record.graph_capture_sizes:
+        return sorted(f.record.graph_capture_sizes), "logged"
     if f.window.sizes:
         return sorted(f.window.sizes), "inferred" if f.window.sizes_inferred else "logged"
     spec = spec_for(engine)
@@ -85,7 +85,7 @@ def graph_pool_gib(f: RunFacts, snapshots: Sequence[Snapshot] | None) -> float |
 def advice_inputs(f: RunFacts) -> AdviceInputs:
     """The config values advice reads, through the engine spec (no engine names here)."""
     spec = spec_for(f.backend)
-    max_running = f.record.get("max_running_requests")
+    max_running = f.record.max_running_requests
     if spec is None:
         return AdviceInputs(max_running=max_running)
     return spec.advice_inputs(f.config, max_running)
@@ -108,7 +108,7 @@ def engine_limits(f: RunFacts, engine: str | None = None) -> EngineLimits:
         max_num_batched_tokens=inp.max_num_batched_tokens,
         spec_tokens=inp.spec_tokens,
         speculative_algorithm=inp.speculative_algorithm,
-        cudagraph_mode=f.record.get("cudagraph_mode") if same else None,
+        cudagraph_mode=f.record.cudagraph_mode if same else None,
         dp_attention=inp.dp_attention,
         attn_tp=inp.attn_tp,
         two_batch_overlap=inp.two_batch_overlap,
@@ -186,20 +186,14 @@ def run_evidence(
     sizes, source = current_sizes(f, engine or f.backend)
     rec = f.record
     snap = graph_pool_gib(f, snapshots)
-    measured = source != "default" and f.record.get("graph_mode") != "disabled"
+    measured = source != "default" and rec.graph_mode != "disabled"
     capture = CaptureMeasurement(
         tuple(sizes) if measured else (),
-        rec.get("capture_time_s") if measured else None,
-        (snap if snap is not None else rec.get("capture_mem_gib")) if measured else None,
+        rec.capture_time_s if measured else None,
+        (snap if snap is not None else rec.capture_mem_gib) if measured else None,
         "snapshot" if snap is not None and measured else "run",
     )
-    kv_tokens = rec.get("kv_tokens")
-    return RunEvidence(
-        traffic,
-        capture,
-        int(kv_tokens) if kv_tokens else None,
-        rec.get("kv_cache_gib"),
-    )
+    return RunEvidence(traffic, capture, rec.kv_tokens or None, rec.kv_cache_gib)
 
 
 def _evidence(
@@ -269,7 +263,7 @@ def advise_group(
     usable = [
         f
         for f in group
-        if spec_for(engine or f.backend) is not None and f.record.get("prefill_node") is not True
+        if spec_for(engine or f.backend) is not None and f.record.prefill_node is not True
     ]
     evidence = [
         (f, ev) for f in usable if (ev := _evidence(f, snapshots, engine, known)) is not None

@@ -32,6 +32,19 @@ from diag.facts.capture_totals import (
     unplaced_error,
 )
 from diag.facts.requests import request_table
+from diag.facts.run_record import (
+    RECORD_KEYS as RECORD_KEYS,  # re-exported: the record's keys are read from here
+)
+from diag.facts.run_record import (
+    BatchCounts,
+    BatchShape,
+    CaptureError,
+    GraphMode,
+    Perf,
+    PlacedBy,
+    RankRecord,
+    RunRecord,
+)
 from diag.facts.runs import Run
 from diag.facts.steps import DecodeSteps, decode_steps
 from diag.facts.verdict import RunState, run_state
@@ -39,37 +52,6 @@ from diag.model import Snapshot
 from diag.parsers.cmdline import ORIGIN as CMDLINE
 from diag.parsers.vllm.patterns import TYPED_ARG_ORIGINS
 
-RECORD_KEYS = (
-    "graph_mode",
-    "cudagraph_mode",
-    "graph_capture_sizes",
-    "cuda_graph_max_bs",
-    "max_running_requests",
-    "prefill_node",
-    "capture_time_s",
-    "capture_mem_gib",
-    "capture_error",
-    "kv_tokens",
-    "gpu_blocks",
-    "kv_cache_gib",
-    "max_concurrency",
-    "decode_batch_shape",
-    "batches",
-    "captured_share",
-    "padding_waste",
-    "perf",
-    "resolved_backend",
-)
-RANK_NUMERIC_KEYS = (
-    "capture_time_s",
-    "capture_mem_gib",
-    "kv_tokens",
-    "gpu_blocks",
-    "kv_cache_gib",
-    "max_concurrency",
-    "captured_share",
-    "padding_waste",
-)
 DISABLING_REASONS = {
     "enforce_eager",
     "skipping_capture",
@@ -100,8 +82,8 @@ class RunFacts:
     window: cls.Window
     steps: DecodeSteps  # the decode steps as logged: classification and advice read them
     batches: pd.DataFrame  # their classification (diag.facts.classify)
-    record: dict[str, Any]
-    ranks: list[dict[str, Any]]
+    record: RunRecord
+    ranks: list[RankRecord]
     state: RunState  # what the log shows of the server's life (diag.facts.verdict)
     capture_error_at: tuple[str, int] | None = None
     agreement: dict[str, Any] | None = None
@@ -123,6 +105,13 @@ class RunFacts:
         return self.run.tables
 
     @property
+    def ceiling(self) -> int | None:
+        """The run's one capture ceiling: the largest size of the window batches were
+        classified against (logged, configured or the engine's default), else the ceiling the
+        config or capture table names (``cuda_graph_max_bs``) where no size list is known."""
+        return self.window.ceiling or self.record.cuda_graph_max_bs
+
+    @property
     def backend(self) -> str:
         return self.run.backend
 
@@ -130,9 +119,9 @@ class RunFacts:
     def startup_phase(self) -> str | None:
         """How far start-up got: the phase of the capture error if there is one, else the
         last phase a log line opened (None when no line says)."""
-        err = self.record.get("capture_error")
-        if isinstance(err, dict) and err.get("phase") not in (None, "unknown"):
-            return str(err["phase"])
+        err = self.record.capture_error
+        if err is not None and err.phase != "unknown":
+            return err.phase
         seen: list[tuple[int, str]] = []
         for kind, col in (("phase", "phase"), ("error", "phase")):
             frame = self.tables[kind]
@@ -187,7 +176,7 @@ def config_values(tables: EventTables) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ graph mode and window
-def graph_mode(tables: EventTables, config: dict[str, Any], backend: str) -> str:
+def graph_mode(tables: EventTables, config: dict[str, Any], backend: str) -> GraphMode:
     phases = (
         set(tables["capture_begin"]["phase"].dropna())
         | set(tables["capture_end"]["phase"].dropna())
@@ -315,7 +304,7 @@ def _text(v: Any) -> str | None:
     return None if v is None or v is pd.NA or _isnan(v) or v == "" else str(v)
 
 
-def capture_error(tables: EventTables) -> tuple[dict[str, Any] | None, tuple[str, int] | None]:
+def capture_error(tables: EventTables) -> tuple[CaptureError | None, tuple[str, int] | None]:
     """The run's capture error: an error placed in a capture phase.
 
     Placement (data: diag/engines/data/phases.yaml): the innermost deciding traceback frame
@@ -357,6 +346,7 @@ def capture_error(tables: EventTables) -> tuple[dict[str, Any] | None, tuple[str
             # not another rank's capture (an OOM in TP0's init while TP1 captures)
             log_phase = marker_phase
         cls_ = str(row["error_class"])
+        placed_by: PlacedBy
         if frame_phase is not None:
             phase, placed_by = frame_phase, "frames"
             in_capture = frame_phase in CAPTURE_PHASES
@@ -376,19 +366,16 @@ def capture_error(tables: EventTables) -> tuple[dict[str, Any] | None, tuple[str
     if chosen is None:
         return None, None
     _, _, row, phase, placed_by = chosen
-    message = str(row["message"]).split("\n", 1)[0]
-    out: dict[str, Any] = {
-        "class": row["error_class"],
-        "message": message,
-        "path": row["source"],
-        "line": int(row["line"]),
-        "phase": phase,
-        "placed_by": placed_by,
-    }
-    reason = _text(row.get("reason"))
-    if reason is not None:
-        out["reason"] = reason
-    return out, (str(row["source"]), int(row["line"]))
+    out = CaptureError(
+        error_class=row["error_class"],
+        message=str(row["message"]).split("\n", 1)[0],
+        path=str(row["source"]),
+        line=int(row["line"]),
+        phase=phase,
+        placed_by=placed_by,
+        reason=_text(row.get("reason")),
+    )
+    return out, (out.path, out.line)
 
 
 def _open_capture(
@@ -454,7 +441,7 @@ def _resolved_backend(config: dict[str, Any]) -> str | None:
     return None
 
 
-def _perf(tables: EventTables, batches: pd.DataFrame) -> dict[str, float | None]:
+def _perf(tables: EventTables, batches: pd.DataFrame) -> Perf:
     bench = tables["benchmark"]
 
     def b(name: str) -> float | None:
@@ -468,13 +455,13 @@ def _perf(tables: EventTables, batches: pd.DataFrame) -> dict[str, float | None]
         part = gen[(verdicts == cls.VERDICTS.index(verdict)) & (gen > 0)]  # (NaN is not > 0)
         return round(float(part.mean()), 2) if len(part) else None
 
-    return {
-        "ttft_s_p50": b("ttft_s_p50"),
-        "ttft_s_p95": b("ttft_s_p95"),
-        "itl_s_p95": b("itl_s_p95"),
-        "throughput_in_window": mean_tput("graph") if not batches.empty else None,
-        "throughput_out_window": mean_tput("eager") if not batches.empty else None,
-    }
+    return Perf(
+        ttft_s_p50=b("ttft_s_p50"),
+        ttft_s_p95=b("ttft_s_p95"),
+        itl_s_p95=b("itl_s_p95"),
+        throughput_in_window=mean_tput("graph") if not batches.empty else None,
+        throughput_out_window=mean_tput("eager") if not batches.empty else None,
+    )
 
 
 def build_facts(run: Run) -> RunFacts:
@@ -498,30 +485,29 @@ def build_facts(run: Run) -> RunFacts:
         g_time, g_mem = _capture_totals(t, group)
         phases[f"{group}_capture_time_s"] = g_time
         phases[f"{group}_capture_mem_gib"] = g_mem
-    record: dict[str, Any] = {
-        "graph_mode": mode,
-        "cudagraph_mode": cudagraph_mode(t, config, run.backend, mode),
-        "graph_capture_sizes": sizes,
-        "cuda_graph_max_bs": ceiling,
-        "max_running_requests": _as_int(
+    record = RunRecord(
+        graph_mode=mode,
+        cudagraph_mode=cudagraph_mode(t, config, run.backend, mode),
+        graph_capture_sizes=tuple(sizes) if sizes is not None else None,
+        cuda_graph_max_bs=ceiling,
+        max_running_requests=_as_int(
             _first(config.get("max_running_requests"), config.get("max_num_seqs"))
         ),
-        "prefill_node": _prefill_node(config, t),
-        "capture_time_s": cap_time,
-        "capture_mem_gib": cap_mem,
-        "capture_error": error,
-        "kv_tokens": kv_tokens,
-        "gpu_blocks": _as_int(sizing(t, "gpu_blocks")),
-        "kv_cache_gib": sizing(t, "kv_cache_gib"),
-        "max_concurrency": sizing(t, "max_concurrency"),
-        "decode_batch_shape": cls.batch_shape(batches),
-        "batches": counts,
-        "captured_share": cls.captured_share(counts),
-        "padding_waste": cls.padding_waste(batches),
-        "perf": _perf(t, batches),
-        "resolved_backend": _resolved_backend(config),
-    }
-    assert tuple(record) == RECORD_KEYS
+        prefill_node=_prefill_node(config, t),
+        capture_time_s=cap_time,
+        capture_mem_gib=cap_mem,
+        capture_error=error,
+        kv_tokens=kv_tokens,
+        gpu_blocks=_as_int(sizing(t, "gpu_blocks")),
+        kv_cache_gib=sizing(t, "kv_cache_gib"),
+        max_concurrency=sizing(t, "max_concurrency"),
+        decode_batch_shape=BatchShape.of(cls.batch_shape(batches)),
+        batches=BatchCounts.of(counts),
+        captured_share=cls.captured_share(counts),
+        padding_waste=cls.padding_waste(batches),
+        perf=_perf(t, batches),
+        resolved_backend=_resolved_backend(config),
+    )
     return RunFacts(
         run,
         version,
@@ -560,7 +546,7 @@ def _ceiling(
     return _as_int(_plain(largest.max())) if len(largest) else None
 
 
-def _ranks(run: Run, batches: pd.DataFrame) -> list[dict[str, Any]]:
+def _ranks(run: Run, batches: pd.DataFrame) -> list[RankRecord]:
     ranks: set[str] = set()
     for frame in run.tables._frames.values():
         ranks.update(r for r in pd.unique(frame["rank"]) if isinstance(r, str) and r)
@@ -573,17 +559,17 @@ def _ranks(run: Run, batches: pd.DataFrame) -> list[dict[str, Any]]:
         mask = batches["rank"] == rank
         rb = batches if batches.empty or bool(mask.all()) else batches[mask]  # one rank: no copy
         counts = cls.batch_counts(rb)
-        entry = {
-            "rank": rank,
-            "capture_time_s": cap_time,
-            "capture_mem_gib": cap_mem,
-            "kv_tokens": _kv_tokens(sub),
-            "gpu_blocks": _as_int(sizing(sub, "gpu_blocks")),
-            "kv_cache_gib": sizing(sub, "kv_cache_gib"),
-            "max_concurrency": sizing(sub, "max_concurrency"),
-            "captured_share": cls.captured_share(counts),
-            "padding_waste": cls.padding_waste(rb),
-        }
+        entry = RankRecord(
+            rank=rank,
+            capture_time_s=cap_time,
+            capture_mem_gib=cap_mem,
+            kv_tokens=_kv_tokens(sub),
+            gpu_blocks=_as_int(sizing(sub, "gpu_blocks")),
+            kv_cache_gib=sizing(sub, "kv_cache_gib"),
+            max_concurrency=sizing(sub, "max_concurrency"),
+            captured_share=cls.captured_share(counts),
+            padding_waste=cls.padding_waste(rb),
+        )
         out.append(entry)
     return out
 

@@ -230,13 +230,13 @@ def _max(frame: pd.DataFrame, col: str) -> float | None:
 
 
 def _default_count(
-    spec: EngineSpec | None, version: str | None, cfg: Mapping[str, Any], rec: Mapping[str, Any]
+    spec: EngineSpec | None, version: str | None, cfg: Mapping[str, Any], ceiling: int | None
 ) -> int | None:
     """How many sizes the engine captures by default for this version and config."""
     if spec is None:
         return None
     try:
-        return len(spec.default_sizes(version, cfg, rec["cuda_graph_max_bs"])) or None
+        return len(spec.default_sizes(version, cfg, ceiling)) or None
     except (TypeError, ValueError):
         return None
 
@@ -250,11 +250,11 @@ def run_metrics(
     t = facts.tables
     cfg = facts.config
     batches = facts.batches
-    counts = rec["batches"]
-    shape = rec["decode_batch_shape"] or {}
+    counts = rec.batches
+    shape = rec.decode_batch_shape
     eager_by_reason = _eager_by_reason(batches)
 
-    sizes = rec["graph_capture_sizes"] or list(facts.window.sizes or [])
+    sizes = rec.graph_capture_sizes or facts.window.sizes or ()
     adv = t["advisory"]
     memory_advisories = tuple(
         Advisory(
@@ -281,35 +281,35 @@ def run_metrics(
         **trace,
         backend=facts.backend,
         engine_version=facts.engine_version,
-        graph_mode=rec["graph_mode"],
-        cudagraph_mode=rec["cudagraph_mode"],
-        prefill_node=rec["prefill_node"],
-        capture_error_class=(rec["capture_error"] or {}).get("class"),
-        capture_error_message=(rec["capture_error"] or {}).get("message"),
-        capture_time_s=rec["capture_time_s"],
-        capture_mem_gib=rec["capture_mem_gib"],
+        graph_mode=rec.graph_mode,
+        cudagraph_mode=rec.cudagraph_mode,
+        prefill_node=rec.prefill_node,
+        capture_error_class=rec.capture_error.error_class if rec.capture_error else None,
+        capture_error_message=rec.capture_error.message if rec.capture_error else None,
+        capture_time_s=rec.capture_time_s,
+        capture_mem_gib=rec.capture_mem_gib,
         piecewise_capture_time_s=facts.capture_phases.get("piecewise_capture_time_s"),
         piecewise_capture_mem_gib=facts.capture_phases.get("piecewise_capture_mem_gib"),
-        n_buckets=len(rec["graph_capture_sizes"] or [])
+        n_buckets=len(rec.graph_capture_sizes or ())
         or captured_size_count(t)
         or len(sizes)
         or None,
-        default_bucket_count=_default_count(spec, facts.engine_version, cfg, rec),
-        ceiling=rec["cuda_graph_max_bs"] or (max(sizes) if sizes else None),
-        max_running_requests=rec["max_running_requests"],
-        batches_graph=int(counts["graph"]),
-        batches_eager=int(counts["eager"]),
-        batches_decided=int(counts["graph"] + counts["eager"]),
-        batches_source=str(counts["source"]),
+        default_bucket_count=_default_count(spec, facts.engine_version, cfg, rec.cuda_graph_max_bs),
+        ceiling=facts.ceiling,
+        max_running_requests=rec.max_running_requests,
+        batches_graph=counts.graph,
+        batches_eager=counts.eager,
+        batches_decided=counts.decided,
+        batches_source=counts.source,
         eager_by_cause={c: int(round(eager_by_reason.get(c, 0.0))) for c in EAGER_LABELS},
-        padding_waste=rec["padding_waste"],
+        padding_waste=rec.padding_waste,
         mean_padded_per_step=_mean_padded(batches),
-        observed_p99=shape.get("p99"),
-        observed_max=shape.get("max"),
-        observed_count=int(shape.get("count", 0) or 0),
+        observed_p99=shape.p99 if shape else None,
+        observed_max=shape.max if shape else None,
+        observed_count=shape.count if shape else 0,
         token_window=spec is not None and spec.size_unit == "tokens",
-        kv_cache_gib=rec["kv_cache_gib"],
-        kv_tokens=rec["kv_tokens"],
+        kv_cache_gib=rec.kv_cache_gib,
+        kv_tokens=rec.kv_tokens,
         kv_tokens_source=facts.kv_tokens_source,
         graph_mem_est_gib=sizing(t, "graph_mem_est_gib"),
         memory_advisories=memory_advisories,
