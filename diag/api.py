@@ -252,7 +252,7 @@ def _nearest_run(path: Path, facts: list[RunFacts]) -> RunFacts | None:
     for i, f in enumerate(facts):
         profiled = int(
             not f.tables["profile"].empty
-            or bool(f.config.get("enable_profile_cuda_graph"))
+            or f.config.profile_cuda_graph
             or (f.tables["advisory"]["topic"] == "snapshot_written").any()
         )
         for src in f.run.sources:

@@ -232,7 +232,7 @@ def test_the_engine_echo_wins_over_the_command_line(tmp_path: Path, after: bool)
     echo = VLLM_ECHO.format(args="{'model': 'm', 'max_num_seqs': 8}")
     lines = [echo, VLLM_STATS, command] if after else [command, echo, VLLM_STATS]
     (run,) = _runs(tmp_path, "\n".join(lines) + "\n")
-    assert run.facts.config["max_num_seqs"] == 8
+    assert run.facts.config.max_running == 8
     assert not [f for f in run.findings if f.code == "GD131"]
 
 
@@ -325,4 +325,4 @@ def test_corpus_bench_throughput_command_line() -> None:
     (label,) = [c for c in labels if c["file"] == name]
     (run,) = analyze([str(corpus / name)], generated_at="fixed").runs
     assert (run.record.to_json()["graph_mode"] == "enabled") is label["graph_enabled"]
-    assert run.facts.config["enforce_eager"] is True
+    assert run.facts.config.graphs_off is True  # --enforce-eager on the command line

@@ -25,6 +25,8 @@ from diag.advise.recommend import (
 from diag.advise.run_advice import engine_limits
 from diag.api import analyze
 from diag.cli import main
+from diag.engines import ConfigEcho, EngineConfig, read_config
+from diag.facts.record import RunFacts
 from diag.model import PoolSummary, Snapshot, SnapshotSummary
 from gen import incidents as inc
 from gen import sglang_logs as sg
@@ -323,10 +325,15 @@ def test_flag_spelling_per_version(
     assert bool(notes) == (not exact)  # anything short of the exact list says why
 
 
+def _echoed(f: RunFacts, **more: object) -> EngineConfig:
+    """The run's config as read had its echo also shown ``more``."""
+    return read_config(f.backend, ConfigEcho({**f.config.raw, **more}), f.engine_version)
+
+
 def test_sglang_two_batch_overlap_limits(tmp_path: Path) -> None:
     log = write_sglang(tmp_path / "s" / "server.log", OUT_OF_WINDOW, sg.default_sizes(32))
     f = analyze([str(log)]).runs[0].facts
-    f.config.update({"enable_two_batch_overlap": True, "tp_size": 2})
+    f.config = _echoed(f, enable_two_batch_overlap=True, tp_size=2)
     assert engine_limits(f).multiple() == 4
 
 
@@ -369,9 +376,9 @@ def test_no_speculative_note_without_an_algorithm(tmp_path: Path) -> None:
     log = write_sglang(tmp_path / "s" / "server.log", OUT_OF_WINDOW, sg.default_sizes(32))
     rep = analyze([str(log)])
     f = rep.runs[0].facts
-    assert "speculative_algorithm" in f.config and f.config["speculative_algorithm"] is None
+    assert "speculative_algorithm" in f.config.raw and f.config.speculative_algorithm is None
     rec = recommend(rep.runs, rep.snapshots)
     assert not any("speculative" in n for n in rec["notes"])
-    f.config.update({"speculative_algorithm": "EAGLE", "speculative_num_draft_tokens": 4})
+    f.config = _echoed(f, speculative_algorithm="EAGLE", speculative_num_draft_tokens=4)
     rec = recommend(rep.runs, rep.snapshots, max_buckets=6)
     assert any("speculative decoding (EAGLE)" in n and "requests" in n for n in rec["notes"])

@@ -201,7 +201,7 @@ def recommend(
     main = used[-1]
     same = main.backend == engine
     version = main.engine_version if same else None
-    config = main.config if same else {}
+    config = dict(main.config.raw) if same else {}
     cur_sizes, cur_source = current_sizes(main, engine)
     current = adv.current if adv.current is not None and cur_source != "default" else None
     if current is None and cur_sizes:
@@ -387,7 +387,7 @@ def _prefill_advice(
     """Prefill node: no buckets, graphs off; all capture memory can go back to KV."""
     same = f.backend == engine
     version = f.engine_version if same else None
-    config = f.config if same else {}
+    config = dict(f.config.raw) if same else {}
     sizes = sorted(f.window.sizes) if f.window.sizes else []
     mem = main_capture_mem(f, snapshots)
     kv_tokens, kv_gib = f.record.kv_tokens, f.record.kv_cache_gib

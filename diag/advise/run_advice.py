@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Literal, cast
 
 import numpy as np
@@ -32,15 +32,13 @@ from diag.advise.bucket_sets import (
 )
 from diag.advise.cost_model import SetCost
 from diag.advise.traffic import CaptureMeasurement, Engine, RunEvidence, Traffic
-from diag.engines import spec_for
-from diag.engines.spec import AdviceInputs
+from diag.engines import ConfigEcho, EngineConfig, read_config, spec_for
 from diag.facts.record import RunFacts, snapshot_graph_pool_gib
 from diag.model import Snapshot
 
 __all__ = [
     "advise_group",
     "advise_runs",
-    "advice_inputs",
     "current_sizes",
     "engine_limits",
     "graph_pool_gib",
@@ -67,7 +65,7 @@ def current_sizes(f: RunFacts, engine: str) -> tuple[list[int], SizesSource]:
         return [], "default"
     same = f.backend == engine
     return (
-        spec.default_sizes(f.engine_version if same else None, f.config if same else {}, None),
+        spec.default_sizes(f.engine_version if same else None, f.config.raw if same else {}, None),
         "default",
     )
 
@@ -82,41 +80,30 @@ def graph_pool_gib(f: RunFacts, snapshots: Sequence[Snapshot] | None) -> float |
     return gib if gib else None
 
 
-def advice_inputs(f: RunFacts) -> AdviceInputs:
-    """The config values advice reads, through the engine spec (no engine names here)."""
-    spec = spec_for(f.backend)
-    max_running = f.record.max_running_requests
-    if spec is None:
-        return AdviceInputs(max_running=max_running)
-    return spec.advice_inputs(f.config, max_running)
-
-
 def engine_limits(f: RunFacts, engine: str | None = None) -> EngineLimits:
     """What the engine accepts for this run's server: limits from the run's own config when it
     is of that engine, the engine's defaults otherwise."""
     engine = engine or f.backend
     same = f.backend == engine
-    inp = advice_inputs(f) if same else AdviceInputs()
+    # another engine's limits: its defaults (no config of its own seen)
+    config = f.config if same else read_config(engine, ConfigEcho(), None)
     sizes, source = current_sizes(f, engine)
+    read = {k.name: getattr(config, k.name) for k in fields(config)}
     return EngineLimits(
-        engine=cast(Engine, engine),
-        version=f.engine_version if same else None,
-        current_sizes=tuple(sizes) if source != "default" else (),
-        current_source=source,
-        default_sizes=tuple(sizes) if source == "default" else (),
-        max_running=inp.max_running,
-        max_num_batched_tokens=inp.max_num_batched_tokens,
-        spec_tokens=inp.spec_tokens,
-        speculative_algorithm=inp.speculative_algorithm,
-        cudagraph_mode=f.record.cudagraph_mode if same else None,
-        dp_attention=inp.dp_attention,
-        attn_tp=inp.attn_tp,
-        two_batch_overlap=inp.two_batch_overlap,
-        padding=inp.padding,
+        **read
+        | {
+            "engine": cast(Engine, engine),
+            "version": f.engine_version if same else None,
+            # the mode the run ran in (the record: downgrades included), not only the echo's
+            "cudagraph_mode": f.record.cudagraph_mode if same else None,
+            "current_sizes": tuple(sizes) if source != "default" else (),
+            "current_source": source,
+            "default_sizes": tuple(sizes) if source == "default" else (),
+        }
     )
 
 
-def run_traffic(f: RunFacts, inp: AdviceInputs | None = None) -> Traffic | None:
+def run_traffic(f: RunFacts, inp: EngineConfig | None = None) -> Traffic | None:
     """The run's decode steps (its :class:`~diag.facts.steps.DecodeSteps` fact) as advice
     traffic, or None when it logged none with a known size.
 
@@ -125,7 +112,7 @@ def run_traffic(f: RunFacts, inp: AdviceInputs | None = None) -> Traffic | None:
     line its own batch. A graph-replayed DEBUG line that shows only its padded descriptor is
     sized at that bucket, an upper bound, so no size a step used is ever dropped.
     """
-    inp = inp or advice_inputs(f)
+    inp = inp or f.config
     steps = f.steps
     if steps.empty:
         return None
@@ -212,9 +199,9 @@ def _evidence(
 
 # ------------------------------------------------------------------ servers
 def _config_key(f: RunFacts) -> str | None:
-    if not f.config:
+    if not f.config.raw:
         return None
-    return f.backend + json.dumps(f.config, sort_keys=True, default=str)
+    return f.backend + json.dumps(f.config.raw, sort_keys=True, default=str)
 
 
 def server_groups(facts: Sequence[RunFacts]) -> list[list[RunFacts]]:

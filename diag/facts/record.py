@@ -17,9 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from diag.engines import SGLANG, VLLM, spec_for
+from diag.engines import SGLANG, VLLM, EngineConfig, spec_for
 from diag.engines.phases import CAPTURE_PHASES
-from diag.engines.spec import as_bool
 from diag.events import EventTables
 from diag.facts import classify as cls
 from diag.facts.access import _as_int, _first, _last, _plain, _rank0, mode_is_none, sizing
@@ -46,11 +45,10 @@ from diag.facts.run_record import (
     RunRecord,
 )
 from diag.facts.runs import Run
+from diag.facts.settings import engine_config
 from diag.facts.steps import DecodeSteps, decode_steps
 from diag.facts.verdict import RunState, run_state
 from diag.model import Snapshot
-from diag.parsers.cmdline import ORIGIN as CMDLINE
-from diag.parsers.vllm.patterns import TYPED_ARG_ORIGINS
 
 DISABLING_REASONS = {
     "enforce_eager",
@@ -78,7 +76,7 @@ class RunFacts:
 
     run: Run
     engine_version: str | None
-    config: dict[str, Any]
+    config: EngineConfig  # the one typed reading of the run's settings (diag.engines)
     window: cls.Window
     steps: DecodeSteps  # the decode steps as logged: classification and advice read them
     batches: pd.DataFrame  # their classification (diag.facts.classify)
@@ -156,27 +154,8 @@ def snapshot_graph_pool_gib(run_id: str, snapshots: Iterable[Snapshot]) -> float
     return gib
 
 
-def config_values(tables: EventTables) -> dict[str, Any]:
-    """Effective settings: later echoes override earlier ones, rank 0 preferred. A pasted
-    command line comes first, so any echo of what the engine used overrides it; an echo of
-    the typed args themselves (vLLM "non-default args") replaces it whole."""
-    f = _rank0(tables["config"])
-    if not f.empty and (f["origin"] == CMDLINE).any():
-        if f["origin"].isin(TYPED_ARG_ORIGINS).any():
-            f = f[f["origin"] != CMDLINE]
-        else:
-            f = f.sort_values("origin", key=lambda o: o != CMDLINE, kind="stable")
-    out: dict[str, Any] = {}
-    for key, value in zip(f["key"], f["value"], strict=True):
-        try:
-            out[key] = json.loads(value) if value is not None else None
-        except (TypeError, ValueError):
-            out[key] = value
-    return out
-
-
 # ------------------------------------------------------------------ graph mode and window
-def graph_mode(tables: EventTables, config: dict[str, Any], backend: str) -> GraphMode:
+def graph_mode(tables: EventTables, config: EngineConfig) -> GraphMode:
     phases = (
         set(tables["capture_begin"]["phase"].dropna())
         | set(tables["capture_end"]["phase"].dropna())
@@ -199,15 +178,13 @@ def graph_mode(tables: EventTables, config: dict[str, Any], backend: str) -> Gra
         return "disabled"
     if phases:
         return "enabled"
-    spec = spec_for(backend)
-    off = spec.graphs_off(config) if spec is not None else None
-    if off is not None:
-        return "disabled" if off else "enabled"
+    if config.graphs_off is not None:
+        return "disabled" if config.graphs_off else "enabled"
     return "unknown"
 
 
 def cudagraph_mode(
-    tables: EventTables, config: dict[str, Any], backend: str, mode: str
+    tables: EventTables, config: EngineConfig, backend: str, mode: str
 ) -> str | None:
     modes = tables["graph_mode"]
     if (spec_for(backend) or SGLANG).mode_names == "cudagraph_mode":
@@ -215,7 +192,7 @@ def cudagraph_mode(
         value = _first(
             _last(downgraded, "mode"),
             _last(modes[modes["origin"] == "config"], "mode") if not modes.empty else None,
-            config.get("compilation_config.cudagraph_mode"),
+            config.cudagraph_mode,
         )
         if value is None and not modes.empty:
             seen = {str(m).upper() for m in modes["mode"].dropna()}
@@ -245,7 +222,7 @@ def cudagraph_mode(
     return "+".join(kinds) or None
 
 
-def capture_sizes(tables: EventTables, config: dict[str, Any], backend: str) -> list[int] | None:
+def capture_sizes(tables: EventTables, config: EngineConfig) -> list[int] | None:
     sizes = _rank0(tables["capture_sizes"])
     if not sizes.empty:
         listed = sizes[
@@ -253,16 +230,11 @@ def capture_sizes(tables: EventTables, config: dict[str, Any], backend: str) -> 
         ]
         if not listed.empty:
             return sorted(set(json.loads(listed["sizes"].iloc[-1])))
-    spec = spec_for(backend) or VLLM
-    bs = config.get(spec.capture_sizes_key)
-    if isinstance(bs, list) and bs:
-        return sorted({int(x) for x in bs})
-    return None
+    return list(config.capture_sizes) if config.capture_sizes else None
 
 
 def window_of(
-    tables: EventTables,
-    config: dict[str, Any],
+    config: EngineConfig,
     backend: str,
     mode: str,
     version: str | None,
@@ -273,10 +245,9 @@ def window_of(
     if sizes is None and mode == "enabled":
         spec = spec_for(backend)
         if spec is not None:
-            sizes = spec.default_sizes(version, config, ceiling)
+            sizes = spec.default_sizes(version, config.raw, ceiling)
         inferred = sizes is not None
-    padding = not bool(as_bool(config.get("disable_cuda_graph_padding")))
-    return cls.Window(mode, tuple(sizes) if sizes else None, inferred, padding, True)
+    return cls.Window(mode, tuple(sizes) if sizes else None, inferred, config.padding, True)
 
 
 # ------------------------------------------------------------------ capture error
@@ -420,24 +391,14 @@ def captured_size_count(tables: EventTables) -> int | None:
 
 
 # ------------------------------------------------------------------ the record
-def _prefill_node(config: dict[str, Any], tables: EventTables) -> bool | None:
-    mode = config.get("disaggregation_mode")
-    if isinstance(mode, str):
-        return mode == "prefill"
+def _prefill_node(config: EngineConfig, tables: EventTables) -> bool | None:
+    if config.disaggregation_mode is not None:
+        return config.disaggregation_mode == "prefill"
     dis = tables["graph_disabled"]
     if not dis.empty and (dis["reason"] == "prefill_server").any():
         return True
-    kv = config.get("kv_transfer_config")
-    if isinstance(kv, dict) and kv.get("kv_role"):
-        return kv.get("kv_role") == "kv_producer"
-    return None
-
-
-def _resolved_backend(config: dict[str, Any]) -> str | None:
-    for key in ("resolved_attention_backend", "attention_backend", "decode_attention_backend"):
-        v = config.get(key)
-        if isinstance(v, str) and v and v.lower() != "none":
-            return v
+    if config.kv_role is not None:
+        return config.kv_role == "kv_producer"
     return None
 
 
@@ -466,15 +427,15 @@ def _perf(tables: EventTables, batches: pd.DataFrame) -> Perf:
 
 def build_facts(run: Run) -> RunFacts:
     t = run.tables
-    config = config_values(t)
     version = _last(t["version"], "version")
-    mode = graph_mode(t, config, run.backend)
+    config = engine_config(t, run.backend, version)
+    mode = graph_mode(t, config)
     if mode == "unknown" and capture_error(t)[0] is not None:
         mode = "enabled"  # a capture was attempted and failed
-    sizes = capture_sizes(t, config, run.backend)
+    sizes = capture_sizes(t, config)
     ceiling = _ceiling(t, config, run.backend, sizes)
-    window = window_of(t, config, run.backend, mode, version, sizes, ceiling)
-    steps = decode_steps(t, run.backend, config)
+    window = window_of(config, run.backend, mode, version, sizes, ceiling)
+    steps = decode_steps(t, config)
     batches = cls.classify_batches(steps, window)
     counts = cls.batch_counts(batches)
     cap_time, cap_mem = _capture_totals(t)
@@ -490,9 +451,7 @@ def build_facts(run: Run) -> RunFacts:
         cudagraph_mode=cudagraph_mode(t, config, run.backend, mode),
         graph_capture_sizes=tuple(sizes) if sizes is not None else None,
         cuda_graph_max_bs=ceiling,
-        max_running_requests=_as_int(
-            _first(config.get("max_running_requests"), config.get("max_num_seqs"))
-        ),
+        max_running_requests=config.max_running,
         prefill_node=_prefill_node(config, t),
         capture_time_s=cap_time,
         capture_mem_gib=cap_mem,
@@ -506,7 +465,7 @@ def build_facts(run: Run) -> RunFacts:
         captured_share=cls.captured_share(counts),
         padding_waste=cls.padding_waste(batches),
         perf=_perf(t, batches),
-        resolved_backend=_resolved_backend(config),
+        resolved_backend=config.attention_backend,
     )
     return RunFacts(
         run,
@@ -534,13 +493,16 @@ def _quiet_run_notes(t: EventTables) -> list[str]:
 
 
 def _ceiling(
-    t: EventTables, config: dict[str, Any], backend: str, sizes: list[int] | None
+    t: EventTables, config: EngineConfig, backend: str, sizes: list[int] | None
 ) -> int | None:
+    """The largest capture size; else the ceiling a config key names; else, where the engine
+    prints one, the capture-size table's largest size."""
     if sizes:
         return max(sizes)
-    named = (spec_for(backend) or VLLM).ceiling(config)
-    if named != "table":
-        return named
+    if config.ceiling_named:
+        return config.ceiling
+    if not (spec_for(backend) or VLLM).ceiling_from_table:
+        return None
     cs = t["capture_sizes"]
     largest = cs["largest"].dropna() if not cs.empty else cs
     return _as_int(_plain(largest.max())) if len(largest) else None

@@ -9,7 +9,7 @@ it": a rule tests for it in plain Python and either stays silent or says what is
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -17,14 +17,12 @@ import numpy as np
 import pandas as pd
 
 from diag.engines import spec_for
-from diag.engines.spec import EngineSpec, as_bool, as_int
+from diag.engines.spec import EngineConfig, EngineSpec
 from diag.events import EventTables
 from diag.facts import classify as cls
 from diag.facts.record import RunFacts, captured_size_count, sizing
 from diag.facts.verdict import EngineError
 from diag.model import Snapshot
-from diag.parsers.cmdline import ORIGIN as CMDLINE
-from diag.parsers.vllm.patterns import TYPED_ARG_ORIGINS
 from diag.rules.advisories import Advisory
 
 if TYPE_CHECKING:
@@ -230,13 +228,13 @@ def _max(frame: pd.DataFrame, col: str) -> float | None:
 
 
 def _default_count(
-    spec: EngineSpec | None, version: str | None, cfg: Mapping[str, Any], ceiling: int | None
+    spec: EngineSpec | None, version: str | None, cfg: EngineConfig, ceiling: int | None
 ) -> int | None:
     """How many sizes the engine captures by default for this version and config."""
     if spec is None:
         return None
     try:
-        return len(spec.default_sizes(version, cfg, ceiling)) or None
+        return len(spec.default_sizes(version, cfg.raw, ceiling)) or None
     except (TypeError, ValueError):
         return None
 
@@ -274,7 +272,7 @@ def run_metrics(
         kv_peak = max(kv_peak or 0.0, float(stats["kv_usage"].max()) / 100.0)
     snap_gib = facts.snapshot_graph_pool_gib  # one fact, set where snapshots join runs
     speed = _per_request_speed(batches)
-    tp = as_int(cfg.get("tp_size") or cfg.get("tensor_parallel_size"))
+    tp = cfg.tp_size
     spec = spec_for(facts.backend)
     trace = _trace_counts(facts)
     return RunMetrics(
@@ -317,22 +315,22 @@ def run_metrics(
         retractions=int(t["retract"]["count"].fillna(1).sum()) if not t["retract"].empty else 0,
         preemptions=int(stats["preemptions"].fillna(0).sum()) if not stats.empty else 0,
         kv_peak_usage=kv_peak,
-        torch_compile=bool(as_bool(cfg.get("enable_torch_compile"))),
-        torch_compile_max_bs=as_int(cfg.get("torch_compile_max_bs")),
+        torch_compile=cfg.torch_compile,
+        torch_compile_max_bs=cfg.torch_compile_max_bs,
         tp_size=tp,
-        mem_fraction_static=_float(cfg.get("mem_fraction_static")),
+        mem_fraction_static=cfg.mem_fraction_static,
         custom_all_reduce_off=(
             "disable_custom_all_reduce=True in the config echo"
-            if as_bool(cfg.get("disable_custom_all_reduce"))
+            if cfg.custom_all_reduce_off
             else "the log says custom all-reduce is disabled"
             if "custom_all_reduce_disabled" in topics
             else "tensor parallel size 1 never uses custom all-reduce"
             if tp == 1
             else None
         ),
-        padding_disabled=bool(as_bool(cfg.get("disable_cuda_graph_padding"))),
-        dp_attention=bool(as_bool(cfg.get("enable_dp_attention"))),
-        kv_cache_memory_bytes_set=cfg.get("kv_cache_memory_bytes") not in (None, 0, "None"),
+        padding_disabled=not cfg.padding,
+        dp_attention=cfg.dp_attention,
+        kv_cache_memory_bytes_set=cfg.kv_cache_memory_bytes_set,
         nccl_load_failure=_first_text(adv, "nccl_load_failed"),
         user_eager=_user_eager(facts),
         engine_downgrades=_engine_downgrades(facts),
@@ -341,18 +339,18 @@ def run_metrics(
         speed_samples_in=speed[2],
         speed_samples_out=speed[3],
         draft_capture_time_s=facts.capture_phases.get("draft_capture_time_s"),
-        profile_cuda_graph=bool(as_bool(cfg.get("enable_profile_cuda_graph"))),
-        ceiling_flag=spec.ceiling_flag(facts.engine_version, cfg, None) if spec else "",
-        graphs_off_flag=spec.graphs_off_flag(facts.engine_version, cfg) if spec else "",
+        profile_cuda_graph=cfg.profile_cuda_graph,
+        ceiling_flag=spec.ceiling_flag(facts.engine_version, cfg.raw, None) if spec else "",
+        graphs_off_flag=spec.graphs_off_flag(facts.engine_version, cfg.raw) if spec else "",
         concurrency_flag=spec.concurrency_flag if spec else "",
         advice=advice,
         advised_flags=(
-            spec.bucket_flags(facts.engine_version, cfg, advice.recommended.sizes, [])
+            spec.bucket_flags(facts.engine_version, cfg.raw, advice.recommended.sizes, [])
             if spec and advice and advice.changes
             else ""
         ),
         advised_ceiling_flag=(
-            spec.ceiling_flag(facts.engine_version, cfg, advice.ceiling)
+            spec.ceiling_flag(facts.engine_version, cfg.raw, advice.ceiling)
             if spec and advice and advice.changes
             else ""
         ),
@@ -415,13 +413,6 @@ def _trace_counts(facts: RunFacts) -> dict[str, Any]:
     }
 
 
-def _float(v: object) -> float | None:
-    try:
-        return None if v is None or isinstance(v, bool) else float(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-
-
 def _first_text(adv: pd.DataFrame, topic: str) -> str | None:
     if adv.empty:
         return None
@@ -440,15 +431,14 @@ def _user_eager(facts: RunFacts) -> str | None:
     cfg = facts.config
     disabled = facts.tables["graph_disabled"]
     reasons = set(disabled["reason"]) if not disabled.empty else set()
-    own = _user_args_eager(facts)
-    if own is not None:
-        return own
+    if cfg.typed_eager is not None:
+        return cfg.typed_eager
     if reasons & (MODEL_LIMIT_REASONS - CONSEQUENCE_REASONS):
         return None
     if "enforce_eager" in reasons:
         return "--enforce-eager"
     spec = spec_for(facts.backend)
-    if spec is not None and spec.graphs_off(cfg):
+    if spec is not None and cfg.graphs_off:
         return spec.eager_flag
     if _user_set_mode_none(facts, reasons):
         return "cudagraph_mode=NONE"
@@ -459,9 +449,6 @@ def _user_eager(facts: RunFacts) -> str | None:
     return None
 
 
-# SGLang's server_args= is printed after ServerArgs.__post_init__ changed it
-# (sglang==0.5.2:srt/entrypoints/engine.py:124): the user's, not what was typed
-USER_ARG_ORIGINS = (*TYPED_ARG_ORIGINS, "server_args")
 # graph_disabled reasons that follow from graphs being off, whoever turned them off:
 # vLLM's dispatcher warns once whenever cudagraph_mode is NONE
 # (vllm==0.10.2:vllm/v1/cudagraph_dispatcher.py, "cudagraph dispatching keys are not
@@ -469,37 +456,14 @@ USER_ARG_ORIGINS = (*TYPED_ARG_ORIGINS, "server_args")
 CONSEQUENCE_REASONS = frozenset({"dispatch_keys_uninitialized"})
 
 
-def _user_args_eager(facts: RunFacts) -> str | None:
-    """The eager setting in the args the user typed, spelled as the user set it."""
-    cfg = facts.tables["config"]
-    if cfg.empty:
-        return None
-    typed = cfg[cfg["origin"].isin(TYPED_ARG_ORIGINS)]
-    if typed.empty:  # no echo of the typed args: the pasted command line is what was typed
-        typed = cfg[cfg["origin"] == CMDLINE]
-    for key, value in zip(typed["key"], typed["value"], strict=True):
-        text = str(value).strip('"').lower()
-        if key == "enforce_eager" and text == "true":
-            return "--enforce-eager"
-        if key == "compilation_config.cudagraph_mode" and text.endswith("none"):
-            return "cudagraph_mode=NONE"
-    return None
-
-
 def _user_set_mode_none(facts: RunFacts, reasons: set[str]) -> bool:
     """cudagraph_mode NONE is the user's when the user's own args say so (vLLM 0.10.1+
     "non-default args"), or the config echo says so and the engine printed no override to
     NONE (an engine override is GD160's, even though the echo then shows NONE too)."""
-    cfg = facts.tables["config"]
-    if not cfg.empty:
-        rows = cfg[cfg["key"] == "compilation_config.cudagraph_mode"]
-        user = rows[rows["origin"].isin(USER_ARG_ORIGINS)]
-        if user.empty:
-            user = rows[rows["origin"] == CMDLINE]
-        if not user.empty:
-            return "NONE" in str(user["value"].iloc[-1]).upper()
-    echoed = str(facts.config.get("compilation_config.cudagraph_mode") or "").upper()
-    if not (echoed.endswith("NONE") or "mode_none" in reasons):
+    cfg = facts.config
+    if cfg.user_mode_none is not None:
+        return cfg.user_mode_none
+    if not (cfg.mode_none_echoed or "mode_none" in reasons):
         return False
     modes = facts.tables["graph_mode"]
     overridden = (
