@@ -82,8 +82,11 @@ class EngineConfig:
     # one stats line covers (vLLM VLLM_LOG_STATS_INTERVAL); None where the engine has none
     steps_per_batch_line: int | None = None
     stats_interval_s: float | None = None
-    # the rest of the settings rules and facts read
+    # the rest of the settings rules, facts and the fleet summary read
+    model: str | None = None  # SGLang model_path / vLLM model
     tp_size: int | None = None
+    pp_size: int | None = None
+    dp_size: int | None = None
     torch_compile: bool = False
     torch_compile_max_bs: int | None = None
     mem_fraction_static: float | None = None
@@ -98,6 +101,11 @@ class EngineConfig:
     typed_eager: str | None = None
     # does the user's own cudagraph_mode say NONE? None: the user's args do not set it
     user_mode_none: bool | None = None
+
+    @property
+    def echoed(self) -> bool:
+        """Did the log show any of the run's settings (a config echo, args, a command line)?"""
+        return bool(self.raw)
 
     @property
     def mode_none_echoed(self) -> bool:

@@ -160,8 +160,8 @@ def engine_settings(config: EngineConfig) -> EngineConfig:
     """Speculative draft tokens (only with an algorithm set), DP attention's attention-TP size
     (tp // dp), two-batch overlap, the decode log interval."""
     c = config.raw
-    tp = as_int(c.get("tp_size")) or 1
-    dp = as_int(c.get("dp_size")) or 1
+    tp = config.tp_size or 1
+    dp = config.dp_size or 1
     algo = c.get("speculative_algorithm") or None
     return replace(
         config,

@@ -130,7 +130,10 @@ def read_common(echo: ConfigEcho, version: str | None, spec: EngineSpec) -> Engi
     sizes = c.get(spec.capture_sizes_key)
     kv = c.get(KV_TRANSFER_KEY)
     mode = c.get(DISAGGREGATION_KEY)
-    tp = as_int(c.get("tp_size") or c.get("tensor_parallel_size"))
+    # model / parallelism: SGLang's ServerArgs and vLLM's EngineArgs field names, the names
+    # diag/parsers/cmdline.py maps the engines' flags to (sglang==0.5.2:sglang/srt/
+    # server_args.py, vllm==0.11.0:vllm/engine/arg_utils.py)
+    model = first(c.get("model_path"), c.get("model"))
     cudagraph_mode = c.get(MODE_KEY)
     return EngineConfig(
         engine=spec.name,
@@ -147,7 +150,10 @@ def read_common(echo: ConfigEcho, version: str | None, spec: EngineSpec) -> Engi
         max_running=as_int(first(c.get("max_running_requests"), c.get("max_num_seqs"))),
         dp_attention=truthy(c.get("enable_dp_attention")),
         padding=not (spec.padding_off_key and truthy(c.get(spec.padding_off_key))),
-        tp_size=tp,
+        model=None if model is None else str(model),
+        tp_size=as_int(first(c.get("tp_size"), c.get("tensor_parallel_size"))),
+        pp_size=as_int(first(c.get("pp_size"), c.get("pipeline_parallel_size"))),
+        dp_size=as_int(first(c.get("dp_size"), c.get("data_parallel_size"))),
         torch_compile=truthy(c.get(TORCH_COMPILE_KEY)),
         torch_compile_max_bs=as_int(c.get(TORCH_COMPILE_MAX_BS_KEY)),
         mem_fraction_static=as_float(c.get("mem_fraction_static")),
