@@ -93,7 +93,6 @@ def engine_limits(f: RunFacts, engine: str | None = None) -> EngineLimits:
         **read
         | {
             "engine": cast(Engine, engine),
-            "version": f.engine_version if same else None,
             # the mode the run ran in (the record: downgrades included), not only the echo's
             "cudagraph_mode": f.record.cudagraph_mode if same else None,
             "current_sizes": tuple(sizes) if source != "default" else (),

@@ -75,7 +75,6 @@ class RunFacts:
     """Everything rules and renderers need about one run."""
 
     run: Run
-    engine_version: str | None
     config: EngineConfig  # the one typed reading of the run's settings (diag.engines)
     window: cls.Window
     steps: DecodeSteps  # the decode steps as logged: classification and advice read them
@@ -101,6 +100,11 @@ class RunFacts:
     @property
     def tables(self) -> EventTables:
         return self.run.tables
+
+    @property
+    def engine_version(self) -> str | None:
+        """The version the log printed (one fact: the config was read for it)."""
+        return self.config.version
 
     @property
     def ceiling(self) -> int | None:
@@ -469,7 +473,6 @@ def build_facts(run: Run) -> RunFacts:
     )
     return RunFacts(
         run,
-        version,
         config,
         window,
         steps,
