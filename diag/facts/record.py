@@ -114,6 +114,12 @@ class RunFacts:
         return self.window.ceiling or self.record.cuda_graph_max_bs
 
     @property
+    def ceiling_inferred(self) -> bool:
+        """Is the ceiling the top of the engine's default list for the version (the log
+        prints no size list)? Surfaces say so beside the figure."""
+        return self.window.sizes_inferred and self.window.ceiling is not None
+
+    @property
     def backend(self) -> str:
         return self.run.backend
 

@@ -166,6 +166,14 @@ class RunRecord:
     # set where profiler traces join the run (diag.api); JSON only when set
     trace_verified: TraceVerified | None = None
 
+    @property
+    def capture_mem_share(self) -> float | None:
+        """Capture memory over the KV pool: the figure GD120 judges and the memory caption
+        and KV timeline print (None where either is not logged, or the pool is 0)."""
+        if self.capture_mem_gib is None or not self.kv_cache_gib:
+            return None
+        return self.capture_mem_gib / self.kv_cache_gib
+
     def to_json(self) -> dict[str, Any]:
         """The INTERFACE record: every key always present (null where unknown), in order."""
         out: dict[str, Any] = {}

@@ -45,18 +45,12 @@ class RunContext:
         return spec.eviction_word if spec else "preemptions"
 
 
-def capture_share(rec: RunRecord) -> float | None:
-    """Capture memory over the KV pool, the figure the memory caption and GD120 use."""
-    graph, kv = rec.capture_mem_gib, rec.kv_cache_gib
-    return float(graph) / float(kv) if graph and kv else None
-
-
 def load_panels(ctx: RunContext) -> list[Panel]:
     """KV usage, running / waiting and evictions over time, where stats lines exist."""
     if not has_load(ctx.load):
         return []
     rec = ctx.run.record
-    share = capture_share(rec)
+    share = rec.capture_mem_share
     heading = "KV cache and queue"
     note = load_plots.share_label(share, rec.capture_mem_gib) + "." if share else None
     if wants_table(len(ctx.load)):

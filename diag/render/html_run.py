@@ -72,11 +72,13 @@ def cards(run: RunReport) -> list[Card]:
     if decided:
         out.append(Card("eager batches", f"{b.eager:,}", cls="bad" if b.eager else ""))
     ceiling, top = run.facts.ceiling, shape.max if shape else None
+    default = "engine default" if run.facts.ceiling_inferred else None
     if ceiling is not None and top is not None:
         bad = "bad" if top > ceiling else ""
-        out.append(Card("ceiling / max batch", f"{fmt_num(ceiling)} / {fmt_num(top)}", cls=bad))
+        value = f"{fmt_num(ceiling)} / {fmt_num(top)}"
+        out.append(Card("ceiling / max batch", value, sub=default, cls=bad))
     elif ceiling is not None:
-        out.append(Card("capture ceiling", str(fmt_num(ceiling))))
+        out.append(Card("capture ceiling", str(fmt_num(ceiling)), sub=default))
     elif top is not None:
         out.append(Card("largest decode batch", str(fmt_num(top))))
     p50 = joined(fmt_num(shape.p50), fmt_num(shape.p99), sep=" / ") if shape else None
@@ -159,7 +161,9 @@ def eager_view(run: RunReport) -> dict[str, Any]:
         "eager": f"{b.eager:,}",
         "decided": f"{decided:,}",
         "share": f"{b.eager / decided:.0%}",
-        "ceiling": run.facts.ceiling,
+        "ceiling": None
+        if run.facts.ceiling is None
+        else f"{run.facts.ceiling}" + (" (engine default)" if run.facts.ceiling_inferred else ""),
         "rows": rows,
     }
 

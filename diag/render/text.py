@@ -125,7 +125,8 @@ def verdict_text(run: RunReport, with_id: bool = True) -> str:
             f"{share(rec.captured_share)} of {b.decided:,} decode batches on graphs ({b.source})"
         )
     if run.facts.ceiling:
-        parts.append(f"ceiling {run.facts.ceiling}")
+        default = " (engine default)" if run.facts.ceiling_inferred else ""
+        parts.append(f"ceiling {run.facts.ceiling}{default}")
     head = f"{run.id} [{run.facts.backend}]: " if with_id else ""
     return head + "; ".join(parts)
 

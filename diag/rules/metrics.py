@@ -92,6 +92,7 @@ class RunMetrics:
     token_window: bool  # capture sizes count tokens and serve mixed steps too (vLLM)
     # KV pool and graph memory
     kv_cache_gib: float | None
+    capture_mem_share: float | None  # capture memory over the KV pool (the record's figure)
     kv_tokens: int | None
     kv_tokens_source: str | None
     graph_mem_est_gib: float | None
@@ -176,12 +177,6 @@ class RunMetrics:
         return ", ".join(f"{n} {EAGER_LABELS[c]}" for c, n in self.eager_by_cause.items() if n) or (
             "no reason recorded"
         )
-
-    @property
-    def capture_mem_share(self) -> float | None:
-        if self.capture_mem_gib is None or not self.kv_cache_gib:
-            return None
-        return self.capture_mem_gib / self.kv_cache_gib
 
     @property
     def graph_mem_est_share(self) -> float | None:
@@ -307,6 +302,7 @@ def run_metrics(
         observed_count=shape.count if shape else 0,
         token_window=spec is not None and spec.size_unit == "tokens",
         kv_cache_gib=rec.kv_cache_gib,
+        capture_mem_share=rec.capture_mem_share,
         kv_tokens=rec.kv_tokens,
         kv_tokens_source=facts.kv_tokens_source,
         graph_mem_est_gib=sizing(t, "graph_mem_est_gib"),
