@@ -180,8 +180,8 @@ def test_classification_and_advice_read_one_decode_steps_fact(tmp_path: Path) ->
     assert len(both.steps) == len(steps) and len(only.steps) == len(decode)
     cols = ["batch_size", "weight", "verdict", "reason", "bucket", "padded"]
     assert both.batches[cols].equals(only.batches[cols])
-    assert both.record["batches"] == only.record["batches"]
-    assert both.record["batches"]["graph"] + both.record["batches"]["eager"] == len(decode)
+    assert both.record.batches == only.record.batches
+    assert both.record.batches.decided == len(decode)
     t_both, t_only = run_traffic(both), run_traffic(only)
     assert t_both is not None and t_only is not None and t_both.tokens is not None
     assert t_both.tokens.tolist() == [t for t, _, _ in steps]
