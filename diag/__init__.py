@@ -2,7 +2,7 @@
 
 >>> from diag import analyze
 >>> report = analyze(["logs/"])
->>> report.runs[0].record["captured_share"]
+>>> report.runs[0].record.captured_share  # typed (diag.facts.run_record); .to_json() for the dict
 """
 
 from __future__ import annotations

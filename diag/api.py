@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from typing import Any
@@ -132,9 +133,7 @@ def _attach_artifacts(facts: list[RunFacts], ing: Ingested) -> None:
         if run is None or not snap.pools:
             continue
         snap.run = run.run.id
-        run.memory_check = memory_check(
-            run.record.get("capture_mem_gib"), snap.graph_pool_gib, snap.path
-        )
+        run.memory_check = memory_check(run.record.capture_mem_gib, snap.graph_pool_gib, snap.path)
         if run.memory_check.get("disagrees"):
             run.notes.append(run.memory_check["summary"])
     for f in facts:
@@ -152,7 +151,8 @@ def attach_traces(facts: list[RunFacts], traces: list[TraceAnalysis], tz: tzinfo
         run = _trace_run(t, facts, tz)
         if run is not None:
             t.run = run.run.id
-            t.log_capture_sizes = run.record.get("graph_capture_sizes")
+            sizes = run.record.graph_capture_sizes
+            t.log_capture_sizes = list(sizes) if sizes is not None else None
             by_run.setdefault(run.run.id, []).append(t)
     for f in facts:
         joined = by_run.get(f.run.id)
@@ -161,7 +161,7 @@ def attach_traces(facts: list[RunFacts], traces: list[TraceAnalysis], tz: tzinfo
         offset = _tz_offset_s(tz, joined)
         check = verify(f, joined, offset)
         f.trace_check = check
-        f.record["trace_verified"] = check.record()
+        f.record = replace(f.record, trace_verified=check.record())
         for path in check.no_epoch:
             f.notes.append(
                 f"trace {path}: its time stamps are relative and it has no baseTimeNanoseconds, "
@@ -252,7 +252,7 @@ def _nearest_run(path: Path, facts: list[RunFacts]) -> RunFacts | None:
     for i, f in enumerate(facts):
         profiled = int(
             not f.tables["profile"].empty
-            or bool(f.config.get("enable_profile_cuda_graph"))
+            or f.config.profile_cuda_graph
             or (f.tables["advisory"]["topic"] == "snapshot_written").any()
         )
         for src in f.run.sources:

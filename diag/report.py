@@ -16,6 +16,7 @@ from diag.artifacts.trace import TraceAnalysis
 from diag.events import EventTables
 from diag.facts.record import RunFacts
 from diag.facts.requests import request_summary
+from diag.facts.run_record import RunRecord
 from diag.facts.verdict import Verdict, judge
 from diag.model import SEVERITY_ORDER, Evidence, Finding, InputStatus, Snapshot, clean_json
 
@@ -36,7 +37,7 @@ class RunReport:
         return self.facts.run.id
 
     @property
-    def record(self) -> dict[str, Any]:
+    def record(self) -> RunRecord:
         return self.facts.record
 
     @property
@@ -68,11 +69,11 @@ class RunReport:
             "engine_error": None if failure is None else asdict(failure),
             "year_source": self.facts.year_source,
             "startup_phase": self.facts.startup_phase,
-            "record": clean_json(self.facts.record),
+            "record": clean_json(self.facts.record.to_json()),
             # beside the record (whose keys INTERFACE fixes): other capture phases, KV source
             **clean_json(self.facts.capture_phases),
             "kv_tokens_source": self.facts.kv_tokens_source,
-            "ranks": clean_json(self.facts.ranks),
+            "ranks": [clean_json(r.to_json()) for r in self.facts.ranks],
             "findings": [f.to_dict() for f in self.findings],
             "classification": {
                 "inference_agreement": clean_json(self.facts.agreement),

@@ -63,9 +63,9 @@ def verdict_of(path: Path) -> Verdict:
             | {"graph_capture_sizes": ()}
         )
     first = facts[0]
-    err_facts = next((f for f in facts if f.record["capture_error"]), None)
-    err = err_facts.record["capture_error"] if err_facts else None
-    rec = first.record
+    err_facts = next((f for f in facts if f.record.capture_error), None)
+    err = err_facts.record.to_json()["capture_error"] if err_facts else None
+    rec = first.record.to_json()
     values: dict[str, Any] = {
         "run": True,
         "capture_error": err["class"] if err else None,

@@ -55,4 +55,4 @@ def test_malicious_snapshot_is_refused_and_the_rest_analysed(tmp_path: Path) -> 
     assert not marker.exists()
     bad = next(i for i in report.inputs if i.path.endswith(".pickle"))
     assert bad.status == "skipped" and "GLOBAL" in (bad.reason or "")
-    assert report.runs and report.runs[0].record["batches"]["graph"] == 80
+    assert report.runs and report.runs[0].record.to_json()["batches"]["graph"] == 80

@@ -28,7 +28,7 @@ def test_fixture_class_phase_and_gd100(name: str) -> None:
     report = analyze([str(FIXTURES / name)], generated_at="fixed")
     assert report.runs, f"{name}: an error-only log is a run"
     run = report.runs[0]
-    err = run.record["capture_error"]
+    err = run.record.to_json()["capture_error"]
     codes = [f.code for f in run.findings]
     if want["phase"] != "unknown":
         assert run.facts.startup_phase == want["phase"]
@@ -97,7 +97,7 @@ def test_reassembled_whatever_wraps_it(tmp_path: Path, wrap) -> None:  # type: i
     ]
     path = tmp_path / "paste.log"
     path.write_text("```\r\n" + "\r\n".join(wrap(x) for x in lines) + "\n```\n")
-    err = analyze([str(path)], generated_at="x").runs[0].record["capture_error"]
+    err = analyze([str(path)], generated_at="x").runs[0].record.to_json()["capture_error"]
     assert err["class"] == "stream_capture_invalid" and err["phase"] == "capture_decode"
 
 
@@ -185,7 +185,7 @@ def test_interleaved_per_line_tracebacks_stay_apart(tmp_path: Path) -> None:
         "TP0": ("stream_capture_invalid", "capture_decode"),
         "TP1": ("oom", "memory_profiling"),
     }
-    assert run.record["capture_error"]["class"] == "stream_capture_invalid"
+    assert run.record.to_json()["capture_error"]["class"] == "stream_capture_invalid"
 
 
 def test_nul_note_is_the_same_on_the_parallel_path(tmp_path: Path) -> None:
@@ -217,7 +217,7 @@ def test_one_quoted_exception_line_is_a_run_with_gd100(tmp_path: Path, quote: st
         + "\n"
     )
     run = analyze([str(path)], generated_at="x").runs[0]
-    assert run.record["capture_error"]["class"] == "stream_capture_invalid"
+    assert run.record.to_json()["capture_error"]["class"] == "stream_capture_invalid"
     assert "GD100" in [f.code for f in run.findings]
 
 
@@ -225,7 +225,7 @@ def test_one_quoted_exception_line_is_a_run_with_gd100(tmp_path: Path, quote: st
 def _verdict(path: Path) -> tuple[object, ...]:
     report = analyze([str(path)], generated_at="x")
     assert report.runs, f"{path.name}: no run"
-    err = report.runs[0].record["capture_error"]
+    err = report.runs[0].record.to_json()["capture_error"]
     return (err["class"], err["phase"]) if err else (None, None)
 
 
@@ -297,7 +297,7 @@ def test_fragment_ending_before_its_exception_is_class_other_with_the_reason(
         err = (
             analyze([str(_cut(tmp_path, lines, 0, end))], generated_at="x")
             .runs[0]
-            .record["capture_error"]
+            .record.to_json()["capture_error"]
         )
         assert err["class"] == "other" and err["phase"] == "capture_decode", end
         assert "exception line" in err["reason"] or "ends inside" in err["reason"], err
@@ -308,7 +308,7 @@ def test_an_error_takes_the_phase_of_the_process_that_raised_it(tmp_path: Path) 
     not a capture error. The same lines raised by TP1 are one (issue 21, point 5)."""
     name = "vllm-tp0-init-oom-while-tp1-captures.log"
     run = analyze([str(FIXTURES / name)], generated_at="x").runs[0]
-    assert run.record["capture_error"] is None
+    assert run.record.to_json()["capture_error"] is None
     assert any("not read as a capture error" in n for n in run.facts.notes)
     text = (FIXTURES / name).read_text()
     raised_by_tp1 = "\n".join(
@@ -317,7 +317,7 @@ def test_an_error_takes_the_phase_of_the_process_that_raised_it(tmp_path: Path) 
     )
     path = tmp_path / name
     path.write_text(raised_by_tp1 + "\n")
-    err = analyze([str(path)], generated_at="x").runs[0].record["capture_error"]
+    err = analyze([str(path)], generated_at="x").runs[0].record.to_json()["capture_error"]
     assert err is not None and err["class"] == "oom" and err["phase"] in CAPTURE_PHASES
 
 
@@ -332,7 +332,7 @@ def test_header_less_error_print_is_placed_by_the_log(tmp_path: Path) -> None:
     path = tmp_path / name
     path.write_text("\n".join(before) + "\n")
     run = analyze([str(path)], generated_at="x").runs[0]
-    assert run.record["capture_error"] is None
+    assert run.record.to_json()["capture_error"] is None
     assert any("custom_all_reduce.cuh:164" in n for n in run.facts.notes), run.facts.notes
     alone = tmp_path / "alone.log"
     alone.write_text(lines[failed] + "\n")

@@ -219,7 +219,7 @@ def test_user_eager_on_the_command_line_is_gd131(
     tmp_path: Path, argv: list[str], tail: str, flag: str
 ) -> None:
     (run,) = _runs(tmp_path, _continued(argv) + "\n" + tail + "\n")
-    assert run.record["graph_mode"] == "disabled"
+    assert run.record.to_json()["graph_mode"] == "disabled"
     gd131 = [f for f in run.findings if f.code == "GD131"]
     assert gd131 and f"user's own {flag}" in gd131[0].message
 
@@ -232,7 +232,7 @@ def test_the_engine_echo_wins_over_the_command_line(tmp_path: Path, after: bool)
     echo = VLLM_ECHO.format(args="{'model': 'm', 'max_num_seqs': 8}")
     lines = [echo, VLLM_STATS, command] if after else [command, echo, VLLM_STATS]
     (run,) = _runs(tmp_path, "\n".join(lines) + "\n")
-    assert run.facts.config["max_num_seqs"] == 8
+    assert run.facts.config.max_running == 8
     assert not [f for f in run.findings if f.code == "GD131"]
 
 
@@ -276,7 +276,7 @@ def test_vllm_flag_spellings(tmp_path: Path, flags: list[str], key: str, value: 
 def test_compilation_config_sizes_become_the_capture_sizes(tmp_path: Path) -> None:
     cmd = "vllm serve m --compilation-config '{\"cudagraph_capture_sizes\": [8, 1, 2, 4]}'"
     (run,) = _runs(tmp_path, cmd + "\n" + VLLM_STATS + "\n")
-    assert run.record["graph_capture_sizes"] == [1, 2, 4, 8]
+    assert run.record.to_json()["graph_capture_sizes"] == [1, 2, 4, 8]
 
 
 def test_engine_env_prefix_is_kept_other_env_is_not(tmp_path: Path) -> None:
@@ -324,5 +324,5 @@ def test_corpus_bench_throughput_command_line() -> None:
     labels = yaml.safe_load((corpus / "labels.yaml").read_text())["cases"]
     (label,) = [c for c in labels if c["file"] == name]
     (run,) = analyze([str(corpus / name)], generated_at="fixed").runs
-    assert (run.record["graph_mode"] == "enabled") is label["graph_enabled"]
-    assert run.facts.config["enforce_eager"] is True
+    assert (run.record.to_json()["graph_mode"] == "enabled") is label["graph_enabled"]
+    assert run.facts.config.graphs_off is True  # --enforce-eager on the command line

@@ -44,7 +44,7 @@ def observed(path: str) -> dict[str, Any]:
     report = analyze([path], generated_at="fixed")
     assert report.runs, f"{path}: no run"
     run = report.runs[0]
-    rec, t = run.record, run.facts.tables
+    rec, t = run.record.to_json(), run.facts.tables
     decode = t["decode_batch"]
     err = rec["capture_error"]
     return {
@@ -192,6 +192,6 @@ def test_corpus_matches_labels(name: str) -> None:
 def test_decode_flags_are_logged_truth(name: str) -> None:
     corpus = need_corpus("real")
     report = analyze([str(corpus / name)], generated_at="fixed")
-    batches = report.runs[0].record["batches"]
+    batches = report.runs[0].record.to_json()["batches"]
     assert batches["source"] == "logged"
     assert batches["graph"] + batches["eager"] > 0

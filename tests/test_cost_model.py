@@ -70,7 +70,13 @@ def padded_slots(sizes: tuple[int, ...], hist: dict[int, float]) -> float:
     return out
 
 
-SGL = EngineLimits("sglang", "0.5.4", tuple(SGLANG_DEFAULT_053[:24]), "logged", max_running=4096)
+SGL = EngineLimits(
+    engine="sglang",
+    version="0.5.4",
+    current_sizes=tuple(SGLANG_DEFAULT_053[:24]),
+    current_source="logged",
+    max_running=4096,
+)
 
 
 def test_promised_coverage_holds_on_a_second_day() -> None:
@@ -107,7 +113,13 @@ def test_set_fitted_across_runs_covers_every_runs_peak() -> None:
 def test_ceiling_never_above_max_running_requests() -> None:
     rng = np.random.default_rng(11)
     tr = day(rng, 1500, cap=128)
-    limits = EngineLimits("sglang", "0.5.4", (), "default", max_running=128)
+    limits = EngineLimits(
+        engine="sglang",
+        version="0.5.4",
+        current_sizes=(),
+        current_source="default",
+        max_running=128,
+    )
     adv = advise([RunEvidence(tr)], limits)
     assert max(adv.recommended.sizes) == 128 == adv.ceiling
     assert all(max(r.sizes) <= 128 for r in adv.frontier)
@@ -153,7 +165,9 @@ def test_frontier_padding_is_exact_and_monotone_in_k() -> None:
     over all subsets with 1 and the ceiling), so padding never grows with K."""
     rng = np.random.default_rng(5)
     tr = day(rng, 600, shape=3.0, scale=6.0, cap=40)
-    limits = EngineLimits("sglang", "0.5.4", (), "default", max_running=40)
+    limits = EngineLimits(
+        engine="sglang", version="0.5.4", current_sizes=(), current_source="default", max_running=40
+    )
     adv = advise([RunEvidence(tr)], limits, headroom=0.0)
     hist: dict[int, float] = {}
     for r, w in zip(tr.requests.tolist(), tr.steps.tolist(), strict=True):
@@ -274,10 +288,10 @@ def test_vllm_stats_only_never_shrinks_below_mixed_step_needs() -> None:
     rng = np.random.default_rng(17)
     tr = vllm_stats(rng, 500)
     limits = EngineLimits(
-        "vllm",
-        "0.11.1",
-        tuple(range(8, 513, 8)),
-        "logged",
+        engine="vllm",
+        version="0.11.1",
+        current_sizes=tuple(range(8, 513, 8)),
+        current_source="logged",
         max_running=256,
         max_num_batched_tokens=2048,
     )
@@ -297,10 +311,10 @@ def test_vllm_step_tokens_size_the_window_and_spec_multiplies() -> None:
     tokens = np.where(mixed, reqs + rng.integers(16, 100, n), -1)
     tr = Traffic(t_s=np.arange(n) * 0.05, requests=reqs, steps=np.ones(n), tokens=tokens)
     limits = EngineLimits(
-        "vllm",
-        "0.13.0",
-        (),
-        "default",
+        engine="vllm",
+        version="0.13.0",
+        current_sizes=(),
+        current_source="default",
         max_running=128,
         max_num_batched_tokens=1024,
         spec_tokens=2,
@@ -318,10 +332,10 @@ def test_sglang_tbo_multiples_and_no_spec_note_without_spec() -> None:
     rng = np.random.default_rng(23)
     tr = day(rng, 1000, cap=200)
     limits = EngineLimits(
-        "sglang",
-        "0.5.4",
-        (),
-        "default",
+        engine="sglang",
+        version="0.5.4",
+        current_sizes=(),
+        current_source="default",
         max_running=512,
         two_batch_overlap=True,
         attn_tp=2,
@@ -332,7 +346,7 @@ def test_sglang_tbo_multiples_and_no_spec_note_without_spec() -> None:
     assert adv.recommended.sizes[0] == 4
     assert not any("speculative" in n for n in adv.notes)
     assert any("per DP rank" in n for n in adv.notes)
-    grid = conventional_grid(EngineLimits("vllm", "0.11.1"), 1024)
+    grid = conventional_grid(EngineLimits(engine="vllm", version="0.11.1"), 1024)
     assert grid[:4] == [1, 2, 4, 8] and 264 not in grid and 272 in grid and 528 in grid
 
 

@@ -228,7 +228,7 @@ def test_precedence_through_analyze(tmp_path: Path, exception: str, cls: str) ->
     lines = ["Traceback (most recent call last):", _CAPTURE_FRAME, exception]
     path = tmp_path / "x.log"
     path.write_text("\n".join(head + line for line in lines) + "\n")
-    err = analyze([str(path)], generated_at="fixed").runs[0].record["capture_error"]
+    err = analyze([str(path)], generated_at="fixed").runs[0].record.to_json()["capture_error"]
     assert err is not None and (err["class"], err["phase"]) == (cls, "capture_decode"), err
 
 
@@ -241,5 +241,5 @@ def test_a_collective_mismatch_in_sglang_capture_is_distributed(tmp_path: Path) 
         "Exception: Capture cuda graph failed: Detected mismatch between collectives on ranks. "
         "Rank 13 is running collective: CollectiveFingerPrint(SequenceNumber=17OpType=BARRIER)\n"
     )
-    err = analyze([str(path)], generated_at="fixed").runs[0].record["capture_error"]
+    err = analyze([str(path)], generated_at="fixed").runs[0].record.to_json()["capture_error"]
     assert err is not None and err["class"] == "distributed", err

@@ -289,12 +289,12 @@ def test_a_capture_error_pasted_from_page_source_reads_as_the_log(tmp_path: Path
     """The same incident through two real escapers (the stdlib's and MarkupSafe's)."""
     log = (ROOT / "fixtures/incidents/sglang-capture-oom/server.log").read_text()
     want = analyze([str(ROOT / "fixtures/incidents/sglang-capture-oom")], generated_at="fixed")
-    err = want.runs[0].record["capture_error"]
+    err = want.runs[0].record.to_json()["capture_error"]
     for name, escape in (("stdlib", html.escape), ("markupsafe", markupsafe.escape)):
         path = tmp_path / f"{name}.log"
         path.write_text("\n".join(str(escape(ln)) for ln in log.splitlines()) + "\n")
         assert "&#" in path.read_text()  # the quotes are escaped
-        got = analyze([str(path)], generated_at="fixed").runs[0].record["capture_error"]
+        got = analyze([str(path)], generated_at="fixed").runs[0].record.to_json()["capture_error"]
         assert got is not None and err is not None
         assert (got["class"], got["phase"], got["message"]) == (
             err["class"],

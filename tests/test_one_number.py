@@ -41,13 +41,14 @@ def test_the_same_fact_reads_the_same_everywhere(path: Path) -> None:
     text, html = _flat(analyze_text(report)), render_html(report)
     for run in report.runs:
         rec = run.record
-        waste, on_graphs = rec["padding_waste"], rec["captured_share"]
-        decided = rec["batches"]["graph"] + rec["batches"]["eager"]
-        if waste is not None and rec["decode_batch_shape"]:
+        waste, on_graphs = rec.padding_waste, rec.captured_share
+        decided = rec.batches.decided
+        if waste is not None and rec.decode_batch_shape:
             assert f"padding waste {share(waste)}" in text
             assert share(waste) in html
-        if rec["cuda_graph_max_bs"]:
-            assert f"ceiling {rec['cuda_graph_max_bs']}" in text
+        if run.facts.ceiling:  # the run's one ceiling (facts), in the text and the HTML tiles
+            assert f"ceiling {run.facts.ceiling}" in text
+            assert f"{run.facts.ceiling:,}" in html
         if on_graphs is not None and decided:
             assert f"{share(on_graphs)} of {decided:,} decode batches on graphs" in text
             assert f"{share(on_graphs)} of {decided:,}" in html
@@ -58,16 +59,16 @@ def test_the_same_fact_reads_the_same_everywhere(path: Path) -> None:
     ctext = _flat(compare_text(doc))
     metrics = {m["key"]: m for m in doc["metrics"]}
     for key, fact in (
-        ("padding_waste", "padding_waste"),
-        ("captured_share", "captured_share"),
-        ("capture_mem_gib", "capture_mem_gib"),
-        ("capture_time_s", "capture_time_s"),
-        ("ceiling", "cuda_graph_max_bs"),
+        ("padding_waste", main.record.padding_waste),
+        ("captured_share", main.record.captured_share),
+        ("capture_mem_gib", main.record.capture_mem_gib),
+        ("capture_time_s", main.record.capture_time_s),
+        ("ceiling", main.facts.ceiling),
     ):
         shown = metrics[key]["before"] if key in metrics else None  # (a row of two unknowns)
-        assert shown == main.record[fact], key
-    if main.record["padding_waste"] is not None:
-        assert share(main.record["padding_waste"]) in ctext
+        assert shown == fact, key
+    if main.record.padding_waste is not None:
+        assert share(main.record.padding_waste) in ctext
     # per-request decode speed: the figure compare shows is the one analyze's text prints
     for key, where in (("speed_in", "in"), ("speed_out", "out of window")):
         speed = metrics[key]["before"] if key in metrics else None
@@ -82,12 +83,12 @@ def test_the_same_fact_reads_the_same_everywhere(path: Path) -> None:
     if rec_doc.get("node") == "prefill" or cur.get("figures") != MEASURED:
         return
     run_rec = next(r for r in report.runs if r.id == rec_doc["main_run"]).record
-    assert cur["capture_mem_gib"] == run_rec["capture_mem_gib"]
-    assert cur["capture_time_s"] == run_rec["capture_time_s"]
+    assert cur["capture_mem_gib"] == run_rec.capture_mem_gib
+    assert cur["capture_time_s"] == run_rec.capture_time_s
     rtext = _flat(render_text(rec_doc))
-    if run_rec["padding_waste"] is not None:
-        assert cur["padding_waste"] == run_rec["padding_waste"]
-        assert f"padding waste {share(run_rec['padding_waste'])}" in rtext
-    if run_rec["capture_mem_gib"] is not None:
-        assert f"capture {run_rec['capture_mem_gib']:g} GiB" in rtext
-        assert f"{run_rec['capture_mem_gib']:g} GiB" in text
+    if run_rec.padding_waste is not None:
+        assert cur["padding_waste"] == run_rec.padding_waste
+        assert f"padding waste {share(run_rec.padding_waste)}" in rtext
+    if run_rec.capture_mem_gib is not None:
+        assert f"capture {run_rec.capture_mem_gib:g} GiB" in rtext
+        assert f"{run_rec.capture_mem_gib:g} GiB" in text

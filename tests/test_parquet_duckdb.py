@@ -146,7 +146,7 @@ def test_readme_query_on_a_mixed_fleet_matches_analyze(tmp_path: Path) -> None:
     report = analyze([str(logs)], ingested=ing)
     want = {}
     for run in report.runs:
-        b = run.record["batches"]
+        b = run.record.to_json()["batches"]
         want[node_name(run.facts.run.sources[0])] = (
             b["graph"] + b["eager"],
             pytest.approx(b["eager"] / (b["graph"] + b["eager"])),

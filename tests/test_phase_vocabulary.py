@@ -97,7 +97,7 @@ def test_an_oom_under_a_capture_frame_is_a_capture_error_of_its_phase(
     path = tmp_path / "x.log"
     path.write_text("\n".join(lines) + "\n")
     run = analyze([str(path)], generated_at="fixed").runs[0]
-    err = run.record["capture_error"]
+    err = run.record.to_json()["capture_error"]
     assert err is not None and err["class"] == "oom", (row["source"], err)
     assert err["phase"] == row["phase"]
 

@@ -25,6 +25,8 @@ from diag.advise.recommend import (
 from diag.advise.run_advice import engine_limits
 from diag.api import analyze
 from diag.cli import main
+from diag.engines import ConfigEcho, EngineConfig, read_config
+from diag.facts.record import RunFacts
 from diag.model import PoolSummary, Snapshot, SnapshotSummary
 from gen import incidents as inc
 from gen import sglang_logs as sg
@@ -100,7 +102,7 @@ def test_promise_equals_measurement_on_replayed_traffic(
     )
     rep = analyze([str(before)])
     rec = recommend(rep.runs, rep.snapshots, max_buckets=k, min_coverage=q)
-    run0 = rep.runs[0].record
+    run0 = rep.runs[0].record.to_json()
     # the model scores the current set exactly as the classifier measured it
     assert rec["current"]["coverage"] == run0["captured_share"] == 0.5
     assert rec["current"]["padding_waste"] == run0["padding_waste"]
@@ -123,7 +125,7 @@ def test_promise_equals_measurement_on_replayed_traffic(
     after = write_sglang(
         tmp_path / "after" / "server.log", OUT_OF_WINDOW, new, era=era, explicit=True
     )
-    measured = analyze([str(after)]).runs[0].record
+    measured = analyze([str(after)]).runs[0].record.to_json()
     assert measured["graph_capture_sizes"] == new
     assert measured["captured_share"] == rec["recommended"]["coverage"]
     assert measured["padding_waste"] == rec["recommended"]["padding_waste"]
@@ -197,7 +199,9 @@ def test_snapshot_graph_pools_take_precedence(tmp_path: Path) -> None:
     rec = recommend(rep.runs, snap)
     # one number per fact: capture memory as the engine printed it (what analyze shows), the
     # snapshot's graph pools beside it under their own name, and the model scaled from them
-    assert rec["current"]["capture_mem_gib"] == rep.runs[0].record["capture_mem_gib"] != 2.0
+    assert (
+        rec["current"]["capture_mem_gib"] == rep.runs[0].record.to_json()["capture_mem_gib"] != 2.0
+    )
     assert rec["current"]["snapshot_graph_pool_gib"] == 2.0
     assert rec["parameters"]["capture_gib_per_graph"]["source"] == "snapshot"
     assert rec["parameters"]["capture_gib_per_graph"]["source_of"] == "x.pickle"
@@ -321,10 +325,15 @@ def test_flag_spelling_per_version(
     assert bool(notes) == (not exact)  # anything short of the exact list says why
 
 
+def _echoed(f: RunFacts, **more: object) -> EngineConfig:
+    """The run's config as read had its echo also shown ``more``."""
+    return read_config(f.backend, ConfigEcho({**f.config.raw, **more}), f.engine_version)
+
+
 def test_sglang_two_batch_overlap_limits(tmp_path: Path) -> None:
     log = write_sglang(tmp_path / "s" / "server.log", OUT_OF_WINDOW, sg.default_sizes(32))
     f = analyze([str(log)]).runs[0].facts
-    f.config.update({"enable_two_batch_overlap": True, "tp_size": 2})
+    f.config = _echoed(f, enable_two_batch_overlap=True, tp_size=2)
     assert engine_limits(f).multiple() == 4
 
 
@@ -367,9 +376,9 @@ def test_no_speculative_note_without_an_algorithm(tmp_path: Path) -> None:
     log = write_sglang(tmp_path / "s" / "server.log", OUT_OF_WINDOW, sg.default_sizes(32))
     rep = analyze([str(log)])
     f = rep.runs[0].facts
-    assert "speculative_algorithm" in f.config and f.config["speculative_algorithm"] is None
+    assert "speculative_algorithm" in f.config.raw and f.config.speculative_algorithm is None
     rec = recommend(rep.runs, rep.snapshots)
     assert not any("speculative" in n for n in rec["notes"])
-    f.config.update({"speculative_algorithm": "EAGLE", "speculative_num_draft_tokens": 4})
+    f.config = _echoed(f, speculative_algorithm="EAGLE", speculative_num_draft_tokens=4)
     rec = recommend(rep.runs, rep.snapshots, max_buckets=6)
     assert any("speculative decoding (EAGLE)" in n and "requests" in n for n in rec["notes"])

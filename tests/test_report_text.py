@@ -121,7 +121,7 @@ def test_markdown_of_every_fixture_incident_is_valid(incident: Path) -> None:
 
 def test_ticket_yaml_display_compacts_long_lists_json_keeps_them(tmp_path: Path) -> None:
     report = analyze([str(ROOT / "fixtures" / "incidents" / "vllm-kv-squeeze")])
-    sizes = report.runs[0].record["graph_capture_sizes"]
+    sizes = report.runs[0].record.to_json()["graph_capture_sizes"]
     assert len(sizes) > 16
     shown = yaml.safe_load(record_yaml(report))["runs"][0]["graph_capture_sizes"]
     assert isinstance(shown, str) and expand_sizes(shown) == sizes

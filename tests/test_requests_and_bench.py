@@ -25,7 +25,7 @@ def test_request_lifetimes_over_classified_batches() -> None:
 
 def test_benchmark_summary_fills_perf() -> None:
     report = analyze([str(DATA / "sglang_requests_bench.log")], generated_at="fixed")
-    perf = report.runs[0].record["perf"]
+    perf = report.runs[0].record.to_json()["perf"]
     assert perf["ttft_s_p50"] == 0.1
     assert perf["ttft_s_p95"] == 0.45678
     assert perf["itl_s_p95"] == 0.04567

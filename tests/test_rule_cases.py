@@ -100,4 +100,4 @@ def test_rule_case(rule: str, case: dict[str, Any], tmp_path: Path) -> None:
         first = first_change(report.findings)
         assert first is not None and first.code == case["first_change"], first
     if "class" in case:
-        assert report.runs[0].record["capture_error"]["class"] == case["class"]
+        assert report.runs[0].record.to_json()["capture_error"]["class"] == case["class"]

@@ -95,7 +95,7 @@ def test_v0_kv_tokens_derived_from_gpu_blocks(tmp_path: Path) -> None:
         "INFO 10-18 10:03:15 gpu_executor.py:122] # GPU blocks: 2000, # CPU blocks: 512\n"
     )
     run = analyze([str(log)]).runs[0]
-    assert run.record["gpu_blocks"] == 2000 and run.record["kv_tokens"] == 32000
+    assert run.record.to_json()["gpu_blocks"] == 2000 and run.record.to_json()["kv_tokens"] == 32000
     assert "derived" in run.to_dict()["kv_tokens_source"]
 
 

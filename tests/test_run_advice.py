@@ -46,7 +46,7 @@ def test_default_set_keeps_its_promise_on_a_second_day(tmp_path: Path) -> None:
     new = sizes_from_flags(rec["flags"]) if rec["flags"] else rec["recommended"]["sizes"]
     assert bool(rec["flags"]) == (rec["decision"]["kind"] == "change")
     day2 = write_sglang(tmp_path / "d2" / "server.log", day(2), new, explicit=True)
-    measured = analyze([str(day2)]).runs[0].record
+    measured = analyze([str(day2)]).runs[0].record.to_json()
     assert measured["graph_capture_sizes"] == new
     assert measured["captured_share"] >= promised - 0.005
     # the padding promise holds too (held-out waste, within a point)
@@ -180,8 +180,8 @@ def test_classification_and_advice_read_one_decode_steps_fact(tmp_path: Path) ->
     assert len(both.steps) == len(steps) and len(only.steps) == len(decode)
     cols = ["batch_size", "weight", "verdict", "reason", "bucket", "padded"]
     assert both.batches[cols].equals(only.batches[cols])
-    assert both.record["batches"] == only.record["batches"]
-    assert both.record["batches"]["graph"] + both.record["batches"]["eager"] == len(decode)
+    assert both.record.batches == only.record.batches
+    assert both.record.batches.decided == len(decode)
     t_both, t_only = run_traffic(both), run_traffic(only)
     assert t_both is not None and t_only is not None and t_both.tokens is not None
     assert t_both.tokens.tolist() == [t for t, _, _ in steps]

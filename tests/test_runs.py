@@ -29,8 +29,8 @@ def test_restart_inside_one_file_starts_a_new_run(tmp_path: Path) -> None:
         + DECODE.format(t="10:01:00", n=9)
     )
     report = analyze([str(log)], generated_at="fixed")
-    assert [r.record["cuda_graph_max_bs"] for r in report.runs] == [32, 64]
-    assert [r.record["capture_time_s"] for r in report.runs] == [5.0, 7.0]
+    assert [r.record.to_json()["cuda_graph_max_bs"] for r in report.runs] == [32, 64]
+    assert [r.record.to_json()["capture_time_s"] for r in report.runs] == [5.0, 7.0]
     assert [r.id.rsplit("#", 1)[1] for r in report.runs] == ["1", "2"]
 
 
@@ -43,15 +43,15 @@ def test_multi_rank_init_lines_are_one_start_up(tmp_path: Path) -> None:
     )
     report = analyze([str(log)], generated_at="fixed")
     assert len(report.runs) == 1
-    assert [r["rank"] for r in report.runs[0].facts.ranks] == ["TP0", "TP1", "TP2", "TP3"]
+    assert [r.rank for r in report.runs[0].facts.ranks] == ["TP0", "TP1", "TP2", "TP3"]
 
 
 def test_compose_services_interleaved_in_one_file_are_separate_servers() -> None:
     report = analyze([str(DATA / "compose_pd_interleaved.log")], generated_at="fixed")
     by_id = {r.id.split("[")[1].split("]")[0]: r for r in report.runs}
     assert set(by_id) == {"prefill-1", "decode-1"}
-    assert by_id["prefill-1"].record["prefill_node"] is True
-    assert by_id["decode-1"].record["prefill_node"] is False
-    assert by_id["decode-1"].record["capture_time_s"] == 5.0
+    assert by_id["prefill-1"].record.to_json()["prefill_node"] is True
+    assert by_id["decode-1"].record.to_json()["prefill_node"] is False
+    assert by_id["decode-1"].record.to_json()["capture_time_s"] == 5.0
     assert [f.code for f in by_id["prefill-1"].findings] == ["GD130"]
     assert not by_id["decode-1"].findings

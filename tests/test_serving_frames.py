@@ -89,4 +89,4 @@ def test_the_real_interleaved_report_is_serving_failed() -> None:
     run = analyze([str(path)], generated_at="fixed").runs[0]
     assert run.verdict == "serving_failed", run.verdict_reason
     assert "illegal memory access" in run.verdict_reason
-    assert run.record["capture_error"] is None
+    assert run.record.to_json()["capture_error"] is None

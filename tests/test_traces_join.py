@@ -56,7 +56,7 @@ def _folder(
 def test_same_rank_steps_join_and_verify(tmp_path: Path) -> None:
     report = analyze([str(_folder(tmp_path))], generated_at="fixed")
     run = report.runs[0]
-    tv = run.record["trace_verified"]
+    tv = run.record.to_json()["trace_verified"]
     assert (tv["traces"], tv["matched_batches"], tv["agree"], tv["disagree"]) == (2, 12, 12, 0)
     assert tv["steps"]["graph"] == 12
     assert "GD180" not in {f.code for f in report.findings}
@@ -66,7 +66,7 @@ def test_same_rank_steps_join_and_verify(tmp_path: Path) -> None:
 def test_planted_contradiction_fires_on_its_rank(tmp_path: Path) -> None:
     report = analyze([str(_folder(tmp_path, plant=(1, 3)))], generated_at="fixed")
     run = report.runs[0]
-    tv = run.record["trace_verified"]
+    tv = run.record.to_json()["trace_verified"]
     assert (tv["matched_batches"], tv["disagree"]) == (12, 1)
     bad = run.facts.trace_check.disagree
     assert bad[["rank", "batch_size", "log_verdict", "trace_verdict"]].values.tolist() == [
@@ -81,7 +81,7 @@ def test_planted_contradiction_fires_on_its_rank(tmp_path: Path) -> None:
 def test_local_time_log_needs_tz(tmp_path: Path) -> None:
     folder = _folder(tmp_path, shift=timedelta(hours=8), plant=(0, 2))
     plain = analyze([str(folder)], generated_at="fixed").runs[0]
-    assert plain.record["trace_verified"]["matched_batches"] == 0
+    assert plain.record.to_json()["trace_verified"]["matched_batches"] == 0
     assert any("--tz" in n for n in plain.facts.notes)
     out = tmp_path / "out"
     res = CliRunner().invoke(

@@ -83,6 +83,6 @@ def test_an_error_outside_capture_is_noted_on_a_run_without_capture_error(tmp_pa
     log = tmp_path / "server.log"
     log.write_text(fragment)
     run = analyze([str(log)]).runs[0]
-    assert run.record["capture_error"] is None
+    assert run.record.to_json()["capture_error"] is None
     (note,) = [n for n in run.facts.notes if "not read as a capture error" in n]
     assert note.startswith(f"an error at line 1 of {log} is not read as a capture error, ")

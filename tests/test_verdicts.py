@@ -311,7 +311,7 @@ def test_a_figure_in_the_reason_is_the_record_s_own(tmp_path: Path) -> None:
         tmp_path, "draft.log", "".join(lines[: end + 1]) + draft + "".join(lines[end + 1 :])
     )
     _, run = _one(log)
-    assert run.record["capture_time_s"] == 6.2
+    assert run.record.to_json()["capture_time_s"] == 6.2
     assert "captured graphs in 6.2 s" in run.verdict_reason, run.verdict_reason
 
 

@@ -126,7 +126,9 @@ def test_every_remedy_names_only_flags_the_version_accepts(engine: str, tmp_path
     checked = 0
     for version in _versions(engine):
         for facts, snaps in base:
-            moved = dataclasses.replace(facts, engine_version=version)
+            moved = dataclasses.replace(
+                facts, config=dataclasses.replace(facts.config, version=version)
+            )
             advice = advise_runs([moved], snaps).get(moved.run.id)
             m = run_metrics(moved, snaps, advice)
             for rule in RULES:

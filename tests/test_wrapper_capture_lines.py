@@ -57,7 +57,7 @@ def test_a_wrapper_frame_at_its_capture_line_is_a_capture_error(
     tmp_path: Path, shape: str, code: str
 ) -> None:
     run = analyze([str(_fragment(tmp_path, PREFIXES[shape], code))], generated_at="fixed").runs[0]
-    err = run.record["capture_error"]
+    err = run.record.to_json()["capture_error"]
     assert err is not None and err["phase"] == "capture_decode", err
     assert err["class"] == "other"  # the exception line is not in the log: no class is guessed
     assert run.verdict == "capture_failed", run.verdict_reason
@@ -69,7 +69,7 @@ def test_the_same_wrapper_at_a_replay_or_eager_line_is_no_capture_error(
     tmp_path: Path, shape: str, code: str
 ) -> None:
     run = analyze([str(_fragment(tmp_path, PREFIXES[shape], code))], generated_at="fixed").runs[0]
-    assert run.record["capture_error"] is None
+    assert run.record.to_json()["capture_error"] is None
     assert run.verdict != "capture_failed", run.verdict_reason
 
 
@@ -91,6 +91,6 @@ def test_an_outer_frame_that_named_the_capture_keeps_its_phase() -> None:
 def test_the_real_capture_fragment_is_a_capture_error() -> None:
     path = need_corpus("real-3") / "vllm-gfx906-44-pp0-tp0-prefix-capture-traceback.log"
     run = analyze([str(path)], generated_at="fixed").runs[0]
-    err = run.record["capture_error"]
+    err = run.record.to_json()["capture_error"]
     assert err is not None and err["phase"] == "capture_decode" and err["class"] == "other"
     assert run.verdict == "capture_failed"

@@ -14,8 +14,8 @@ import numpy as np
 from diag.advise.grouping import weighted_quantile
 from diag.advise.traffic import Engine
 from diag.engines import spec_for
+from diag.engines.config import EngineConfig
 from diag.engines.flags import accepts
-from diag.engines.spec import AdviceRules
 
 __all__ = ["DEFAULT_HEADROOM", "EngineLimits", "ceiling_policy", "conventional_grid"]
 
@@ -24,58 +24,21 @@ _GRID_LIMIT = 16384
 
 
 @dataclass(frozen=True)
-class EngineLimits:
-    """What the engine accepts and how it counts, from the run's config (typed, no dict)."""
+class EngineLimits(EngineConfig):
+    """The run's config as its engine's spec read it (limits, how the engine counts and
+    keeps sizes), and the set the run captured: what a recommendation starts from."""
 
-    engine: Engine
-    version: str | None = None
+    engine: Engine = "vllm"
     current_sizes: tuple[int, ...] = ()
     current_source: Literal["logged", "inferred", "default"] = "default"
     # the engine's default list for the version where the run shows no set of its own (graphs
     # off): the baseline a recommendation must beat ("just turn graphs back on")
     default_sizes: tuple[int, ...] = ()
-    max_running: int | None = None  # SGLang max_running_requests / vLLM max_num_seqs (per rank)
-    max_num_batched_tokens: int | None = None  # vLLM
-    spec_tokens: int = 0  # vLLM num_speculative_tokens; SGLang speculative_num_draft_tokens
-    speculative_algorithm: str | None = None
-    cudagraph_mode: str | None = None  # vLLM; FULL_DECODE_ONLY: mixed steps never replay
-    dp_attention: bool = False  # SGLang
-    attn_tp: int = 1  # SGLang tp_size // dp_size under DP attention, else tp_size
-    two_batch_overlap: bool = False  # SGLang
-    padding: bool = True  # SGLang --disable-cuda-graph-padding turns it off
 
-    @property
-    def rules(self) -> AdviceRules:
-        """How this engine counts and keeps sizes (its spec in diag.engines)."""
-        spec = spec_for(self.engine)
-        if spec is None or spec.advice_rules is None:
-            raise ValueError(f"no advice rules for engine {self.engine!r}")
-        return spec.advice_rules
-
-    @property
-    def unit(self) -> str:
-        return self.rules.unit
-
-    def multiple(self) -> int:
-        """The multiple the engine keeps sizes at (SGLang §7: TBO, DP attention), else 1."""
-        return self.rules.capture_multiple(
-            self.version, self.two_batch_overlap, self.dp_attention, self.attn_tp
-        )
-
-    def mixed_served(self) -> bool:
-        """Do the graphs also serve mixed prefill+decode steps (vLLM piecewise modes)?"""
-        return self.rules.mixed_steps_in_graphs(self.cudagraph_mode)
-
-    def cap(self) -> int | None:
-        """The largest size the engine can use."""
-        if self.unit == "requests":
-            return self.max_running
-        if self.mixed_served():
-            return self.max_num_batched_tokens
-        if self.max_running:
-            decode = self.max_running * (1 + self.spec_tokens)
-            return min(decode, self.max_num_batched_tokens or decode)
-        return self.max_num_batched_tokens
+    def __post_init__(self) -> None:
+        if self.advice_rules is None:  # limits written out by hand: the engine's own rules
+            spec = spec_for(self.engine)
+            object.__setattr__(self, "advice_rules", spec.advice_rules if spec else None)
 
 
 def conventional_grid(limits: EngineLimits, upto: int) -> list[int]:

@@ -192,8 +192,8 @@ def recommend(
         raise RecommendError(f"--max-buckets must be >= 1, got {max_buckets}")
     facts = [r.facts for r in runs]
     engine, chosen, notes = _pick_engine(facts, engine)
-    prefill = [f for f in chosen if f.record.get("prefill_node") is True]
-    decode = [f for f in chosen if f.record.get("prefill_node") is not True]
+    prefill = [f for f in chosen if f.record.prefill_node is True]
+    decode = [f for f in chosen if f.record.prefill_node is not True]
     if not decode or all(f.batches.empty for f in decode):
         if prefill:
             return _prefill_advice(prefill[0], engine, snapshots)
@@ -201,7 +201,7 @@ def recommend(
     main = used[-1]
     same = main.backend == engine
     version = main.engine_version if same else None
-    config = main.config if same else {}
+    config = dict(main.config.raw) if same else {}
     cur_sizes, cur_source = current_sizes(main, engine)
     current = adv.current if adv.current is not None and cur_source != "default" else None
     if current is None and cur_sizes:
@@ -238,7 +238,7 @@ def recommend(
             "graphs were off in the main run: 'current' is the engine's default list for this "
             "version; capture memory and time of the sets are per-graph defaults (see parameters)"
         )
-    captured = main.record.get("captured_share")
+    captured = main.record.captured_share
     if captured is not None and cur_source != "default" and captured + 0.01 < current.coverage:
         notes.append(
             f"the engine ran {current.coverage - captured:.1%} of in-window batches eagerly for other "
@@ -337,13 +337,13 @@ def _measured_current(
         return {"capture_mem_gib": None, "capture_time_s": None, "figures": DEFAULT_ESTIMATED}
     rec = f.record
     out: dict[str, Any] = {
-        "capture_mem_gib": rec.get("capture_mem_gib"),
-        "capture_time_s": rec.get("capture_time_s"),
+        "capture_mem_gib": rec.capture_mem_gib,
+        "capture_time_s": rec.capture_time_s,
         "snapshot_graph_pool_gib": graph_pool_gib(f, snapshots),
         "figures": MEASURED,
     }
-    if rec.get("padding_waste") is not None:
-        out["padding_waste"] = rec["padding_waste"]
+    if rec.padding_waste is not None:
+        out["padding_waste"] = rec.padding_waste
     return out
 
 
@@ -368,7 +368,7 @@ def _kept(new: dict[str, Any], cur: dict[str, Any]) -> dict[str, Any]:
 
 def main_capture_mem(f: RunFacts, snapshots: Sequence[Snapshot] | None) -> float | None:
     snap = graph_pool_gib(f, snapshots)
-    return snap if snap is not None else f.record.get("capture_mem_gib")
+    return snap if snap is not None else f.record.capture_mem_gib
 
 
 def _source_of(source: str, main: RunFacts, snapshots: Sequence[Snapshot] | None) -> str | None:
@@ -387,14 +387,14 @@ def _prefill_advice(
     """Prefill node: no buckets, graphs off; all capture memory can go back to KV."""
     same = f.backend == engine
     version = f.engine_version if same else None
-    config = f.config if same else {}
+    config = dict(f.config.raw) if same else {}
     sizes = sorted(f.window.sizes) if f.window.sizes else []
     mem = main_capture_mem(f, snapshots)
-    kv_tokens, kv_gib = f.record.get("kv_tokens"), f.record.get("kv_cache_gib")
+    kv_tokens, kv_gib = f.record.kv_tokens, f.record.kv_cache_gib
     regained = (
         int(round(mem / (kv_gib / kv_tokens))) if mem is not None and kv_tokens and kv_gib else None
     )
-    on = f.record.get("graph_mode") == "enabled"
+    on = f.record.graph_mode == "enabled"
     notes = [
         f"{f.run.id} is a disaggregated prefill node: long, shape-varying prefill batches gain "
         "little from graphs; keep graphs on the decode nodes and size buckets there"
@@ -416,7 +416,7 @@ def _prefill_advice(
             "padding_waste": None,
             "source": "logged" if on and sizes else "none",
             "capture_mem_gib": mem if on else None,
-            "capture_time_s": f.record.get("capture_time_s") if on else None,
+            "capture_time_s": f.record.capture_time_s if on else None,
         },
         "recommended": {
             "sizes": [],
@@ -438,7 +438,7 @@ def recommend_run(
     a prefill node); never raises: analyze must not fail over advice."""
     if run.facts.backend not in ENGINES:
         return None
-    if run.advice is None and run.facts.record.get("prefill_node") is not True:
+    if run.advice is None and run.facts.record.prefill_node is not True:
         return None
     try:
         return recommend([run], snapshots)

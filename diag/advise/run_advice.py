@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Literal, cast
 
 import numpy as np
@@ -32,15 +32,13 @@ from diag.advise.bucket_sets import (
 )
 from diag.advise.cost_model import SetCost
 from diag.advise.traffic import CaptureMeasurement, Engine, RunEvidence, Traffic
-from diag.engines import spec_for
-from diag.engines.spec import AdviceInputs
+from diag.engines import ConfigEcho, EngineConfig, read_config, spec_for
 from diag.facts.record import RunFacts, snapshot_graph_pool_gib
 from diag.model import Snapshot
 
 __all__ = [
     "advise_group",
     "advise_runs",
-    "advice_inputs",
     "current_sizes",
     "engine_limits",
     "graph_pool_gib",
@@ -58,8 +56,8 @@ def current_sizes(f: RunFacts, engine: str) -> tuple[list[int], SizesSource]:
     ``default`` (graphs off, or no window at all) is the engine's default list for the version:
     what "just turn graphs back on" would capture, the natural baseline to beat.
     """
-    if f.record.get("graph_capture_sizes"):
-        return sorted(int(s) for s in f.record["graph_capture_sizes"]), "logged"
+    if f.record.graph_capture_sizes:
+        return sorted(f.record.graph_capture_sizes), "logged"
     if f.window.sizes:
         return sorted(f.window.sizes), "inferred" if f.window.sizes_inferred else "logged"
     spec = spec_for(engine)
@@ -67,7 +65,7 @@ def current_sizes(f: RunFacts, engine: str) -> tuple[list[int], SizesSource]:
         return [], "default"
     same = f.backend == engine
     return (
-        spec.default_sizes(f.engine_version if same else None, f.config if same else {}, None),
+        spec.default_sizes(f.engine_version if same else None, f.config.raw if same else {}, None),
         "default",
     )
 
@@ -82,41 +80,29 @@ def graph_pool_gib(f: RunFacts, snapshots: Sequence[Snapshot] | None) -> float |
     return gib if gib else None
 
 
-def advice_inputs(f: RunFacts) -> AdviceInputs:
-    """The config values advice reads, through the engine spec (no engine names here)."""
-    spec = spec_for(f.backend)
-    max_running = f.record.get("max_running_requests")
-    if spec is None:
-        return AdviceInputs(max_running=max_running)
-    return spec.advice_inputs(f.config, max_running)
-
-
 def engine_limits(f: RunFacts, engine: str | None = None) -> EngineLimits:
     """What the engine accepts for this run's server: limits from the run's own config when it
     is of that engine, the engine's defaults otherwise."""
     engine = engine or f.backend
     same = f.backend == engine
-    inp = advice_inputs(f) if same else AdviceInputs()
+    # another engine's limits: its defaults (no config of its own seen)
+    config = f.config if same else read_config(engine, ConfigEcho(), None)
     sizes, source = current_sizes(f, engine)
+    read = {k.name: getattr(config, k.name) for k in fields(config)}
     return EngineLimits(
-        engine=cast(Engine, engine),
-        version=f.engine_version if same else None,
-        current_sizes=tuple(sizes) if source != "default" else (),
-        current_source=source,
-        default_sizes=tuple(sizes) if source == "default" else (),
-        max_running=inp.max_running,
-        max_num_batched_tokens=inp.max_num_batched_tokens,
-        spec_tokens=inp.spec_tokens,
-        speculative_algorithm=inp.speculative_algorithm,
-        cudagraph_mode=f.record.get("cudagraph_mode") if same else None,
-        dp_attention=inp.dp_attention,
-        attn_tp=inp.attn_tp,
-        two_batch_overlap=inp.two_batch_overlap,
-        padding=inp.padding,
+        **read
+        | {
+            "engine": cast(Engine, engine),
+            # the mode the run ran in (the record: downgrades included), not only the echo's
+            "cudagraph_mode": f.record.cudagraph_mode if same else None,
+            "current_sizes": tuple(sizes) if source != "default" else (),
+            "current_source": source,
+            "default_sizes": tuple(sizes) if source == "default" else (),
+        }
     )
 
 
-def run_traffic(f: RunFacts, inp: AdviceInputs | None = None) -> Traffic | None:
+def run_traffic(f: RunFacts, inp: EngineConfig | None = None) -> Traffic | None:
     """The run's decode steps (its :class:`~diag.facts.steps.DecodeSteps` fact) as advice
     traffic, or None when it logged none with a known size.
 
@@ -125,7 +111,7 @@ def run_traffic(f: RunFacts, inp: AdviceInputs | None = None) -> Traffic | None:
     line its own batch. A graph-replayed DEBUG line that shows only its padded descriptor is
     sized at that bucket, an upper bound, so no size a step used is ever dropped.
     """
-    inp = inp or advice_inputs(f)
+    inp = inp or f.config
     steps = f.steps
     if steps.empty:
         return None
@@ -186,20 +172,14 @@ def run_evidence(
     sizes, source = current_sizes(f, engine or f.backend)
     rec = f.record
     snap = graph_pool_gib(f, snapshots)
-    measured = source != "default" and f.record.get("graph_mode") != "disabled"
+    measured = source != "default" and rec.graph_mode != "disabled"
     capture = CaptureMeasurement(
         tuple(sizes) if measured else (),
-        rec.get("capture_time_s") if measured else None,
-        (snap if snap is not None else rec.get("capture_mem_gib")) if measured else None,
+        rec.capture_time_s if measured else None,
+        (snap if snap is not None else rec.capture_mem_gib) if measured else None,
         "snapshot" if snap is not None and measured else "run",
     )
-    kv_tokens = rec.get("kv_tokens")
-    return RunEvidence(
-        traffic,
-        capture,
-        int(kv_tokens) if kv_tokens else None,
-        rec.get("kv_cache_gib"),
-    )
+    return RunEvidence(traffic, capture, rec.kv_tokens or None, rec.kv_cache_gib)
 
 
 def _evidence(
@@ -218,9 +198,9 @@ def _evidence(
 
 # ------------------------------------------------------------------ servers
 def _config_key(f: RunFacts) -> str | None:
-    if not f.config:
+    if not f.config.raw:
         return None
-    return f.backend + json.dumps(f.config, sort_keys=True, default=str)
+    return f.backend + json.dumps(f.config.raw, sort_keys=True, default=str)
 
 
 def server_groups(facts: Sequence[RunFacts]) -> list[list[RunFacts]]:
@@ -269,7 +249,7 @@ def advise_group(
     usable = [
         f
         for f in group
-        if spec_for(engine or f.backend) is not None and f.record.get("prefill_node") is not True
+        if spec_for(engine or f.backend) is not None and f.record.prefill_node is not True
     ]
     evidence = [
         (f, ev) for f in usable if (ev := _evidence(f, snapshots, engine, known)) is not None

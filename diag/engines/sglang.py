@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from diag.engines.flags import accepts, span
 from diag.engines.spec import (
-    AdviceInputs,
     AdviceRules,
-    BucketRule,
     Config,
+    EngineConfig,
     EngineSpec,
     as_int,
     truthy,
@@ -156,22 +156,20 @@ def graphs_off_flag(version: str | None, config: Config) -> str:
 DECODE_LOG_INTERVAL = 40
 
 
-def advice_inputs(config: Config, max_running: int | None) -> AdviceInputs:
-    """Running-request limit, speculative draft tokens (only with an algorithm set), DP
-    attention's attention-TP size (tp // dp), two-batch overlap, padding, log interval."""
-    tp = as_int(config.get("tp_size")) or 1
-    dp = as_int(config.get("dp_size")) or 1
-    dpa = truthy(config.get("enable_dp_attention"))
-    algo = config.get("speculative_algorithm") or None
-    return AdviceInputs(
-        max_running=max_running or as_int(config.get("max_running_requests")),
-        spec_tokens=(as_int(config.get("speculative_num_draft_tokens")) or 0) if algo else 0,
+def engine_settings(config: EngineConfig) -> EngineConfig:
+    """Speculative draft tokens (only with an algorithm set), DP attention's attention-TP size
+    (tp // dp), two-batch overlap, the decode log interval."""
+    c = config.raw
+    tp = config.tp_size or 1
+    dp = config.dp_size or 1
+    algo = c.get("speculative_algorithm") or None
+    return replace(
+        config,
+        spec_tokens=(as_int(c.get("speculative_num_draft_tokens")) or 0) if algo else 0,
         speculative_algorithm=str(algo) if algo else None,
-        dp_attention=dpa,
-        attn_tp=max(1, tp // dp) if dpa else tp,
-        two_batch_overlap=truthy(config.get("enable_two_batch_overlap")),
-        padding=not truthy(config.get("disable_cuda_graph_padding")),
-        steps_per_batch_line=as_int(config.get("decode_log_interval")) or DECODE_LOG_INTERVAL,
+        attn_tp=max(1, tp // dp) if config.dp_attention else tp,
+        two_batch_overlap=truthy(c.get("enable_two_batch_overlap")),
+        steps_per_batch_line=as_int(c.get("decode_log_interval")) or DECODE_LOG_INTERVAL,
     )
 
 
@@ -185,24 +183,6 @@ def capture_multiple(version: str | None, tbo: bool, dp_attention: bool, attn_tp
     if dp_attention and modern and attn_tp > 1:
         return attn_tp
     return 1
-
-
-def bucket_rule(version: str | None, config: Config) -> BucketRule:
-    """§7: two-batch overlap and DP attention keep only multiples of a step."""
-    tp = as_int(config.get("tp_size")) or 1
-    dp = as_int(config.get("dp_size")) or 1
-    dpa = truthy(config.get("enable_dp_attention"))
-    tbo = truthy(config.get("enable_two_batch_overlap"))
-    attn_tp = max(1, tp // dp) if dpa else tp
-    step = capture_multiple(version, tbo, dpa, attn_tp)
-    why = (
-        f"two-batch-overlap captures only multiples of {step}"
-        if tbo
-        else f"DP attention captures only multiples of attn_tp={attn_tp}"
-    )
-    if step > 1:
-        return BucketRule(multiple_of=step, note=why + f"; {step} is forced instead of 1")
-    return BucketRule()
 
 
 def kv_note(version: str | None, saved_gib: float) -> str:
@@ -265,19 +245,11 @@ SGLANG = EngineSpec(
     bucket_flags=bucket_flags,
     graphs_off_flag=graphs_off_flag,
     ceiling_flag=lambda version, config, n: ceiling_flag(version, config, n),
-    bucket_rule=bucket_rule,
     kv_note=kv_note,
     padding_off_key="disable_cuda_graph_padding",
-    padding_off_note=(
-        "--disable-cuda-graph-padding is on: only exact sizes replay, so in-between batches run eager; "
-        "the figures above assume padding, drop that flag with this set"
-    ),
-    capture_code_paths=(
-        "python/sglang/srt/model_executor/cuda_graph_runner.py:CudaGraphRunner.capture",
-    ),
     eager_flag="--disable-cuda-graph",
     concurrency_flag="--max-running-requests",
-    advice_inputs=advice_inputs,
+    engine_settings=engine_settings,
     advice_rules=ADVICE_RULES,
     # sglang==0.3.6.post3:sglang/srt/managers/scheduler.py:904 "#retracted_reqs"
     eviction_word="retractions",

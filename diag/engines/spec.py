@@ -3,17 +3,37 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Generic, Literal, TypeVar
 
+from diag.engines.config import (  # re-exported: specs and advice read them from here
+    AdviceRules as AdviceRules,
+)
+from diag.engines.config import (
+    CaptureUnit as CaptureUnit,
+)
+from diag.engines.config import (
+    Config,
+    ConfigEcho,
+    EngineConfig,
+    as_bool,
+    as_float,
+    as_int,
+    first,
+)
+from diag.engines.config import (
+    truthy as truthy,
+)
 from diag.engines.phases import PhaseTable, phase_table
 from diag.engines.version import Version, parse_version
 
 Backend = Literal["vllm", "sglang", "unknown"]
 T = TypeVar("T")
 
-Config = Mapping[str, Any]
+
+def _no_settings(config: EngineConfig) -> EngineConfig:
+    return config
 
 
 @dataclass(frozen=True)
@@ -37,66 +57,6 @@ class Versioned(Generic[T]):
             if ver >= since:
                 value = v
         return value
-
-
-@dataclass(frozen=True)
-class AdviceInputs:
-    """What bucket advice needs of a run's config, in plain values (diag.advise reads these;
-    the engine-specific key names and defaults stay here)."""
-
-    max_running: int | None = None  # requests the engine runs at once (per rank)
-    max_num_batched_tokens: int | None = None  # vLLM token budget per step
-    spec_tokens: int = 0  # vLLM num_speculative_tokens; SGLang speculative_num_draft_tokens
-    speculative_algorithm: str | None = None
-    dp_attention: bool = False
-    attn_tp: int = 1
-    two_batch_overlap: bool = False
-    padding: bool = True
-    # steps one periodic batch line stands for (SGLang --decode-log-interval), and the seconds
-    # one stats line covers (vLLM VLLM_LOG_STATS_INTERVAL); None where the engine has none
-    steps_per_batch_line: int | None = None
-    stats_interval_s: float | None = None
-
-
-def _no_advice_inputs(config: Config, max_running: int | None) -> AdviceInputs:
-    return AdviceInputs(max_running=max_running)
-
-
-@dataclass(frozen=True)
-class BucketRule:
-    """Which capture sizes the engine keeps: multiples of ``multiple_of`` (forced instead of
-    1 when above 1), none above ``at_most``; ``note`` says why, for the advice's notes."""
-
-    multiple_of: int = 1
-    at_most: int | None = None
-    note: str | None = None
-
-
-CaptureUnit = Literal["tokens", "requests"]
-
-
-@dataclass(frozen=True)
-class AdviceRules:
-    """How the engine counts and keeps capture sizes, for bucket advice (diag.advise reads
-    these instead of asking which engine it is)."""
-
-    unit: CaptureUnit  # what a capture size counts per step
-    # the engine's own step pattern, long enough to pick conventional sizes from:
-    # (version, speculative decoding on) -> sizes
-    step_pattern: Callable[[str | None, bool], list[int]]
-    # do the graphs of this mode also serve mixed prefill+decode steps? (graph mode) -> bool
-    mixed_steps_in_graphs: Callable[[str | None], bool]
-    # the default window: (version, max running requests, token budget) -> sizes
-    default_window: Callable[[str | None, int | None, int | None], list[int]]
-    # the multiple the engine keeps sizes at: (version, two-batch overlap, DP attention, attn TP)
-    capture_multiple: Callable[[str | None, bool, bool, int], int]
-    # what speculative decoding means for the sizes: (algorithm, tokens per step) -> note
-    spec_note: Callable[[str | None, int], str]
-    # said when DP attention is on (sizes per DP rank), None where it does not apply
-    dp_attention_note: str | None = None
-    # how to log more decode steps on this version, for advice that lacks evidence:
-    # (version) -> "DEBUG step lines (...)" in the engine's own flags
-    more_evidence: Callable[[str | None], str] = lambda version: "a longer window of serving"
 
 
 @dataclass(frozen=True)
@@ -130,15 +90,10 @@ class EngineSpec:
     graphs_off_flag: Callable[[str | None, Config], str]
     # the flag that sets the capture ceiling for a version, with a value when given ("" if none)
     ceiling_flag: Callable[[str | None, Config, int | None], str]
-    # the sizes the engine keeps of a requested bucket set (version, config echo)
-    bucket_rule: Callable[[str | None, Config], BucketRule]
     # where capture memory saved (> 0 GiB) or added (< 0) ends up, for the advice's notes
     kv_note: Callable[[str | None, float], str]
-    # a bool config key that, when on, means only exact sizes replay; and what to say then
+    # a bool config key that, when on, means only exact sizes replay
     padding_off_key: str | None = None
-    padding_off_note: str | None = None
-    # where a capture runs, for evidence and docs: (file, function) in the engine's source
-    capture_code_paths: tuple[str, ...] = ()
     # tokens per KV block when the log prints blocks but not tokens (and no block_size echo)
     default_block_size: int | None = None
     # what a capture size counts: vLLM sizes are tokens of a step (decode and, through
@@ -148,8 +103,9 @@ class EngineSpec:
     eager_flag: str = ""
     # the flag that caps concurrent decode requests (keeps decode inside a window)
     concurrency_flag: str = ""
-    # the config values bucket advice reads: (config echo, max running requests) -> inputs
-    advice_inputs: Callable[[Config, int | None], AdviceInputs] = _no_advice_inputs
+    # the engine's own settings on top of the common reading (token budget, speculative
+    # decoding, DP attention, log intervals): common reading -> full reading
+    engine_settings: Callable[[EngineConfig], EngineConfig] = _no_settings
     # how bucket advice counts and keeps sizes on this engine
     advice_rules: AdviceRules | None = None
     # what the engine calls requests pushed out of a full KV pool (its log's own word)
@@ -161,34 +117,93 @@ class EngineSpec:
         of the capture path and the log lines that open each phase, with their sources."""
         return phase_table(self.name)
 
-    def ceiling(self, config: Config) -> int | None | Literal["table"]:
-        """The capture ceiling the config echo names; "table" where the log's capture-size
-        table may tell instead."""
-        for key in self.ceiling_keys:
-            if config.get(key) is not None:
-                return as_int(config.get(key))
-        return "table" if self.ceiling_from_table else None
-
-    def graphs_off(self, config: Config) -> bool | None:
-        """What the config echo says about graphs: True off, False on, None not said."""
-        return as_bool(config.get(self.graphs_off_key))
+    def read_config(self, echo: ConfigEcho, version: str | None) -> EngineConfig:
+        """The one typed reading of a run's config (keys in this engine's own names)."""
+        return self.engine_settings(read_common(echo, version, self))
 
 
-def as_bool(v: Any) -> bool | None:
-    """A config echo's boolean (True/False or 'true'/'false' text); None if not one."""
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.lower() in ("true", "false"):
-        return v.lower() == "true"
+def read_common(echo: ConfigEcho, version: str | None, spec: EngineSpec) -> EngineConfig:
+    """The keys both engines (or their shared echo formats) spell alike, and the spec's own
+    graph keys; ``spec.engine_settings`` adds the engine's own."""
+    c = echo.values
+    named = [k for k in spec.ceiling_keys if c.get(k) is not None]
+    sizes = c.get(spec.capture_sizes_key)
+    kv = c.get(KV_TRANSFER_KEY)
+    mode = c.get(DISAGGREGATION_KEY)
+    # model / parallelism: SGLang's ServerArgs and vLLM's EngineArgs field names, the names
+    # diag/parsers/cmdline.py maps the engines' flags to (sglang==0.5.2:sglang/srt/
+    # server_args.py, vllm==0.11.0:vllm/engine/arg_utils.py)
+    model = first(c.get("model_path"), c.get("model"))
+    cudagraph_mode = c.get(MODE_KEY)
+    return EngineConfig(
+        engine=spec.name,
+        version=version,
+        raw=c,
+        advice_rules=spec.advice_rules,
+        graphs_off=as_bool(c.get(spec.graphs_off_key)),
+        capture_sizes=tuple(sorted({int(x) for x in sizes}))
+        if isinstance(sizes, list) and sizes
+        else None,
+        ceiling=as_int(c.get(named[0])) if named else None,
+        ceiling_named=bool(named),
+        cudagraph_mode=None if cudagraph_mode is None else str(cudagraph_mode),
+        max_running=as_int(first(c.get("max_running_requests"), c.get("max_num_seqs"))),
+        dp_attention=truthy(c.get("enable_dp_attention")),
+        padding=not (spec.padding_off_key and truthy(c.get(spec.padding_off_key))),
+        model=None if model is None else str(model),
+        tp_size=as_int(first(c.get("tp_size"), c.get("tensor_parallel_size"))),
+        pp_size=as_int(first(c.get("pp_size"), c.get("pipeline_parallel_size"))),
+        dp_size=as_int(first(c.get("dp_size"), c.get("data_parallel_size"))),
+        torch_compile=truthy(c.get(TORCH_COMPILE_KEY)),
+        torch_compile_max_bs=as_int(c.get(TORCH_COMPILE_MAX_BS_KEY)),
+        mem_fraction_static=as_float(c.get("mem_fraction_static")),
+        custom_all_reduce_off=truthy(c.get("disable_custom_all_reduce")),
+        kv_cache_memory_bytes_set=c.get("kv_cache_memory_bytes") not in (None, 0, "None"),
+        profile_cuda_graph=truthy(c.get("enable_profile_cuda_graph")),
+        block_size=as_int(first(c.get("block_size"), c.get("cache_config.block_size"))),
+        disaggregation_mode=mode if isinstance(mode, str) else None,
+        kv_role=str(kv["kv_role"]) if isinstance(kv, dict) and kv.get("kv_role") else None,
+        attention_backend=next(
+            (
+                v
+                for k in (
+                    "resolved_attention_backend",
+                    "attention_backend",
+                    "decode_attention_backend",
+                )
+                if isinstance(v := c.get(k), str) and v and v.lower() != "none"
+            ),
+            None,
+        ),
+        typed_eager=_typed_eager(echo.typed),
+        user_mode_none=(
+            "NONE" in str(echo.user[MODE_KEY]).upper() if MODE_KEY in echo.user else None
+        ),
+    )
+
+
+# keys both engines' echoes spell alike; rules quote their lines as evidence (the
+# settings that decide graphs, compile, disaggregation: diag.engines.SETTINGS_KEYS)
+MODE_KEY = "compilation_config.cudagraph_mode"
+DISAGGREGATION_KEY = "disaggregation_mode"
+KV_TRANSFER_KEY = "kv_transfer_config"
+TORCH_COMPILE_KEY = "enable_torch_compile"
+TORCH_COMPILE_MAX_BS_KEY = "torch_compile_max_bs"
+COMMON_SETTING_KEYS = (
+    DISAGGREGATION_KEY,
+    MODE_KEY,
+    TORCH_COMPILE_KEY,
+    TORCH_COMPILE_MAX_BS_KEY,
+    KV_TRANSFER_KEY,
+)
+
+
+def _typed_eager(typed: Config) -> str | None:
+    """The eager setting in the args the user typed, spelled as the user set it."""
+    for key, value in typed.items():
+        text = str(value).strip('"').lower()
+        if key == "enforce_eager" and text == "true":
+            return "--enforce-eager"
+        if key == MODE_KEY and text.endswith("none"):
+            return "cudagraph_mode=NONE"
     return None
-
-
-def as_int(v: Any) -> int | None:
-    try:
-        return None if v is None or isinstance(v, bool) else int(v)
-    except (TypeError, ValueError):
-        return None
-
-
-def truthy(v: Any) -> bool:
-    return v is True or (isinstance(v, str) and v.lower() == "true")

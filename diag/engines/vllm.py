@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from diag.engines.flags import accepts, span
 from diag.engines.spec import (
-    AdviceInputs,
     AdviceRules,
-    BucketRule,
     Config,
+    EngineConfig,
     EngineSpec,
     Versioned,
     as_int,
@@ -138,9 +138,10 @@ def graphs_off_flag(version: str | None, config: Config) -> str:
 STATS_INTERVAL_S = 10.0
 
 
-def advice_inputs(config: Config, max_running: int | None) -> AdviceInputs:
+def engine_settings(config: EngineConfig) -> EngineConfig:
     """Token budget, speculative tokens (the echo's ``speculative_config``: ``num_spec_tokens``
     from 0.10, ``num_speculative_tokens`` in the CLI spelling) and the stats interval."""
+    c = config.raw
     k = 0
     method = None
     for key in (
@@ -148,27 +149,16 @@ def advice_inputs(config: Config, max_running: int | None) -> AdviceInputs:
         "speculative_config.num_spec_tokens",
         "num_speculative_tokens",
     ):
-        k = k or (as_int(config.get(key)) or 0)
+        k = k or (as_int(c.get(key)) or 0)
     for key in ("speculative_config.method", "speculative_config.model"):
-        method = method or (config.get(key) or None)
-    return AdviceInputs(
-        max_running=max_running or as_int(config.get("max_num_seqs")),
-        max_num_batched_tokens=as_int(config.get("max_num_batched_tokens")),
+        method = method or (c.get(key) or None)
+    return replace(
+        config,
+        max_num_batched_tokens=as_int(c.get("max_num_batched_tokens")),
         spec_tokens=k,
         speculative_algorithm=str(method) if method and k else None,
         stats_interval_s=STATS_INTERVAL_S,
     )
-
-
-def bucket_rule(version: str | None, config: Config) -> BucketRule:
-    """§11: sizes above the token budget are dropped."""
-    budget = as_int(config.get("max_num_batched_tokens"))
-    if budget:
-        return BucketRule(
-            at_most=budget,
-            note=f"vLLM drops capture sizes above max_num_batched_tokens={budget}",
-        )
-    return BucketRule()
 
 
 def kv_note(version: str | None, saved_gib: float) -> str:
@@ -231,19 +221,14 @@ VLLM = EngineSpec(
     bucket_flags=bucket_flags,
     graphs_off_flag=graphs_off_flag,
     ceiling_flag=lambda version, config, n: ceiling_flag(version, n),
-    bucket_rule=bucket_rule,
     kv_note=kv_note,
-    capture_code_paths=(
-        "vllm/v1/worker/gpu_model_runner.py:GPUModelRunner.capture_model",
-        "vllm/worker/model_runner.py:GPUModelRunnerBase.capture_model",
-    ),
     # V0 prints "# GPU blocks: N" only; EngineArgs.block_size defaults to 16 on CUDA
     # (vllm==0.6.3.post1:vllm/engine/arg_utils.py block_size: int = 16)
     default_block_size=16,
     size_unit="tokens",
     eager_flag="--enforce-eager",
     concurrency_flag="--max-num-seqs",
-    advice_inputs=advice_inputs,
+    engine_settings=engine_settings,
     advice_rules=ADVICE_RULES,
 )
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from diag.engines import spec_for
+from diag.engines import EngineConfig, spec_for
 from diag.events import EventTables
 from diag.facts.access import _as_int, _first, _rank0, sizing
 
@@ -45,7 +43,7 @@ def _kv_tokens(tables: EventTables) -> int | None:
 
 
 def kv_tokens_with_source(
-    tables: EventTables, config: dict[str, Any], backend: str
+    tables: EventTables, config: EngineConfig, backend: str
 ) -> tuple[int | None, str | None]:
     """The KV pool in tokens and how it is known: printed, or GPU blocks x block size where
     the engine prints only blocks (vLLM V0 "# GPU blocks: N")."""
@@ -56,7 +54,7 @@ def kv_tokens_with_source(
     spec = spec_for(backend)
     if blocks is None or spec is None or spec.default_block_size is None:
         return None, None
-    size = _as_int(_first(config.get("block_size"), config.get("cache_config.block_size")))
+    size = config.block_size
     if size is not None:
         return blocks * size, f"derived: {blocks} GPU blocks x block_size {size} (config echo)"
     size = spec.default_block_size

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from diag.engines import spec_for
-from diag.engines.spec import as_bool, as_int
 from diag.facts.record import RunFacts
 from diag.facts.verdict import VERDICTS, Verdict
 
@@ -27,15 +26,6 @@ __all__ = [
     "capture_config",
     "group_fleet",
 ]
-
-# Config-echo names of the settings below, per engine: SGLang's ServerArgs fields and vLLM's
-# EngineArgs fields, the names diag/parsers/cmdline.py maps the engines' flags to (with their
-# citations: sglang==0.5.2:sglang/srt/server_args.py, vllm==0.11.0:vllm/engine/arg_utils.py).
-_MODEL = ("model_path", "model")
-_TP = ("tp_size", "tensor_parallel_size")
-_PP = ("pp_size", "pipeline_parallel_size")
-_DP = ("dp_size", "data_parallel_size")
-_ATTENTION = ("attention_backend",)  # SGLang's flag; vLLM logs the backend it resolved
 
 
 @dataclass(frozen=True)
@@ -100,30 +90,27 @@ def capture_config(f: RunFacts) -> tuple[str | None, CaptureConfig]:
     record and config echo (so a typed record changes this function only)."""
     rec, cfg = f.record, f.config
     spec = spec_for(f.backend)
-    switch_keys = () if spec is None else (spec.graphs_off_key, spec.padding_off_key)
-    sizes = rec.get("graph_capture_sizes")
-    attention = _first(cfg, _ATTENTION) or rec.get("resolved_backend")
-    model = _first(cfg, _MODEL)
+    switches = (
+        ()
+        if spec is None
+        else ((spec.graphs_off_key, cfg.graphs_off), (spec.padding_off_key, not cfg.padding))
+    )
     return (
-        None if model is None else str(model),
+        cfg.model,
         CaptureConfig(
-            graph_mode=str(rec.get("graph_mode") or "unknown"),
-            cudagraph_mode=rec.get("cudagraph_mode"),
-            capture_sizes=None if not sizes else tuple(int(s) for s in sizes),
-            ceiling=as_int(rec.get("cuda_graph_max_bs")),
-            tp=as_int(_first(cfg, _TP)),
-            pp=as_int(_first(cfg, _PP)),
-            dp=as_int(_first(cfg, _DP)),
-            attention=None if attention is None else str(attention),
-            prefill_node=rec.get("prefill_node"),
-            echoed=bool(cfg),
-            switches=tuple(k for k in switch_keys if k and as_bool(cfg.get(k))),
+            graph_mode=rec.graph_mode,
+            cudagraph_mode=rec.cudagraph_mode,
+            capture_sizes=rec.graph_capture_sizes or None,
+            ceiling=rec.cuda_graph_max_bs,
+            tp=cfg.tp_size,
+            pp=cfg.pp_size,
+            dp=cfg.dp_size,
+            attention=rec.resolved_backend,  # the backend the run used (the config's reading)
+            prefill_node=rec.prefill_node,
+            echoed=cfg.echoed,
+            switches=tuple(k for k, on in switches if k and on),
         ),
     )
-
-
-def _first(cfg: dict[str, object], keys: Sequence[str]) -> object | None:
-    return next((cfg[k] for k in keys if cfg.get(k) is not None), None)
 
 
 def group_fleet(members: Sequence[FleetMember]) -> list[FleetGroup]:

@@ -17,9 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from diag.engines import SGLANG, VLLM, spec_for
+from diag.engines import SGLANG, VLLM, EngineConfig, spec_for
 from diag.engines.phases import CAPTURE_PHASES
-from diag.engines.spec import as_bool
 from diag.events import EventTables
 from diag.facts import classify as cls
 from diag.facts.access import _as_int, _first, _last, _plain, _rank0, mode_is_none, sizing
@@ -32,44 +31,25 @@ from diag.facts.capture_totals import (
     unplaced_error,
 )
 from diag.facts.requests import request_table
+from diag.facts.run_record import (
+    RECORD_KEYS as RECORD_KEYS,  # re-exported: the record's keys are read from here
+)
+from diag.facts.run_record import (
+    BatchCounts,
+    BatchShape,
+    CaptureError,
+    GraphMode,
+    Perf,
+    PlacedBy,
+    RankRecord,
+    RunRecord,
+)
 from diag.facts.runs import Run
+from diag.facts.settings import engine_config
 from diag.facts.steps import DecodeSteps, decode_steps
 from diag.facts.verdict import RunState, run_state
 from diag.model import Snapshot
-from diag.parsers.cmdline import ORIGIN as CMDLINE
-from diag.parsers.vllm.patterns import TYPED_ARG_ORIGINS
 
-RECORD_KEYS = (
-    "graph_mode",
-    "cudagraph_mode",
-    "graph_capture_sizes",
-    "cuda_graph_max_bs",
-    "max_running_requests",
-    "prefill_node",
-    "capture_time_s",
-    "capture_mem_gib",
-    "capture_error",
-    "kv_tokens",
-    "gpu_blocks",
-    "kv_cache_gib",
-    "max_concurrency",
-    "decode_batch_shape",
-    "batches",
-    "captured_share",
-    "padding_waste",
-    "perf",
-    "resolved_backend",
-)
-RANK_NUMERIC_KEYS = (
-    "capture_time_s",
-    "capture_mem_gib",
-    "kv_tokens",
-    "gpu_blocks",
-    "kv_cache_gib",
-    "max_concurrency",
-    "captured_share",
-    "padding_waste",
-)
 DISABLING_REASONS = {
     "enforce_eager",
     "skipping_capture",
@@ -95,13 +75,12 @@ class RunFacts:
     """Everything rules and renderers need about one run."""
 
     run: Run
-    engine_version: str | None
-    config: dict[str, Any]
+    config: EngineConfig  # the one typed reading of the run's settings (diag.engines)
     window: cls.Window
     steps: DecodeSteps  # the decode steps as logged: classification and advice read them
     batches: pd.DataFrame  # their classification (diag.facts.classify)
-    record: dict[str, Any]
-    ranks: list[dict[str, Any]]
+    record: RunRecord
+    ranks: list[RankRecord]
     state: RunState  # what the log shows of the server's life (diag.facts.verdict)
     capture_error_at: tuple[str, int] | None = None
     agreement: dict[str, Any] | None = None
@@ -123,6 +102,24 @@ class RunFacts:
         return self.run.tables
 
     @property
+    def engine_version(self) -> str | None:
+        """The version the log printed (one fact: the config was read for it)."""
+        return self.config.version
+
+    @property
+    def ceiling(self) -> int | None:
+        """The run's one capture ceiling: the largest size of the window batches were
+        classified against (logged, configured or the engine's default), else the ceiling the
+        config or capture table names (``cuda_graph_max_bs``) where no size list is known."""
+        return self.window.ceiling or self.record.cuda_graph_max_bs
+
+    @property
+    def ceiling_inferred(self) -> bool:
+        """Is the ceiling the top of the engine's default list for the version (the log
+        prints no size list)? Surfaces say so beside the figure."""
+        return self.window.sizes_inferred and self.window.ceiling is not None
+
+    @property
     def backend(self) -> str:
         return self.run.backend
 
@@ -130,9 +127,9 @@ class RunFacts:
     def startup_phase(self) -> str | None:
         """How far start-up got: the phase of the capture error if there is one, else the
         last phase a log line opened (None when no line says)."""
-        err = self.record.get("capture_error")
-        if isinstance(err, dict) and err.get("phase") not in (None, "unknown"):
-            return str(err["phase"])
+        err = self.record.capture_error
+        if err is not None and err.phase != "unknown":
+            return err.phase
         seen: list[tuple[int, str]] = []
         for kind, col in (("phase", "phase"), ("error", "phase")):
             frame = self.tables[kind]
@@ -167,27 +164,8 @@ def snapshot_graph_pool_gib(run_id: str, snapshots: Iterable[Snapshot]) -> float
     return gib
 
 
-def config_values(tables: EventTables) -> dict[str, Any]:
-    """Effective settings: later echoes override earlier ones, rank 0 preferred. A pasted
-    command line comes first, so any echo of what the engine used overrides it; an echo of
-    the typed args themselves (vLLM "non-default args") replaces it whole."""
-    f = _rank0(tables["config"])
-    if not f.empty and (f["origin"] == CMDLINE).any():
-        if f["origin"].isin(TYPED_ARG_ORIGINS).any():
-            f = f[f["origin"] != CMDLINE]
-        else:
-            f = f.sort_values("origin", key=lambda o: o != CMDLINE, kind="stable")
-    out: dict[str, Any] = {}
-    for key, value in zip(f["key"], f["value"], strict=True):
-        try:
-            out[key] = json.loads(value) if value is not None else None
-        except (TypeError, ValueError):
-            out[key] = value
-    return out
-
-
 # ------------------------------------------------------------------ graph mode and window
-def graph_mode(tables: EventTables, config: dict[str, Any], backend: str) -> str:
+def graph_mode(tables: EventTables, config: EngineConfig) -> GraphMode:
     phases = (
         set(tables["capture_begin"]["phase"].dropna())
         | set(tables["capture_end"]["phase"].dropna())
@@ -210,15 +188,13 @@ def graph_mode(tables: EventTables, config: dict[str, Any], backend: str) -> str
         return "disabled"
     if phases:
         return "enabled"
-    spec = spec_for(backend)
-    off = spec.graphs_off(config) if spec is not None else None
-    if off is not None:
-        return "disabled" if off else "enabled"
+    if config.graphs_off is not None:
+        return "disabled" if config.graphs_off else "enabled"
     return "unknown"
 
 
 def cudagraph_mode(
-    tables: EventTables, config: dict[str, Any], backend: str, mode: str
+    tables: EventTables, config: EngineConfig, backend: str, mode: str
 ) -> str | None:
     modes = tables["graph_mode"]
     if (spec_for(backend) or SGLANG).mode_names == "cudagraph_mode":
@@ -226,7 +202,7 @@ def cudagraph_mode(
         value = _first(
             _last(downgraded, "mode"),
             _last(modes[modes["origin"] == "config"], "mode") if not modes.empty else None,
-            config.get("compilation_config.cudagraph_mode"),
+            config.cudagraph_mode,
         )
         if value is None and not modes.empty:
             seen = {str(m).upper() for m in modes["mode"].dropna()}
@@ -256,7 +232,7 @@ def cudagraph_mode(
     return "+".join(kinds) or None
 
 
-def capture_sizes(tables: EventTables, config: dict[str, Any], backend: str) -> list[int] | None:
+def capture_sizes(tables: EventTables, config: EngineConfig) -> list[int] | None:
     sizes = _rank0(tables["capture_sizes"])
     if not sizes.empty:
         listed = sizes[
@@ -264,16 +240,11 @@ def capture_sizes(tables: EventTables, config: dict[str, Any], backend: str) -> 
         ]
         if not listed.empty:
             return sorted(set(json.loads(listed["sizes"].iloc[-1])))
-    spec = spec_for(backend) or VLLM
-    bs = config.get(spec.capture_sizes_key)
-    if isinstance(bs, list) and bs:
-        return sorted({int(x) for x in bs})
-    return None
+    return list(config.capture_sizes) if config.capture_sizes else None
 
 
 def window_of(
-    tables: EventTables,
-    config: dict[str, Any],
+    config: EngineConfig,
     backend: str,
     mode: str,
     version: str | None,
@@ -284,10 +255,9 @@ def window_of(
     if sizes is None and mode == "enabled":
         spec = spec_for(backend)
         if spec is not None:
-            sizes = spec.default_sizes(version, config, ceiling)
+            sizes = spec.default_sizes(version, config.raw, ceiling)
         inferred = sizes is not None
-    padding = not bool(as_bool(config.get("disable_cuda_graph_padding")))
-    return cls.Window(mode, tuple(sizes) if sizes else None, inferred, padding, True)
+    return cls.Window(mode, tuple(sizes) if sizes else None, inferred, config.padding, True)
 
 
 # ------------------------------------------------------------------ capture error
@@ -315,7 +285,7 @@ def _text(v: Any) -> str | None:
     return None if v is None or v is pd.NA or _isnan(v) or v == "" else str(v)
 
 
-def capture_error(tables: EventTables) -> tuple[dict[str, Any] | None, tuple[str, int] | None]:
+def capture_error(tables: EventTables) -> tuple[CaptureError | None, tuple[str, int] | None]:
     """The run's capture error: an error placed in a capture phase.
 
     Placement (data: diag/engines/data/phases.yaml): the innermost deciding traceback frame
@@ -357,6 +327,7 @@ def capture_error(tables: EventTables) -> tuple[dict[str, Any] | None, tuple[str
             # not another rank's capture (an OOM in TP0's init while TP1 captures)
             log_phase = marker_phase
         cls_ = str(row["error_class"])
+        placed_by: PlacedBy
         if frame_phase is not None:
             phase, placed_by = frame_phase, "frames"
             in_capture = frame_phase in CAPTURE_PHASES
@@ -376,19 +347,16 @@ def capture_error(tables: EventTables) -> tuple[dict[str, Any] | None, tuple[str
     if chosen is None:
         return None, None
     _, _, row, phase, placed_by = chosen
-    message = str(row["message"]).split("\n", 1)[0]
-    out: dict[str, Any] = {
-        "class": row["error_class"],
-        "message": message,
-        "path": row["source"],
-        "line": int(row["line"]),
-        "phase": phase,
-        "placed_by": placed_by,
-    }
-    reason = _text(row.get("reason"))
-    if reason is not None:
-        out["reason"] = reason
-    return out, (str(row["source"]), int(row["line"]))
+    out = CaptureError(
+        error_class=row["error_class"],
+        message=str(row["message"]).split("\n", 1)[0],
+        path=str(row["source"]),
+        line=int(row["line"]),
+        phase=phase,
+        placed_by=placed_by,
+        reason=_text(row.get("reason")),
+    )
+    return out, (out.path, out.line)
 
 
 def _open_capture(
@@ -433,28 +401,18 @@ def captured_size_count(tables: EventTables) -> int | None:
 
 
 # ------------------------------------------------------------------ the record
-def _prefill_node(config: dict[str, Any], tables: EventTables) -> bool | None:
-    mode = config.get("disaggregation_mode")
-    if isinstance(mode, str):
-        return mode == "prefill"
+def _prefill_node(config: EngineConfig, tables: EventTables) -> bool | None:
+    if config.disaggregation_mode is not None:
+        return config.disaggregation_mode == "prefill"
     dis = tables["graph_disabled"]
     if not dis.empty and (dis["reason"] == "prefill_server").any():
         return True
-    kv = config.get("kv_transfer_config")
-    if isinstance(kv, dict) and kv.get("kv_role"):
-        return kv.get("kv_role") == "kv_producer"
+    if config.kv_role is not None:
+        return config.kv_role == "kv_producer"
     return None
 
 
-def _resolved_backend(config: dict[str, Any]) -> str | None:
-    for key in ("resolved_attention_backend", "attention_backend", "decode_attention_backend"):
-        v = config.get(key)
-        if isinstance(v, str) and v and v.lower() != "none":
-            return v
-    return None
-
-
-def _perf(tables: EventTables, batches: pd.DataFrame) -> dict[str, float | None]:
+def _perf(tables: EventTables, batches: pd.DataFrame) -> Perf:
     bench = tables["benchmark"]
 
     def b(name: str) -> float | None:
@@ -468,26 +426,26 @@ def _perf(tables: EventTables, batches: pd.DataFrame) -> dict[str, float | None]
         part = gen[(verdicts == cls.VERDICTS.index(verdict)) & (gen > 0)]  # (NaN is not > 0)
         return round(float(part.mean()), 2) if len(part) else None
 
-    return {
-        "ttft_s_p50": b("ttft_s_p50"),
-        "ttft_s_p95": b("ttft_s_p95"),
-        "itl_s_p95": b("itl_s_p95"),
-        "throughput_in_window": mean_tput("graph") if not batches.empty else None,
-        "throughput_out_window": mean_tput("eager") if not batches.empty else None,
-    }
+    return Perf(
+        ttft_s_p50=b("ttft_s_p50"),
+        ttft_s_p95=b("ttft_s_p95"),
+        itl_s_p95=b("itl_s_p95"),
+        throughput_in_window=mean_tput("graph") if not batches.empty else None,
+        throughput_out_window=mean_tput("eager") if not batches.empty else None,
+    )
 
 
 def build_facts(run: Run) -> RunFacts:
     t = run.tables
-    config = config_values(t)
     version = _last(t["version"], "version")
-    mode = graph_mode(t, config, run.backend)
+    config = engine_config(t, run.backend, version)
+    mode = graph_mode(t, config)
     if mode == "unknown" and capture_error(t)[0] is not None:
         mode = "enabled"  # a capture was attempted and failed
-    sizes = capture_sizes(t, config, run.backend)
+    sizes = capture_sizes(t, config)
     ceiling = _ceiling(t, config, run.backend, sizes)
-    window = window_of(t, config, run.backend, mode, version, sizes, ceiling)
-    steps = decode_steps(t, run.backend, config)
+    window = window_of(config, run.backend, mode, version, sizes, ceiling)
+    steps = decode_steps(t, config)
     batches = cls.classify_batches(steps, window)
     counts = cls.batch_counts(batches)
     cap_time, cap_mem = _capture_totals(t)
@@ -498,33 +456,29 @@ def build_facts(run: Run) -> RunFacts:
         g_time, g_mem = _capture_totals(t, group)
         phases[f"{group}_capture_time_s"] = g_time
         phases[f"{group}_capture_mem_gib"] = g_mem
-    record: dict[str, Any] = {
-        "graph_mode": mode,
-        "cudagraph_mode": cudagraph_mode(t, config, run.backend, mode),
-        "graph_capture_sizes": sizes,
-        "cuda_graph_max_bs": ceiling,
-        "max_running_requests": _as_int(
-            _first(config.get("max_running_requests"), config.get("max_num_seqs"))
-        ),
-        "prefill_node": _prefill_node(config, t),
-        "capture_time_s": cap_time,
-        "capture_mem_gib": cap_mem,
-        "capture_error": error,
-        "kv_tokens": kv_tokens,
-        "gpu_blocks": _as_int(sizing(t, "gpu_blocks")),
-        "kv_cache_gib": sizing(t, "kv_cache_gib"),
-        "max_concurrency": sizing(t, "max_concurrency"),
-        "decode_batch_shape": cls.batch_shape(batches),
-        "batches": counts,
-        "captured_share": cls.captured_share(counts),
-        "padding_waste": cls.padding_waste(batches),
-        "perf": _perf(t, batches),
-        "resolved_backend": _resolved_backend(config),
-    }
-    assert tuple(record) == RECORD_KEYS
+    record = RunRecord(
+        graph_mode=mode,
+        cudagraph_mode=cudagraph_mode(t, config, run.backend, mode),
+        graph_capture_sizes=tuple(sizes) if sizes is not None else None,
+        cuda_graph_max_bs=ceiling,
+        max_running_requests=config.max_running,
+        prefill_node=_prefill_node(config, t),
+        capture_time_s=cap_time,
+        capture_mem_gib=cap_mem,
+        capture_error=error,
+        kv_tokens=kv_tokens,
+        gpu_blocks=_as_int(sizing(t, "gpu_blocks")),
+        kv_cache_gib=sizing(t, "kv_cache_gib"),
+        max_concurrency=sizing(t, "max_concurrency"),
+        decode_batch_shape=BatchShape.of(cls.batch_shape(batches)),
+        batches=BatchCounts.of(counts),
+        captured_share=cls.captured_share(counts),
+        padding_waste=cls.padding_waste(batches),
+        perf=_perf(t, batches),
+        resolved_backend=config.attention_backend,
+    )
     return RunFacts(
         run,
-        version,
         config,
         window,
         steps,
@@ -548,19 +502,22 @@ def _quiet_run_notes(t: EventTables) -> list[str]:
 
 
 def _ceiling(
-    t: EventTables, config: dict[str, Any], backend: str, sizes: list[int] | None
+    t: EventTables, config: EngineConfig, backend: str, sizes: list[int] | None
 ) -> int | None:
+    """The largest capture size; else the ceiling a config key names; else, where the engine
+    prints one, the capture-size table's largest size."""
     if sizes:
         return max(sizes)
-    named = (spec_for(backend) or VLLM).ceiling(config)
-    if named != "table":
-        return named
+    if config.ceiling_named:
+        return config.ceiling
+    if not (spec_for(backend) or VLLM).ceiling_from_table:
+        return None
     cs = t["capture_sizes"]
     largest = cs["largest"].dropna() if not cs.empty else cs
     return _as_int(_plain(largest.max())) if len(largest) else None
 
 
-def _ranks(run: Run, batches: pd.DataFrame) -> list[dict[str, Any]]:
+def _ranks(run: Run, batches: pd.DataFrame) -> list[RankRecord]:
     ranks: set[str] = set()
     for frame in run.tables._frames.values():
         ranks.update(r for r in pd.unique(frame["rank"]) if isinstance(r, str) and r)
@@ -573,17 +530,17 @@ def _ranks(run: Run, batches: pd.DataFrame) -> list[dict[str, Any]]:
         mask = batches["rank"] == rank
         rb = batches if batches.empty or bool(mask.all()) else batches[mask]  # one rank: no copy
         counts = cls.batch_counts(rb)
-        entry = {
-            "rank": rank,
-            "capture_time_s": cap_time,
-            "capture_mem_gib": cap_mem,
-            "kv_tokens": _kv_tokens(sub),
-            "gpu_blocks": _as_int(sizing(sub, "gpu_blocks")),
-            "kv_cache_gib": sizing(sub, "kv_cache_gib"),
-            "max_concurrency": sizing(sub, "max_concurrency"),
-            "captured_share": cls.captured_share(counts),
-            "padding_waste": cls.padding_waste(rb),
-        }
+        entry = RankRecord(
+            rank=rank,
+            capture_time_s=cap_time,
+            capture_mem_gib=cap_mem,
+            kv_tokens=_kv_tokens(sub),
+            gpu_blocks=_as_int(sizing(sub, "gpu_blocks")),
+            kv_cache_gib=sizing(sub, "kv_cache_gib"),
+            max_concurrency=sizing(sub, "max_concurrency"),
+            captured_share=cls.captured_share(counts),
+            padding_waste=cls.padding_waste(rb),
+        )
         out.append(entry)
     return out
 

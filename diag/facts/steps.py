@@ -34,7 +34,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from diag.engines import spec_for
+from diag.engines import EngineConfig
 from diag.events import EventTables
 from diag.facts.access import is_rank0
 
@@ -136,14 +136,12 @@ class DecodeSteps:
         return None if keep.all() else keep
 
 
-def decode_steps(tables: EventTables, backend: str, config: dict[str, object]) -> DecodeSteps:
+def decode_steps(tables: EventTables, config: EngineConfig) -> DecodeSteps:
     """The decode steps of a run's tables, timed with its engine's config."""
-    spec = spec_for(backend)
-    inp = spec.advice_inputs(config, None) if spec is not None else None
     timing = StepTiming(
-        steps_per_batch_line=(inp.steps_per_batch_line if inp else None) or 1,
-        stats_interval_s=(inp.stats_interval_s if inp else None) or 1.0,
-        spec_tokens=inp.spec_tokens if inp else 0,
+        steps_per_batch_line=config.steps_per_batch_line or 1,
+        stats_interval_s=config.stats_interval_s or 1.0,
+        spec_tokens=config.spec_tokens,
     )
     return from_tables(tables, timing)
 

@@ -24,6 +24,7 @@ import pandas as pd
 
 from diag.artifacts.trace import VERDICTS, TraceAnalysis
 from diag.facts.record import RunFacts
+from diag.facts.run_record import TraceVerified
 
 TOLERANCE_S = 1.0
 DECODE_MODES = frozenset({"DECODE"})
@@ -63,21 +64,21 @@ class TraceCheck:
             else self.matches
         )
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> TraceVerified:
         """The run record's ``trace_verified`` entry (beside ``batches``: logged / inferred)."""
         m = self.matches
         agree = int(m["agree"].sum()) if not m.empty else 0
-        return {
-            "traces": len(self.traces),
-            "steps": dict(self.steps),
-            "decode_steps": dict(self.decode_steps),
-            "graph_launches": self.graph_launches,
-            "graph_launches_without_ops": self.graph_launches_without_ops,
-            "matched_batches": len(m),
-            "agree": agree,
-            "disagree": len(m) - agree,
-            "tz_offset_s": self.tz_offset_s,
-        }
+        return TraceVerified(
+            traces=len(self.traces),
+            steps=tuple(self.steps.items()),
+            decode_steps=tuple(self.decode_steps.items()),
+            graph_launches=self.graph_launches,
+            graph_launches_without_ops=self.graph_launches_without_ops,
+            matched_batches=len(m),
+            agree=agree,
+            disagree=len(m) - agree,
+            tz_offset_s=self.tz_offset_s,
+        )
 
 
 def _rank_number(label: Any) -> float:

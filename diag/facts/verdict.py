@@ -26,6 +26,7 @@ import pandas as pd
 from diag.engines.phases import CAPTURE_PHASES
 from diag.events import EventTables
 from diag.facts.capture_totals import unfinished_capture
+from diag.facts.run_record import BatchCounts, RunRecord
 from diag.model import Finding
 
 Verdict = Literal["ok", "warn", "capture_failed", "startup_failed", "serving_failed", "incomplete"]
@@ -171,9 +172,9 @@ def _count(n: int, what: str) -> str:
     return f"{n:,} {what}{'es' if what.endswith('batch') and n != 1 else 's' if n != 1 else ''}"
 
 
-def _served(t: EventTables, batches: dict[str, Any]) -> str | None:
+def _served(t: EventTables, batches: BatchCounts) -> str | None:
     """How the log shows the server serving, in words; None when it does not."""
-    decided = int(batches["graph"] + batches["eager"] + batches["unknown"])
+    decided = batches.graph + batches.eager + batches.unknown
     if decided:
         return f"served {_count(decided, 'decode batch')}"
     for kind, what in (
@@ -190,13 +191,13 @@ def _served(t: EventTables, batches: dict[str, Any]) -> str | None:
     return None
 
 
-def _captured(t: EventTables, record: dict[str, Any]) -> str | None:
+def _captured(t: EventTables, record: RunRecord) -> str | None:
     """How the log shows graphs captured, in words; None when it does not."""
     if not t["capture_end"].empty:
-        secs = record["capture_time_s"]  # the record's one figure, as every surface prints it
+        secs = record.capture_time_s  # the record's one figure, as every surface prints it
         return "captured graphs" + (f" in {secs:g} s" if secs is not None else "")
-    b = record["batches"]
-    if b["graph"] and b["source"] in ("logged", "mixed"):
+    b = record.batches
+    if b.graph and b.source in ("logged", "mixed"):
         return FLAGGED
     began = not (t["capture_begin"].empty and t["capture_progress"].empty)
     if began and unfinished_capture(t) is None:
@@ -204,18 +205,18 @@ def _captured(t: EventTables, record: dict[str, Any]) -> str | None:
     return None
 
 
-def run_state(t: EventTables, record: dict[str, Any]) -> RunState:
+def run_state(t: EventTables, record: RunRecord) -> RunState:
     """The verdict the run's own lines support (never ``warn``: that needs the rules)."""
-    err = record.get("capture_error")
-    if isinstance(err, dict):
-        phase = str(err.get("phase") or "unknown").replace("_", " ")
+    err = record.capture_error
+    if err is not None:
+        phase = (err.phase or "unknown").replace("_", " ")
         where = "" if phase == "unknown" else f" in {phase}"
         return RunState(
             "capture_failed",
-            f"graph capture failed ({err['class']}){where} at {err['path']}:{err['line']}: "
-            f"{_one_line(str(err['message']))}",
+            f"graph capture failed ({err.error_class}){where} at {err.path}:{err.line}: "
+            f"{_one_line(err.message)}",
         )
-    served = _served(t, record["batches"])
+    served = _served(t, record.batches)
     failure = engine_error(t)
     if failure is not None:
         after = "; the log shows serving lines after it" if failure.served_after else ""
@@ -244,7 +245,7 @@ def run_state(t: EventTables, record: dict[str, Any]) -> RunState:
     cut = unfinished_capture(t)
     if cut is not None:
         return RunState("incomplete", f"the log ends during capture: {cut}")
-    mode = record["graph_mode"]
+    mode = record.graph_mode
     captured = _captured(t, record)
     if mode == "disabled":
         done = "ran with graphs off (eager)"
@@ -267,7 +268,7 @@ def run_state(t: EventTables, record: dict[str, Any]) -> RunState:
     if served is None:
         return RunState("incomplete", f"the server {done}, and the log ends before it served")
     if done == FLAGGED:  # the batches show both: say it once
-        g = int(record["batches"]["graph"])
+        g = record.batches.graph
         return RunState(
             "ok", f"the server {served}, {g:,} of them on graphs by the engine's own per-batch flag"
         )

@@ -61,8 +61,8 @@ METRICS: list[tuple[str, str, str, str, str | None]] = [
 
 
 def _decode_batches(run: RunReport) -> int:
-    b = run.record["batches"]
-    return int(b["graph"]) + int(b["eager"]) + int(b["unknown"])
+    b = run.record.batches
+    return b.graph + b.eager + b.unknown
 
 
 def main_run(report: Report) -> tuple[RunReport | None, str]:
@@ -78,30 +78,30 @@ def main_run(report: Report) -> tuple[RunReport | None, str]:
 def _values(run: RunReport, snapshots: list[Snapshot]) -> dict[str, Any]:
     rec = run.record
     m = run_metrics(run.facts, snapshots)
-    shape = rec["decode_batch_shape"] or {}
-    perf = rec["perf"]
+    shape = rec.decode_batch_shape
+    perf = rec.perf
     return {
-        "graph_mode": rec["graph_mode"],
-        "cudagraph_mode": rec["cudagraph_mode"],
+        "graph_mode": rec.graph_mode,
+        "cudagraph_mode": rec.cudagraph_mode,
         "n_buckets": m.n_buckets,
-        "ceiling": rec["cuda_graph_max_bs"],  # the record's, as analyze prints it
+        "ceiling": run.facts.ceiling,  # the run's one ceiling, as analyze prints it
         "decode_batches": _decode_batches(run),
-        "batch_p50": shape.get("p50"),
-        "batch_p99": shape.get("p99"),
-        "captured_share": rec["captured_share"],
-        "padding_waste": rec["padding_waste"],
-        "throughput_in_window": perf["throughput_in_window"],
-        "throughput_out_window": perf["throughput_out_window"],
+        "batch_p50": shape.p50 if shape else None,
+        "batch_p99": shape.p99 if shape else None,
+        "captured_share": rec.captured_share,
+        "padding_waste": rec.padding_waste,
+        "throughput_in_window": perf.throughput_in_window,
+        "throughput_out_window": perf.throughput_out_window,
         "speed_in": m.speed_in,
         "speed_out": m.speed_out,
-        "ttft_s_p50": perf["ttft_s_p50"],
-        "ttft_s_p95": perf["ttft_s_p95"],
-        "itl_s_p95": perf["itl_s_p95"],
-        "capture_time_s": rec["capture_time_s"],
-        "capture_mem_gib": rec["capture_mem_gib"],
-        "kv_tokens": rec["kv_tokens"],
-        "kv_cache_gib": rec["kv_cache_gib"],
-        "max_concurrency": rec["max_concurrency"],
+        "ttft_s_p50": perf.ttft_s_p50,
+        "ttft_s_p95": perf.ttft_s_p95,
+        "itl_s_p95": perf.itl_s_p95,
+        "capture_time_s": rec.capture_time_s,
+        "capture_mem_gib": rec.capture_mem_gib,
+        "kv_tokens": rec.kv_tokens,
+        "kv_cache_gib": rec.kv_cache_gib,
+        "max_concurrency": rec.max_concurrency,
     }
 
 
@@ -246,10 +246,10 @@ def promise_held(
     rec = adv.recommended
     promised_cov = adv.promised_coverage
     promised_waste = rec.heldout_waste if rec.heldout_waste is not None else rec.cost.padding_waste
-    after_sizes = after.record.get("graph_capture_sizes") or (
+    after_sizes = after.record.graph_capture_sizes or (
         sorted(after.facts.window.sizes) if after.facts.window.sizes else []
     )
-    cov, waste = after.record.get("captured_share"), after.record.get("padding_waste")
+    cov, waste = after.record.captured_share, after.record.padding_waste
     on_after = (
         adv.price(rec.sizes, after.advice.hist())
         if after.advice is not None and after.advice.unit == adv.unit
@@ -356,14 +356,14 @@ def _warnings(runs: dict[str, RunReport | None], values: dict[str, dict[str, Any
             out.append(f"{side} has no run: nothing to compare on that side")
             continue
         rec = run.record
-        if rec["graph_mode"] == "disabled":
+        if rec.graph_mode == "disabled":
             out.append(
                 f"{side} ran with CUDA graphs disabled: that is the diagnostic state, its throughput and "
                 "latency are the eager path's, not the graph path's real magnitude (re-measure with graphs on)"
             )
-        if rec["capture_error"]:
+        if rec.capture_error:
             out.append(
-                f"{side}: capture failed ({rec['capture_error']['class']}), the server did not come up "
+                f"{side}: capture failed ({rec.capture_error.error_class}), the server did not come up "
                 "with graphs"
             )
         if not _decode_batches(run):

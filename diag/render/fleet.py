@@ -144,7 +144,7 @@ def _group_advice(
         headline = "Keep the current set: it is already the set the advice picks"
     elif adv.changes:  # spelled for the config of the run the limits come from (the last)
         last = [r for r, v in runs if v.traffic is not None][-1].facts
-        flags = bucket_flags(adv.engine, group.engine_version, last.config, rec, [])
+        flags = bucket_flags(adv.engine, group.engine_version, dict(last.config.raw), rec, [])
     ids = tuple(t.run_id for t in traffic)
     return GroupAdvice(adv, source, ids, current, flags, headline), None
 

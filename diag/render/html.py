@@ -50,9 +50,8 @@ def _by_sev(findings: Iterable[Finding]) -> list[Finding]:
 
 def _row(index: int, run: RunReport) -> RunRow:
     rec = run.record
-    b = rec["batches"]
-    decided = b["graph"] + b["eager"]
-    share = rec["captured_share"]
+    decided = rec.batches.decided
+    share = rec.captured_share
     counts = {s: sum(1 for f in run.findings if f.severity == s) for s in SEVERITY_ORDER}
     return RunRow(
         index=index,
@@ -63,10 +62,8 @@ def _row(index: int, run: RunReport) -> RunRow:
         engine=run.facts.backend,
         version=run.facts.engine_version,
         share=None if share is None else f"{share:.0%} of {decided:,}",
-        capture=joined(
-            fmt_num(rec["capture_time_s"], 1, "s"), fmt_num(rec["capture_mem_gib"], 2, "GiB")
-        ),
-        kv_tokens=fmt_num(rec["kv_tokens"]),
+        capture=joined(fmt_num(rec.capture_time_s, 1, "s"), fmt_num(rec.capture_mem_gib, 2, "GiB")),
+        kv_tokens=fmt_num(rec.kv_tokens),
         counts=counts,
         codes=sorted({f.code for f in run.findings}),
         summary=verdict_text(run, with_id=False),

@@ -7,15 +7,14 @@ more function there.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 import pandas as pd
 
 from diag.engines import spec_for
 from diag.facts.figures import number
 from diag.facts.load import has_load
+from diag.facts.run_record import RunRecord
 from diag.model import Snapshot
 from diag.render import advice_plots, load_plots, memory_plots, plots
 from diag.render.axes import TimeAxis, wants_table
@@ -46,20 +45,14 @@ class RunContext:
         return spec.eviction_word if spec else "preemptions"
 
 
-def capture_share(rec: Mapping[str, Any]) -> float | None:
-    """Capture memory over the KV pool, the figure the memory caption and GD120 use."""
-    graph, kv = rec.get("capture_mem_gib"), rec.get("kv_cache_gib")
-    return float(graph) / float(kv) if graph and kv else None
-
-
 def load_panels(ctx: RunContext) -> list[Panel]:
     """KV usage, running / waiting and evictions over time, where stats lines exist."""
     if not has_load(ctx.load):
         return []
     rec = ctx.run.record
-    share = capture_share(rec)
+    share = rec.capture_mem_share
     heading = "KV cache and queue"
-    note = load_plots.share_label(share, rec.get("capture_mem_gib")) + "." if share else None
+    note = load_plots.share_label(share, rec.capture_mem_gib) + "." if share else None
     if wants_table(len(ctx.load)):
         cols, rows = load_plots.kv_timeline_rows(ctx.load, ctx.axis, ctx.evictions)
         caption = (
@@ -75,7 +68,7 @@ def load_panels(ctx: RunContext) -> list[Panel]:
             )
         ]
     fig = load_plots.kv_timeline_figure(
-        ctx.load, ctx.axis, share, rec.get("capture_mem_gib"), ctx.evictions, ctx.load_bin_s
+        ctx.load, ctx.axis, share, rec.capture_mem_gib, ctx.evictions, ctx.load_bin_s
     )
     if fig is None:
         return []
@@ -193,7 +186,7 @@ def throughput_caption(table: pd.DataFrame) -> str | None:
     )
 
 
-def memory_caption(rows: list[tuple[str, dict[str, float]]], rec: Mapping[str, Any]) -> str | None:
+def memory_caption(rows: list[tuple[str, dict[str, float]]], rec: RunRecord) -> str | None:
     """Capture memory as a share of the KV pool and as KV tokens it could have held."""
     logs = dict(rows).get("logs (rank 0)") or {}
     graph = logs.get("CUDA graph capture", logs.get("CUDA graph capture (estimated)"))
@@ -201,8 +194,8 @@ def memory_caption(rows: list[tuple[str, dict[str, float]]], rec: Mapping[str, A
     if not graph or not kv:
         return None
     text = f"Graph capture holds {graph:,.2f} GiB, {graph / kv:.1%} of the KV pool ({kv:,.2f} GiB)"
-    if rec.get("kv_tokens"):
-        text += f", about {graph / kv * float(rec['kv_tokens']):,.0f} KV tokens"
+    if rec.kv_tokens:
+        text += f", about {graph / kv * float(rec.kv_tokens):,.0f} KV tokens"
     return text + "."
 
 

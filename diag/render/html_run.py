@@ -53,14 +53,14 @@ def cards(run: RunReport) -> list[Card]:
     """Tiles for known values only; the engine's mode word sits on its own line (a long
     word like FULL_AND_PIECEWISE never cuts the tile)."""
     rec = run.record
-    b = rec["batches"]
-    shape = rec["decode_batch_shape"] or {}
-    decided = b["graph"] + b["eager"]
-    on_graphs = rec["captured_share"]
+    b = rec.batches
+    shape = rec.decode_batch_shape
+    decided = b.decided
+    on_graphs = rec.captured_share
     out: list[Card] = []
-    if rec["capture_error"]:
-        out.append(Card("capture error", str(rec["capture_error"]["class"]), cls="bad"))
-    out.append(Card("graphs", str(rec["graph_mode"]), sub=rec["cudagraph_mode"] or None))
+    if rec.capture_error:
+        out.append(Card("capture error", rec.capture_error.error_class, cls="bad"))
+    out.append(Card("graphs", rec.graph_mode, sub=rec.cudagraph_mode or None))
     if on_graphs is not None:
         out.append(
             Card(
@@ -70,28 +70,28 @@ def cards(run: RunReport) -> list[Card]:
             )
         )
     if decided:
-        out.append(Card("eager batches", f"{b['eager']:,}", cls="bad" if b["eager"] else ""))
-    ceiling, top = rec["cuda_graph_max_bs"], shape.get("max")
+        out.append(Card("eager batches", f"{b.eager:,}", cls="bad" if b.eager else ""))
+    ceiling, top = run.facts.ceiling, shape.max if shape else None
+    default = "engine default" if run.facts.ceiling_inferred else None
     if ceiling is not None and top is not None:
         bad = "bad" if top > ceiling else ""
-        out.append(Card("ceiling / max batch", f"{fmt_num(ceiling)} / {fmt_num(top)}", cls=bad))
+        value = f"{fmt_num(ceiling)} / {fmt_num(top)}"
+        out.append(Card("ceiling / max batch", value, sub=default, cls=bad))
     elif ceiling is not None:
-        out.append(Card("capture ceiling", str(fmt_num(ceiling))))
+        out.append(Card("capture ceiling", str(fmt_num(ceiling)), sub=default))
     elif top is not None:
         out.append(Card("largest decode batch", str(fmt_num(top))))
-    p50 = joined(fmt_num(shape.get("p50")), fmt_num(shape.get("p99")), sep=" / ")
-    if shape.get("p50") is not None and shape.get("p99") is not None and p50:
+    p50 = joined(fmt_num(shape.p50), fmt_num(shape.p99), sep=" / ") if shape else None
+    if p50:
         out.append(Card("batch p50 / p99", p50))
-    cap = joined(
-        fmt_num(rec["capture_time_s"], unit="s"), fmt_num(rec["capture_mem_gib"], unit="GiB")
-    )
+    cap = joined(fmt_num(rec.capture_time_s, unit="s"), fmt_num(rec.capture_mem_gib, unit="GiB"))
     if cap:
         out.append(Card("capture", cap))
-    kv = joined(fmt_num(rec["kv_tokens"], unit="tokens"), fmt_num(rec["kv_cache_gib"], unit="GiB"))
+    kv = joined(fmt_num(rec.kv_tokens, unit="tokens"), fmt_num(rec.kv_cache_gib, unit="GiB"))
     if kv:
         out.append(Card("KV pool", kv))
-    if rec["padding_waste"] is not None:
-        out.append(Card("padding waste", share(rec["padding_waste"])))
+    if rec.padding_waste is not None:
+        out.append(Card("padding waste", share(rec.padding_waste)))
     return out
 
 
@@ -135,27 +135,14 @@ def eager_breakdown(batches: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("batches", ascending=False).reset_index(drop=True)
 
 
-def batch_counts(batches: pd.DataFrame) -> dict[str, int]:
-    """Weighted graph / eager / unknown counts of the classify frame (what the plots show)."""
-    if batches is None or batches.empty:
-        return {"graph": 0, "eager": 0, "unknown": 0}
-    codes = plots.verdict_codes(batches["verdict"])
-    weight = pd.to_numeric(batches["weight"], errors="coerce").to_numpy(
-        dtype="float64", na_value=1.0
-    )
-    sums = np.bincount(codes, weights=weight, minlength=3)
-    return {name: int(round(sums[i])) for i, name in enumerate(plots.VERDICTS)}
-
-
 def eager_view(run: RunReport) -> dict[str, Any]:
-    rec = run.record
-    b = batch_counts(run.facts.batches)
-    decided = b["graph"] + b["eager"]
+    b = run.record.batches  # the run's one count of graph / eager / undecided steps
+    decided = b.decided
     if not decided:
-        if b["unknown"]:
-            return {"kind": "undecided", "unknown": f"{b['unknown']:,}"}
+        if b.unknown:
+            return {"kind": "undecided", "unknown": f"{b.unknown:,}"}
         return {"kind": "none"}
-    if not b["eager"]:
+    if not b.eager:
         return {"kind": "all-graph", "decided": f"{decided:,}"}
     rows = []
     for _, r in eager_breakdown(run.facts.batches).iterrows():
@@ -171,10 +158,12 @@ def eager_view(run: RunReport) -> dict[str, Any]:
         rows.append([why, f"{r['batches']:,.0f}", f"{r['batches'] / decided:.0%}", rng])
     return {
         "kind": "eager",
-        "eager": f"{b['eager']:,}",
+        "eager": f"{b.eager:,}",
         "decided": f"{decided:,}",
-        "share": f"{b['eager'] / decided:.0%}",
-        "ceiling": rec["cuda_graph_max_bs"],
+        "share": f"{b.eager / decided:.0%}",
+        "ceiling": None
+        if run.facts.ceiling is None
+        else f"{run.facts.ceiling}" + (" (engine default)" if run.facts.ceiling_inferred else ""),
         "rows": rows,
     }
 
@@ -190,15 +179,15 @@ RANK_COLUMNS = {
 
 
 def ranks_view(run: RunReport) -> dict[str, Any] | None:
-    ranks = run.facts.ranks or []
+    ranks = [r.to_json() for r in run.facts.ranks]  # (columns picked by the JSON's names)
     if len(ranks) <= 1:
         return None
-    cols = [c for c in RANK_COLUMNS if any(r.get(c) is not None for r in ranks)]
+    cols = [c for c in RANK_COLUMNS if any(r[c] is not None for r in ranks)]
     if not cols:
         return None
     rows = [
-        [str(r.get("rank") or "(none)")]
-        + [(fmt_pct(r.get(c)) if c == "captured_share" else fmt_num(r.get(c))) or "" for c in cols]
+        [str(r["rank"] or "(none)")]
+        + [(fmt_pct(r[c]) if c == "captured_share" else fmt_num(r[c])) or "" for c in cols]
         for r in ranks
     ]
     return {"columns": ["rank"] + [RANK_COLUMNS[c] for c in cols], "rows": rows}
@@ -335,8 +324,7 @@ def run_view(
     snapshots: list[Snapshot],
 ) -> dict[str, Any]:
     facts = run.facts
-    rec = run.record
-    sizes = list(facts.window.sizes) if facts.window.sizes else rec["graph_capture_sizes"]
+    sizes = list(facts.window.sizes or ())  # the record's list, or the engine's default
     batches = plots.prepare_batches(facts.batches)
     load, load_bin_s, load_ts = load_timeline(facts.tables, plots.MAX_TIMELINE_POINTS)
     axis = time_axis([batches["ts"].to_numpy(), load_ts], facts.year_source)
@@ -347,7 +335,7 @@ def run_view(
         load=load,
         axis=axis,
         sizes=sizes or None,
-        ceiling=max(sizes) if sizes else rec["cuda_graph_max_bs"],
+        ceiling=facts.ceiling,
         snapshots=snapshots,
         load_bin_s=load_bin_s,
     )
@@ -379,7 +367,7 @@ def unattached_view(
     panels = []
     if snapshots:
         fig = memory_plots.memory_figure(
-            memory_plots.memory_budget_rows(pd.DataFrame(), {}, pd.DataFrame(), snapshots)
+            memory_plots.memory_budget_rows(pd.DataFrame(), None, pd.DataFrame(), snapshots)
         )
         if fig is not None:
             panels.append(

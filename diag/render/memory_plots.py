@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from diag.facts.run_record import RunRecord
 from diag.model import GIB, Snapshot
 from diag.render import palette as pal
 from diag.render.axes import finish_axes
@@ -22,7 +23,7 @@ from diag.render.plots import MEMORY_COLORS, layout, plot_text
 # ------------------------------------------------------------------ memory budget
 def memory_budget_rows(
     sizing: pd.DataFrame,
-    record: Mapping[str, Any],
+    record: RunRecord | None,
     capture_end: pd.DataFrame,
     snapshots: Iterable[Snapshot] = (),
 ) -> list[tuple[str, dict[str, float]]]:
@@ -47,13 +48,13 @@ def memory_budget_rows(
     if weights is not None:
         logs["weights"] = weights
     kv = (
-        record.get("kv_cache_gib")
-        if record.get("kv_cache_gib") is not None
+        record.kv_cache_gib
+        if record is not None and record.kv_cache_gib is not None
         else size("kv_cache_gib")
     )
     if kv is not None:
         logs["KV cache pool"] = float(kv)
-    graph = record.get("capture_mem_gib")
+    graph = record.capture_mem_gib if record is not None else None
     if graph is None:
         graph = size("graph_pool_actual_gib") or size("graph_mem_actual_gib")
     if graph is not None:

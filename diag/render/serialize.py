@@ -41,7 +41,7 @@ def ticket_records(report: Report) -> list[dict[str, Any]]:
                 "engine_version": run.facts.engine_version,
                 "verdict": run.verdict,
                 "verdict_reason": run.verdict_reason,
-                **clean_json(run.record),
+                **clean_json(run.record.to_json()),
                 "findings": [f"{f.code} {f.name} ({f.severity})" for f in run.findings],
             }
         )

@@ -116,17 +116,17 @@ def no_findings(report: Report) -> str:
 def verdict_text(run: RunReport, with_id: bool = True) -> str:
     """What a run came to in one line, without the severity head (HTML shows a badge)."""
     rec = run.record
-    b = rec["batches"]
-    parts = [run.verdict, f"graphs {rec['graph_mode']}"]
-    if rec["capture_error"]:
-        parts.append(f"capture failed ({rec['capture_error']['class']})")
-    if b["graph"] + b["eager"] and rec["captured_share"] is not None:
+    b = rec.batches
+    parts = [run.verdict, f"graphs {rec.graph_mode}"]
+    if rec.capture_error:
+        parts.append(f"capture failed ({rec.capture_error.error_class})")
+    if b.decided and rec.captured_share is not None:
         parts.append(
-            f"{share(rec['captured_share'])} of {b['graph'] + b['eager']:,} decode batches on graphs "
-            f"({b['source']})"
+            f"{share(rec.captured_share)} of {b.decided:,} decode batches on graphs ({b.source})"
         )
-    if rec["cuda_graph_max_bs"]:
-        parts.append(f"ceiling {rec['cuda_graph_max_bs']}")
+    if run.facts.ceiling:
+        default = " (engine default)" if run.facts.ceiling_inferred else ""
+        parts.append(f"ceiling {run.facts.ceiling}{default}")
     head = f"{run.id} [{run.facts.backend}]: " if with_id else ""
     return head + "; ".join(parts)
 
@@ -161,39 +161,33 @@ def throughput_line(run: RunReport) -> str | None:
 def record_lines(run: RunReport) -> list[str]:
     """The run's figures that the logs show, one topic per line."""
     rec = run.record
-    shape = rec["decode_batch_shape"]
-    sizes = compact_sizes(rec["graph_capture_sizes"])
-    mode = f"mode: {rec['graph_mode']}" + (
-        f" ({rec['cudagraph_mode']})" if rec["cudagraph_mode"] else ""
-    )
+    shape = rec.decode_batch_shape
+    sizes = compact_sizes(rec.graph_capture_sizes)
+    mode = f"mode: {rec.graph_mode}" + (f" ({rec.cudagraph_mode})" if rec.cudagraph_mode else "")
     lines = [
         _join(
             mode,
             f"capture sizes {sizes}" if sizes else None,
-            f"max bs {rec['cuda_graph_max_bs']}" if rec["cuda_graph_max_bs"] else None,
-            f"max running {rec['max_running_requests']}" if rec["max_running_requests"] else None,
+            f"max bs {rec.cuda_graph_max_bs}" if rec.cuda_graph_max_bs else None,
+            f"max running {rec.max_running_requests}" if rec.max_running_requests else None,
         )
     ]
-    capture = _join(_num(rec["capture_time_s"], "s"), _num(rec["capture_mem_gib"], "GiB"))
+    capture = _join(_num(rec.capture_time_s, "s"), _num(rec.capture_mem_gib, "GiB"))
     kv = _join(
-        _num(rec["kv_tokens"], "tokens"),
-        _num(rec["kv_cache_gib"], "GiB"),
-        _num(rec["gpu_blocks"], "blocks"),
-        f"concurrency {rec['max_concurrency']:g}x" if rec["max_concurrency"] else None,
+        _num(rec.kv_tokens, "tokens"),
+        _num(rec.kv_cache_gib, "GiB"),
+        _num(rec.gpu_blocks, "blocks"),
+        f"concurrency {rec.max_concurrency:g}x" if rec.max_concurrency else None,
     )
     if capture or kv:
         lines.append(
             _join(f"capture: {capture}" if capture else None, f"KV: {kv}" if kv else None, sep="; ")
         )
     if shape:
-        dist = " ".join(
-            f"{k} {shape[k]}"
-            for k in ("min", "p50", "p90", "p99", "max")
-            if shape.get(k) is not None
-        )
-        waste = rec["padding_waste"]
+        dist = f"min {shape.min} p50 {shape.p50} p90 {shape.p90} p99 {shape.p99} max {shape.max}"
+        waste = rec.padding_waste
         lines.append(
-            f"decode batch sizes: n={shape['count']:,} {dist}"
+            f"decode batch sizes: n={shape.count:,} {dist}"
             + (f"; padding waste {share(waste)}" if waste is not None else "")
         )
     tput = throughput_line(run)
@@ -283,15 +277,15 @@ def render_markdown(report: Report) -> str:
         rows = []
         for run in report.runs:
             rec = run.record
-            on_graphs = rec["captured_share"]
+            on_graphs = rec.captured_share
             rows.append(
                 [
                     f"{VERDICT_BADGE[run.verdict][1]} ({run.verdict})",
                     run_name(run.id),
                     _join(run.facts.backend, run.facts.engine_version, sep=" "),
                     "" if on_graphs is None else share(on_graphs),
-                    _join(_num(rec["capture_time_s"], "s"), _num(rec["capture_mem_gib"], "GiB")),
-                    _num(rec["kv_tokens"]) or "",
+                    _join(_num(rec.capture_time_s, "s"), _num(rec.capture_mem_gib, "GiB")),
+                    _num(rec.kv_tokens) or "",
                     ", ".join(sorted({f.code for f in run.findings})),
                 ]
             )

@@ -146,9 +146,9 @@ def panel(traces: list[TraceAnalysis], run: RunReport | None) -> dict[str, Any]:
                     str(r["step"])[:60],
                 ]
             )
-    logged_sizes = run.record.get("graph_capture_sizes") if run is not None else None
+    logged_sizes = run.record.graph_capture_sizes if run is not None else None
     step_rows, more = _step_rows(step_traces)
-    capture_s = run.record.get("capture_time_s") if run is not None else None
+    capture_s = run.record.capture_time_s if run is not None else None
     return {
         "summary": summary,
         "join": join,

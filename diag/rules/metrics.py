@@ -9,7 +9,7 @@ it": a rule tests for it in plain Python and either stays silent or says what is
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -17,14 +17,12 @@ import numpy as np
 import pandas as pd
 
 from diag.engines import spec_for
-from diag.engines.spec import EngineSpec, as_bool, as_int
+from diag.engines.spec import EngineConfig, EngineSpec
 from diag.events import EventTables
 from diag.facts import classify as cls
 from diag.facts.record import RunFacts, captured_size_count, sizing
 from diag.facts.verdict import EngineError
 from diag.model import Snapshot
-from diag.parsers.cmdline import ORIGIN as CMDLINE
-from diag.parsers.vllm.patterns import TYPED_ARG_ORIGINS
 from diag.rules.advisories import Advisory
 
 if TYPE_CHECKING:
@@ -94,6 +92,7 @@ class RunMetrics:
     token_window: bool  # capture sizes count tokens and serve mixed steps too (vLLM)
     # KV pool and graph memory
     kv_cache_gib: float | None
+    capture_mem_share: float | None  # capture memory over the KV pool (the record's figure)
     kv_tokens: int | None
     kv_tokens_source: str | None
     graph_mem_est_gib: float | None
@@ -180,12 +179,6 @@ class RunMetrics:
         )
 
     @property
-    def capture_mem_share(self) -> float | None:
-        if self.capture_mem_gib is None or not self.kv_cache_gib:
-            return None
-        return self.capture_mem_gib / self.kv_cache_gib
-
-    @property
     def graph_mem_est_share(self) -> float | None:
         if self.graph_mem_est_gib is None or not self.kv_cache_gib:
             return None
@@ -230,13 +223,13 @@ def _max(frame: pd.DataFrame, col: str) -> float | None:
 
 
 def _default_count(
-    spec: EngineSpec | None, version: str | None, cfg: Mapping[str, Any], rec: Mapping[str, Any]
+    spec: EngineSpec | None, version: str | None, cfg: EngineConfig, ceiling: int | None
 ) -> int | None:
     """How many sizes the engine captures by default for this version and config."""
     if spec is None:
         return None
     try:
-        return len(spec.default_sizes(version, cfg, rec["cuda_graph_max_bs"])) or None
+        return len(spec.default_sizes(version, cfg.raw, ceiling)) or None
     except (TypeError, ValueError):
         return None
 
@@ -250,11 +243,11 @@ def run_metrics(
     t = facts.tables
     cfg = facts.config
     batches = facts.batches
-    counts = rec["batches"]
-    shape = rec["decode_batch_shape"] or {}
+    counts = rec.batches
+    shape = rec.decode_batch_shape
     eager_by_reason = _eager_by_reason(batches)
 
-    sizes = rec["graph_capture_sizes"] or list(facts.window.sizes or [])
+    sizes = rec.graph_capture_sizes or facts.window.sizes or ()
     adv = t["advisory"]
     memory_advisories = tuple(
         Advisory(
@@ -274,42 +267,43 @@ def run_metrics(
         kv_peak = max(kv_peak or 0.0, float(stats["kv_usage"].max()) / 100.0)
     snap_gib = facts.snapshot_graph_pool_gib  # one fact, set where snapshots join runs
     speed = _per_request_speed(batches)
-    tp = as_int(cfg.get("tp_size") or cfg.get("tensor_parallel_size"))
+    tp = cfg.tp_size
     spec = spec_for(facts.backend)
     trace = _trace_counts(facts)
     return RunMetrics(
         **trace,
         backend=facts.backend,
         engine_version=facts.engine_version,
-        graph_mode=rec["graph_mode"],
-        cudagraph_mode=rec["cudagraph_mode"],
-        prefill_node=rec["prefill_node"],
-        capture_error_class=(rec["capture_error"] or {}).get("class"),
-        capture_error_message=(rec["capture_error"] or {}).get("message"),
-        capture_time_s=rec["capture_time_s"],
-        capture_mem_gib=rec["capture_mem_gib"],
+        graph_mode=rec.graph_mode,
+        cudagraph_mode=rec.cudagraph_mode,
+        prefill_node=rec.prefill_node,
+        capture_error_class=rec.capture_error.error_class if rec.capture_error else None,
+        capture_error_message=rec.capture_error.message if rec.capture_error else None,
+        capture_time_s=rec.capture_time_s,
+        capture_mem_gib=rec.capture_mem_gib,
         piecewise_capture_time_s=facts.capture_phases.get("piecewise_capture_time_s"),
         piecewise_capture_mem_gib=facts.capture_phases.get("piecewise_capture_mem_gib"),
-        n_buckets=len(rec["graph_capture_sizes"] or [])
+        n_buckets=len(rec.graph_capture_sizes or ())
         or captured_size_count(t)
         or len(sizes)
         or None,
-        default_bucket_count=_default_count(spec, facts.engine_version, cfg, rec),
-        ceiling=rec["cuda_graph_max_bs"] or (max(sizes) if sizes else None),
-        max_running_requests=rec["max_running_requests"],
-        batches_graph=int(counts["graph"]),
-        batches_eager=int(counts["eager"]),
-        batches_decided=int(counts["graph"] + counts["eager"]),
-        batches_source=str(counts["source"]),
+        default_bucket_count=_default_count(spec, facts.engine_version, cfg, rec.cuda_graph_max_bs),
+        ceiling=facts.ceiling,
+        max_running_requests=rec.max_running_requests,
+        batches_graph=counts.graph,
+        batches_eager=counts.eager,
+        batches_decided=counts.decided,
+        batches_source=counts.source,
         eager_by_cause={c: int(round(eager_by_reason.get(c, 0.0))) for c in EAGER_LABELS},
-        padding_waste=rec["padding_waste"],
+        padding_waste=rec.padding_waste,
         mean_padded_per_step=_mean_padded(batches),
-        observed_p99=shape.get("p99"),
-        observed_max=shape.get("max"),
-        observed_count=int(shape.get("count", 0) or 0),
+        observed_p99=shape.p99 if shape else None,
+        observed_max=shape.max if shape else None,
+        observed_count=shape.count if shape else 0,
         token_window=spec is not None and spec.size_unit == "tokens",
-        kv_cache_gib=rec["kv_cache_gib"],
-        kv_tokens=rec["kv_tokens"],
+        kv_cache_gib=rec.kv_cache_gib,
+        capture_mem_share=rec.capture_mem_share,
+        kv_tokens=rec.kv_tokens,
         kv_tokens_source=facts.kv_tokens_source,
         graph_mem_est_gib=sizing(t, "graph_mem_est_gib"),
         memory_advisories=memory_advisories,
@@ -317,22 +311,22 @@ def run_metrics(
         retractions=int(t["retract"]["count"].fillna(1).sum()) if not t["retract"].empty else 0,
         preemptions=int(stats["preemptions"].fillna(0).sum()) if not stats.empty else 0,
         kv_peak_usage=kv_peak,
-        torch_compile=bool(as_bool(cfg.get("enable_torch_compile"))),
-        torch_compile_max_bs=as_int(cfg.get("torch_compile_max_bs")),
+        torch_compile=cfg.torch_compile,
+        torch_compile_max_bs=cfg.torch_compile_max_bs,
         tp_size=tp,
-        mem_fraction_static=_float(cfg.get("mem_fraction_static")),
+        mem_fraction_static=cfg.mem_fraction_static,
         custom_all_reduce_off=(
             "disable_custom_all_reduce=True in the config echo"
-            if as_bool(cfg.get("disable_custom_all_reduce"))
+            if cfg.custom_all_reduce_off
             else "the log says custom all-reduce is disabled"
             if "custom_all_reduce_disabled" in topics
             else "tensor parallel size 1 never uses custom all-reduce"
             if tp == 1
             else None
         ),
-        padding_disabled=bool(as_bool(cfg.get("disable_cuda_graph_padding"))),
-        dp_attention=bool(as_bool(cfg.get("enable_dp_attention"))),
-        kv_cache_memory_bytes_set=cfg.get("kv_cache_memory_bytes") not in (None, 0, "None"),
+        padding_disabled=not cfg.padding,
+        dp_attention=cfg.dp_attention,
+        kv_cache_memory_bytes_set=cfg.kv_cache_memory_bytes_set,
         nccl_load_failure=_first_text(adv, "nccl_load_failed"),
         user_eager=_user_eager(facts),
         engine_downgrades=_engine_downgrades(facts),
@@ -341,18 +335,18 @@ def run_metrics(
         speed_samples_in=speed[2],
         speed_samples_out=speed[3],
         draft_capture_time_s=facts.capture_phases.get("draft_capture_time_s"),
-        profile_cuda_graph=bool(as_bool(cfg.get("enable_profile_cuda_graph"))),
-        ceiling_flag=spec.ceiling_flag(facts.engine_version, cfg, None) if spec else "",
-        graphs_off_flag=spec.graphs_off_flag(facts.engine_version, cfg) if spec else "",
+        profile_cuda_graph=cfg.profile_cuda_graph,
+        ceiling_flag=spec.ceiling_flag(facts.engine_version, cfg.raw, None) if spec else "",
+        graphs_off_flag=spec.graphs_off_flag(facts.engine_version, cfg.raw) if spec else "",
         concurrency_flag=spec.concurrency_flag if spec else "",
         advice=advice,
         advised_flags=(
-            spec.bucket_flags(facts.engine_version, cfg, advice.recommended.sizes, [])
+            spec.bucket_flags(facts.engine_version, cfg.raw, advice.recommended.sizes, [])
             if spec and advice and advice.changes
             else ""
         ),
         advised_ceiling_flag=(
-            spec.ceiling_flag(facts.engine_version, cfg, advice.ceiling)
+            spec.ceiling_flag(facts.engine_version, cfg.raw, advice.ceiling)
             if spec and advice and advice.changes
             else ""
         ),
@@ -415,13 +409,6 @@ def _trace_counts(facts: RunFacts) -> dict[str, Any]:
     }
 
 
-def _float(v: object) -> float | None:
-    try:
-        return None if v is None or isinstance(v, bool) else float(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-
-
 def _first_text(adv: pd.DataFrame, topic: str) -> str | None:
     if adv.empty:
         return None
@@ -440,15 +427,14 @@ def _user_eager(facts: RunFacts) -> str | None:
     cfg = facts.config
     disabled = facts.tables["graph_disabled"]
     reasons = set(disabled["reason"]) if not disabled.empty else set()
-    own = _user_args_eager(facts)
-    if own is not None:
-        return own
+    if cfg.typed_eager is not None:
+        return cfg.typed_eager
     if reasons & (MODEL_LIMIT_REASONS - CONSEQUENCE_REASONS):
         return None
     if "enforce_eager" in reasons:
         return "--enforce-eager"
     spec = spec_for(facts.backend)
-    if spec is not None and spec.graphs_off(cfg):
+    if spec is not None and cfg.graphs_off:
         return spec.eager_flag
     if _user_set_mode_none(facts, reasons):
         return "cudagraph_mode=NONE"
@@ -459,9 +445,6 @@ def _user_eager(facts: RunFacts) -> str | None:
     return None
 
 
-# SGLang's server_args= is printed after ServerArgs.__post_init__ changed it
-# (sglang==0.5.2:srt/entrypoints/engine.py:124): the user's, not what was typed
-USER_ARG_ORIGINS = (*TYPED_ARG_ORIGINS, "server_args")
 # graph_disabled reasons that follow from graphs being off, whoever turned them off:
 # vLLM's dispatcher warns once whenever cudagraph_mode is NONE
 # (vllm==0.10.2:vllm/v1/cudagraph_dispatcher.py, "cudagraph dispatching keys are not
@@ -469,37 +452,14 @@ USER_ARG_ORIGINS = (*TYPED_ARG_ORIGINS, "server_args")
 CONSEQUENCE_REASONS = frozenset({"dispatch_keys_uninitialized"})
 
 
-def _user_args_eager(facts: RunFacts) -> str | None:
-    """The eager setting in the args the user typed, spelled as the user set it."""
-    cfg = facts.tables["config"]
-    if cfg.empty:
-        return None
-    typed = cfg[cfg["origin"].isin(TYPED_ARG_ORIGINS)]
-    if typed.empty:  # no echo of the typed args: the pasted command line is what was typed
-        typed = cfg[cfg["origin"] == CMDLINE]
-    for key, value in zip(typed["key"], typed["value"], strict=True):
-        text = str(value).strip('"').lower()
-        if key == "enforce_eager" and text == "true":
-            return "--enforce-eager"
-        if key == "compilation_config.cudagraph_mode" and text.endswith("none"):
-            return "cudagraph_mode=NONE"
-    return None
-
-
 def _user_set_mode_none(facts: RunFacts, reasons: set[str]) -> bool:
     """cudagraph_mode NONE is the user's when the user's own args say so (vLLM 0.10.1+
     "non-default args"), or the config echo says so and the engine printed no override to
     NONE (an engine override is GD160's, even though the echo then shows NONE too)."""
-    cfg = facts.tables["config"]
-    if not cfg.empty:
-        rows = cfg[cfg["key"] == "compilation_config.cudagraph_mode"]
-        user = rows[rows["origin"].isin(USER_ARG_ORIGINS)]
-        if user.empty:
-            user = rows[rows["origin"] == CMDLINE]
-        if not user.empty:
-            return "NONE" in str(user["value"].iloc[-1]).upper()
-    echoed = str(facts.config.get("compilation_config.cudagraph_mode") or "").upper()
-    if not (echoed.endswith("NONE") or "mode_none" in reasons):
+    cfg = facts.config
+    if cfg.user_mode_none is not None:
+        return cfg.user_mode_none
+    if not (cfg.mode_none_echoed or "mode_none" in reasons):
         return False
     modes = facts.tables["graph_mode"]
     overridden = (

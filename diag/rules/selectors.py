@@ -12,6 +12,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from diag.engines import SETTINGS_KEYS, WINDOW_KEYS
 from diag.facts import classify as cls
 from diag.facts.record import RunFacts
 from diag.model import Evidence
@@ -52,14 +53,7 @@ def _window_lines(f: RunFacts) -> list[Evidence]:
     t = f.tables
     cs = t["capture_sizes"]
     cfg = t["config"]
-    keys = [
-        "cuda_graph_max_bs",
-        "cuda_graph_bs",
-        "compilation_config.cudagraph_capture_sizes",
-        "compilation_config.max_cudagraph_capture_size",
-        "compilation_config.max_capture_size",
-    ]
-    return _ev(cs, 1) or _ev(cfg[cfg["key"].isin(keys)] if not cfg.empty else cfg, 1)
+    return _ev(cs, 1) or _ev(cfg[cfg["key"].isin(WINDOW_KEYS)] if not cfg.empty else cfg, 1)
 
 
 @selector("capture_error")
@@ -166,16 +160,7 @@ def kv(f: RunFacts) -> list[Evidence]:
 def config(f: RunFacts) -> list[Evidence]:
     t = f.tables
     cfg = t["config"]
-    keys = [
-        "disaggregation_mode",
-        "disable_cuda_graph",
-        "enforce_eager",
-        "compilation_config.cudagraph_mode",
-        "enable_torch_compile",
-        "torch_compile_max_bs",
-        "kv_transfer_config",
-    ]
-    rows = cfg[cfg["key"].isin(keys)] if not cfg.empty else cfg
+    rows = cfg[cfg["key"].isin(SETTINGS_KEYS)] if not cfg.empty else cfg
     return _dedupe(_ev(rows, 1) + _ev(t["graph_disabled"], 2) + _ev(t["capture_begin"], 1))
 
 
