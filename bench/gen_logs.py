@@ -434,9 +434,11 @@ _VL_REAL_WEIGHTS = (
     ("step", 0.536),
     ("uvicorn", 0.22),
     ("received", 0.12),
-    ("added", 0.12),
-    ("stats", 0.004),
+    ("added", 0.124),
 )
+#: the front end logs its stats every VLLM_LOG_STATS_INTERVAL seconds of log time (default
+#: 10.0; formats/vllm-log-formats.md 7.2), not as a share of the lines
+_VL_STATS_EVERY = 10.0
 _VL_MAX_CAPTURE = 512
 _VL_REAL_SIZES = [1, 2, 4] + list(range(8, _VL_MAX_CAPTURE + 1, 8))
 
@@ -543,6 +545,7 @@ def vllm_real_lines(
     running, waiting = 40, 0
     pending: list[str] = []  # received, not yet added
     steps: dict[tuple[int, int, str], int] = {}  # the metrics table since the last stats
+    next_stats = clock.t + _VL_STATS_EVERY
     while written < target_bytes:
         ts = clock.tick(rng)
         api, core = f"(APIServer pid={pid})", f"({era.core} pid={pid + 1})"
@@ -557,7 +560,9 @@ def vllm_real_lines(
         else:
             x = rng.random()
             kind = next((k for k, w in _VL_REAL_WEIGHTS if (x := x - w) < 0), "step")
-            if kind == "added" and not pending:
+            if clock.t >= next_stats:
+                kind, next_stats = "stats", clock.t + _VL_STATS_EVERY
+            elif kind == "added" and not pending:
                 kind = "received"
             if kind == "step":
                 block, key = _vl_step(rng, ts, era, core, pid, running)
