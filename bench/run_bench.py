@@ -6,6 +6,8 @@
     python bench/run_bench.py --stages          # also the in-process stage breakdown
     python bench/run_bench.py --repeat 3        # medians of 3 (the machine is shared)
     python bench/run_bench.py --folder 10000    # also a folder of 10,000 small logs (default)
+    python bench/run_bench.py --repeat 3 --folder 0 --engines sglang-real vllm-real --out /tmp/gd
+                                                # the real line shapes of issue 22, logs under /tmp
 
 Logs are generated into bench/out/ (kept between runs; regenerated when the size or the
 generator changes). For each log it runs, one after the other:
