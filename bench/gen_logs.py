@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -400,6 +401,264 @@ def _vllm_steady(
     return f"{api} INFO {ts} [async_llm.py:327] Added request {rid}."
 
 
+# The shapes of a busy vLLM V1 server with request logging and DEBUG step lines
+# (``--enable-log-requests``, ``VLLM_LOGGING_LEVEL=DEBUG``, ``--cudagraph-metrics``), each with
+# its weight per steady-state line (``_VL_REAL_WEIGHTS``); the formats are those of
+# shared/formats/vllm-log-formats.md (sections 1, R-2', R-3, 7.2 and 8) and vllm==0.33.0:
+# * the process prefix of each era (section 1.2): ``(APIServer pid=N)`` for the front end
+#   (stats, request and uvicorn lines), the engine core ``(EngineCore_DP0 pid=N)`` (0.10.2+)
+#   or ``(EngineCore pid=N)`` (0.18+), the model-running processes ``(Worker_TP0 pid=N)`` /
+#   ``(Worker_TP1 pid=N)`` at TP=2 (each writes its own step line), the engine core at TP=1;
+# * DEBUG ``Running batch with cudagraph_mode: ...`` once per forward step and per model
+#   process (R-2', vllm/v1/worker/gpu_model_runner.py:4009): FULL for a pure decode batch
+#   padded to the next capture size, PIECEWISE for a mixed batch within the largest capture
+#   size, NONE (eager, the unpadded count) above it; the ``BatchDescriptor`` repr of each era
+#   (``num_active_loras=0`` in 0.33: vllm/forward_context.py:29-50, a dataclass);
+# * ``Engine 000: Avg prompt throughput: ...`` stats lines every 10 s (7.2, assembled from
+#   parts in 0.11.1+: vllm/v1/metrics/loggers.py:280-336, ``Preemptions: N`` only when some
+#   happened), each followed (``--cudagraph-metrics``, the 0.33 run) by the CUDAGraph metrics table (R-3,
+#   vllm/compilation/cuda_graph.py:56-118): a multi-line record, so every line but the last
+#   ends in ``\r`` before the newline (vllm/logging_utils/formatter.py: ``"\n"`` becomes
+#   ``"\r\n" + header``), cells padded with blanks, and the last line an empty message (the
+#   header and its trailing blank);
+# * ``Received request chatcmpl-<hex>: params: SamplingParams(...), lora_request: None.``
+#   (8, 0.12+: vllm/entrypoints/serve/utils/request_logger.py:66, the repr of
+#   vllm/sampling_params.py:1447), some with stop strings (quotes, ``<|im_end|>``), and
+#   ``Added request <id>-<8 hex>.`` (vllm/v1/engine/async_llm.py:587,
+#   input_processor.py:371);
+# * uvicorn access lines for traffic, health probes and metric scrapes.
+# Not drawn: the 0.10-0.11 request form with ``prompt_token_ids`` (read per line by design:
+# the bulk row has no prompt token count) and ANSI-coloured prefixes (a whole log is coloured
+# or not; ``VLLM_LOGGING_COLOR``).
+_VL_REAL_WEIGHTS = (
+    ("step", 0.536),
+    ("uvicorn", 0.22),
+    ("received", 0.12),
+    ("added", 0.124),
+)
+#: the front end logs its stats every VLLM_LOG_STATS_INTERVAL seconds of log time (default
+#: 10.0; formats/vllm-log-formats.md 7.2), not as a share of the lines
+_VL_STATS_EVERY = 10.0
+_VL_MAX_CAPTURE = 512
+_VL_REAL_SIZES = [1, 2, 4] + list(range(8, _VL_MAX_CAPTURE + 1, 8))
+
+
+@dataclass(frozen=True)
+class _VlEra:
+    """What differs between the vLLM versions of one log's runs (one era per run)."""
+
+    version: str
+    core: str  # the engine core's process name
+    tp: int  # model processes writing step lines: Worker_TPk at tp > 1, else the core
+    loras: bool  # BatchDescriptor has num_active_loras
+    metrics: bool  # --cudagraph-metrics: the table after each stats line
+
+
+_VL_ERAS = (
+    _VlEra("0.13.0", "EngineCore_DP0", 2, False, False),
+    _VlEra("0.33.0", "EngineCore", 1, True, True),
+)
+
+
+def _vl_real_startup(ts: str, era: _VlEra, pid: int) -> list[str]:
+    """A start-up in ``era``'s prefixes (the generated start-up's lines, re-prefixed)."""
+    sizes = ", ".join(str(s) for s in _VL_REAL_SIZES)
+    api, core = f"(APIServer pid={pid})", f"({era.core} pid={pid + 1})"
+    lines = _vllm_startup(ts, 0)
+    lines = [
+        ln.replace("(APIServer pid=900)", api)
+        .replace("(EngineCore_DP0 pid=1100)", core)
+        .replace("v0.11.0", f"v{era.version}")
+        .replace("version 0.11.0", f"version {era.version}")
+        for ln in lines
+    ]
+    lines.insert(
+        -3,
+        f"{api} INFO {ts} [compilation/cuda_graph.py:108] CUDAGraph capture sizes: [{sizes}]",
+    )
+    return lines
+
+
+def _vl_table(head: str, rows: list[tuple[int, int, str, int]]) -> list[str]:
+    """The CUDAGraph metrics record (R-3): one line per table line, each with the header."""
+    sizes = str(_VL_REAL_SIZES)
+    cols = ("Unpadded Tokens", "Padded Tokens", "Num Paddings", "Runtime Mode", "Count")
+    cells = [(str(u), str(p), str(p - u), m, str(c)) for u, p, m, c in rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(cols)]
+
+    def row(values: tuple[str, ...]) -> str:
+        return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)) + " |"
+
+    text = [
+        "**CUDAGraph Config Settings:**",
+        "",
+        "- Mode: FULL_AND_PIECEWISE",
+        f"- Capture sizes: {sizes}",
+        "",
+        "**CUDAGraph Stats:**",
+        "",
+        row(cols),
+        "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+        *(row(c) for c in cells),
+        "",
+    ]
+    return [f"{head}{t}\r" for t in text[:-1]] + [head]
+
+
+def _vl_descriptor(era: _VlEra, tokens: int, reqs: int | None, uniform: bool) -> str:
+    loras = ", num_active_loras=0" if era.loras else ""
+    return (
+        f"BatchDescriptor(num_tokens={tokens}, num_reqs={reqs}, uniform={uniform}, "
+        f"has_lora=False{loras})"
+    )
+
+
+def _sampling_params(rng: random.Random, max_tokens: int) -> str:
+    stop = "['<|im_end|>', '</s>']" if rng.random() < 0.1 else "[]"
+    return (
+        f"SamplingParams(n=1, presence_penalty=0.0, frequency_penalty=0.0, "
+        f"repetition_penalty=1.0, temperature={rng.choice((0.0, 0.6, 0.7, 1.0))}, "
+        f"watermarking=None, top_p={rng.choice((0.8, 0.95, 1.0))}, top_k=0, min_p=0.0, "
+        f"seed=None, stop={stop}, stop_token_ids=[], bad_words=[], "
+        f"thinking_token_budget=None, include_stop_str_in_output=False, ignore_eos=False, "
+        f"max_tokens={max_tokens}, min_tokens=0, logprobs=None, prompt_logprobs=None, "
+        f"skip_special_tokens=True, spaces_between_special_tokens=True, "
+        f"structured_outputs=None, extra_args=None)"
+    )
+
+
+def vllm_real_lines(
+    target_bytes: int, seed: int = 0, restarts: int = 0, tracebacks: int = 1
+) -> Iterator[str]:
+    """Lines of a vLLM V1 log of about ``target_bytes`` in the shapes of real busy servers
+    (the comment above ``_VL_REAL_WEIGHTS``); run k is in era ``_VL_ERAS[k % 2]``."""
+    rng = random.Random(seed)
+    clock = _Clock(datetime(2026, 3, 8, 9, 0, tzinfo=timezone.utc).timestamp(), 0.004, False)
+    written = 0
+    restart_at = sorted(rng.uniform(0.2, 0.9) * target_bytes for _ in range(restarts))
+    tb_at = sorted(rng.uniform(0.05, 0.95) * target_bytes for _ in range(tracebacks))
+    run, pid = 0, 1000
+    era = _VL_ERAS[0]
+    for line in _vl_real_startup(clock.tick(rng), era, pid):
+        written += len(line) + 1
+        yield line
+    running, waiting = 40, 0
+    pending: list[str] = []  # received, not yet added
+    steps: dict[tuple[int, int, str], int] = {}  # the metrics table since the last stats
+    next_stats = clock.t + _VL_STATS_EVERY
+    while written < target_bytes:
+        ts = clock.tick(rng)
+        api, core = f"(APIServer pid={pid})", f"({era.core} pid={pid + 1})"
+        if restart_at and written >= restart_at[0]:
+            restart_at.pop(0)
+            run, pid = run + 1, pid + 100
+            era = _VL_ERAS[run % len(_VL_ERAS)]
+            block = _vl_real_startup(ts, era, pid)
+        elif tb_at and written >= tb_at[0]:
+            tb_at.pop(0)
+            block = _VLLM_TRACEBACK.format(ts=ts, api=api, core=core).split("\n")
+        else:
+            x = rng.random()
+            kind = next((k for k, w in _VL_REAL_WEIGHTS if (x := x - w) < 0), "step")
+            if clock.t >= next_stats:
+                kind, next_stats = "stats", clock.t + _VL_STATS_EVERY
+            elif kind == "added" and not pending:
+                kind = "received"
+            if kind == "step":
+                block, key = _vl_step(rng, ts, era, core, pid, running)
+                steps[key] = steps.get(key, 0) + 1
+            else:
+                block = _vl_real_steady(rng, kind, ts, api, running, waiting)
+            if kind == "received":
+                pending.append(block[0].split("Received request ", 1)[1].split(":", 1)[0])
+            elif kind == "added":
+                rid = pending.pop(0)
+                block = [
+                    f"{api} INFO {ts} [v1/engine/async_llm.py:587] Added request {rid}-{rng.getrandbits(32):08x}."
+                ]
+            elif kind == "stats":
+                rows = sorted(steps.items(), key=lambda kv: -kv[1])
+                block += (
+                    _vl_table(
+                        f"{api} INFO {ts} [compilation/cuda_graph.py:123] ",
+                        [(u, p, m, c) for (u, p, m), c in rows],
+                    )
+                    if era.metrics and rows
+                    else []
+                )
+                steps.clear()
+            if rng.random() < 0.02:
+                running = max(1, min(_VL_MAX_CAPTURE + 200, running + rng.randint(-24, 24)))
+                waiting = max(0, waiting + rng.randint(-5, 5)) if running > 256 else 0
+        for line in block:
+            written += len(line) + 1
+            yield line
+
+
+def _vl_real_steady(
+    rng: random.Random, kind: str, ts: str, api: str, running: int, waiting: int
+) -> list[str]:
+    """One steady-state line of the front end (uvicorn, request, stats)."""
+    if kind == "uvicorn":
+        port = rng.randint(30000, 65000)
+        y = rng.random()
+        if y < 0.6:
+            return [
+                f'{api} INFO:     10.0.{rng.randint(0, 9)}.{rng.randint(1, 250)}:{port} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+            ]
+        if y < 0.9:
+            return [f'{api} INFO:     127.0.0.1:{port} - "GET /health HTTP/1.1" 200 OK']
+        return [f'{api} INFO:     10.1.0.7:{port} - "GET /metrics HTTP/1.1" 200 OK']
+    if kind == "received":
+        rid = f"chatcmpl-{rng.getrandbits(128):032x}"
+        params = _sampling_params(rng, rng.choice((256, 1024, 4096, 32000)))
+        return [
+            f"{api} INFO {ts} [entrypoints/serve/utils/request_logger.py:66] Received request "
+            f"{rid}: params: {params}, lora_request: None."
+        ]
+    if kind == "stats":
+        parts = [
+            f"Avg prompt throughput: {rng.uniform(0, 9000):.1f} tokens/s",
+            f"Avg generation throughput: {rng.uniform(100, 3000):.1f} tokens/s",
+            f"Running: {running} reqs",
+            f"Waiting: {waiting} reqs",
+        ]
+        if waiting and rng.random() < 0.3:
+            parts.append(f"Preemptions: {rng.randint(1, 9)}")
+        parts += [
+            f"GPU KV cache usage: {rng.uniform(0, 99):.1f}%",
+            f"Prefix cache hit rate: {rng.uniform(0, 60):.1f}%",
+        ]
+        return [f"{api} INFO {ts} [v1/metrics/loggers.py:336] Engine 000: " + ", ".join(parts)]
+    return []  # added: the caller fills it (it holds the received ids)
+
+
+def _vl_step(
+    rng: random.Random, ts: str, era: _VlEra, core: str, pid: int, running: int
+) -> tuple[list[str], tuple[int, int, str]]:
+    """One forward step, logged by every model process; its metrics-table key (unpadded,
+    padded, mode)."""
+    n = max(1, running + rng.randint(-3, 3))
+    where = f"DEBUG {ts} [v1/worker/gpu_model_runner.py:4009] Running batch with cudagraph_mode: "
+    tail = ", should_ubatch: False, num_tokens_across_dp: None"
+    if n <= _VL_MAX_CAPTURE and rng.random() < 0.85:
+        padded = next(s for s in _VL_REAL_SIZES if s >= n)
+        msg = f"FULL, batch_descriptor: {_vl_descriptor(era, padded, padded, True)}{tail}"
+        unpadded = n
+    else:
+        tokens = n + rng.randint(16, 4000)
+        if tokens <= _VL_MAX_CAPTURE:
+            padded = next(s for s in _VL_REAL_SIZES if s >= tokens)
+            msg = f"PIECEWISE, batch_descriptor: {_vl_descriptor(era, padded, None, False)}{tail}"
+            unpadded = tokens
+        else:
+            msg = f"NONE, batch_descriptor: {_vl_descriptor(era, tokens, None, False)}{tail}"
+            unpadded = padded = tokens
+    procs = [f"(Worker_TP{k} pid={pid + 2 + k})" for k in range(era.tp)] if era.tp > 1 else [core]
+    mode = msg.split(",", 1)[0]
+    return [f"{p} {where}{msg}" for p in procs], (unpadded, padded, mode)
+
+
 # ----------------------------------------------------------------------------- files
 def write_log(path: Path, lines: Iterable[str]) -> int:
     """Write lines buffered; returns the number of lines."""
@@ -426,6 +685,7 @@ GENERATORS: dict[str, Callable[..., Iterator[str]]] = {
     "sglang": sglang_lines,
     "vllm": vllm_lines,
     "sglang-real": sglang_real_lines,
+    "vllm-real": vllm_real_lines,
 }
 
 

@@ -6,6 +6,8 @@
     python bench/run_bench.py --stages          # also the in-process stage breakdown
     python bench/run_bench.py --repeat 3        # medians of 3 (the machine is shared)
     python bench/run_bench.py --folder 10000    # also a folder of 10,000 small logs (default)
+    python bench/run_bench.py --repeat 3 --folder 0 --engines sglang-real vllm-real --out /tmp/gd
+                                                # the real line shapes of issue 22, logs under /tmp
 
 Logs are generated into bench/out/ (kept between runs; regenerated when the size or the
 generator changes). For each log it runs, one after the other:
@@ -37,7 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "bench" / "out"
+#: where logs, anchors and reports go (``--out``; default bench/out/, git-ignored)
+OUT = Path(os.environ.get("GRAPHDIAG_BENCH_OUT", ROOT / "bench" / "out"))
 TIME = "/usr/bin/time"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
@@ -300,7 +303,12 @@ def stage_breakdown(engine: str, size: int, jobs: int | None) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", type=float, default=700e6, help="bytes per log (default 700e6)")
-    ap.add_argument("--engines", default="sglang,vllm")
+    ap.add_argument(
+        "--engines",
+        nargs="+",
+        default=["sglang,vllm"],
+        help=f"logs to measure, space or comma separated: {', '.join(gen_logs.GENERATORS)}",
+    )
     ap.add_argument(
         "--jobs", type=int, default=None, help="graphdiag worker processes (default auto)"
     )
@@ -308,13 +316,19 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each, medians reported")
     ap.add_argument("--folder", type=int, default=10_000, help="files in the folder (0: none)")
+    ap.add_argument(
+        "--out", type=Path, default=None, help="logs and reports here (default bench/out/)"
+    )
     args = ap.parse_args()
+    if args.out is not None:
+        global OUT
+        OUT = args.out
     # graphdiag runs from this tree (PYTHONPATH): compile its bytecode first, as `pip install`
     # does for an installed package; without it every run compiles ~120 modules from source
     # (~0.3 s; this machine sets PYTHONDONTWRITEBYTECODE, so nothing is cached between runs)
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "diag")], check=True)
     results = []
-    for engine in filter(None, args.engines.split(",")):
+    for engine in [e for arg in args.engines for e in arg.split(",") if e]:
         results.append(bench_one(engine, int(args.size), args.jobs, args.repeat))
         if args.stages:
             stage_breakdown(engine, int(args.size), args.jobs)

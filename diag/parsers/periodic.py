@@ -425,6 +425,7 @@ VL_STEP = LineSpec(
         Opt(seq("_decode")),
         "={uniform:bool}",
         Opt(seq(", has_lora={_:bool}")),
+        Opt(seq(", num_active_loras={_:int}")),  # vllm/forward_context.py:50 (0.33.0)
         ")",
         Opt(seq(", should_ubatch: {_:bool}, num_tokens_across_dp: None")),
         Tail(),

@@ -77,35 +77,28 @@ int cs_litset_any(const LitSet *ls, cptr s, cptr e) {
     for (int k = 0; k < ls->nshort; k++)
         if (cs_find(s, e, (const char *)ls->slit[k], ls->slen[k]) != NULL)
             return 1;
-    if (ls->n == 0 || e - s < ls->m)
+    if (ls->n == 0 || e - s < 4)
         return 0;
-    const int m = ls->m;
-    for (cptr p = s + m - 1; p < e;) {
-        unsigned sh = ls->shift[cs_pair_hash(p - 1)];
-        if (sh) {
-            p += sh;
+    const cptr last = e - 4; /* the last position with 4 bytes */
+    for (cptr c = s; c <= last; c += 32) {
+        const cptr ce = last - c > 31 ? c + 31 : last;
+        uint8_t any = 0;
+        for (cptr q = c; q <= ce; q++)
+            any |= ls->head[cs_hash4(q)];
+        if (!any)
             continue;
-        }
-        cptr w = p - (m - 1); /* the window a literal's first m bytes would fill */
-        unsigned pr = (unsigned)w[0] << 8 | w[1];
-        for (int k = ls->first[pr] - 1; k >= 0 && k < ls->n && ls->prefix[k] == pr; k++) {
-            size_t n = ls->len[k];
-            if ((size_t)(e - w) >= n && memcmp(w, ls->lit[k], n) == 0)
-                return 1;
-        }
-        p++;
+        for (cptr q = c; q <= ce; q++)
+            for (int k = ls->head[cs_hash4(q)]; k != 0; k = ls->next[k - 1]) {
+                size_t n = ls->len[k - 1];
+                if ((size_t)(e - q) >= n && memcmp(q, ls->lit[k - 1], n) == 0)
+                    return 1;
+            }
     }
     return 0;
 }
 
 static void litset_free(PyObject *cap) {
     PyMem_Free(PyCapsule_GetPointer(cap, "graphdiag.litset"));
-}
-
-static int cmp_prefix(const void *a, const void *b) {
-    const uint8_t *x = *(const uint8_t *const *)a, *y = *(const uint8_t *const *)b;
-    unsigned px = (unsigned)x[0] << 8 | x[1], py = (unsigned)y[0] << 8 | y[1];
-    return (px > py) - (px < py);
 }
 
 /* litset(literals: sequence of bytes, each >= 2 bytes) -> capsule */
@@ -132,11 +125,8 @@ static PyObject *py_litset(PyObject *self, PyObject *arg) {
         Py_DECREF(seq);
         return PyErr_NoMemory();
     }
-    /* each literal stored as 2 length bytes + its bytes; the long ones sorted by prefix */
-    const uint8_t *order[256];
+    /* each literal stored as 2 length bytes + its bytes */
     uint8_t *w = ls->store;
-    int nlong = 0;
-    ls->m = 256;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *b = PySequence_Fast_GET_ITEM(seq, i);
         Py_ssize_t len = PyBytes_GET_SIZE(b);
@@ -147,29 +137,16 @@ static PyObject *py_litset(PyObject *self, PyObject *arg) {
             ls->slit[ls->nshort] = w + 2;
             ls->slen[ls->nshort++] = (uint16_t)len;
         } else {
-            order[nlong++] = w + 2;
-            if (len < ls->m)
-                ls->m = (int)len;
+            int k = ls->n++;
+            unsigned hh = cs_hash4(w + 2);
+            ls->lit[k] = w + 2;
+            ls->len[k] = (uint16_t)len;
+            ls->next[k] = ls->head[hh];
+            ls->head[hh] = (uint8_t)(k + 1);
         }
         w += len + 2;
     }
     Py_DECREF(seq);
-    qsort(order, (size_t)nlong, sizeof order[0], cmp_prefix);
-    memset(ls->shift, ls->m - 1, sizeof ls->shift);
-    for (int k = nlong - 1; k >= 0; k--) {
-        const uint8_t *lit = order[k];
-        unsigned pr = (unsigned)lit[0] << 8 | lit[1];
-        ls->lit[k] = lit;
-        ls->len[k] = (uint16_t)(lit[-2] << 8 | lit[-1]);
-        ls->prefix[k] = (uint16_t)pr;
-        ls->first[pr] = (uint8_t)(k + 1); /* the lowest index wins: k descends */
-        for (int j = 1; j < ls->m; j++) { /* pair lit[j-1..j] ends m-1-j before the window end */
-            unsigned h = cs_pair_hash(lit + j - 1);
-            if (ls->shift[h] > ls->m - 1 - j)
-                ls->shift[h] = (uint8_t)(ls->m - 1 - j);
-        }
-    }
-    ls->n = nlong;
     PyObject *cap = PyCapsule_New(ls, "graphdiag.litset", litset_free);
     if (cap == NULL)
         PyMem_Free(ls);

@@ -33,14 +33,18 @@ typedef struct {
     int64_t strn;
 } Row;
 
-/* A set of literals found anywhere in a line. Literals of 4+ bytes: Wu-Manber over byte
- * pairs (a window of the shortest such literal's length m slides by the shift table, then
- * memcmp against the literals whose first two bytes start the window); shorter ones: cs_find. */
+/* A set of literals found anywhere in a line, in one pass. Literals of 4+ bytes: at every
+ * position the hash of the next 4 bytes indexes a byte map (1 + the first literal whose first
+ * 4 bytes hash there, chained by `next`), OR-ed over 32 positions so the common case is a
+ * branch-free loop of ~5 instructions a byte; a chunk with a hit is read again and memcmp
+ * decides. With 114 literals in 16384 slots ~0.7 % of positions are candidates. (Wu-Manber
+ * over byte pairs, before: the window of the shortest literal, 4 bytes, slid ~2.2 bytes a
+ * step on request text, 2x slower.) Shorter literals: cs_find. */
+#define CS_HBITS 14
 typedef struct {
-    uint8_t shift[4096];  /* pair hash -> how far the window may slide */
-    uint8_t first[65536]; /* prefix pair -> 1 + index of its first literal, 0 none */
-    int n, m;             /* literals of 4+ bytes (sorted by prefix pair); window length */
-    uint16_t prefix[256];
+    uint8_t head[1 << CS_HBITS]; /* prefix hash -> 1 + a literal's index, 0 none */
+    uint8_t next[256];           /* literal -> 1 + the next with the same hash, 0 none */
+    int n;                       /* literals of 4+ bytes */
     uint16_t len[256];
     const uint8_t *lit[256];
     int nshort; /* literals of 2-3 bytes */
@@ -49,7 +53,12 @@ typedef struct {
     uint8_t store[1]; /* literal bytes follow (allocated with the struct) */
 } LitSet;
 
-static inline unsigned cs_pair_hash(const uint8_t *p) { return ((unsigned)p[0] << 4 ^ p[1]) & 4095u; }
+/* the hash of the 4 bytes at p (multiplicative; the top CS_HBITS bits) */
+static inline unsigned cs_hash4(const uint8_t *p) {
+    uint32_t w;
+    memcpy(&w, p, 4);
+    return (uint32_t)(w * 2654435761u) >> (32 - CS_HBITS);
+}
 
 typedef int (*Matcher)(cptr s, cptr e, Row *r, const LitSet *excl);
 

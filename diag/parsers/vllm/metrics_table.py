@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -54,19 +55,47 @@ class _MetricsTransformer(Transformer):  # type: ignore[type-arg]
         return str(children[0]).strip()
 
 
+# The grammar's lines are independent (no token spans a newline), so the text parses as its
+# lines do one by one. Table rows and rules, most of a table, are read here by the grammar's
+# own terminals (INT, WORDS, RULE; ASCII digits only); any other line goes to lark (LALR in
+# Python: ~0.5 ms a line, 37 ms for a 70-row table of vllm==0.33's real shape).
+_INT_CELL = re.compile(r"-?[0-9]+")
+_WORDS_CELL = re.compile(r"[A-Za-z_][A-Za-z_ ]*[A-Za-z_]|[A-Za-z_]")
+_RULE_LINE = re.compile(r"\|(?:[ \t]*:?-+:?[ \t]*\|)+")
+
+
+def _fast_line(part: str, line: int) -> MetricsItem | None:
+    """A rule or a row of INT / WORDS cells, as the grammar reads it; None: ask lark."""
+    if _RULE_LINE.fullmatch(part):
+        return MetricsItem("rule", line, [])
+    if len(part) < 2 or part[0] != "|" or part[-1] != "|":
+        return None
+    cells: list[Any] = []
+    for cell in part[1:-1].split("|"):
+        cell = cell.strip(" \t")
+        if _INT_CELL.fullmatch(cell):
+            cells.append(digits_int(cell))
+        elif _WORDS_CELL.fullmatch(cell):
+            cells.append(cell)
+        else:
+            return None
+    return MetricsItem("row", line, cells)
+
+
 def parse_metrics_table(lines: list[str]) -> list[MetricsItem]:
     """Parse table message lines (headers stripped); a line the grammar rejects is skipped."""
-    text = "\n".join(part.strip() for part in lines) + "\n"
-    try:
-        result: list[MetricsItem] = _MetricsTransformer().transform(_metrics_parser().parse(text))
-        return result
-    except UnexpectedInput:
-        pass
     items: list[MetricsItem] = []
-    for i, part in enumerate(lines, 1):
+    for i, raw in enumerate(lines, 1):
+        part = raw.strip()
+        if not part:
+            continue
+        fast = _fast_line(part, i)
+        if fast is not None:
+            items.append(fast)
+            continue
         try:
             one: list[MetricsItem] = _MetricsTransformer().transform(
-                _metrics_parser().parse(part.strip() + "\n")
+                _metrics_parser().parse(part + "\n")
             )
         except UnexpectedInput:
             continue
