@@ -67,9 +67,7 @@ def measure(paths: list[Path]) -> dict[str, Counter[str]]:
                     continue
                 bulk = set(np.concatenate([np.zeros(0, np.int64), *made[0].bulk_lines]).tolist())
                 block = set(np.concatenate([np.zeros(0, np.int64), *made[0].block_lines]).tolist())
-                reread = set(
-                    np.concatenate([np.zeros(0, np.int64), *made[0].reread_lines]).tolist()
-                )
+                noted = set(np.concatenate([np.zeros(0, np.int64), *made[0].noted_lines]).tolist())
                 text = _lines(str(path))
                 for kind in ENGINE_KINDS[backend]:
                     frame = got.tables[kind.table]
@@ -80,7 +78,7 @@ def measure(paths: list[Path]) -> dict[str, Counter[str]]:
                         c["rows"] += 1
                         c["bulk"] += line in bulk
                         c["in_block"] += line in block
-                        c["reread"] += line in reread
+                        c["noted"] += line in noted
                         if line not in bulk and line not in block:
                             c[f"miss {path.name}:{line}"] += 1
     finally:
@@ -94,8 +92,8 @@ def _report(figures: dict[str, Counter[str]]) -> Iterator[str]:
         share = c["bulk"] / counted if counted else 1.0
         yield (
             f"{name}: {c['bulk']}/{counted} in bulk ({share:.1%}); {c['in_block']} in blocks "
-            f"(not counted); {c['reread']} of the rest read per line while a parser reads every "
-            "line (vLLM before its era is known)"
+            f"(not counted); {c['noted']} of the bulk rows also noted by a parser that reads "
+            "every line (vLLM before its era is known)"
         )
 
 
