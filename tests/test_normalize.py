@@ -155,6 +155,24 @@ CASES = [
         None,
         "Capturing cudagraphs",
     ),
+    # SGLang under a Ray actor: the actor's "(pid=, ip=)" is on every line; the SGLang header
+    # names the ranks, a line it names none on is the main process, not a Ray worker
+    (
+        "(pid=123, ip=10.0.1.1) [2025-03-08 12:29:04] server_args=ServerArgs(model_path='m')",
+        "sglang",
+        None,
+        "pid=123",
+        None,
+        "server_args",
+    ),
+    (
+        "(pid=123, ip=10.0.1.1) [2025-03-08 12:29:04 TP1] Load weight begin. avail mem=1 GB",
+        "sglang",
+        "TP1",
+        "pid=123",
+        None,
+        "Load weight",
+    ),
     (
         "2026-05-12T08:01:39.331095044Z INFO 05-12 08:01:39 [core.py:77] Initializing a V1 LLM engine",
         "vllm",

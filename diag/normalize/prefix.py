@@ -261,6 +261,7 @@ def _looks_like_log(text: str) -> bool:
 
 
 def peel_engine_header(line: LogLine, rest: str) -> None:
+    pid_rank = None  # a rank made from the process prefix's pid alone
     # vllm-omni stage tag may stand before or after the process prefix
     for _ in range(2):
         m = _STAGE.match(rest)
@@ -270,11 +271,10 @@ def peel_engine_header(line: LogLine, rest: str) -> None:
         if p:
             line.proc = p.group("proc") or f"pid={p.group('pid')}"
             # V0 non-driver workers / ray actors name no rank: keep them apart from the driver (rank 0)
-            line.rank = (
-                line.rank
-                or proc_rank(p.group("proc") or "")
-                or (f"pid{p.group('pid')}" if _UNRANKED_WORKER.match(line.proc) else None)
-            )
+            named = line.rank or proc_rank(p.group("proc") or "")
+            if not named and _UNRANKED_WORKER.match(line.proc):
+                named = pid_rank = f"pid{p.group('pid')}"
+            line.rank = named
             rest = rest[p.end() :]
     if not rest:
         line.msg = ""
@@ -290,7 +290,10 @@ def peel_engine_header(line: LogLine, rest: str) -> None:
             else:
                 ts = line.ts
             line.ts = ts if ts is not None else line.ts
-            line.rank = _normalise_ranks(m.group("ranks")) or line.rank
+            # SGLang names its ranks in its header; a Ray actor's "(pid=N, ip=...)" around
+            # the whole server (every line, ranked or not) is the process, not a rank
+            own = None if pid_rank is not None and line.rank == pid_rank else line.rank
+            line.rank = _normalise_ranks(m.group("ranks")) or own
             rest = rest[m.end() :]
             t = _OLD_SGLANG_TAG.match(rest)
             if t:
