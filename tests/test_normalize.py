@@ -155,6 +155,23 @@ CASES = [
         None,
         "Capturing cudagraphs",
     ),
+    # SGLang's rank prefix inside a python-logging format's file bracket (real-2 pr11854)
+    (
+        "2025-10-20 03:02:22 INFO 31223 [DP3 TP3 EP3 scheduler_metrics_mixin.py:222] Decode batch.",
+        "pylog",
+        "DP3-TP3-EP3",
+        None,
+        None,
+        "Decode batch.",
+    ),
+    (
+        "2025-10-20 03:02:22 INFO 31223 [scheduler_metrics_mixin.py:222] Decode batch.",
+        "pylog",
+        None,
+        None,
+        None,
+        "Decode batch.",
+    ),
     # SGLang under a Ray actor: the actor's "(pid=, ip=)" is on every line; the SGLang header
     # names the ranks, a line it names none on is the main process, not a Ray worker
     (

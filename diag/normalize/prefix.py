@@ -95,7 +95,10 @@ VLLM_HEADER = re.compile(
 _PYLOG = re.compile(
     r"^(?P<date>\d{4}-\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<ms>\d+))?"
     r"(?: - | )(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL)(?: - | \d+ )"
-    r"\[?(?P<file>[^\]\s:]+):(?P<ln>\d+)\]?(?: - )?\s?"
+    # SGLang's rank prefix (sglang==0.5.5:sglang/srt/utils/common.py:1153 puts it after the
+    # time, "[%(asctime)s{prefix}]") in the bracket of a SGLANG_LOGGING_CONFIG_PATH format,
+    # before the file: "[DP3 TP3 EP3 scheduler_metrics_mixin.py:222]"
+    r"(?:\[(?P<ranks>(?:[A-Z][A-Z_]*-?\d+ )*))?(?P<file>[^\]\s:]+):(?P<ln>\d+)\]?(?: - )?\s?"
 )
 _GLOG = re.compile(r"^(?P<lvl>[IWEF])(?P<md>\d{4}) (?P<hms>\d\d:\d\d:\d\d)\.\d+\s+\d+ \S+:\d+\] ")
 _OLD_SGLANG_TAG = re.compile(r"^\[gpu(?:_id)?=(\d+)\] ")
@@ -331,6 +334,7 @@ def peel_engine_header(line: LogLine, rest: str) -> None:
         if m:
             line.header = "pylog"
             line.level = m.group("lvl")
+            line.rank = _normalise_ranks(m.group("ranks") or "") or line.rank
             d = m.group("date")
             line.ts = _epoch(int(d[:4]), int(d[5:7]), int(d[8:10]), m.group("time")) or line.ts
             line.msg = rest[m.end() :]

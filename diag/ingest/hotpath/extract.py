@@ -79,10 +79,12 @@ class _HeaderCache:
         return hit
 
     def sglang_rank(self, key: bytes) -> str:
-        """rank of an SGLang rank key: the ranks group, 0x1f, the process prefix."""
+        """rank of an SGLang rank key: the ranks group (" TP0" of a bracket header, "TP0 "
+        of python logging's file field), 0x1f, the process prefix."""
         hit = self._sg_rank.get(key)
         if hit is None:
             ranks, head = key.decode().split("\x1f", 1)
+            ranks = " " + ranks.strip() if ranks.strip() else ""
             ref = self._peeled(f"{head}[2000-01-01 00:00:00{ranks}] x")
             hit = self._sg_rank[key] = ref.rank or ""
         return hit
@@ -124,9 +126,10 @@ def _sg_common(st: pa.StructArray, cache: _HeaderCache) -> tuple[np.ndarray, pa.
         frac = _float(pc.binary_join_element_wise(pa.scalar(b"0."), ms, b""))
         frac = pc.if_else(has_ms, frac, 0.0).to_numpy(zero_copy_only=False)
         ts = ts + frac  # FastPeel: ts += float("0." + ms) (NaN stays NaN)
-    key2 = pc.binary_join_element_wise(
-        pc.fill_null(_s(st, "ranks"), b""), pc.fill_null(_s(st, "phead"), b""), b"\x1f"
+    ranks = pc.binary_join_element_wise(
+        pc.fill_null(_s(st, "ranks"), b""), pc.fill_null(_s(st, "pranks"), b""), b""
     )
+    key2 = pc.binary_join_element_wise(ranks, pc.fill_null(_s(st, "phead"), b""), b"\x1f")
     ranks, ridx = _lookup(key2, cache.sglang_rank)
     uniq = sorted(set(ranks))
     pos = {r: i for i, r in enumerate(uniq)}
