@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from diag.ingest.hotpath.extract import HotPath
+from diag.normalize.shape import PrefixShapes
 from diag.parsers.scan import StreamScanner
 
 #: the event kinds the hot path can emit
@@ -91,7 +92,10 @@ class HotScanner(StreamScanner):
         consumed = np.zeros(n, bool)
         consumed[res.consumed] = True
         fallback_mask: np.ndarray | None = None
-        fallback = res.fallback.tolist()
+        # stops of the walk: the fallback lines, and the consumed prefixed lines whose
+        # normalisation keeps state (``BlockResult.learn``)
+        learn = res.learn
+        fallback = sorted({*res.fallback.tolist(), *learn}) if learn else res.fallback.tolist()
         handled, snaps, vetoed = [-1], [self._counts()], []
         in_block: list[int] = []
         noted: list[int] = []
@@ -120,6 +124,13 @@ class HotScanner(StreamScanner):
             if k >= len(fallback):
                 break
             i = fallback[k]
+            if i in learn:  # as unprefix does per line
+                prefix = learn[i]
+                shapes = self.ctx.state_of(PrefixShapes)
+                if prefix is not None:
+                    shapes.learn(prefix)
+                i += 1
+                continue
             handle(source, lineno + i, bytes(block[off[i] : off[i + 1]]))
             handled.append(i)
             snaps.append(self._counts())
