@@ -2,8 +2,9 @@
 
 A collector or launcher (docker ``--timestamps``, Docker Desktop, compose ``svc | ``,
 ``kubectl --prefix``, torchrun ``[rankN]:``, a quote, an unlisted launcher such as journald or
-a pasted file path) puts text before the engine's header, so the anchored matchers refuse the
-line. Here each such candidate (a line the per-line prefilter chose that holds a kind's
+a pasted file path) puts text before the engine's header, and so do process prefixes the
+header readers leave out (two of them, a Ray actor's before python logging), so the anchored
+matchers refuse the line. Here each such candidate (a line the per-line prefilter chose that holds a kind's
 literal) is peeled by :func:`diag.normalize.prefix.peel` itself, once, in Python: that gives
 its timestamp, rank, instance and bare message exactly as on the per-line path. The messages
 are then read together by the same matchers (C or RE2) behind a fixed header of the engine,
@@ -74,7 +75,7 @@ def read(
             continue
         text = body.decode("utf-8", "replace")
         line = peel("", 0, text)
-        if line.wrapper is None or line.header not in headers:
+        if (line.wrapper is None and line.proc is None) or line.header not in headers:
             continue
         if trigger(text[: len(text) - len(line.msg)]) is not None:
             continue
