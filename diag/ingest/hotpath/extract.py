@@ -170,9 +170,9 @@ class BlockResult:
     tables: dict[str, list[dict[str, pa.Array]]] = field(default_factory=dict)
     consumed: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     fallback: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    #: consumed lines behind a launcher's prefix no row lists: line index -> that prefix,
-    #: whose shape the stream learns there (``diag.normalize.shape``), as per line
-    learn: dict[int, str] = field(default_factory=dict)
+    #: consumed lines behind a prefix (``prefixed.read``): line index -> the unlisted
+    #: launcher prefix whose shape the stream learns there, as per line (None: a listed one)
+    learn: dict[int, str | None] = field(default_factory=dict)
 
     def rows(self) -> int:
         return sum(len(p["line"]) for parts in self.tables.values() for p in parts)
@@ -223,8 +223,10 @@ class HotPath:
         )
         # prefixed lines (``prefixed.read``): a kind's literal in the line, a trigger before
         # the message
-        self.literal_search = re.compile(b"|".join(re.escape(k.literal) for k in self.kinds)).search
-        self.anchor_search = re.compile(self._anchor_re).search
+        literals = re.compile(b"|".join(re.escape(k.literal) for k in self.kinds))
+        self.literal_search: Callable[[bytes], re.Match[bytes] | None] = literals.search
+        anchors_rx = re.compile(self._anchor_re)
+        self.anchor_search: Callable[[str], re.Match[str] | None] = anchors_rx.search
         # the compiled scanner where built and not switched off (GRAPHDIAG_NATIVE=0)
         self._native = (
             native_mod.NativeScanner(self.kinds, anchors)
@@ -265,7 +267,7 @@ class HotPath:
         return arr, offsets
 
     def extract(self, block: bytes | memoryview, first_lineno: int, source: str) -> BlockResult:
-        offsets, found, arr = self._kind_rows(block)
+        offsets, found, arr = self.kind_rows(block)
         n = len(offsets) - 1
         res = BlockResult(first_lineno, n, offsets)
         taken = np.zeros(n, bool)
@@ -298,7 +300,7 @@ class HotPath:
         res.consumed = np.flatnonzero(taken)
         return res
 
-    def _kind_rows(
+    def kind_rows(
         self, block: bytes | memoryview
     ) -> tuple[np.ndarray, list[tuple[Kind, np.ndarray, Any, pa.Array, dict[str, Any]]], Any]:
         """The line offsets of ``block`` and, per kind, the rows its matcher accepts."""

@@ -19,24 +19,35 @@ walk learns it at the same place.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 
+from diag.ingest.hotpath.kinds import Kind
 from diag.normalize.prefix import peel
 from diag.parsers.scan import is_plain
-
-if TYPE_CHECKING:
-    from diag.ingest.hotpath.extract import HotPath
-    from diag.ingest.hotpath.kinds import Kind
 
 #: the header each engine's messages are read behind: one every header reader of the engine
 #: accepts (ts, rank and instance are peel's)
 CANON = {"sglang": b"[2000-01-01 00:00:00] ", "vllm": b"INFO 01-01 00:00:00 [x.py:1] "}
 #: the ``LogLine.header`` values whose messages the engine's kinds read
 HEADERS = {"sglang": ("sglang", "pylog"), "vllm": ("vllm",)}
+
+
+class Reader(Protocol):
+    """What of ``extract.HotPath`` the prefixed lines are read with."""
+
+    backend: str
+    literal_search: Callable[[bytes], re.Match[bytes] | None]  # a kind's literal in a line
+    anchor_search: Callable[[str], re.Match[str] | None]  # an active parser's anchor
+
+    def kind_rows(
+        self, block: bytes | memoryview
+    ) -> tuple[np.ndarray, list[tuple[Kind, np.ndarray, Any, pa.Array, dict[str, Any]]], Any]: ...
 
 
 @dataclass
@@ -54,7 +65,7 @@ def _dict(values: list[str]) -> pa.Array:
 
 
 def read(
-    hot: HotPath, block: bytes | memoryview, offsets: np.ndarray, lines: np.ndarray
+    hot: Reader, block: bytes | memoryview, offsets: np.ndarray, lines: np.ndarray
 ) -> Read | None:
     """The prefixed lines among ``lines`` (indices into ``block``) the kinds accept."""
     headers = HEADERS.get(hot.backend)
@@ -86,7 +97,7 @@ def read(
         return None
     head = CANON[hot.backend]
     synthetic = b"".join(head + m + b"\n" for m in msgs)
-    _, found, _ = hot._kind_rows(synthetic)
+    _, found, _ = hot.kind_rows(synthetic)
     at = np.array(cand, np.int64)
     rows = []
     consumed: list[np.ndarray] = []
