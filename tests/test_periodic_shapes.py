@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from diag.events import EventSink
+from diag.ingest import parsers_for
 from diag.normalize.prefix import peel
 from diag.parsers import periodic, sglang
 from diag.parsers.base import Context
@@ -115,3 +116,22 @@ def test_bulk_and_per_line_read_the_shapes_alike(tmp_path: Path, prefix: str, cr
     for name in SHAPES:
         c = figures[name]
         assert c["rows"] == c["bulk"] == 3 * len(SHAPES[name]), (name, dict(c))
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    # another parser's trigger in the prefix: CmdlineParser's "sglang", a capture word
+    ["[pod/sglang-router-0/main] ", "Capture-1  | ", "@/tmp/sglang-run.txt "],
+)
+def test_a_trigger_in_the_prefix_keeps_the_line_per_line(tmp_path: Path, prefix: str) -> None:
+    anchors = {a for p in parsers_for("sglang") for a in p.anchors}
+    assert any(a in prefix for a in anchors), prefix
+    body = b"".join(prefix.encode() + _line(n, i) + b"\n" for n, i in CASES)
+    path = tmp_path / "x.log"
+    path.write_bytes(body)
+    pure, hot = both([str(path)])
+    assert_same_tables(pure, hot, prefix)
+    figures = acceptance.measure([path])
+    for name in SHAPES:
+        assert figures[name]["rows"] == len(SHAPES[name])
+        assert figures[name]["bulk"] == 0, (prefix, name)
