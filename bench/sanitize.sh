@@ -5,8 +5,9 @@
 # C-vs-RE2 oracle (tests/test_hotpath_native.py), the declared lines' op tables and the
 # malformed-program fuzzer (tests/test_periodic_spec.py), the planted triggers
 # (tests/test_hotpath_triggers.py), the byte-mutation differential fuzzer over real lines
-# (tests/test_hotpath_fuzz.py) and the bulk-vs-per-line oracle (tests/test_hotpath_oracle.py,
-# not the slow ones). Any sanitizer report fails it (the runtimes abort; the log is searched
+# (tests/test_hotpath_fuzz.py), the bulk-vs-per-line oracle (tests/test_hotpath_oracle.py,
+# not the slow ones) and the declared shapes of every era, plain and prefixed
+# (tests/test_periodic_shapes.py). Any sanitizer report fails it (the runtimes abort; the log is searched
 # for reports as well).
 #
 #   bench/sanitize.sh [pytest args ...]      e.g.  bench/sanitize.sh -x -k fuzz
@@ -45,7 +46,7 @@ export GRAPHDIAG_REQUIRE_NATIVE=1
 set +e
 LD_PRELOAD="$ASAN:$UBSAN" python -m pytest -q -p no:cacheprovider -m "not slow" \
   tests/test_hotpath_native.py tests/test_periodic_spec.py tests/test_hotpath_triggers.py \
-  tests/test_hotpath_fuzz.py tests/test_hotpath_oracle.py "$@" 2>&1 | tee "$WORK/run.log"
+  tests/test_hotpath_fuzz.py tests/test_hotpath_oracle.py tests/test_periodic_shapes.py "$@" 2>&1 | tee "$WORK/run.log"
 status=${PIPESTATUS[0]}
 set -e
 if grep -qE "ERROR: AddressSanitizer|runtime error:|SUMMARY: (Address|UndefinedBehavior)Sanitizer" \

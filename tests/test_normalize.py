@@ -155,6 +155,41 @@ CASES = [
         None,
         "Capturing cudagraphs",
     ),
+    # SGLang's rank prefix inside a python-logging format's file bracket (real-2 pr11854)
+    (
+        "2025-10-20 03:02:22 INFO 31223 [DP3 TP3 EP3 scheduler_metrics_mixin.py:222] Decode batch.",
+        "pylog",
+        "DP3-TP3-EP3",
+        None,
+        None,
+        "Decode batch.",
+    ),
+    (
+        "2025-10-20 03:02:22 INFO 31223 [scheduler_metrics_mixin.py:222] Decode batch.",
+        "pylog",
+        None,
+        None,
+        None,
+        "Decode batch.",
+    ),
+    # SGLang under a Ray actor: the actor's "(pid=, ip=)" is on every line; the SGLang header
+    # names the ranks, a line it names none on is the main process, not a Ray worker
+    (
+        "(pid=123, ip=10.0.1.1) [2025-03-08 12:29:04] server_args=ServerArgs(model_path='m')",
+        "sglang",
+        None,
+        "pid=123",
+        None,
+        "server_args",
+    ),
+    (
+        "(pid=123, ip=10.0.1.1) [2025-03-08 12:29:04 TP1] Load weight begin. avail mem=1 GB",
+        "sglang",
+        "TP1",
+        "pid=123",
+        None,
+        "Load weight",
+    ),
     (
         "2026-05-12T08:01:39.331095044Z INFO 05-12 08:01:39 [core.py:77] Initializing a V1 LLM engine",
         "vllm",

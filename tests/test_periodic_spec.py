@@ -140,7 +140,7 @@ def test_adding_a_field_is_one_edit() -> None:
     """A new optional field in the declaration is read by all three matchers."""
     spec = LINES["sglang.decode"]
     items = list(spec.items)
-    at = next(i for i, it in enumerate(items) if isinstance(it, periodic.Opt))
+    at = next(i for i, it in enumerate(items) if isinstance(it, periodic.Alt)) + 1  # after usage
     items.insert(at, periodic.Opt(seq("#retracted-req: {retracted:int}, ")))
     grown = dataclasses.replace(spec, items=tuple(items), _groups={})
     lines = [

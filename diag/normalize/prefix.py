@@ -95,7 +95,10 @@ VLLM_HEADER = re.compile(
 _PYLOG = re.compile(
     r"^(?P<date>\d{4}-\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<ms>\d+))?"
     r"(?: - | )(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL)(?: - | \d+ )"
-    r"\[?(?P<file>[^\]\s:]+):(?P<ln>\d+)\]?(?: - )?\s?"
+    # SGLang's rank prefix (sglang==0.5.5:sglang/srt/utils/common.py:1153 puts it after the
+    # time, "[%(asctime)s{prefix}]") in the bracket of a SGLANG_LOGGING_CONFIG_PATH format,
+    # before the file: "[DP3 TP3 EP3 scheduler_metrics_mixin.py:222]"
+    r"(?:\[(?P<ranks>(?:[A-Z][A-Z_]*-?\d+ )*))?(?P<file>[^\]\s:]+):(?P<ln>\d+)\]?(?: - )?\s?"
 )
 _GLOG = re.compile(r"^(?P<lvl>[IWEF])(?P<md>\d{4}) (?P<hms>\d\d:\d\d:\d\d)\.\d+\s+\d+ \S+:\d+\] ")
 _OLD_SGLANG_TAG = re.compile(r"^\[gpu(?:_id)?=(\d+)\] ")
@@ -261,6 +264,7 @@ def _looks_like_log(text: str) -> bool:
 
 
 def peel_engine_header(line: LogLine, rest: str) -> None:
+    pid_rank = None  # a rank made from the process prefix's pid alone
     # vllm-omni stage tag may stand before or after the process prefix
     for _ in range(2):
         m = _STAGE.match(rest)
@@ -270,11 +274,10 @@ def peel_engine_header(line: LogLine, rest: str) -> None:
         if p:
             line.proc = p.group("proc") or f"pid={p.group('pid')}"
             # V0 non-driver workers / ray actors name no rank: keep them apart from the driver (rank 0)
-            line.rank = (
-                line.rank
-                or proc_rank(p.group("proc") or "")
-                or (f"pid{p.group('pid')}" if _UNRANKED_WORKER.match(line.proc) else None)
-            )
+            named = line.rank or proc_rank(p.group("proc") or "")
+            if not named and _UNRANKED_WORKER.match(line.proc):
+                named = pid_rank = f"pid{p.group('pid')}"
+            line.rank = named
             rest = rest[p.end() :]
     if not rest:
         line.msg = ""
@@ -290,7 +293,10 @@ def peel_engine_header(line: LogLine, rest: str) -> None:
             else:
                 ts = line.ts
             line.ts = ts if ts is not None else line.ts
-            line.rank = _normalise_ranks(m.group("ranks")) or line.rank
+            # SGLang names its ranks in its header; a Ray actor's "(pid=N, ip=...)" around
+            # the whole server (every line, ranked or not) is the process, not a rank
+            own = None if pid_rank is not None and line.rank == pid_rank else line.rank
+            line.rank = _normalise_ranks(m.group("ranks")) or own
             rest = rest[m.end() :]
             t = _OLD_SGLANG_TAG.match(rest)
             if t:
@@ -328,6 +334,7 @@ def peel_engine_header(line: LogLine, rest: str) -> None:
         if m:
             line.header = "pylog"
             line.level = m.group("lvl")
+            line.rank = _normalise_ranks(m.group("ranks") or "") or line.rank
             d = m.group("date")
             line.ts = _epoch(int(d[:4]), int(d[5:7]), int(d[8:10]), m.group("time")) or line.ts
             line.msg = rest[m.end() :]

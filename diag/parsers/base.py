@@ -69,8 +69,14 @@ class LineParser(ABC):
 
     def reads_every_line(self, ctx: Context) -> bool:
         """Whether, in this state, any of its lines may change the parser's state; the hot
-        path (``diag.ingest.hotpath``) then hands it every line rather than read in bulk."""
+        path (``diag.ingest.hotpath``) then hands it every line it does not read in bulk,
+        and the lines it read in bulk to :meth:`note_bulk`."""
         return False
+
+    def note_bulk(self, line: LogLine, ctx: Context) -> None:
+        """While :meth:`reads_every_line`: what ``feed`` reads from a line the hot path
+        consumed beyond the bulk row itself (the row is the same as ``feed`` would emit)."""
+        return None
 
 
 # ------------------------------------------------------------------ small shared helpers

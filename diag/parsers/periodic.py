@@ -345,7 +345,11 @@ SG_DECODE = LineSpec(
     "sglang",
     "decode_batch",
     seq(
-        "Decode batch{.|,} #running-req: {batch_size:int}, ",
+        # " [N]" with SGLANG_LOG_FORWARD_ITERS (sglang==0.5.5:srt/managers/
+        # scheduler_metrics_mixin.py:265-266)
+        "Decode batch",
+        Opt(seq(" [{_:int}]")),
+        "{.|,} #running-req: {batch_size:int}, ",
         Alt(
             (
                 seq("#token: {tokens:int}, token usage: {token_usage:unum}, "),
@@ -355,17 +359,25 @@ SG_DECODE = LineSpec(
                     "#gpu-token: {_:int}, gpu token usage: {token_usage:unum}, "
                     "#cpu-token: {_:int}, cpu token usage: {_:unum}, "
                 ),
-                # sliding-window models: full and SWA pools, the first "token usage:" is full's
-                # (the "#swa token:" count is not on every era's line: sglang issue 26248)
+                # sliding-window and mamba-hybrid models: the first "token usage:" is the full
+                # pool's (the "#swa token:" count is not on every era's line: sglang issue
+                # 26248; mamba: sglang==0.5.5:srt/managers/scheduler_metrics_mixin.py:249-254)
                 seq(
                     "#full token: {_:int}, full token usage: {token_usage:unum}, ",
-                    Opt(seq("#swa token: {_:int}, ")),
-                    "swa token usage: {_:unum}, ",
+                    Alt(
+                        (
+                            seq("#swa token: {_:int}, swa token usage: {_:unum}, "),
+                            seq("swa token usage: {_:unum}, "),
+                            seq("mamba num: {_:int}, mamba usage: {_:unum}, "),
+                        )
+                    ),
                 ),
             )
         ),
         Opt(seq("accept len: {accept_len:num}, ", Opt(seq("accept rate: {_:unum}, ")))),
         Opt(seq("pre-allocated usage: {_:unum}, ")),
+        # PD decode queues (sglang==0.5.5:srt/managers/scheduler_metrics_mixin.py:290-293)
+        Opt(seq("#prealloc-req: {_:int}, #transfer-req: {_:int}, ")),
         Opt(seq("#retracted-req: {_:int}, ")),
         Opt(seq(_DEV + " graph: {cuda_graph:bool}, ")),
         "gen throughput (token/s): {gen_throughput:num}",
@@ -381,25 +393,46 @@ SG_PREFILL = LineSpec(
     "sglang",
     "prefill_batch",
     seq(
-        "Prefill batch{.|,} #new-seq: {new_seq:int}, #new-token: {new_tokens:int}, "
+        # " [N]" with SGLANG_LOG_FORWARD_ITERS (P11, sglang==0.5.5:srt/managers/
+        # scheduler_metrics_mixin.py:135-138)
+        "Prefill batch",
+        Opt(seq(" [{_:int}]")),
+        "{.|,} #new-seq: {new_seq:int}, #new-token: {new_tokens:int}, "
         "#cached-token: {cached_tokens:int}, ",
         Opt(seq("cache hit rate: {_:unum}%, ")),  # early 2025
         Alt(
             (
                 seq("token usage: {_:unum}, "),
-                seq("full token usage: {_:unum}, swa token usage: {_:unum}, "),
+                seq(
+                    "full token usage: {_:unum}, ",
+                    Alt((seq("swa token usage: {_:unum}, "), seq("mamba usage: {_:unum}, "))),
+                ),
             )
         ),
-        "#running-req: {running:int}, #queue-req: {queue:int}",
+        Alt(
+            (
+                # P6 PD prefill puts its bootstrap queue between (formats P6)
+                seq(
+                    "#running-req: {running:int}, ",
+                    Opt(seq("#unbootstrapped-req: {_:int}, ")),
+                    "#queue-req: {queue:int}",
+                ),
+                # PD prefill P7-P9 prints no running count (sglang==0.5.2:srt/managers/
+                # scheduler_metrics_mixin.py:121-125)
+                seq("#unbootstrapped-req: {_:int}, #queue-req: {queue:int}"),
+            )
+        ),
+        Opt(seq(", #transferring-req: {_:int}")),  # PD P6-P9
+        # PD P10- (sglang==0.5.5:srt/managers/scheduler_metrics_mixin.py:146-149)
+        Opt(seq(", #prealloc-req: {_:int}, #inflight-req: {_:int}")),
         Opt(seq(", #pending-token: {_:int}")),
         Opt(
             (
                 Alt(
                     (
                         seq(
-                            ", input throughput (token/s): {input_throughput:num}, "
-                            + _DEV
-                            + " graph: {cuda_graph:bool}"
+                            ", input throughput (token/s): {input_throughput:num}",
+                            Opt(seq(", " + _DEV + " graph: {cuda_graph:bool}")),
                         ),
                         seq(
                             ", " + _DEV + " graph: {cuda_graph:bool}, "

@@ -23,7 +23,7 @@ from __future__ import annotations
 import pickle
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from diag.events import EventSink
@@ -276,11 +276,17 @@ class StreamScanner:
 
     # ------------------------------------------------------------------ lines
     def _handle(self, source: str, lineno: int, raw: bytes) -> None:
+        for line in self._logical(source, lineno, raw):
+            self._feed(line)
+
+    def _logical(self, source: str, lineno: int, raw: bytes) -> Iterator[LogLine]:
+        """The logical lines of one physical line, normalised (the stream's learned prefix
+        shapes follow them)."""
         if self.fast and is_plain(raw):
             text = raw.decode("utf-8", "replace").rstrip("\n")
             line = self._fast(source, lineno, text)
             if line is not None:
-                self._feed(line)
+                yield line
                 return
         else:
             text = raw.decode("utf-8", "replace").rstrip("\n")
@@ -288,7 +294,7 @@ class StreamScanner:
         for logical in split_logical(text):
             line = peel(source, lineno, logical)
             unprefix(line, shapes)
-            self._feed(line)
+            yield line
 
     def _feed(self, line: LogLine) -> None:
         if self.blocks and self._offer(line):

@@ -32,7 +32,8 @@ static int sg_time(cptr p, cptr e) {
 /* the forms of normalize.prefix.peel_engine_header an SGLang line has, as far as plain:
  *   (PROCESS pid=N[, ip=...]) ?  a ray actor's prefix (PROCESS_HEADER), then one of
  *   [dddd-dd-dd dd:dd:dd(.ms)? RANKS] ?   (SGLANG_HEADER; the date may be missing)
- *   dddd-dd-dd dd:dd:dd(.ms)? LEVEL PID [file:N] ?   (python logging, _PYLOG)
+ *   dddd-dd-dd dd:dd:dd(.ms)? LEVEL PID [RANKS file:N] ?   (python logging, _PYLOG; the
+ *   RANKS "TP0 " of SGLang's prefix, if any; not behind a process prefix)
  * key1 (ts): "date|time", "" without a date; key2 (rank): the ranks group, 0x1f, the
  * process prefix. float 0 = 0.<ms> of the bracket form (peel adds it; _PYLOG does not) */
 int cs_sg_header(cptr *pp, cptr e, Row *r) {
@@ -87,7 +88,8 @@ int cs_sg_header(cptr *pp, cptr e, Row *r) {
         if (p >= e || *p != ']')
             return 0;
         ranks_end = p++;
-    } else if (sg_date(p, e) && e - p > 19 && p[10] == ' ' && sg_time(p + 11, e)) {
+    } else if (hn == 0 && sg_date(p, e) && e - p > 19 && p[10] == ' ' && sg_time(p + 11, e)) {
+        /* (behind a process prefix: per line, where peel keeps that prefix's rank) */
         date = p;
         time_ = p + 11;
         p += 19;
@@ -106,6 +108,24 @@ int cs_sg_header(cptr *pp, cptr e, Row *r) {
             p++;
         if (p == d || !LIT(&p, e, " ["))
             return 0;
+        ranks = p; /* ([A-Z][A-Z_]*-?\d+ )*: SGLang's rank prefix before the file */
+        for (;;) {
+            cptr q = p;
+            if (q >= e || (unsigned)(*q - 'A') >= 26u)
+                break;
+            q++;
+            while (q < e && ((unsigned)(*q - 'A') < 26u || *q == '_'))
+                q++;
+            if (q < e && *q == '-')
+                q++;
+            cptr d2 = q;
+            while (q < e && cs_isdigit(*q))
+                q++;
+            if (q == d2 || q >= e || *q != ' ')
+                break;
+            p = q + 1;
+        }
+        ranks_end = p;
         cptr f = p; /* [^\]\s:]+:\d+\] */
         while (p < e && *p != ']' && *p != ':' && *p != ' ' && *p != '\t' && *p != '\n' &&
                *p != '\r')

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 from diag.events import EVENT_KINDS
 from diag.ingest.hotpath import native as native_mod
+from diag.ingest.hotpath import prefixed
 from diag.ingest.hotpath.kinds import (
     ENGINE_KINDS,
     SUPPORTED_PARSERS,
@@ -79,10 +80,12 @@ class _HeaderCache:
         return hit
 
     def sglang_rank(self, key: bytes) -> str:
-        """rank of an SGLang rank key: the ranks group, 0x1f, the process prefix."""
+        """rank of an SGLang rank key: the ranks group (" TP0" of a bracket header, "TP0 "
+        of python logging's file field), 0x1f, the process prefix."""
         hit = self._sg_rank.get(key)
         if hit is None:
             ranks, head = key.decode().split("\x1f", 1)
+            ranks = " " + ranks.strip() if ranks.strip() else ""
             ref = self._peeled(f"{head}[2000-01-01 00:00:00{ranks}] x")
             hit = self._sg_rank[key] = ref.rank or ""
         return hit
@@ -124,9 +127,10 @@ def _sg_common(st: pa.StructArray, cache: _HeaderCache) -> tuple[np.ndarray, pa.
         frac = _float(pc.binary_join_element_wise(pa.scalar(b"0."), ms, b""))
         frac = pc.if_else(has_ms, frac, 0.0).to_numpy(zero_copy_only=False)
         ts = ts + frac  # FastPeel: ts += float("0." + ms) (NaN stays NaN)
-    key2 = pc.binary_join_element_wise(
-        pc.fill_null(_s(st, "ranks"), b""), pc.fill_null(_s(st, "phead"), b""), b"\x1f"
+    ranks = pc.binary_join_element_wise(
+        pc.fill_null(_s(st, "ranks"), b""), pc.fill_null(_s(st, "pranks"), b""), b""
     )
+    key2 = pc.binary_join_element_wise(ranks, pc.fill_null(_s(st, "phead"), b""), b"\x1f")
     ranks, ridx = _lookup(key2, cache.sglang_rank)
     uniq = sorted(set(ranks))
     pos = {r: i for i, r in enumerate(uniq)}
@@ -166,6 +170,9 @@ class BlockResult:
     tables: dict[str, list[dict[str, pa.Array]]] = field(default_factory=dict)
     consumed: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     fallback: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: consumed lines behind a prefix (``prefixed.read``): line index -> the unlisted
+    #: launcher prefix whose shape the stream learns there, as per line (None: a listed one)
+    learn: dict[int, str | None] = field(default_factory=dict)
 
     def rows(self) -> int:
         return sum(len(p["line"]) for parts in self.tables.values() for p in parts)
@@ -214,6 +221,12 @@ class HotPath:
         self._anchor_re = "|".join(
             re.escape(a) for a in sorted(set(anchors), key=lambda a: (-len(a), a))
         )
+        # prefixed lines (``prefixed.read``): a kind's literal in the line, a trigger before
+        # the message
+        literals = re.compile(b"|".join(re.escape(k.literal) for k in self.kinds))
+        self.literal_search: Callable[[bytes], re.Match[bytes] | None] = literals.search
+        anchors_rx = re.compile(self._anchor_re)
+        self.anchor_search: Callable[[str], re.Match[str] | None] = anchors_rx.search
         # the compiled scanner where built and not switched off (GRAPHDIAG_NATIVE=0)
         self._native = (
             native_mod.NativeScanner(self.kinds, anchors)
@@ -254,15 +267,50 @@ class HotPath:
         return arr, offsets
 
     def extract(self, block: bytes | memoryview, first_lineno: int, source: str) -> BlockResult:
+        offsets, found, arr = self.kind_rows(block)
+        n = len(offsets) - 1
+        res = BlockResult(first_lineno, n, offsets)
+        taken = np.zeros(n, bool)
+        for kind, idx, ts, rank, fields in found:
+            taken[idx] = True
+            self._add(
+                res, kind, source, idx + first_lineno, ts, rank, _dict_const(len(idx), ""), fields
+            )
+        # the per-line prefilter's choice among the lines not consumed (only those are
+        # searched: 2-3x cheaper than all lines on busy logs)
+        rest = np.flatnonzero(~taken)
+        if self._native is not None and self._native.has_anchors:
+            anchored = self._native.anchor_lines(block, offsets, rest)
+        else:
+            anchored = self._re2_anchored(block, arr, rest)
+        res.fallback = rest[anchored]
+        if len(res.fallback):  # lines behind a collector's or launcher's prefix
+            read = prefixed.read(self, block, offsets, res.fallback)
+            if read is not None:
+                for kind, idx, ts, rank, instance, fields in read.rows:
+                    taken[idx] = True
+                    self._add(res, kind, source, idx + first_lineno, ts, rank, instance, fields)
+                res.fallback = res.fallback[~np.isin(res.fallback, read.consumed)]
+                res.learn = read.learn
+        for table, parts in res.tables.items():
+            if len(parts) > 1:  # several shapes of one table (receive + finish): line order
+                cols = {c: _concat([p[c] for p in parts]) for c in parts[0]}
+                order = pa.array(np.argsort(cols["line"].to_numpy(), kind="stable"))
+                res.tables[table] = [{c: a.take(order) for c, a in cols.items()}]
+        res.consumed = np.flatnonzero(taken)
+        return res
+
+    def kind_rows(
+        self, block: bytes | memoryview
+    ) -> tuple[np.ndarray, list[tuple[Kind, np.ndarray, Any, pa.Array, dict[str, Any]]], Any]:
+        """The line offsets of ``block`` and, per kind, the rows its matcher accepts."""
         arr: pa.BinaryArray | None = None
         if self._native is not None:  # lines and locator in one C pass
             offsets, kind_of = self._native.locate(block)
         else:
             arr, offsets = self.lines(block)
             words = _msg_words(block, offsets)
-        n = len(offsets) - 1
-        res = BlockResult(first_lineno, n, offsets)
-        taken = np.zeros(n, bool)
+        found = []
         for k, kind in enumerate(self.kinds):
             if self._native is not None:
                 idx = np.flatnonzero(kind_of == k)
@@ -279,38 +327,35 @@ class HotPath:
                 if arr is None:
                     arr, _ = self.lines(block)
                 got = self._re2_kind(kind, arr, idx)
-            if got is None:
-                continue
-            idx, ts, rank, fields = got
-            taken[idx] = True
-            cols: dict[str, Any] = {
-                "source": _dict_const(len(idx), source),
-                # in pyarrow's pool, as every kept column: freed pages go back to the OS
-                "line": pa.array(native_mod.pool_copy(idx + first_lineno), pa.int64()),
-                "ts": pa.array(native_mod.pool_copy(np.asarray(ts, np.float64)), pa.float64()),
-                "rank": rank,
-                "instance": _dict_const(len(idx), ""),
-                "engine": _dict_const(len(idx), self.backend),
-            }
-            cols.update(fields)
-            res.tables.setdefault(kind.table, []).append(
-                {c: cols[c] for c in EVENT_KINDS[kind.table].columns}
-            )
-        for table, parts in res.tables.items():
-            if len(parts) > 1:  # several shapes of one table (receive + finish): line order
-                cols = {c: _concat([p[c] for p in parts]) for c in parts[0]}
-                order = pa.array(np.argsort(cols["line"].to_numpy(), kind="stable"))
-                res.tables[table] = [{c: a.take(order) for c, a in cols.items()}]
-        res.consumed = np.flatnonzero(taken)
-        # the per-line prefilter's choice among the lines not consumed (only those are
-        # searched: 2-3x cheaper than all lines on busy logs)
-        rest = np.flatnonzero(~taken)
-        if self._native is not None and self._native.has_anchors:
-            anchored = self._native.anchor_lines(block, offsets, rest)
-        else:
-            anchored = self._re2_anchored(block, arr, rest)
-        res.fallback = rest[anchored]
-        return res
+            if got is not None:
+                found.append((kind, *got))
+        return offsets, found, arr
+
+    def _add(
+        self,
+        res: BlockResult,
+        kind: Kind,
+        source: str,
+        lines: np.ndarray,
+        ts: Any,
+        rank: pa.Array,
+        instance: pa.Array,
+        fields: dict[str, Any],
+    ) -> None:
+        n = len(lines)
+        cols: dict[str, Any] = {
+            "source": _dict_const(n, source),
+            # in pyarrow's pool, as every kept column: freed pages go back to the OS
+            "line": pa.array(native_mod.pool_copy(lines), pa.int64()),
+            "ts": pa.array(native_mod.pool_copy(np.asarray(ts, np.float64)), pa.float64()),
+            "rank": rank,
+            "instance": instance,
+            "engine": _dict_const(n, self.backend),
+        }
+        cols.update(fields)
+        res.tables.setdefault(kind.table, []).append(
+            {c: cols[c] for c in EVENT_KINDS[kind.table].columns}
+        )
 
     def _re2_anchored(
         self, block: bytes | memoryview, arr: pa.BinaryArray | None, rest: np.ndarray

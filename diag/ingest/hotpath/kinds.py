@@ -34,12 +34,15 @@ _DEV = r"(?:cuda|cpu|npu|musa|xpu|device)"
 
 # the SGLang header forms of normalize.prefix (PROCESS_HEADER, SGLANG_HEADER, _PYLOG), as far
 # as plain; the C header (_cscan_sglang.c cs_sg_header) reads the same subset
+# (python logging behind a process prefix is left to the per-line path: peel keeps that
+# prefix's rank there, the bracket header does not)
 _SG_HDR = (
-    r"^(?P<phead>\((?:[A-Za-z_]\w*(?: rank=\d+)?|) ?pid=\d+(?:, ip=[^)\n]*)?\)[ \t]*)?"
-    r"(?:\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<ms>\d{1,6}))?"
+    r"^(?:(?P<phead>\((?:[A-Za-z_]\w*(?: rank=\d+)?|) ?pid=\d+(?:, ip=[^)\n]*)?\)[ \t]*)?"
+    r"\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<ms>\d{1,6}))?"
     r"(?P<ranks>(?: [A-Z][A-Z_]*-?\d+)*)\]"
     r"|(?P<pdate>\d{4}-\d\d-\d\d) (?P<ptime>\d\d:\d\d:\d\d)(?:[.,]\d+)? "
-    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d+ \[[^\]\s:]+:\d+\]) ?"
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d+ \[(?P<pranks>(?:[A-Z][A-Z_]*-?\d+ )*)"
+    r"[^\]\s:]+:\d+\]) ?"
 )
 _VL_HDR = (
     r"^(?P<phead>\((?:[A-Za-z_]\w*(?: rank=\d+)?|) ?pid=\d+(?:, ip=[^)\n]*)?\)[ \t]*)?"

@@ -5,10 +5,12 @@ Per block, :meth:`HotPath.extract` returns the bulk rows and the lines it left o
 per-line walk handles those lines (the ones its own prefilter would have chosen), and every
 line while the stream is in a state where a consumed line could matter to it:
 
-* a multi-line block is open (tracebacks, profiler and metrics tables see every line);
-* vLLM, while the log's era is not known yet (``VLLMParser`` reads every line until then).
+* a multi-line block is open (tracebacks, profiler and metrics tables see every line): a
+  consumed line the walk handles itself is taken back ("vetoed"), its bulk row dropped;
+* vLLM, while the log's era is not known yet (``VLLMParser`` reads every line until then):
+  a consumed line keeps its bulk row and goes to the parser's ``note_bulk`` (the era note
+  ``feed`` takes from it before reading the row).
 
-A consumed line the walk handles itself is taken back ("vetoed"): its bulk row is dropped.
 Bulk rows are not sorted into the tables (blocks emit rows for earlier lines late); each is
 placed at the count of per-line rows its table had when the walk passed its line, which is
 what the per-line path's emission order is. ``EventSink.add_bulk`` keeps them that way.
@@ -26,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from diag.ingest.hotpath.extract import HotPath
+from diag.normalize.shape import PrefixShapes
 from diag.parsers.scan import StreamScanner
 
 #: the event kinds the hot path can emit
@@ -62,7 +65,16 @@ class HotScanner(StreamScanner):
         self.vetoed = 0
         self.bulk_lines: list[np.ndarray] = []
         self.block_lines: list[np.ndarray] = []
-        self.reread_lines: list[np.ndarray] = []  # taken back while a parser reads every line
+        self.noted_lines: list[np.ndarray] = []  # kept, and noted by such a parser
+
+    def _note_bulk(self, source: str, lineno: int, raw: bytes) -> None:
+        """A consumed line while a parser reads every line (vLLM before its era is known):
+        the bulk row stays, the parser takes what else ``feed`` would read from the line."""
+        ctx = self.ctx
+        for line in self._logical(source, lineno, raw):
+            for parser in self.parsers:
+                if parser.reads_every_line(ctx):
+                    parser.note_bulk(line, ctx)
 
     def _unsafe(self) -> bool:
         return bool(self.blocks) or any(p.reads_every_line(self.ctx) for p in self.parsers)
@@ -80,10 +92,13 @@ class HotScanner(StreamScanner):
         consumed = np.zeros(n, bool)
         consumed[res.consumed] = True
         fallback_mask: np.ndarray | None = None
-        fallback = res.fallback.tolist()
+        # stops of the walk: the fallback lines, and the consumed prefixed lines whose
+        # normalisation keeps state (``BlockResult.learn``)
+        learn = res.learn
+        fallback = sorted({*res.fallback.tolist(), *learn}) if learn else res.fallback.tolist()
         handled, snaps, vetoed = [-1], [self._counts()], []
         in_block: list[int] = []
-        reread: list[int] = []
+        noted: list[int] = []
         handle = self._handle
         i = k = 0
         while True:
@@ -93,10 +108,13 @@ class HotScanner(StreamScanner):
                 if fallback_mask is None:
                     fallback_mask = np.zeros(n, bool)
                     fallback_mask[res.fallback] = True
-                if self.blocks or consumed[i] or fallback_mask[i]:
-                    if consumed[i]:
+                if consumed[i] and not self.blocks:  # a parser reads every line: its note
+                    self._note_bulk(source, lineno + i, bytes(block[off[i] : off[i + 1]]))
+                    noted.append(i)
+                elif self.blocks or consumed[i] or fallback_mask[i]:
+                    if consumed[i]:  # inside a block
                         vetoed.append(i)
-                        (in_block if self.blocks else reread).append(i)
+                        in_block.append(i)
                     handle(source, lineno + i, bytes(block[off[i] : off[i + 1]]))
                     handled.append(i)
                     snaps.append(self._counts())
@@ -106,6 +124,13 @@ class HotScanner(StreamScanner):
             if k >= len(fallback):
                 break
             i = fallback[k]
+            if i in learn:  # as unprefix does per line
+                prefix = learn[i]
+                shapes = self.ctx.state_of(PrefixShapes)
+                if prefix is not None:
+                    shapes.learn(prefix)
+                i += 1
+                continue
             handle(source, lineno + i, bytes(block[off[i] : off[i + 1]]))
             handled.append(i)
             snaps.append(self._counts())
@@ -113,7 +138,7 @@ class HotScanner(StreamScanner):
         self._keep_bulk(res.tables, lineno, np.array(handled), np.array(snaps), vetoed)
         if self.record_lines:
             self.block_lines.append(np.array(in_block, np.int64) + lineno)
-            self.reread_lines.append(np.array(reread, np.int64) + lineno)
+            self.noted_lines.append(np.array(noted, np.int64) + lineno)
         del res
         pa.default_memory_pool().release_unused()  # the block's temporaries, not kept cached
         return lineno + n

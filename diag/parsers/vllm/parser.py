@@ -99,6 +99,12 @@ class VLLMParser(LineParser):
         st = ctx.state.get(VllmState)  # read, not made: the hot path must not add state
         return st is None or st.era is None  # read_note_era looks at every line until then
 
+    def note_bulk(self, line: LogLine, ctx: Context) -> None:
+        # a consumed stats, step or request line is read by feed as the bulk row (stateless
+        # readers), after this note
+        if vllm_state(ctx).era is None:
+            read_note_era(line, ctx)
+
     def feed(self, line: LogLine, ctx: Context) -> Block | None:
         msg = line.msg
         if not msg or not msg.strip():
