@@ -466,3 +466,15 @@ def test_the_c_newline_count_is_bytes_count(pieces: list[bytes], cut: int) -> No
     view = memoryview(block)[min(cut, len(block)) :]
     assert native.count_newlines(view) == bytes(view).count(b"\n")
     assert native.count_newlines(block) == block.count(b"\n")
+
+
+@needs_c
+def test_vllm_received_stop_strings_c_and_re2_agree() -> None:
+    """Quotes, "<|", "%", "|" and non-ASCII in SamplingParams' reprs: both matchers take the
+    line; a "<" right after a digit (a tqdm tail) and a caret escape: neither does."""
+    head = b"(APIServer pid=1) INFO 03-08 09:00:00 [request_logger.py:66] Received request r-1: "
+    body = b"params: SamplingParams(n=1, stop=%s, max_tokens=9), lora_request: None.\n"
+    plain = [b"['<|im_end|>']", b'["it\'s"]', b"['50%', 'a|b']", "['caf\u00e9']".encode()]
+    assert compare("vllm", [head + body % s for s in plain]) == (len(plain), len(plain))
+    for s in (b"['00:01<00:02']", b"['^[[0m']"):
+        assert compare("vllm", [head + body % s]) == (0, 0)

@@ -106,3 +106,41 @@ def test_vllm_max_tokens_is_searched_in_the_message_not_the_header() -> None:
     assert_same_tables(pure, hot, "header")  # type: ignore[arg-type]
     got = pure["request"]  # type: ignore[index]
     assert 999 not in got["max_new_tokens"].dropna().tolist()
+
+
+# vLLM 0.33's Received request line (vllm/entrypoints/serve/utils/request_logger.py:66-71):
+# SamplingParams.__repr__ puts the stop strings and structured outputs in as Python reprs
+_VL_033 = (
+    "(APIServer pid=1000) INFO 03-08 09:00:00 [entrypoints/serve/utils/request_logger.py:66] "
+    "Received request chatcmpl-{i:032x}: params: SamplingParams(n=1, temperature=0.6, "
+    "seed=None, stop={stop}, stop_token_ids=[], bad_words=[], max_tokens={mt}, min_tokens=0, "
+    "structured_outputs={so}, extra_args=None), lora_request: None."
+)
+_PLAIN_STOPS = [
+    "['<|im_end|>', '</s>']",
+    "[\"it's\", '<|eot_id|>']",
+    "['50%', 'a|b', 'caf\u00e9 \u2014 \u65e5\u672c']",
+    "['<think>\\n']",  # repr escapes the newline: backslash-n stays text
+]
+_SO = ["None", "StructuredOutputsParams(regex='(yes|no)', json=None)"]
+# what normalisation rewrites, so these stay per line: a caret escape, a tqdm tail "dd:dd<"
+_RAW_STOPS = ["['^[[31m']", "['[00:01<00:02, 1.5it/s]']"]
+
+
+def test_vllm_received_lines_with_stop_strings_go_in_bulk_with_the_same_rows() -> None:
+    plain = [
+        _VL_033.format(i=i, stop=s, mt=100 + i, so=_SO[i % 2]).encode()
+        for i, s in enumerate(_PLAIN_STOPS * 3)
+    ]
+    raw = [
+        _VL_033.format(i=100 + i, stop=s, mt=7, so="None").encode()
+        for i, s in enumerate(_RAW_STOPS)
+    ]
+    pure, hot, scanner = _both("vllm", b"\n".join([*plain, *raw]) + b"\n")
+    assert_same_tables(pure, hot, "vllm stop strings")  # type: ignore[arg-type]
+    assert scanner.bulk_rows == len(plain), scanner.bulk_rows
+    got = hot["request"]  # type: ignore[index]
+    # the tqdm tail splits its line in two (normalize.lines.split_logical): no max_tokens left
+    want = sorted([7, *(100 + i for i in range(12))])
+    assert sorted(got["max_new_tokens"].dropna().tolist()) == want
+    assert got["max_new_tokens"].isna().sum() == 1

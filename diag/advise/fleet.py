@@ -129,9 +129,8 @@ def _binned(ev: RunEvidence, limits: EngineLimits) -> RunTraffic:
     mixed = np.asarray(tr.col("mixed", 0), dtype=bool).astype(np.int64)
     usage = np.asarray(tr.col("token_usage", math.nan), dtype=float)
     full = np.where(np.isnan(usage), _UNSAID, np.where(usage >= SATURATED_USAGE, _FULL, _ROOM))
-    keys = np.stack([req, tok, graph, mixed, full.astype(np.int64)], axis=1)
-    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
+    uniq, inv = unique_rows([req, tok, graph, mixed, full.astype(np.int64)])
+    del tok, graph, mixed, usage, full
     k = len(uniq)
     steps = np.broadcast_to(np.asarray(tr.steps, dtype=float), (n,))
     lines = np.bincount(inv, minlength=k)
@@ -162,6 +161,30 @@ def _binned(ev: RunEvidence, limits: EngineLimits) -> RunTraffic:
         ev.kv_pool_tokens,
         ev.kv_pool_gib,
     )
+
+
+def unique_rows(cols: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)`` for int64 columns:
+    the rows as one mixed-radix int64 key (first column most significant, so the same
+    lexicographic order) where the ranges fit, a 1-D unique instead of a copy of every row
+    as a 2-D array sorted row-wise (~150 MB at peak on 1.5 M steps, against ~50 MB)."""
+    lo = [int(c.min()) for c in cols] if len(cols[0]) else []
+    spans = [int(c.max()) - a + 1 for c, a in zip(cols, lo, strict=True)]
+    if not spans or math.prod(spans) >= 1 << 62:
+        uniq, inv = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+        return uniq, inv.reshape(-1)
+    key = np.zeros(len(cols[0]), dtype=np.int64)
+    for c, a, span in zip(cols, lo, spans, strict=True):
+        key *= span
+        key += c
+        key -= a
+    u, inv = np.unique(key, return_inverse=True)
+    del key
+    uniq = np.empty((len(u), len(cols)), dtype=np.int64)
+    for i in range(len(cols) - 1, -1, -1):
+        uniq[:, i] = u % spans[i] + lo[i]
+        u //= spans[i]
+    return uniq, inv.reshape(-1)
 
 
 def _medians(group: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:

@@ -114,9 +114,16 @@ def classify_batches(steps: DecodeSteps, window: Window) -> pd.DataFrame:
     if not keep.any():
         return _empty()
     every = bool(keep.all())
+    n_kept = int(np.count_nonzero(keep))
 
     def kept(a: np.ndarray) -> np.ndarray:
-        return a if every else a[keep]
+        """The decode rows of a step column; one of one value a row (zero stride: the
+        steps' constant columns) stays a zero-byte view instead of n_kept copies of it."""
+        if every:
+            return a
+        if a.ndim == 1 and len(a) and a.strides[0] == 0:
+            return np.broadcast_to(a[:1], (n_kept,))
+        return a[keep]
 
     frame = steps.frame
     rows = frame if every else frame[_STEP_ROW].iloc[np.flatnonzero(keep)]

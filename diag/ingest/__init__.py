@@ -14,6 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from diag.artifacts.trace import TraceAnalysis
 from diag.event_frames import release_freed_memory
 from diag.events import EventSink, EventTables
@@ -178,8 +181,37 @@ def _to_tables(sink: EventSink) -> EventTables:
     """``sink.to_tables()``, freeing each column buffer as soon as its frame exists."""
     frames = {}
     for name in sink.kinds():
-        frames[name] = sink.pop_frame(name)
+        frames[name] = in_line_order(sink.pop_frame(name))
     return EventTables(frames)
+
+
+def in_line_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame's rows in line order within each source (sources in order of appearance).
+
+    Rows of a multi-line block (vLLM's CUDA-graph metrics table) are emitted when it closes,
+    after the lines other processes interleaved into it; run splitting wants line order and
+    sorting there copied every column of the kind on top of these frames (~120 MB on a 700 MB
+    vLLM log). Here the frame is the sink's own: each column is reordered and the old one
+    dropped in turn, so the copy is one column at a time."""
+    if len(frame) < 2 or "line" not in frame or frame["line"].hasnans:
+        return frame
+    line = frame["line"].to_numpy(dtype=np.int64)
+    src = frame["source"]
+    codes = src.cat.codes.to_numpy() if isinstance(src.dtype, pd.CategoricalDtype) else None
+    if codes is None:
+        codes = pd.factorize(src, use_na_sentinel=True)[0]
+    first = np.full(int(codes.max()) + 2, len(codes), dtype=np.int64)
+    np.minimum.at(first, codes + 1, np.arange(len(codes)))
+    rank = np.argsort(np.argsort(first, kind="stable"), kind="stable")[codes + 1]
+    if bool(((rank[1:] > rank[:-1]) | ((rank[1:] == rank[:-1]) & (line[1:] >= line[:-1]))).all()):
+        return frame
+    perm = np.lexsort((line, rank))  # stable: equal keys keep their order
+    del line, rank, codes, first
+    cols: dict[str, pd.Series] = {}
+    for name in list(frame.columns):
+        cols[name] = frame[name].take(perm).reset_index(drop=True)
+        del frame[name]
+    return pd.DataFrame(cols, copy=False)
 
 
 __all__ = [
@@ -190,6 +222,7 @@ __all__ = [
     "StageFn",
     "Stream",
     "detect_backend",
+    "in_line_order",
     "ingest",
     "parsers_for",
     "resolve_jobs",

@@ -148,6 +148,7 @@ static inline int cs_dev(cptr *p, cptr e) {
 
 /* any literal of the set in [s, e) */
 int cs_litset_any(const LitSet *ls, cptr s, cptr e);
+int cs_plain_rest(cptr p, cptr e);
 
 /* the leftmost `lit` (n >= 1) in [s, e), or NULL. glibc's memmem builds a shift table on
  * every call (~0.3 us); here memchr (SIMD) hops between the occurrences of one byte of the

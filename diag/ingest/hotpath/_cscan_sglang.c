@@ -162,32 +162,6 @@ int cs_sg_header(cptr *pp, cptr e, Row *r) {
     return 1;
 }
 
-/* a plain request-line body: no byte split_logical/peel would treat (control chars but \t,
- * DEL, ^; a "<" right after a digit: normalize.lines._TQDM_TAIL, the only use of "<" there,
- * needs "dd:dd<", so a "<" after anything else, as in chat templates, stays), then \r?\n?$.
- * Compares only, no table and no early exit, so the compiler vectorises the loop (16-32 bytes
- * a step: ~10x the table loop on 1-2.5 KB request lines) */
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("O3")))
-#endif
-static int sg_plain_rest(cptr p, cptr e) {
-    uint8_t bad = 0;
-    if (p < e && e[-1] == '\n')
-        e--;
-    if (p < e && e[-1] == '\r')
-        e--;
-    if (p >= e)
-        return 1;
-    bad |= (uint8_t)((p[0] < 0x20 && p[0] != '\t') | (p[0] == 0x7f) | (p[0] == '^'));
-    const size_t n = (size_t)(e - p);
-    for (size_t i = 1; i < n; i++) {
-        const uint8_t c = p[i], prev = p[i - 1];
-        bad |= (uint8_t)((c < 0x20) & (c != '\t')) | (uint8_t)(c == 0x7f) | (uint8_t)(c == '^') |
-               (uint8_t)((c == '<') & ((uint8_t)(prev - '0') < 10u));
-    }
-    return !bad;
-}
-
 /* leftmost rid='([^']+)', ASCII only (the per-line path decodes others with replacement) */
 static int sg_rid(cptr s, cptr e, Row *r) {
     cptr q = s;
@@ -221,7 +195,7 @@ static int sg_request(cptr s, cptr e, Row *r, const LitSet *excl, const char *wh
     if (!cs_sg_header(&p, e, r))
         return 0;
     *msg = p;
-    if (!cs_lit(&p, e, what, n) || !sg_plain_rest(p, e))
+    if (!cs_lit(&p, e, what, n) || !cs_plain_rest(p, e))
         return 0;
     if (excl != NULL && cs_litset_any(excl, s, e))
         return 0;

@@ -143,21 +143,15 @@ int cs_vl_received(cptr s, cptr e, Row *r, const LitSet *excl) {
     if (!cs_vl_header(&p, e, r) || !LIT(&p, e, "Received request ") || !vl_rid(&p, e, 1, r) ||
         !LIT(&p, e, ": "))
         return 0;
-    /* [\x20-\x7e\t] but " % ' < ^ |, then \r?\n?$ (a branch-free loop over a table) */
-    static const uint8_t NOT_SAFE[256] = {
-        [0x00 ... 0x08] = 1, [0x0a ... 0x1f] = 1, [0x7f ... 0xff] = 1,
-        ['"'] = 1, ['%'] = 1, ['\''] = 1, ['<'] = 1, ['^'] = 1, ['|'] = 1,
-    };
+    /* the body: SamplingParams.__repr__ (stop strings, structured outputs: any printable
+     * text, quotes, "<|", non-ASCII), the plain rule the SGLang request lines have */
+    if (!cs_plain_rest(p, e))
+        return 0;
     cptr q = e;
-    uint8_t bad = 0;
     if (p < q && q[-1] == '\n')
         q--;
     if (p < q && q[-1] == '\r')
         q--;
-    for (cptr c = p; c < q; c++)
-        bad |= NOT_SAFE[*c];
-    if (bad)
-        return 0;
     if (excl != NULL && cs_litset_any(excl, s, e))
         return 0;
     /* SamplingParams\(.*?\bmax_tokens=(\d+): the first one after the first SamplingParams( */

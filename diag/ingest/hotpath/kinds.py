@@ -143,11 +143,12 @@ _SG_MSG = re.sub(r"\(\?P<\w+>", "(?:", _SG_HDR) + r".*?"
 _SG_RECEIVE = _SG_HDR + r"Receive: "
 _SG_FINISH = _SG_HDR + r"Finish: "
 # a plain request body where "<" may stand but not right after a digit (a tqdm tail,
-# normalize.lines._TQDM_TAIL, needs "dd:dd<"; chat templates put "<" after quotes, "n", ">")
+# normalize.lines._TQDM_TAIL, needs "dd:dd<"; chat templates put "<" after quotes, "n", ">"):
+# SGLang's request lines and vLLM's Received request (C: cs_plain_rest, one rule)
 _NOT_D = r"[^\x00-\x08\x0a-\x1f\x7f^<0-9]"
-_SG_BODY = r"(?:<|" + _NOT_D + r"|[0-9]+" + _NOT_D + r")*[0-9]*"
-_SG_RECEIVE_ALL = _SG_RECEIVE + _SG_BODY + r"\r?\n?$"
-_SG_FINISH_ALL = _SG_FINISH + _SG_BODY + r"\r?\n?$"
+_PLAIN_BODY = r"(?:<|" + _NOT_D + r"|[0-9]+" + _NOT_D + r")*[0-9]*"
+_SG_RECEIVE_ALL = _SG_RECEIVE + _PLAIN_BODY + r"\r?\n?$"
+_SG_FINISH_ALL = _SG_FINISH + _PLAIN_BODY + r"\r?\n?$"
 
 
 def _sg_request(action: str) -> Callable[[pa.StructArray], dict[str, Any]]:
@@ -168,9 +169,11 @@ def _sg_request(action: str) -> Callable[[pa.StructArray], dict[str, Any]]:
 
 
 # -- vLLM
-_VL_SAFE = r"[\x20-\x21\x23-\x24\x26\x28-\x3b\x3d-\x5d\x5f-\x7b\x7d\x7e\t]"  # ASCII, no ' " % < ^ |
 _VL_RECEIVED = _VL_HDR + r"Received request (?P<rid>[A-Za-z0-9_.\-]{1,256}): "
-_VL_RECEIVED_ALL = _VL_RECEIVED + _VL_SAFE + r"*" + _END
+# the body is SamplingParams.__repr__ (vllm==0.33.0:vllm/sampling_params.py:1447-1474, logged
+# by vllm/entrypoints/serve/utils/request_logger.py:66-71): stop strings, bad words and
+# structured outputs as Python reprs, so quotes, "<|", "%", "|" and any printable text
+_VL_RECEIVED_ALL = _VL_RECEIVED + _PLAIN_BODY + r"\r?\n?$"
 _VL_ADDED = _VL_HDR + r"Added request (?P<rid>[A-Za-z0-9_\-]{1,256})\.?" + _END
 # vLLM request lines: prompt_token_ids is a field (prompt_tokens) the bulk row does not
 # read; "repeated" as for SGLang
