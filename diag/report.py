@@ -6,6 +6,10 @@ deterministic: the same inputs give the same bytes apart from ``generated_at``.
 
 from __future__ import annotations
 
+import pickle
+import weakref
+import zlib
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,18 +27,93 @@ from diag.model import SEVERITY_ORDER, Evidence, Finding, InputStatus, Snapshot,
 SCHEMA = "graphdiag.report/1"
 
 
-@dataclass
+#: runs whose facts stay unpacked; beyond, the least recently read are kept pickled (a
+#: fleet of 10,000 pod logs held 0.3 MB of pandas per run until the report was written)
+LIVE_FACTS = 64
+
+
+class HeldFacts:
+    """A run's facts, unpacked while few runs are, else zlib-pickled and unpacked on read.
+
+    Facts are final once a report holds them: what is packed is the state at the first
+    eviction, and a later read unpacks that."""
+
+    # the holders whose facts are unpacked, least recently read first
+    _live: OrderedDict[int, weakref.ref[HeldFacts]] = OrderedDict()
+
+    __slots__ = ("__weakref__", "_facts", "_packed")
+
+    def __init__(self, facts: RunFacts) -> None:
+        self._facts: RunFacts | None = facts
+        self._packed: bytes | None = None
+        self._touch()
+
+    def get(self) -> RunFacts:
+        facts = self._facts
+        if facts is None:
+            assert self._packed is not None
+            facts = self._facts = pickle.loads(zlib.decompress(self._packed))
+        self._touch()
+        return facts
+
+    def _touch(self) -> None:
+        live, key = HeldFacts._live, id(self)
+        if key in live:
+            live.move_to_end(key)
+            return
+        live[key] = weakref.ref(self, lambda _, k=key: live.pop(k, None))  # type: ignore[misc]
+        while len(live) > LIVE_FACTS:
+            oldest = live.popitem(last=False)[1]()
+            if oldest is not None:
+                oldest._pack()
+
+    def _pack(self) -> None:
+        if self._packed is None and self._facts is not None:
+            self._packed = zlib.compress(pickle.dumps(self._facts, protocol=5), 1)
+        self._facts = None
+
+    def __getstate__(self) -> RunFacts:
+        return self.get()
+
+    def __setstate__(self, facts: RunFacts) -> None:
+        self._facts, self._packed = facts, None
+        self._touch()
+
+
+@dataclass(init=False, eq=False)
 class RunReport:
-    facts: RunFacts
+    held: HeldFacts
     findings: list[Finding] = field(default_factory=list)
     recommendation: dict[str, Any] | None = None
     advice: Advice | None = None  # computed from facts before the rules (diag.advise.run_advice)
     # what the fleet summary needs of the run, built with it (diag.advise.fleet); None alone
     fleet: FleetRun | None = None
+    id: str = ""
+    sources: tuple[str, ...] = ()  # the run's files (read without unpacking its facts)
+
+    def __init__(
+        self,
+        facts: RunFacts,
+        findings: list[Finding] | None = None,
+        recommendation: dict[str, Any] | None = None,
+        advice: Advice | None = None,
+        fleet: FleetRun | None = None,
+    ) -> None:
+        self.held = HeldFacts(facts)
+        self.findings = findings if findings is not None else []
+        self.recommendation = recommendation
+        self.advice = advice
+        self.fleet = fleet
+        self.id = facts.run.id
+        self.sources = tuple(facts.run.sources)
 
     @property
-    def id(self) -> str:
-        return self.facts.run.id
+    def facts(self) -> RunFacts:
+        return self.held.get()
+
+    @facts.setter
+    def facts(self, facts: RunFacts) -> None:
+        self.held = HeldFacts(facts)
 
     @property
     def record(self) -> RunRecord:
@@ -148,7 +227,7 @@ def note_inputs_without_runs(inputs: list[InputStatus], runs: list[RunReport]) -
     """Every log that was read but made no run says why in its ``reason`` (INTERFACE:
     "every input that makes no run says why"): nothing in its lines is a start-up,
     capture, batch, stats or error line graphdiag reads."""
-    used = {s for r in runs for s in r.facts.run.sources}
+    used = {s for r in runs for s in r.sources}
     for item in inputs:
         if item.kind != "log" or item.status != "ok" or item.reason or item.path in used:
             continue
