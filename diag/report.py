@@ -10,6 +10,7 @@ import pickle
 import weakref
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -33,26 +34,27 @@ LIVE_FACTS = 64
 
 
 class HeldFacts:
-    """A run's facts, unpacked while few runs are, else zlib-pickled and unpacked on read.
+    """A run's facts, unpacked while few runs are, else packed and unpacked on read.
 
-    Facts are final once a report holds them: what is packed is the state at the first
-    eviction, and a later read unpacks that."""
+    ``restore`` gives the facts back when they are let go (:mod:`diag.fleet` hands in the
+    packed run it read); without it they are zlib-pickled at the first eviction. Facts are
+    final once a report holds them: a later read gives that state back."""
 
     # the holders whose facts are unpacked, least recently read first
     _live: OrderedDict[int, weakref.ref[HeldFacts]] = OrderedDict()
 
-    __slots__ = ("__weakref__", "_facts", "_packed")
+    __slots__ = ("__weakref__", "_facts", "_restore")
 
-    def __init__(self, facts: RunFacts) -> None:
+    def __init__(self, facts: RunFacts, restore: Callable[[], RunFacts] | None = None) -> None:
         self._facts: RunFacts | None = facts
-        self._packed: bytes | None = None
+        self._restore = restore
         self._touch()
 
     def get(self) -> RunFacts:
         facts = self._facts
         if facts is None:
-            assert self._packed is not None
-            facts = self._facts = pickle.loads(zlib.decompress(self._packed))
+            assert self._restore is not None
+            facts = self._facts = self._restore()
         self._touch()
         return facts
 
@@ -65,19 +67,32 @@ class HeldFacts:
         while len(live) > LIVE_FACTS:
             oldest = live.popitem(last=False)[1]()
             if oldest is not None:
-                oldest._pack()
+                oldest._let_go()
 
-    def _pack(self) -> None:
-        if self._packed is None and self._facts is not None:
-            self._packed = zlib.compress(pickle.dumps(self._facts, protocol=5), 1)
+    def _let_go(self) -> None:
+        if self._restore is None and self._facts is not None:
+            self._restore = _Pickled(self._facts)
         self._facts = None
 
     def __getstate__(self) -> RunFacts:
         return self.get()
 
     def __setstate__(self, facts: RunFacts) -> None:
-        self._facts, self._packed = facts, None
+        self._facts, self._restore = facts, None
         self._touch()
+
+
+class _Pickled:
+    """Facts zlib-pickled, unpickled on call."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, facts: RunFacts) -> None:
+        self.data = zlib.compress(pickle.dumps(facts, protocol=5), 1)
+
+    def __call__(self) -> RunFacts:
+        facts: RunFacts = pickle.loads(zlib.decompress(self.data))
+        return facts
 
 
 @dataclass(init=False, eq=False)
@@ -98,8 +113,9 @@ class RunReport:
         recommendation: dict[str, Any] | None = None,
         advice: Advice | None = None,
         fleet: FleetRun | None = None,
+        restore: Callable[[], RunFacts] | None = None,
     ) -> None:
-        self.held = HeldFacts(facts)
+        self.held = HeldFacts(facts, restore)
         self.findings = findings if findings is not None else []
         self.recommendation = recommendation
         self.advice = advice

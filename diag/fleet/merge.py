@@ -55,14 +55,10 @@ def merge_groups(
         for packed in part.runs:
             tell("rules per run", len(runs) + len(mine), total)
             f = packed.facts()
-            mine.append(
-                RunReport(
-                    f,
-                    engine.evaluate(f, snapshots, advice.get(f.run.id)),
-                    advice=advice.get(f.run.id),
-                    fleet=fleet_run(f, snapshots) if fleet else None,
-                )
-            )
+            got = advice.get(f.run.id)
+            findings = engine.evaluate(f, snapshots, got)
+            run_fleet = fleet_run(f, snapshots) if fleet else None
+            mine.append(RunReport(f, findings, advice=got, fleet=run_fleet, restore=packed.facts))
         part.runs = []  # the light facts go as their runs are judged
         tell("evidence", 0, 0)
         resolve_evidence(mine)

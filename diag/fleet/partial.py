@@ -21,7 +21,7 @@ import pandas as pd
 
 from diag.artifacts.trace import TraceAnalysis
 from diag.event_frames import release_freed_memory
-from diag.events import EventTables
+from diag.events import EVENT_KINDS, EventTables, empty_frame
 from diag.facts.record import RunFacts, build_facts
 from diag.facts.runs import split_runs
 from diag.fleet.groups import InputGroup
@@ -41,29 +41,43 @@ def unpack(data: bytes) -> Any:
 
 
 class PackedTables(EventTables):
-    """Event tables kept packed; the last ones read stay unpacked (one run at a time)."""
+    """Event tables kept packed kind by kind; the last frames read stay unpacked (runs are
+    read one at a time, and advice reads only its few kinds of each)."""
 
     _last: list[tuple[PackedTables, dict[str, pd.DataFrame]]] = []  # (held, not by id)
 
     def __init__(self, frames: Mapping[str, pd.DataFrame]) -> None:
-        self._packed = pack(dict(frames))
+        self._packed = {kind: pack(frame) for kind, frame in frames.items()}
 
-    @property
-    def _frames(self) -> dict[str, pd.DataFrame]:
+    def _cached(self) -> dict[str, pd.DataFrame]:
         for held, frames in PackedTables._last:
             if held is self:
                 return frames
-        frames = unpack(self._packed)
+        frames = {}
         PackedTables._last[:] = [(self, frames)]
         return frames
 
+    def __getitem__(self, kind: str) -> pd.DataFrame:
+        if kind not in self._packed:
+            if kind in EVENT_KINDS:
+                return empty_frame(kind)
+            raise KeyError(kind)
+        frames = self._cached()
+        if kind not in frames:
+            frames[kind] = unpack(self._packed[kind])
+        return frames[kind]
+
+    @property
+    def _frames(self) -> dict[str, pd.DataFrame]:
+        return {kind: self[kind] for kind in self._packed}
+
     @_frames.setter
     def _frames(self, frames: dict[str, pd.DataFrame]) -> None:
-        self._packed = pack(frames)
+        self._packed = {kind: pack(frame) for kind, frame in frames.items()}
         PackedTables._last.clear()
 
     def unpacked(self) -> EventTables:
-        return EventTables(unpack(self._packed))
+        return EventTables({kind: unpack(data) for kind, data in self._packed.items()})
 
 
 @dataclass
