@@ -20,7 +20,7 @@ from diag.advise.recommend import attach_recommendations
 from diag.advise.run_advice import advise_runs
 from diag.event_frames import release_freed_memory
 from diag.events import EventTables
-from diag.evidence import resolve_evidence
+from diag.evidence import LineReader, read_all, resolve_evidence
 from diag.fleet.partial import GroupFacts, unpack
 from diag.model import InputStatus
 from diag.report import Report, RunReport
@@ -35,6 +35,7 @@ def merge_groups(
     rules_file: str | os.PathLike[str] | None,
     generated_at: str,
     tell: Tell,
+    read: LineReader = read_all,
 ) -> Report:
     """One report of every group's facts (``parts`` is emptied run by run as it goes)."""
     from diag.rules.engine import RuleEngine
@@ -61,7 +62,7 @@ def merge_groups(
             mine.append(RunReport(f, findings, advice=got, fleet=run_fleet, restore=packed.facts))
         part.runs = []  # the light facts go as their runs are judged
         tell("evidence", 0, 0)
-        resolve_evidence(mine)
+        resolve_evidence(mine, read)
         tell("recommendations", 0, 0)
         attach_recommendations(mine, snapshots)
         runs += mine
