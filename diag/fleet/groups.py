@@ -56,12 +56,14 @@ BATCH_BYTES = 64 << 20
 
 
 def plan_groups(
-    paths: Sequence[str], max_files: int = BATCH_FILES, max_bytes: int = BATCH_BYTES
+    paths: Sequence[str], max_files: int | None = None, max_bytes: int | None = None
 ) -> GroupPlan:
     """Discover ``paths`` and cut the files into independent groups, consecutive small
-    groups batched (independent groups read together give each the runs it gives alone)."""
+    groups batched (independent groups read together give each the runs it gives alone;
+    None: :data:`BATCH_FILES` / :data:`BATCH_BYTES`)."""
     files, problems = discover(paths)
-    return GroupPlan(tuple(problems), tuple(batched(group_files(files), max_files, max_bytes)))
+    groups = batched(group_files(files), max_files or BATCH_FILES, max_bytes or BATCH_BYTES)
+    return GroupPlan(tuple(problems), tuple(groups))
 
 
 def batched(groups: Sequence[InputGroup], max_files: int, max_bytes: int) -> list[InputGroup]:
