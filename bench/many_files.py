@@ -11,7 +11,11 @@ CPU seconds of this process (steadier than wall time on a shared machine), the C
 seconds spent splitting the event tables into streams/runs (``split_runs``), and the peak
 RSS of the process (each size is measured in a fresh child process: the peak is its own).
 
-Usage: python bench/many_files.py [--counts 1000 3000 10000] [--lines 60]
+With ``--cluster local:2`` (or a scheduler address) the folder is analysed by a Dask
+cluster's tasks (``analyze --cluster``): the peak RSS is then the client's (with a
+LocalCluster, the scheduler runs in the client process too; the workers are not counted).
+
+Usage: python bench/many_files.py [--counts 1000 3000 10000] [--lines 60] [--cluster local:2]
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ def write_folder(folder: Path, count: int, lines: int) -> None:
         (pod / "server.log").write_text(body)
 
 
-def measure(count: int, lines: int) -> None:
+def measure(count: int, lines: int, cluster: str | None = None) -> None:
     """One folder size, in this process: prints its row."""
     split_time = [0.0]
     real_split = partial.split_runs
@@ -56,9 +60,19 @@ def measure(count: int, lines: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "fleet"
         write_folder(folder, count, lines)
+        conn = None
+        if cluster is not None:
+            from diag.fleet.cluster import analyze_on_cluster, connect
+
+            conn = connect(cluster)  # (workers started before the clock)
         start, cpu_start = time.perf_counter(), time.process_time()
-        report = analyze([str(folder)], generated_at="bench", jobs=1)
+        if conn is None:
+            report = analyze([str(folder)], generated_at="bench", jobs=1)
+        else:
+            report = analyze_on_cluster([str(folder)], conn.client, generated_at="bench")
         total, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        if conn is not None:
+            conn.close()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(
             f"{count:>7} {total:>9.2f} {total / count:>9.5f} {cpu:>9.2f} {cpu / count:>11.5f}"
@@ -71,10 +85,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--counts", nargs="+", default=["1000", "3000", "10000"])
     ap.add_argument("--lines", type=int, default=60, help="lines per log file")
+    ap.add_argument("--cluster", help="a Dask scheduler address or local[:N]")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child's one folder size
     args = ap.parse_args()
     if args.one:
-        measure(args.one, args.lines)
+        measure(args.one, args.lines, args.cluster)
         return
     print(
         f"{'files':>7} {'total s':>9} {'s/file':>9} {'CPU s':>9} {'CPU s/file':>11}"
@@ -83,6 +98,7 @@ def main() -> None:
     )
     for count in (int(c) for arg in args.counts for c in arg.split(",")):
         cmd = [sys.executable, __file__, "--one", str(count), "--lines", str(args.lines)]
+        cmd += ["--cluster", args.cluster] if args.cluster else []
         subprocess.run(cmd, check=True)
 
 
