@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
+
 from diag.api import analyze
 from diag.cli.progress import Progress
 from tests.conftest import ROOT
@@ -63,10 +65,15 @@ def test_a_stall_is_said_not_an_eta_that_climbs() -> None:
     assert "waiting for the readers" in line and "ETA" not in line
 
 
-def test_every_analysis_stage_advances_the_meter(tmp_path: Path) -> None:
-    """Files read (counted: each file is a group of its own here), advice, rules per run
-    (counted), evidence, recommendations; each told in order, the counted ones up to their
-    total. One group alone is told event tables, runs and facts per run (counted)."""
+def test_every_analysis_stage_advances_the_meter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files read (counted: each file is read as a group of its own here), advice, rules per
+    run (counted), evidence, recommendations; each told in order, the counted ones up to
+    their total. One group alone is told event tables, runs and facts per run (counted)."""
+    import diag.fleet.groups as groups
+
+    monkeypatch.setattr(groups, "BATCH_FILES", 1)
     folder = tmp_path / "many"
     folder.mkdir()
     incidents = ROOT / "fixtures" / "incidents"
