@@ -37,7 +37,8 @@ def merge_groups(
     tell: Tell,
     read: LineReader = read_all,
 ) -> Report:
-    """One report of every group's facts (``parts`` is emptied run by run as it goes)."""
+    """One report of every group's facts (each part's run list is let go once judged; a
+    run's packed facts stay, as what its report unpacks them from)."""
     from diag.rules.engine import RuleEngine
 
     inputs = [InputStatus(p.path, status="skipped", reason=p.reason) for p in problems]
@@ -60,7 +61,7 @@ def merge_groups(
             findings = engine.evaluate(f, snapshots, got)
             run_fleet = fleet_run(f, snapshots) if fleet else None
             mine.append(RunReport(f, findings, advice=got, fleet=run_fleet, restore=packed.facts))
-        part.runs = []  # the light facts go as their runs are judged
+        part.runs = []
         tell("evidence", 0, 0)
         resolve_evidence(mine, read)
         tell("recommendations", 0, 0)
