@@ -25,12 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from diag import api  # noqa: E402
 from diag.advise.recommend import attach_recommendations  # noqa: E402
 from diag.advise.run_advice import advise_runs  # noqa: E402
 from diag.evidence import resolve_evidence  # noqa: E402
 from diag.facts.record import build_facts  # noqa: E402
 from diag.facts.runs import split_runs  # noqa: E402
+from diag.fleet.joins import attach_artifacts, run_profiles  # noqa: E402
 from diag.ingest import ingest  # noqa: E402
 from diag.render.serialize import to_json  # noqa: E402
 from diag.report import Report, RunReport  # noqa: E402
@@ -74,7 +74,7 @@ def main() -> None:
     runs = split_runs(ing.tables, ing.streams)
     step("split_runs")
     facts = [build_facts(r) for r in runs]
-    api._attach_artifacts(facts, ing)
+    attach_artifacts(facts, ing)
     step("build_facts")
     engine = RuleEngine.load(None)
     advice = advise_runs(facts, ing.snapshots)
@@ -92,7 +92,9 @@ def main() -> None:
     step("evidence")
     attach_recommendations(reports, ing.snapshots)
     step("recommend")
-    report = Report(ing.inputs, reports, api._profiles(facts, ing), ing.snapshots, ing.tables, "-")
+    report = Report(
+        ing.inputs, reports, run_profiles(facts) + ing.profiles, ing.snapshots, ing.tables, "-"
+    )
     to_json(report)
     step("json")
     print(

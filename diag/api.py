@@ -8,23 +8,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime, timezone, tzinfo
-from pathlib import Path
-from typing import Any
 
-from diag.advise.fleet import fleet_run
-from diag.advise.recommend import attach_recommendations
-from diag.advise.run_advice import advise_runs
-from diag.artifacts.trace import TraceAnalysis
-from diag.event_frames import release_freed_memory
 from diag.events import EventTables
-from diag.evidence import resolve_evidence
-from diag.facts.record import RunFacts, build_facts, snapshot_graph_pool_gib
 from diag.facts.runs import Run, split_runs
-from diag.facts.trace_join import verify
+from diag.fleet.groups import GroupPlan, InputGroup, plan_groups
+from diag.fleet.merge import merge_groups
+from diag.fleet.partial import GroupFacts, group_facts, read_group
 from diag.ingest import Ingested, ProgressFn, StageFn, ingest
-from diag.report import Report, RunReport
+from diag.report import Report
 
 
 def parse_events(
@@ -50,218 +42,49 @@ def analyze(
 ) -> Report:
     """Read the inputs, build facts per run, run the rules, return the :class:`Report`.
 
+    The inputs are read group by group (:mod:`diag.fleet`: rotated sets, with the
+    artifacts of their folder), each group's event tables let go once its facts are built,
+    so a folder of many pod logs stays bounded; the report is the one a single pass makes.
     ``tz``: the zone of log time stamps that carry none (``--tz``), to meet profiler traces'
     epoch times; None reads them as UTC. ``stage(name, done, total)`` hears of each step
-    after reading (runs counted where a step goes run by run), so a meter moves through the
-    whole analysis."""
-    from diag.rules.engine import RuleEngine
+    (files counted while groups are read, runs where a step goes run by run), so a meter
+    moves through the whole analysis."""
 
     def tell(name: str, done: int = 0, total: int = 0) -> None:
         if stage is not None:
             stage(name, done, total)
 
-    ing = ingested if ingested is not None else ingest(paths, progress, jobs=jobs, stage=stage)
-    tell("splitting runs")
-    split = split_runs(ing.tables, ing.streams)
-    facts = []
-    for i, run in enumerate(split):
-        tell("facts per run", i, len(split))
-        facts.append(build_facts(run))
-    release_freed_memory()  # the stages' temporaries, kept by the allocators otherwise
-    _attach_artifacts(facts, ing)
-    if ing.traces:
-        tell("joining profiler traces")
-    attach_traces(facts, ing.traces, tz)
-    engine = RuleEngine.load(rules_file)
-    # advice first, from facts alone: the rules and every renderer quote it (issue 14)
-    tell("advice (bucket sets)")
-    advice = advise_runs(facts, ing.snapshots)
-    release_freed_memory()
-    runs = []
-    fleet = len(facts) > 1  # the fleet summary's per-run value, while the tables are here
-    for i, f in enumerate(facts):
-        tell("rules per run", i, len(facts))
-        runs.append(
-            RunReport(
-                f,
-                engine.evaluate(f, ing.snapshots, advice.get(f.run.id)),
-                advice=advice.get(f.run.id),
-                fleet=fleet_run(f, ing.snapshots) if fleet else None,
-            )
-        )
-    tell("evidence")
-    resolve_evidence(runs)
-    tell("recommendations")
-    attach_recommendations(runs, ing.snapshots)
-    return Report(
-        ing.inputs,
-        runs,
-        _profiles(facts, ing),
-        ing.snapshots,
-        ing.tables,
+    if ingested is not None:
+        plan, parts = GroupPlan((), ()), [group_facts(ingested, tz)]
+    else:
+        plan = plan_groups(paths)
+        parts = read_groups(plan, tz, jobs=jobs, progress=progress, stage=stage)
+    return merge_groups(
+        plan.problems,
+        parts,
+        rules_file,
         generated_at or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        traces=ing.traces,
+        tell,
     )
 
 
-def _profiles(facts: list[RunFacts], ing: Ingested) -> list[dict[str, Any]]:
-    """Operator tables: those logged inside runs, then standalone table files."""
-    import json
-
-    out: list[dict[str, Any]] = []
-    for f in facts:
-        for _, row in f.tables["profile"].iterrows():
-            table = json.loads(row["table"])
-            table["run"] = f.run.id
-            out.append(table)
-    for p in ing.profiles:
-        out.append(dict(p))
-    return out
-
-
-def _attach_artifacts(facts: list[RunFacts], ing: Ingested) -> None:
-    """Join snapshots and standalone tables to the run whose logs sit in the same folder
-    (nearest folder up the tree wins; ties go to the last run, the one that captured last)."""
-    if not facts:
-        return
-    for item in ing.profiles:
-        run = _nearest_run(Path(item["path"]), facts)
-        if run is not None:
-            item["run"] = run.run.id
-    for snap in ing.snapshots:
-        run = _nearest_run(Path(snap.path), facts)
-        if run is None or not snap.pools:
-            continue
-        snap.run = run.run.id
-        run.memory_check = memory_check(run.record.capture_mem_gib, snap.graph_pool_gib, snap.path)
-        if run.memory_check.get("disagrees"):
-            run.notes.append(run.memory_check["summary"])
-    for f in facts:
-        f.snapshot_graph_pool_gib = snapshot_graph_pool_gib(f.run.id, ing.snapshots)
-
-
-def attach_traces(facts: list[RunFacts], traces: list[TraceAnalysis], tz: tzinfo | None) -> None:
-    """Join each profiler trace to a run (nearest folder; among runs there, the one whose
-    decode batches span the trace's steps), then verify each run's batches against its
-    traces: the record gets ``trace_verified``, the run notes what could not be joined."""
-    if not facts or not traces:
-        return
-    by_run: dict[str, list[TraceAnalysis]] = {}
-    for t in traces:
-        run = _trace_run(t, facts, tz)
-        if run is not None:
-            t.run = run.run.id
-            sizes = run.record.graph_capture_sizes
-            t.log_capture_sizes = list(sizes) if sizes is not None else None
-            by_run.setdefault(run.run.id, []).append(t)
-    for f in facts:
-        joined = by_run.get(f.run.id)
-        if not joined:
-            continue
-        offset = _tz_offset_s(tz, joined)
-        check = verify(f, joined, offset)
-        f.trace_check = check
-        f.record = replace(f.record, trace_verified=check.record())
-        for path in check.no_epoch:
-            f.notes.append(
-                f"trace {path}: its time stamps are relative and it has no baseTimeNanoseconds, "
-                "so its steps are not joined to log lines"
-            )
-        if (
-            check.matches.empty
-            and not check.no_epoch
-            and any(not t.steps.empty for t in joined if t.kind == "step_trace")
-        ):
-            f.notes.append(
-                "no decode batch of the log matched a profiled step by time and batch size "
-                "(same rank): if the log stamps local time, pass --tz with its zone"
-            )
-
-
-def _tz_offset_s(tz: tzinfo | None, traces: list[TraceAnalysis]) -> float:
-    """Seconds the log's wall clock is ahead of UTC at the traces' time (DST-aware)."""
-    if tz is None:
-        return 0.0
-    times = [float(t.steps["epoch_s"].min()) for t in traces if not t.steps.empty]
-    times = [x for x in times if x == x]
-    at = datetime.fromtimestamp(times[0] if times else 0.0, timezone.utc)
-    off = at.astimezone(tz).utcoffset()
-    return off.total_seconds() if off is not None else 0.0
-
-
-def _trace_run(t: TraceAnalysis, facts: list[RunFacts], tz: tzinfo | None) -> RunFacts | None:
-    folder = os.path.abspath(Path(t.path).parent)
-    depth = [
-        max(
-            (
-                len(os.path.commonpath([folder, os.path.abspath(Path(s).parent)]))
-                for s in f.run.sources
-            ),
-            default=-1,
-        )
-        for f in facts
-    ]
-    best = max(depth)
-    near = [f for f, d in zip(facts, depth, strict=True) if d == best]
-    if len(near) > 1 and not t.steps.empty and t.steps["epoch_s"].notna().any():
-        lo = float(t.steps["epoch_s"].min()) + _tz_offset_s(tz, [t])
-        hi = float(t.steps["epoch_s"].max()) + _tz_offset_s(tz, [t])
-        spans = [
-            f
-            for f in near
-            if not f.batches.empty
-            and f.batches["ts"].min() - 2 <= hi
-            and f.batches["ts"].max() + 2 >= lo
-        ]
-        if spans:
-            return spans[-1]
-    return _nearest_run(Path(t.path), near) or near[-1]
-
-
-def memory_check(log_gib: float | None, snapshot_gib: float, path: str) -> dict[str, Any]:
-    """The capture memory the log printed against the snapshot's CUDA-graph pools.
-
-    They measure different things (the log: free-memory drop over the whole capture, incl.
-    buffers; the snapshot: reserved bytes of the graph private pools at dump time), so only
-    a gap above 20 % and 0.1 GiB is called a disagreement."""
-    out: dict[str, Any] = {
-        "log_capture_mem_gib": log_gib,
-        "snapshot_graph_pool_gib": round(snapshot_gib, 3),
-        "snapshot": path,
-        "difference_gib": None,
-        "disagrees": False,
-    }
-    if log_gib is not None:
-        diff = round(snapshot_gib - log_gib, 3)
-        out["difference_gib"] = diff
-        out["disagrees"] = abs(diff) > max(0.1, 0.2 * max(abs(log_gib), snapshot_gib))
-        if out["disagrees"]:
-            out["summary"] = (
-                f"capture memory disagrees: the log printed {log_gib} GiB, the snapshot's graph "
-                f"pools hold {snapshot_gib:.2f} GiB ({path})"
-            )
-    return out
-
-
-def _nearest_run(path: Path, facts: list[RunFacts]) -> RunFacts | None:
-    """Deepest shared folder first; among runs in the same folder, one that profiled its
-    capture (--enable-profile-cuda-graph: tables or the "Memory Usage is saved" line) wins,
-    then the last run."""
-    best: tuple[int, int, int] | None = None
-    chosen = None
-    for i, f in enumerate(facts):
-        profiled = int(
-            not f.tables["profile"].empty
-            or f.config.profile_cuda_graph
-            or (f.tables["advisory"]["topic"] == "snapshot_written").any()
-        )
-        for src in f.run.sources:
-            if src == "-":
-                continue
-            common = os.path.commonpath(
-                [str(path.parent.resolve()), str(Path(src).parent.resolve())]
-            )
-            key = (len(Path(common).parts), profiled, i)
-            if best is None or key > best:
-                best, chosen = key, f
-    return chosen
+def read_groups(
+    plan: GroupPlan,
+    tz: tzinfo | None,
+    *,
+    jobs: int | None = None,
+    progress: ProgressFn | None = None,
+    stage: StageFn | None = None,
+) -> list[GroupFacts]:
+    """Every group read in this process, in order. One group is read with the caller's byte
+    meter and stages; several are counted in files read."""
+    if len(plan.groups) <= 1:
+        group = plan.groups[0] if plan.groups else InputGroup(())
+        return [read_group(group, tz, jobs=jobs, progress=progress, stage=stage)]
+    parts, done = [], 0
+    for group in plan.groups:
+        if stage is not None:
+            stage("reading files", done, plan.files)
+        parts.append(read_group(group, tz, jobs=jobs))
+        done += len(group.files)
+    return parts

@@ -8,6 +8,7 @@ stdin cannot be re-read: its evidence keeps the text the rule wrote.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from diag.ingest.hotpath.native import count_newlines
@@ -19,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from diag.report import RunReport
 
 MAX_TEXT = 400
+LineReader = Callable[[Mapping[str, set[int]]], Mapping[str, Mapping[int, str]]]
 
 
 def read_lines(path: str, wanted: set[int]) -> dict[int, str]:
@@ -44,13 +46,20 @@ def read_lines(path: str, wanted: set[int]) -> dict[int, str]:
     return out
 
 
-def resolve_evidence(runs: list[RunReport]) -> None:
+def read_all(wanted: Mapping[str, set[int]]) -> dict[str, dict[int, str]]:
+    """:func:`read_lines` of each file (path -> its wanted line numbers)."""
+    return {path: read_lines(path, lines) for path, lines in wanted.items()}
+
+
+def resolve_evidence(runs: list[RunReport], read: LineReader = read_all) -> None:
+    """Fill each finding's evidence text from its file; ``read`` reads the files (a
+    cluster reads them where they lie, ``diag.fleet.cluster``)."""
     wanted: dict[str, set[int]] = defaultdict(set)
     for run in runs:
         for finding in run.findings:
             for ev in finding.evidence:
                 wanted[ev.path].add(ev.line)
-    texts = {path: read_lines(path, lines) for path, lines in wanted.items()}
+    texts = read(wanted) if wanted else {}
     for run in runs:
         for finding in run.findings:
             for ev in finding.evidence:

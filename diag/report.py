@@ -6,6 +6,11 @@ deterministic: the same inputs give the same bytes apart from ``generated_at``.
 
 from __future__ import annotations
 
+import pickle
+import weakref
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,18 +28,108 @@ from diag.model import SEVERITY_ORDER, Evidence, Finding, InputStatus, Snapshot,
 SCHEMA = "graphdiag.report/1"
 
 
-@dataclass
+#: runs whose facts stay unpacked; beyond, the least recently read are kept pickled (a
+#: fleet of 10,000 pod logs held 0.3 MB of pandas per run until the report was written)
+LIVE_FACTS = 64
+
+
+class HeldFacts:
+    """A run's facts, unpacked while few runs are, else packed and unpacked on read.
+
+    ``restore`` gives the facts back when they are let go (:mod:`diag.fleet` hands in the
+    packed run it read); without it they are zlib-pickled at the first eviction. Facts are
+    final once a report holds them: a later read gives that state back."""
+
+    # the holders whose facts are unpacked, least recently read first
+    _live: OrderedDict[int, weakref.ref[HeldFacts]] = OrderedDict()
+
+    __slots__ = ("__weakref__", "_facts", "_restore")
+
+    def __init__(self, facts: RunFacts, restore: Callable[[], RunFacts] | None = None) -> None:
+        self._facts: RunFacts | None = facts
+        self._restore = restore
+        self._touch()
+
+    def get(self) -> RunFacts:
+        facts = self._facts
+        if facts is None:
+            assert self._restore is not None
+            facts = self._facts = self._restore()
+        self._touch()
+        return facts
+
+    def _touch(self) -> None:
+        live, key = HeldFacts._live, id(self)
+        if key in live:
+            live.move_to_end(key)
+            return
+        live[key] = weakref.ref(self, lambda _, k=key: live.pop(k, None))  # type: ignore[misc]
+        while len(live) > LIVE_FACTS:
+            oldest = live.popitem(last=False)[1]()
+            if oldest is not None:
+                oldest._let_go()
+
+    def _let_go(self) -> None:
+        if self._restore is None and self._facts is not None:
+            self._restore = _Pickled(self._facts)
+        self._facts = None
+
+    def __getstate__(self) -> RunFacts:
+        return self.get()
+
+    def __setstate__(self, facts: RunFacts) -> None:
+        self._facts, self._restore = facts, None
+        self._touch()
+
+
+class _Pickled:
+    """Facts zlib-pickled, unpickled on call."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, facts: RunFacts) -> None:
+        self.data = zlib.compress(pickle.dumps(facts, protocol=5), 1)
+
+    def __call__(self) -> RunFacts:
+        facts: RunFacts = pickle.loads(zlib.decompress(self.data))
+        return facts
+
+
+@dataclass(init=False, eq=False)
 class RunReport:
-    facts: RunFacts
+    held: HeldFacts
     findings: list[Finding] = field(default_factory=list)
     recommendation: dict[str, Any] | None = None
     advice: Advice | None = None  # computed from facts before the rules (diag.advise.run_advice)
     # what the fleet summary needs of the run, built with it (diag.advise.fleet); None alone
     fleet: FleetRun | None = None
+    id: str = ""
+    sources: tuple[str, ...] = ()  # the run's files (read without unpacking its facts)
+
+    def __init__(
+        self,
+        facts: RunFacts,
+        findings: list[Finding] | None = None,
+        recommendation: dict[str, Any] | None = None,
+        advice: Advice | None = None,
+        fleet: FleetRun | None = None,
+        restore: Callable[[], RunFacts] | None = None,
+    ) -> None:
+        self.held = HeldFacts(facts, restore)
+        self.findings = findings if findings is not None else []
+        self.recommendation = recommendation
+        self.advice = advice
+        self.fleet = fleet
+        self.id = facts.run.id
+        self.sources = tuple(facts.run.sources)
 
     @property
-    def id(self) -> str:
-        return self.facts.run.id
+    def facts(self) -> RunFacts:
+        return self.held.get()
+
+    @facts.setter
+    def facts(self, facts: RunFacts) -> None:
+        self.held = HeldFacts(facts)
 
     @property
     def record(self) -> RunRecord:
@@ -148,7 +243,7 @@ def note_inputs_without_runs(inputs: list[InputStatus], runs: list[RunReport]) -
     """Every log that was read but made no run says why in its ``reason`` (INTERFACE:
     "every input that makes no run says why"): nothing in its lines is a start-up,
     capture, batch, stats or error line graphdiag reads."""
-    used = {s for r in runs for s in r.facts.run.sources}
+    used = {s for r in runs for s in r.sources}
     for item in inputs:
         if item.kind != "log" or item.status != "ok" or item.reason or item.path in used:
             continue

@@ -35,7 +35,14 @@ LAYERS: list[tuple[str, ...]] = [
     ("diag.report",),
     ("diag.render",),
     # orchestration and outputs over everything below
-    ("diag.api", "diag.evidence", "diag.export", "diag.export_parquet", "diag.output"),
+    (
+        "diag.api",
+        "diag.evidence",
+        "diag.export",
+        "diag.export_parquet",
+        "diag.output",
+        "diag.fleet",
+    ),
     ("diag.cli", "diag.entry", "diag.__main__", "diag"),
 ]
 MAX_LINES = 600

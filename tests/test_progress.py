@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
+
 from diag.api import analyze
 from diag.cli.progress import Progress
 from tests.conftest import ROOT
@@ -63,9 +65,15 @@ def test_a_stall_is_said_not_an_eta_that_climbs() -> None:
     assert "waiting for the readers" in line and "ETA" not in line
 
 
-def test_every_analysis_stage_advances_the_meter(tmp_path: Path) -> None:
-    """After the last byte: event tables, runs, facts and rules per run (counted), advice,
-    evidence, recommendations; each told in order, the counted ones up to their total."""
+def test_every_analysis_stage_advances_the_meter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files read (counted: each file is read as a group of its own here), advice, rules per
+    run (counted), evidence, recommendations; each told in order, the counted ones up to
+    their total. One group alone is told event tables, runs and facts per run (counted)."""
+    import diag.fleet.groups as groups
+
+    monkeypatch.setattr(groups, "BATCH_FILES", 1)
     folder = tmp_path / "many"
     folder.mkdir()
     incidents = ROOT / "fixtures" / "incidents"
@@ -76,6 +84,24 @@ def test_every_analysis_stage_advances_the_meter(tmp_path: Path) -> None:
     report = analyze([str(folder)], jobs=1, stage=lambda n, d, t: told.append((n, d, t)))
     names = list(dict.fromkeys(n for n, _, _ in told))
     assert names == [
+        "reading files",
+        "advice (bucket sets)",
+        "rules per run",
+        "evidence",
+        "recommendations",
+    ]
+    n = len(report.runs)
+    assert n >= 3
+    for counted in ("reading files", "rules per run"):
+        steps = [(d, t) for name, d, t in told if name == counted]
+        assert steps == [(i, n) for i in range(n)]
+    told.clear()
+    one = analyze(
+        [str(folder / "vllm-healthy-server.log")],
+        jobs=1,
+        stage=lambda n, d, t: told.append((n, d, t)),
+    )
+    assert list(dict.fromkeys(n for n, _, _ in told)) == [
         "building the event tables",
         "splitting runs",
         "facts per run",
@@ -84,11 +110,7 @@ def test_every_analysis_stage_advances_the_meter(tmp_path: Path) -> None:
         "evidence",
         "recommendations",
     ]
-    n = len(report.runs)
-    assert n >= 3
-    for counted in ("facts per run", "rules per run"):
-        steps = [(d, t) for name, d, t in told if name == counted]
-        assert steps == [(i, n) for i in range(n)]
+    assert [(d, t) for name, d, t in told if name == "facts per run"] == [(0, len(one.runs))]
 
 
 def test_stage_eta_is_its_own_time_per_item() -> None:

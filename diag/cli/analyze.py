@@ -6,6 +6,7 @@ import re
 import sys
 from datetime import timedelta, timezone, tzinfo
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,6 +21,9 @@ from diag.cli.common import (
     report_inputs,
     warn,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from diag.report import Report
 
 FORMATS = ["text", "json", "yaml", "markdown"]
 FAIL_LEVELS = {"error": 0, "warning": 1, "info": 2, "never": -1}
@@ -43,6 +47,8 @@ Examples:
   graphdiag analyze server.log.gz rank1.log --format markdown > ticket.md
   docker logs sglang 2>&1 | graphdiag analyze - -o out/
   graphdiag analyze logs/ --fail-on warning --format json > report.json
+  graphdiag analyze --cluster tcp://scheduler:8786 /shared/logs/
+  graphdiag analyze --cluster tcp://scheduler:8786 --on-workers '/var/log/sglang/*.log'
 
 \b
 PATH: log files (plain, .gz, rotated; docker/k8s/ray prefixes are peeled), folders (read
@@ -125,6 +131,21 @@ def parse_tz(text: str) -> tzinfo:
     help="Zone of log time stamps that carry none (e.g. Asia/Shanghai, +08:00), to join "
     "profiler-trace steps to log lines by time; default UTC.",
 )
+@click.option(
+    "--cluster",
+    "cluster",
+    default=None,
+    metavar="ADDRESS",
+    help="Read the inputs in tasks of a Dask cluster: a scheduler address "
+    "(tcp://scheduler:8786) or local[:N] for N worker processes here. Needs "
+    "pip install 'graphdiag[cluster]'.",
+)
+@click.option(
+    "--on-workers",
+    is_flag=True,
+    help="With --cluster: PATH is a glob each worker evaluates and reads itself (logs read "
+    "where they lie); paths are shown as <worker name>:<path>.",
+)
 @jobs_option
 @quiet_option()
 def analyze(
@@ -135,6 +156,8 @@ def analyze(
     fail_on: str,
     rules_file: str | None,
     tz: str | None,
+    cluster: str | None,
+    on_workers: bool,
     jobs: int,
     quiet: bool,
 ) -> None:
@@ -148,16 +171,21 @@ def analyze(
     from diag.rules.engine import RulesError
 
     zone = parse_tz(tz) if tz else None
+    if on_workers and cluster is None:
+        raise click.UsageError("--on-workers reads paths on the workers of a --cluster")
     progress = Progress(quiet)
     try:
-        report = run_analysis(
-            list(paths),
-            rules_file=rules_file,
-            progress=progress,
-            jobs=jobs or None,
-            tz=zone,
-            stage=progress.stage,
-        )
+        if cluster is not None:
+            report = _on_cluster(paths, cluster, on_workers, rules_file, zone, progress)
+        else:
+            report = run_analysis(
+                list(paths),
+                rules_file=rules_file,
+                progress=progress,
+                jobs=jobs or None,
+                tz=zone,
+                stage=progress.stage,
+            )
         if not report.readable() or not report.recognised():
             progress.finish()
             report_inputs(report.inputs)  # each unreadable input's reason, then one line
@@ -215,3 +243,34 @@ def analyze(
     level = FAIL_LEVELS[fail_on]
     worst = [FAIL_LEVELS[f.severity] for f in report.findings]
     sys.exit(1 if level >= 0 and any(w <= level for w in worst) else 0)
+
+
+def _on_cluster(
+    paths: tuple[str, ...],
+    address: str,
+    on_workers: bool,
+    rules_file: str | None,
+    zone: tzinfo | None,
+    progress: Progress,
+) -> Report:
+    """The report read by a Dask cluster's tasks; one line and exit 2 without Dask or a
+    scheduler."""
+    from diag.fleet.cluster import ClusterUnavailable, analyze_on_cluster, connect
+
+    try:
+        conn = connect(address)
+    except ClusterUnavailable as exc:
+        progress.finish()
+        warn(str(exc))
+        sys.exit(2)
+    try:
+        return analyze_on_cluster(
+            list(paths),
+            conn.client,
+            on_workers=on_workers,
+            rules_file=rules_file,
+            tz=zone,
+            stage=progress.stage,
+        )
+    finally:
+        conn.close()

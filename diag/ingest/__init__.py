@@ -36,7 +36,7 @@ from diag.ingest.owned import bounded_jobs
 from diag.model import InputStatus, Snapshot, Stream
 from diag.parsers.registry import parsers_for
 from diag.parsers.scan import StreamScanner
-from diag.sources.discover import InputFile, discover
+from diag.sources.discover import InputFile, Problem, discover
 from diag.sources.readers import detect_backend
 
 SNAPSHOT_LIMIT_BYTES = 512 * 1024 * 1024
@@ -75,8 +75,24 @@ def ingest(
     ``stage``: told when reading is done and the event tables are built (a meter's second
     stage: that takes seconds on a big log, after the last byte).
     """
-    use_hot = hotpath_enabled(hotpath)
     files, problems = discover(paths)
+    return ingest_files(
+        files, problems, progress, snapshot_limit, jobs, chunk_bytes, hotpath, stage
+    )
+
+
+def ingest_files(
+    files: Sequence[InputFile],
+    problems: Sequence[Problem] = (),
+    progress: ProgressFn | None = None,
+    snapshot_limit: int = SNAPSHOT_LIMIT_BYTES,
+    jobs: int | None = None,
+    chunk_bytes: int | None = None,
+    hotpath: bool | None = None,
+    stage: StageFn | None = None,
+) -> Ingested:
+    """:func:`ingest` of files already discovered (one group of them, ``diag.fleet``)."""
+    use_hot = hotpath_enabled(hotpath)
     inputs: list[InputStatus] = [
         InputStatus(p.path, status="skipped", reason=p.reason) for p in problems
     ]
@@ -224,6 +240,7 @@ __all__ = [
     "detect_backend",
     "in_line_order",
     "ingest",
+    "ingest_files",
     "parsers_for",
     "resolve_jobs",
 ]

@@ -1,0 +1,173 @@
+"""Cut the inputs into groups that can be analysed alone and give the same runs.
+
+A run never spans two rotated sets (``diag.facts.runs``: one stream is one rotated set,
+the ranks of a server print into it), so a rotated set is the smallest unit. What joins
+units is an artifact: a snapshot, profiler table or trace is joined to the run whose logs
+share its deepest folder (``diag.api``), so it is grouped with every log unit at that
+depth. Any file that does not sniff as a plain log is treated as an artifact (when unsure
+keep files together: a wrong split changes verdicts). Groups are then widened to
+contiguous ranges of the reading order, so concatenating the groups' results in order is
+the order of one pass.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from diag.sources.discover import STDIN, InputFile, Problem, discover
+from diag.sources.readers import open_binary, read_head, sniff
+from diag.sources.trace_sniff import trace_by_name
+
+
+@dataclass(frozen=True)
+class InputGroup:
+    """Files read together (whole rotated sets, in reading order)."""
+
+    files: tuple[InputFile, ...]
+
+    @property
+    def paths(self) -> list[str]:
+        return [f.path for f in self.files]
+
+    @property
+    def bytes(self) -> int:
+        return sum(_size(f) for f in self.files)
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """What discovery could not list, and the groups of what it could."""
+
+    problems: tuple[Problem, ...]
+    groups: tuple[InputGroup, ...]
+
+    @property
+    def files(self) -> int:
+        return sum(len(g.files) for g in self.groups)
+
+
+#: consecutive groups are read together up to this many files or bytes: each read has a
+#: fixed cost (building the event frames, ~25 ms), paid per batch instead of per pod log
+BATCH_FILES = 200
+BATCH_BYTES = 64 << 20
+
+
+def plan_groups(
+    paths: Sequence[str], max_files: int | None = None, max_bytes: int | None = None
+) -> GroupPlan:
+    """Discover ``paths`` and cut the files into independent groups, consecutive small
+    groups batched (independent groups read together give each the runs it gives alone;
+    None: :data:`BATCH_FILES` / :data:`BATCH_BYTES`)."""
+    files, problems = discover(paths)
+    groups = batched(group_files(files), max_files or BATCH_FILES, max_bytes or BATCH_BYTES)
+    return GroupPlan(tuple(problems), tuple(groups))
+
+
+def batched(groups: Sequence[InputGroup], max_files: int, max_bytes: int) -> list[InputGroup]:
+    """Consecutive groups joined while the batch stays within ``max_files`` / ``max_bytes``
+    (a group larger than that is a batch of its own)."""
+    out: list[InputGroup] = []
+    files: list[InputFile] = []
+    size = 0
+    for g in groups:
+        n, b = len(g.files), g.bytes
+        if files and (len(files) + n > max_files or size + b > max_bytes):
+            out.append(InputGroup(tuple(files)))
+            files, size = [], 0
+        files.extend(g.files)
+        size += b
+    if files:
+        out.append(InputGroup(tuple(files)))
+    return out
+
+
+def group_files(files: Sequence[InputFile]) -> list[InputGroup]:
+    """Independent groups of ``files`` (discovery order kept, rotated sets whole)."""
+    units: list[list[InputFile]] = []
+    for f in files:
+        if units and units[-1][0].group == f.group:
+            units[-1].append(f)
+        else:
+            units.append([f])
+    if any(f.fs_path is None for f in files):  # stdin is read in this process, with the rest
+        return [InputGroup(tuple(files))] if files else []
+    parent = list(range(len(units)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    logs = [i for i, u in enumerate(units) if all(_is_plain_log(f) for f in u)]
+    folders = {i: [_folder(f) for f in units[i]] for i in logs}
+    for i, unit in enumerate(units):
+        if i in folders:
+            continue
+        for f in unit:
+            for j in _nearest_units(_folder(f), folders):
+                parent[find(j)] = find(i)
+    # widen each group to the range of reading order it spans, then cut at the gaps
+    end_of: dict[int, int] = {}
+    for i in range(len(units)):
+        end_of[find(i)] = i
+    out: list[InputGroup] = []
+    start, reach = 0, -1
+    for i in range(len(units)):
+        reach = max(reach, end_of[find(i)])
+        if i == reach:
+            out.append(InputGroup(tuple(f for u in units[start : i + 1] for f in u)))
+            start = i + 1
+    return out
+
+
+def _nearest_units(folder: str, folders: dict[int, list[str]]) -> list[int]:
+    """The log units whose files share the deepest folder with ``folder`` (all at that
+    depth: which of them wins is decided by the runs, after reading)."""
+    best, chosen = -1, []
+    for j, theirs in folders.items():
+        depth = max(len(Path(os.path.commonpath([folder, d])).parts) for d in theirs)
+        if depth > best:
+            best, chosen = depth, [j]
+        elif depth == best:
+            chosen.append(j)
+    return chosen
+
+
+def _folder(f: InputFile) -> str:
+    return str(Path(f.path).parent.resolve())
+
+
+def _is_plain_log(f: InputFile) -> bool:
+    """Sniffs as a text log and not as JSON (a trace or a JSON-lines file): the files that
+    can only ever be read into a run of their own stream."""
+    if f.path == STDIN or f.path.lower().endswith((".pickle", ".pkl", ".pickle.gz", ".pkl.gz")):
+        return False
+    try:
+        with open_binary(f) as stream:
+            head, _ = read_head(stream)
+    except OSError:
+        return True  # unreadable: skipped with its reason, joins nothing
+    return sniff(head, compressed=False).kind == "log" and not _may_be_trace(f.path, head)
+
+
+def _may_be_trace(path: str, head: bytes) -> bool:
+    """A JSON document (not JSON lines) or a trace's name: the ingest may read it as a
+    profiler trace (``diag.ingest.inputs``). A log line's ``[2025-...`` is not JSON."""
+    if trace_by_name(path):
+        return True
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text[:1] == b"[":
+        text = text[1:].lstrip()
+        return text[:1] in (b"{", b"[", b"]", b"")
+    return text[:1] == b"{" and head.count(b"\n{") < 3
+
+
+def _size(f: InputFile) -> int:
+    try:
+        return f.fs_path.stat().st_size if f.fs_path is not None else 0
+    except OSError:
+        return 0

@@ -1,0 +1,98 @@
+"""Analysis by independent input groups (diag.fleet): the report of a folder read group by
+group is the report of one pass over it, and the groups keep what must stay together."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from diag.api import analyze
+from diag.fleet.groups import group_files, plan_groups
+from diag.ingest import ingest
+from diag.render.serialize import to_json
+from diag.sources.discover import discover
+from tests.conftest import ROOT
+
+INCIDENTS = ROOT / "fixtures" / "incidents"
+# incidents with artifacts beside their logs (a profiler table, a trace) and plain ones
+MIXED = (
+    "sglang-kv-squeeze",
+    "sglang-profiled-capture",
+    "sglang-trace-verified",
+    "sglang-rotated-docker",
+    "vllm-healthy",
+    "vllm-capture-oom",
+)
+
+
+def _tree(tmp_path: Path, names: tuple[str, ...] = MIXED) -> Path:
+    """A fleet folder: each incident's files in a pod folder of their own."""
+    root = tmp_path / "fleet"
+    for i, name in enumerate(names):
+        shutil.copytree(INCIDENTS / name, root / f"pod-{i}-{name}")
+    return root
+
+
+def _one_pass(paths: list[str]) -> str:
+    """The report of every input read as one group (what analyze did before groups)."""
+    return to_json(analyze(paths, ingested=ingest(paths), generated_at="fixed"))
+
+
+def test_a_fleet_folder_is_read_in_several_groups(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    plan = plan_groups([str(root)], max_files=1)
+    assert len(plan.groups) == len(MIXED)  # one group a pod: each folder's artifacts with it
+
+
+def test_grouped_report_is_the_one_pass_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Groups of one pod each, and runs' facts packed beyond two live runs: byte-identical."""
+    import diag.fleet.groups as groups
+    import diag.report as report
+
+    root = _tree(tmp_path)
+    want = _one_pass([str(root)])
+    monkeypatch.setattr(groups, "BATCH_FILES", 1)
+    monkeypatch.setattr(report, "LIVE_FACTS", 2)
+    got = to_json(analyze([str(root)], generated_at="fixed"))
+    assert got == want
+
+
+def test_an_artifact_above_the_pods_joins_every_pod(tmp_path: Path) -> None:
+    """A trace in the fleet's root shares its folder equally with every pod's log: which run
+    it joins is decided by the runs, so all of them are one group."""
+    root = _tree(tmp_path, ("sglang-kv-squeeze", "vllm-healthy", "sglang-trace-verified"))
+    trace = next((root / "pod-2-sglang-trace-verified").glob("*.trace.json.gz"))
+    trace.rename(root / trace.name)
+    files, _ = discover([str(root)])
+    assert len(group_files(files)) == 1
+    assert to_json(analyze([str(root)], generated_at="fixed")) == _one_pass([str(root)])
+
+
+def test_a_rotated_set_is_never_split(tmp_path: Path) -> None:
+    root = _tree(tmp_path, ("sglang-rotated-docker",))
+    files, _ = discover([str(root)])
+    groups = group_files(files)
+    rotated = {f.group for f in files if f.group != f.path}
+    assert rotated
+    for gid in rotated:
+        assert sum(any(f.group == gid for f in g.files) for g in groups) == 1
+
+
+def test_report_tables_are_every_groups_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import diag.fleet.groups as groups
+
+    root = _tree(tmp_path)
+    one = ingest([str(root)]).tables
+    monkeypatch.setattr(groups, "BATCH_FILES", 1)
+    joined = analyze([str(root)], generated_at="fixed").tables
+    assert sorted(joined) == sorted(one)
+    for kind in one:
+        a, b = one[kind].reset_index(drop=True), joined[kind].reset_index(drop=True)
+        assert list(a.columns) == list(b.columns), kind
+        assert a.astype(str).equals(b.astype(str)), kind
