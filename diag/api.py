@@ -55,7 +55,7 @@ def analyze(
             stage(name, done, total)
 
     if ingested is not None:
-        plan, parts = GroupPlan((), ()), [group_facts(ingested, tz)]
+        plan, parts = GroupPlan((), ()), [group_facts(ingested, tz, packed=False)]
     else:
         plan = plan_groups(paths)
         parts = read_groups(plan, tz, jobs=jobs, progress=progress, stage=stage)
@@ -80,7 +80,7 @@ def read_groups(
     meter and stages; several are counted in files read."""
     if len(plan.groups) <= 1:
         group = plan.groups[0] if plan.groups else InputGroup(())
-        return [read_group(group, tz, jobs=jobs, progress=progress, stage=stage)]
+        return [read_group(group, tz, jobs=jobs, progress=progress, stage=stage, packed=False)]
     parts, done = [], 0
     for group in plan.groups:
         if stage is not None:

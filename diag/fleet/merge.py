@@ -84,14 +84,16 @@ class JoinedTables(EventTables):
     """The event tables of every group, concatenated when first read (``Report.tables``;
     a fleet's analysis never needs them all at once)."""
 
-    def __init__(self, packed: list[bytes]) -> None:
+    def __init__(self, packed: list[bytes | dict[str, pd.DataFrame]]) -> None:
         self._packed = packed
         self._joined: dict[str, pd.DataFrame] | None = None
 
     @property
     def _frames(self) -> dict[str, pd.DataFrame]:
         if self._joined is None:
-            self._joined = concat_frames([unpack(p) for p in self._packed])
+            self._joined = concat_frames(
+                [p if isinstance(p, dict) else unpack(p) for p in self._packed]
+            )
         return self._joined
 
     @_frames.setter

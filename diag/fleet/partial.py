@@ -86,7 +86,7 @@ class PackedRun:
     but the row frames); :meth:`facts` gives the run back whole."""
 
     light: RunFacts
-    frames: bytes  # (batches, requests)
+    frames: bytes | None  # (batches, requests); None: ``light`` is the whole run, unpacked
 
     @classmethod
     def of(cls, f: RunFacts) -> PackedRun:
@@ -95,6 +95,8 @@ class PackedRun:
         return cls(light, pack((f.batches, f.requests)))
 
     def facts(self) -> RunFacts:
+        if self.frames is None:  # held live (a single group: nothing to bound)
+            return self.light
         batches, requests = unpack(self.frames)
         tables = self.light.run.tables
         assert isinstance(tables, PackedTables)
@@ -105,7 +107,8 @@ class PackedRun:
 @dataclass
 class GroupFacts:
     """One group, read: its inputs' statuses, runs, artifacts, and its event tables packed
-    (``Report.tables``; None where they stay on a cluster worker)."""
+    (``Report.tables``; None where they stay on a cluster worker; the frames themselves when
+    the group is read unpacked)."""
 
     inputs: list[InputStatus]
     runs: list[PackedRun]
@@ -113,7 +116,7 @@ class GroupFacts:
     profiles: list[dict[str, Any]]  # standalone table files
     snapshots: list[Snapshot]
     traces: list[TraceAnalysis] = field(default_factory=list)
-    tables: bytes | None = None
+    tables: bytes | dict[str, pd.DataFrame] | None = None
 
 
 def read_group(
@@ -124,11 +127,12 @@ def read_group(
     progress: ProgressFn | None = None,
     stage: StageFn | None = None,
     keep_tables: bool = True,
+    packed: bool = True,
 ) -> GroupFacts:
     """Ingest one group and build its facts, artifacts joined (the steps of ``analyze``
     that stay inside a group)."""
     ing = ingest_files(group.files, (), progress, jobs=jobs, stage=stage)
-    return group_facts(ing, tz, keep_tables, stage)
+    return group_facts(ing, tz, keep_tables, stage, packed)
 
 
 def group_facts(
@@ -136,8 +140,12 @@ def group_facts(
     tz: tzinfo | None = None,
     keep_tables: bool = True,
     stage: StageFn | None = None,
+    packed: bool = True,
 ) -> GroupFacts:
-    """The facts of what one group's ingest read, artifacts joined, frames packed."""
+    """The facts of what one group's ingest read, artifacts joined, frames packed.
+
+    ``packed=False`` (the only group of an analysis: one large log, nothing to bound) keeps
+    the runs and tables as they are: packing them would only cost time and a second copy."""
     if stage is not None:
         stage("splitting runs", 0, 0)
     split = split_runs(ing.tables, ing.streams)
@@ -151,10 +159,10 @@ def group_facts(
     attach_traces(facts, ing.traces, tz)
     return GroupFacts(
         ing.inputs,
-        [PackedRun.of(f) for f in facts],
+        [PackedRun.of(f) if packed else PackedRun(f, None) for f in facts],
         run_profiles(facts),
         [dict(p) for p in ing.profiles],
         ing.snapshots,
         ing.traces,
-        pack(ing.tables._frames) if keep_tables else None,
+        (pack(ing.tables._frames) if packed else ing.tables._frames) if keep_tables else None,
     )
