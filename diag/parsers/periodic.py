@@ -33,7 +33,7 @@ from typing import Any, Literal
 from diag.events import INT_DIGITS
 from diag.parsers.base import digits_int
 
-FieldType = Literal["int", "unum", "num", "bool", "upper"]
+FieldType = Literal["int", "unum", "num", "bool", "upper", "quoted"]
 Flavor = Literal["python", "re2"]
 
 #: each field type's text, the same in both regex flavours (ASCII digits only)
@@ -43,7 +43,12 @@ _TYPE_RX: dict[FieldType, str] = {
     "num": r"-?[0-9]+(?:\.[0-9]+)?",
     "bool": "True|False",
     "upper": "[A-Z_]+",
+    # the text of a single-quoted Python repr string (``rid='...'``), up to its quote
+    "quoted": "[^']+",
 }
+#: an int searched in free text (``Find``): every digit of the run, as the per-line
+#: ``re.search`` reads it; past INT_DIGITS the bulk paths leave the line per line
+_FIND_INT = "[0-9]+"
 
 
 @dataclass(frozen=True)
@@ -73,14 +78,29 @@ class Alt:
 
 
 @dataclass(frozen=True)
+class Find:
+    """A field searched ahead in free text (a request repr): the leftmost place from here
+    where ``items`` match, as ``re.search`` finds it (a failed try, e.g. an empty
+    ``rid=''``, is retried further on); the position does not move. ``required``: a line
+    without it stays per line (where the field reads as missing)."""
+
+    items: tuple[Item, ...]
+    required: bool = False
+
+
+@dataclass(frozen=True)
 class Tail:
     """The end of the line: trailing blanks, CR, LF, the end; ``comma``: a trailing ","
-    may precede them (SGLang prints ", " after its last field; collectors strip the blank)."""
+    may precede them (SGLang prints ", " after its last field; collectors strip the blank).
+    ``text``: free text up to the end instead (a request repr), read in bulk only as far as
+    plain: no byte the normaliser treats (a control byte but tab, DEL, ``^``, a ``<`` right
+    after a digit: ``normalize.lines._TQDM_TAIL`` needs ``dd:dd<``)."""
 
     comma: bool = False
+    text: bool = False
 
 
-Item = Lit | OneOf | Field | Opt | Alt | Tail
+Item = Lit | OneOf | Field | Opt | Alt | Find | Tail
 
 _TOKEN = re.compile(r"\{([^{}]*)\}")
 
@@ -130,6 +150,8 @@ class LineSpec:
     items: tuple[Item, ...]
     #: fields of the event kind this shape never prints (they read as missing)
     absent: tuple[str, ...] = ()
+    #: constant columns the shape implies (a request line's action)
+    consts: tuple[tuple[str, str], ...] = ()
     _groups: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -140,12 +162,22 @@ class LineSpec:
                 for body in it.branches if isinstance(it, Alt) else (it.items,):
                     if not body or isinstance(body[0], (Opt, Tail)):
                         raise ValueError(f"{self.name}: a group must start with what decides it")
+                    if any(isinstance(x, Find) for x in body):
+                        raise ValueError(f"{self.name}: a Find stands outside groups")
+            if isinstance(it, Find):
+                kept = [x for x in self._walk(it.items) if isinstance(x, Field) and x.name]
+                if not it.items or not isinstance(it.items[0], Lit) or len(kept) != 1:
+                    raise ValueError(f"{self.name}: a Find is a literal, then one kept field")
+                if any(isinstance(x, (Find, Tail, Opt, Alt)) for x in it.items):
+                    raise ValueError(f"{self.name}: a Find holds literals and fields only")
+        if sum(t in ("upper", "quoted") for _, t in self.fields()) > 1:
+            raise ValueError(f"{self.name}: one text field at most (the C row has one)")
 
     @staticmethod
     def _walk(items: tuple[Item, ...]) -> Iterator[Item]:
         for it in items:
             yield it
-            if isinstance(it, Opt):
+            if isinstance(it, (Opt, Find)):
                 yield from LineSpec._walk(it.items)
             elif isinstance(it, Alt):
                 for b in it.branches:
@@ -180,12 +212,13 @@ class LineSpec:
         return tuple(out)
 
     # ------------------------------------------------------------ regexes
-    def regex(self, flavor: Flavor) -> str:
+    def regex(self, flavor: Flavor, tail: bool = True) -> str:
         """The message (after the header) as a regex with a named group per field (a field
         placed twice gets ``name__2``): ``python`` for the per-line parsers (``re.ASCII``,
-        ``match`` on ``line.msg``), ``re2`` for the hot path (after the header pattern)."""
+        ``match`` on ``line.msg``), ``re2`` for the hot path (after the header pattern);
+        ``tail=False``: up to the Tail (a free-text line's capture prefix)."""
         names: dict[str, int] = {}
-        return "".join(_rx(it, flavor, names) for it in self.items)
+        return "".join(_rx(it, flavor, names) for it in self.items[: None if tail else -1])
 
     def groups(self) -> dict[str, list[str]]:
         """Field name -> its group names in ``regex`` (one per placement)."""
@@ -201,6 +234,7 @@ class LineSpec:
     def read(self, m: re.Match[str]) -> dict[str, Any]:
         """A per-line match of ``regex("python")`` as the event's field values."""
         out: dict[str, Any] = dict.fromkeys(self.absent)
+        out.update(self.consts)
         get = m.group
         for name, typ, groups in self._plan():
             text = get(groups[0])
@@ -208,6 +242,45 @@ class LineSpec:
                 text = next((t for t in map(get, groups[1:]) if t), None)
             out[name] = None if text is None else _convert(typ, text)
         return out
+
+    def search_fields(self, msg: str) -> dict[str, Any]:
+        """The event's field values of a free-text line from its ``Find`` fields, each
+        searched in the message (``re.search``), as the per-line parsers read it."""
+        out: dict[str, Any] = dict.fromkeys(self.absent)
+        out.update(self.consts)
+        for name, typ, rx in self._searches():
+            m = rx.search(msg)
+            out[name] = None if m is None else _convert(typ, m.group(name))
+        return out
+
+    @functools.cache  # noqa: B019 - specs are module constants
+    def _searches(self) -> tuple[tuple[str, FieldType, re.Pattern[str]], ...]:
+        out = []
+        for it in self.items:
+            if isinstance(it, Find):
+                (name, typ), body = _kept(it), "".join(_rx(x, "python", {}, True) for x in it.items)
+                out.append((name, typ, re.compile(body, re.ASCII)))
+        return tuple(out)
+
+    def finds(self) -> tuple[tuple[str, FieldType, bool, str], ...]:
+        """The ``Find`` fields as leftmost searches for RE2 (no lookahead there): (name,
+        type, required, the message up to the search, nothing captured, then ``.*?`` and
+        the search with its field's group)."""
+        out = []
+        for k, it in enumerate(self.items):
+            if isinstance(it, Find):
+                before = "".join(_rx(x, "re2", {}) for x in self.items[:k])
+                before = re.sub(r"\(\?P<\w+>", "(?:", before)
+                body = "".join(_rx(x, "re2", {}, True) for x in it.items)
+                out.append((*_kept(it), it.required, before + ".*?" + body))
+        return tuple(out)
+
+    @property
+    def free_text(self) -> bool:
+        """The line ends in free text (a request repr): other parsers' triggers may hide
+        in it, so it is read in bulk only without them (``Kind.with_triggers``)."""
+        tail = self.items[-1]
+        return isinstance(tail, Tail) and tail.text
 
     @functools.cache  # noqa: B019 - specs are module constants
     def _plan(self) -> tuple[tuple[str, FieldType, tuple[str, ...]], ...]:
@@ -220,7 +293,7 @@ class LineSpec:
         ints = tuple(n for n, t in self.fields() if t in ("int", "bool"))
         head = ("ms",) if self.engine == "sglang" else ()
         floats = head + tuple(n for n, t in self.fields() if t in ("num", "unum"))
-        has_str = any(t == "upper" for _, t in self.fields())
+        has_str = any(t in ("upper", "quoted") for _, t in self.fields())
         return ints, floats, has_str
 
     def program(self) -> tuple[bytes, bytes]:
@@ -240,13 +313,19 @@ def _esc(text: str) -> str:
     return "".join("\\" + c if c in _META else c for c in text)
 
 
-def _rx(it: Item, flavor: Flavor, names: dict[str, int]) -> str:
+# a plain free-text body in RE2 (``Tail(text=True)``; the per-line parsers read any text):
+# "<" may stand, but not right after a digit
+_NOT_D = r"[^\x00-\x08\x0a-\x1f\x7f^<0-9]"
+_PLAIN_RE2 = r"(?:<|" + _NOT_D + r"|[0-9]+" + _NOT_D + r")*[0-9]*\r?\n?$"
+
+
+def _rx(it: Item, flavor: Flavor, names: dict[str, int], find: bool = False) -> str:
     if isinstance(it, Lit):
         return _esc(it.text)
     if isinstance(it, OneOf):
         return "(?:" + "|".join(_esc(t) for t in it.texts) + ")"
     if isinstance(it, Field):
-        body = _TYPE_RX[it.type]
+        body = _FIND_INT if find and it.type == "int" else _TYPE_RX[it.type]
         if it.name is None:
             return f"(?:{body})"
         k = names[it.name] = names.get(it.name, 0) + 1
@@ -257,8 +336,23 @@ def _rx(it: Item, flavor: Flavor, names: dict[str, int]) -> str:
         return (
             "(?:" + "|".join("".join(_rx(x, flavor, names) for x in b) for b in it.branches) + ")"
         )
+    if isinstance(it, Find):
+        if flavor == "re2":
+            return ""  # no lookahead in RE2: LineSpec.finds
+        ahead = "(?=.*?" + "".join(_rx(x, flavor, names, True) for x in it.items) + ")"
+        return ahead if it.required else f"(?:{ahead})?"
+    if it.text:
+        return ".*$" if flavor == "python" else _PLAIN_RE2
     comma = ",?" if it.comma else ""
     return comma + (r"\s*$" if flavor == "python" else r"[ \t]*\r?\n?$")
+
+
+def _kept(find: Find) -> tuple[str, FieldType]:
+    """The one field a ``Find`` keeps."""
+    for it in find.items:
+        if isinstance(it, Field) and it.name is not None:
+            return it.name, it.type
+    raise ValueError("a Find keeps one field")
 
 
 def _starts(items: tuple[Item, ...]) -> list[bytes]:
@@ -291,8 +385,9 @@ def _convert(typ: FieldType, text: str) -> Any:
     return text
 
 
-# opcodes of _cscan.c (prog_run); keep in step with the enum there
+# opcodes of _cscan_prog.c (run); keep in step with the enum there
 OP_LIT, OP_ONEOF, OP_INT, OP_BOOL, OP_NUM, OP_UPPER, OP_OPT, OP_ALT, OP_TAIL = range(1, 10)
+OP_FIND, OP_QUOTED = 10, 11
 
 
 def _lit(text: str, lits: bytearray) -> tuple[int, int]:
@@ -323,7 +418,8 @@ def _ops(
                 col = floats.index(it.name) if it.name is not None else -1
                 out += [OP_NUM, col, int(it.type == "num")]
             else:
-                out += [OP_UPPER, 0 if it.name is not None else -1]
+                op = OP_UPPER if it.type == "upper" else OP_QUOTED
+                out += [op, 0 if it.name is not None else -1]
         elif isinstance(it, Opt):
             body = _ops(it.items, ints, floats, lits)
             out += [OP_OPT, _commit(it.items), len(body), *body]
@@ -332,8 +428,11 @@ def _ops(
             for b in it.branches:
                 body = _ops(b, ints, floats, lits)
                 out += [_commit(b), len(body), *body]
+        elif isinstance(it, Find):
+            body = _ops(it.items, ints, floats, lits)
+            out += [OP_FIND, int(it.required), len(body), *body]
         else:
-            out += [OP_TAIL, int(it.comma)]
+            out += [OP_TAIL, int(it.comma) | int(it.text) << 1]
     return out
 
 
@@ -482,5 +581,34 @@ VL_STATS = LineSpec(
     absent=("preemptions",),
 )
 
+# SGLang --log-requests (sglang==0.5.5:srt/managers/tokenizer_manager.py:426 and 987-989:
+# "Receive: obj=<GenerateReqInput repr>", "Finish: obj=<repr>[, out=<dict repr>]", each
+# --log-requests-level only shortening the reprs): the id is the leftmost non-empty rid='...'
+# of the repr, the token counts the leftmost of out's meta_info
+_RID = Find(seq("rid='{request_id:quoted}'"), required=True)
+SG_RECEIVE = LineSpec(
+    "sglang.receive",
+    "sglang",
+    "request",
+    seq("Receive: ", _RID, Tail(text=True)),
+    absent=("prompt_tokens", "max_new_tokens"),
+    consts=(("action", "received"),),
+)
+SG_FINISH = LineSpec(
+    "sglang.finish",
+    "sglang",
+    "request",
+    seq(
+        "Finish: ",
+        _RID,
+        Find(seq("'prompt_tokens': {prompt_tokens:int}")),
+        Find(seq("'completion_tokens': {max_new_tokens:int}")),
+        Tail(text=True),
+    ),
+    consts=(("action", "finished"),),
+)
+
 #: every declared periodic line, by kind tag
-LINES: dict[str, LineSpec] = {s.name: s for s in (SG_DECODE, SG_PREFILL, VL_STEP, VL_STATS)}
+LINES: dict[str, LineSpec] = {
+    s.name: s for s in (SG_DECODE, SG_PREFILL, SG_RECEIVE, SG_FINISH, VL_STEP, VL_STATS)
+}
