@@ -1,9 +1,9 @@
 /* The op-table interpreter of the compiled scanner: a line shape declared once in
- * diag/parsers/periodic.py (LineSpec.program) is matched here, with no knowledge of any
- * particular line. The machinery stays C: the engine's header (cs_sg_header /
+ * diag/parsers/periodic.py (its op table: LineSpec.program of diag/parsers/linespec.py) is
+ * matched here, with no knowledge of any particular line. The machinery stays C: the engine's header (cs_sg_header /
  * cs_vl_header), numbers (cs_int15, cs_num), the tail (cs_end).
  *
- * Ops (int32; opcodes as periodic.py's OP_*):
+ * Ops (int32; opcodes as linespec.py's OP_*):
  *   LIT off len | ONEOF n (off len)*n | INT col | BOOL col | NUM col signed | UPPER col
  *   OPT ncommit len body[len] | ALT n (ncommit len body[len])*n | TAIL flags
  *   FIND required len body[len] | QUOTED col

@@ -4,9 +4,9 @@ Each kind is an anchored full-line RE2 pattern (header included) that accepts on
 common shape of the line, plus the builder that turns its groups into the event kind's
 columns. The fixed-shape lines (SGLang decode D4, D5, D7, D9-D18 and prefill P5, P9-P13; vLLM
 0.11 DEBUG step lines, V1 stats lines) are derived from their declarations in
-``diag.parsers.periodic`` (``declared``); the free-text request lines (SGLang ``Receive:`` /
-``Finish:``, vLLM ``Received`` / ``Added request``) are written here, with their triggers
-derived from the active parsers (``Kind.with_triggers``). RE2 runs in Latin-1 mode on binary
+``diag.parsers.periodic`` (``declared``), SGLang's free-text request lines (``Receive:`` /
+``Finish:``) too; vLLM's (``Received`` / ``Added request``) are written here. Every free-text
+kind's triggers are derived from the active parsers (``Kind.with_triggers``). RE2 runs in Latin-1 mode on binary
 arrays, so every ASCII delimiter is where the per-line path, which decodes with ``replace``,
 sees it. Anything else stays on the per-line parsers.
 """
