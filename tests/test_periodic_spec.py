@@ -34,6 +34,7 @@ HEADS = {
     "vllm.stats": b"Avg prompt throughput",
     "sglang.receive": b"Receive: ",
     "sglang.finish": b"Finish: ",
+    "vllm.added": b"Added request",
 }
 
 
@@ -62,7 +63,7 @@ def _three(spec: LineSpec, lines: list[bytes]) -> tuple[list[dict], list[dict], 
     for ln in lines:
         msg = _msg(ln).rstrip("\r\n")
         m = rx.match(msg)
-        if m and spec.free_text:  # the parser searches the fields (search_fields)
+        if m and spec.searched:  # the parser searches the fields (search_fields)
             assert spec.read(m) == spec.search_fields(msg), msg[:200]
         per_line.append(spec.read(m) if m else {})
     kind = declared(spec)
@@ -130,6 +131,7 @@ REWORDS = {
     "sglang.receive": ("rid='", "req='"),
     # an optional search: the old wording leaves the field missing
     "sglang.finish": ("'prompt_tokens': ", "'input_tokens': "),
+    "vllm.added": ("Added request ", "Queued request "),
 }
 #: rewords of an optional search: the field it reads
 REWORDED_FIELD = {"sglang.finish": "prompt_tokens"}

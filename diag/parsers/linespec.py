@@ -15,7 +15,8 @@ tail tolerance. Everything that reads the line is derived from it:
 Rewording a line or adding a field is one edit in ``periodic`` (a new column also needs its event
 kind in ``diag.events``). Shapes (``shared/formats``): SGLang decode D4, D5, D7, D9-D18 and
 prefill P5, P9-P13 (``scheduler_metrics_mixin.py``), SGLang ``--log-requests`` lines
-(``tokenizer_manager.py``), vLLM V1 stats (``v1/metrics/loggers.py``) and the DEBUG step line
+(``tokenizer_manager.py``), vLLM V1 stats (``v1/metrics/loggers.py``), ``Added request``
+(``v1/engine/async_llm.py``) and the DEBUG step line
 of 0.11 (``v1/worker/gpu_model_runner.py``).
 
 Template syntax of the literal parts: ``{name:type}`` a field (``_`` reads it without
@@ -37,7 +38,7 @@ from typing import Any, Literal
 from diag.events import INT_DIGITS
 from diag.parsers.base import digits_int
 
-FieldType = Literal["int", "unum", "num", "bool", "upper", "quoted"]
+FieldType = Literal["int", "unum", "num", "bool", "upper", "quoted", "id"]
 Flavor = Literal["python", "re2"]
 
 #: each field type's text, the same in both regex flavours (ASCII digits only)
@@ -49,6 +50,8 @@ _TYPE_RX: dict[FieldType, str] = {
     "upper": "[A-Z_]+",
     # the text of a single-quoted Python repr string (``rid='...'``), up to its quote
     "quoted": "[^']+",
+    # a request id as vLLM's "Added request %s." prints it (ASCII word bytes and "-")
+    "id": r"[A-Za-z0-9_\-]{1,256}",
 }
 #: an int searched in free text (``Find``): every digit of the run, as the per-line
 #: ``re.search`` reads it; past INT_DIGITS the bulk paths leave the line per line
@@ -156,6 +159,9 @@ class LineSpec:
     absent: tuple[str, ...] = ()
     #: constant columns the shape implies (a request line's action)
     consts: tuple[tuple[str, str], ...] = ()
+    #: a field may hold any word (a request id): like free text, the line is read in bulk
+    #: only without other parsers' triggers
+    triggers: bool = False
     _groups: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -174,7 +180,7 @@ class LineSpec:
                     raise ValueError(f"{self.name}: a Find is a literal, then one kept field")
                 if any(isinstance(x, (Find, Tail, Opt, Alt)) for x in it.items):
                     raise ValueError(f"{self.name}: a Find holds literals and fields only")
-        if sum(t in ("upper", "quoted") for _, t in self.fields()) > 1:
+        if sum(t in ("upper", "quoted", "id") for _, t in self.fields()) > 1:
             raise ValueError(f"{self.name}: one text field at most (the C row has one)")
 
     @staticmethod
@@ -280,11 +286,16 @@ class LineSpec:
         return tuple(out)
 
     @property
-    def free_text(self) -> bool:
-        """The line ends in free text (a request repr): other parsers' triggers may hide
-        in it, so it is read in bulk only without them (``Kind.with_triggers``)."""
+    def searched(self) -> bool:
+        """The line ends in free text (a request repr) with fields searched in it."""
         tail = self.items[-1]
         return isinstance(tail, Tail) and tail.text
+
+    @property
+    def free_text(self) -> bool:
+        """Other parsers' triggers may hide in the line (free text, an id), so it is read in
+        bulk only without them (``Kind.with_triggers``)."""
+        return self.searched or self.triggers
 
     @functools.cache  # noqa: B019 - specs are module constants
     def _plan(self) -> tuple[tuple[str, FieldType, tuple[str, ...]], ...]:
@@ -297,7 +308,7 @@ class LineSpec:
         ints = tuple(n for n, t in self.fields() if t in ("int", "bool"))
         head = ("ms",) if self.engine == "sglang" else ()
         floats = head + tuple(n for n, t in self.fields() if t in ("num", "unum"))
-        has_str = any(t in ("upper", "quoted") for _, t in self.fields())
+        has_str = any(t in ("upper", "quoted", "id") for _, t in self.fields())
         return ints, floats, has_str
 
     def program(self) -> tuple[bytes, bytes]:
@@ -391,7 +402,7 @@ def _convert(typ: FieldType, text: str) -> Any:
 
 # opcodes of _cscan_prog.c (run); keep in step with the enum there
 OP_LIT, OP_ONEOF, OP_INT, OP_BOOL, OP_NUM, OP_UPPER, OP_OPT, OP_ALT, OP_TAIL = range(1, 10)
-OP_FIND, OP_QUOTED = 10, 11
+OP_FIND, OP_QUOTED, OP_ID = 10, 11, 12
 
 
 def _lit(text: str, lits: bytearray) -> tuple[int, int]:
@@ -422,7 +433,7 @@ def _ops(
                 col = floats.index(it.name) if it.name is not None else -1
                 out += [OP_NUM, col, int(it.type == "num")]
             else:
-                op = OP_UPPER if it.type == "upper" else OP_QUOTED
+                op = {"upper": OP_UPPER, "quoted": OP_QUOTED}.get(it.type, OP_ID)
                 out += [op, 0 if it.name is not None else -1]
         elif isinstance(it, Opt):
             body = _ops(it.items, ints, floats, lits)

@@ -195,7 +195,19 @@ SG_FINISH = LineSpec(
     consts=(("action", "finished"),),
 )
 
+# "Added request %s." (vllm/v1/engine/async_llm.py, V0 engine/async_llm_engine.py:
+# shared/formats/vllm-log-formats.md; 0.12+ appends "-<8 hex>" to the id)
+VL_ADDED = LineSpec(
+    "vllm.added",
+    "vllm",
+    "request",
+    seq("Added request {request_id:id}", Opt(seq(".")), Tail()),
+    absent=("prompt_tokens", "max_new_tokens"),
+    consts=(("action", "added"),),
+    triggers=True,
+)
+
 #: every declared periodic line, by kind tag
 LINES: dict[str, LineSpec] = {
-    s.name: s for s in (SG_DECODE, SG_PREFILL, SG_RECEIVE, SG_FINISH, VL_STEP, VL_STATS)
+    s.name: s for s in (SG_DECODE, SG_PREFILL, SG_RECEIVE, SG_FINISH, VL_STEP, VL_STATS, VL_ADDED)
 }

@@ -302,7 +302,6 @@ typedef struct {
 /* the free-text lines; the declared ones come as programs (py_program) */
 static const KindDef KINDS[] = {
     {"vllm.received", cs_vl_received, 1, 0, 1, 1},
-    {"vllm.added", cs_vl_added, 0, 0, 1, 1},
 };
 #define NKINDS ((int)(sizeof KINDS / sizeof KINDS[0]))
 

@@ -216,7 +216,7 @@ int cs_vl_header(cptr *pp, cptr e, Row *r);
 typedef struct {
     int header;  /* CS_HDR_* */
     int ni, nf;  /* row columns it fills */
-    int has_str; /* an UPPER or QUOTED field is kept (r->str) */
+    int has_str; /* an UPPER, QUOTED or ID field is kept (r->str) */
     int64_t nops;
     int32_t *ops;
     size_t nlits;
@@ -229,6 +229,5 @@ int cs_prog_match(const Prog *pg, cptr s, cptr e, Row *r, const LitSet *excl);
 
 /* ---------------------------------------------------------------- free-text lines */
 int cs_vl_received(cptr s, cptr e, Row *r, const LitSet *excl);
-int cs_vl_added(cptr s, cptr e, Row *r, const LitSet *excl);
 
 #endif

@@ -6,13 +6,13 @@
  * Ops (int32; opcodes as linespec.py's OP_*):
  *   LIT off len | ONEOF n (off len)*n | INT col | BOOL col | NUM col signed | UPPER col
  *   OPT ncommit len body[len] | ALT n (ncommit len body[len])*n | TAIL flags
- *   FIND required len body[len] | QUOTED col
+ *   FIND required len body[len] | QUOTED col | ID col
  * col -1: read, not kept. A group decides by its first `ncommit` ops: failing there skips
  * it (OPT) or tries the next branch (ALT); failing later rejects the line, so the C form
  * accepts a subset of what the derived regexes accept, with the same fields. FIND searches
  * its body (a LIT first) at each occurrence of that literal ahead, leftmost match wins, the
  * position stays (re.search in the message); QUOTED reads [^']+ (ASCII, else the line stays
- * per line); TAIL flags: 1 a trailing "," may precede the end, 2 free text up to the end,
+ * per line); ID reads [A-Za-z0-9_-]{1,256}; TAIL flags: 1 a trailing "," may precede the end, 2 free text up to the end,
  * as far as plain. An int of 16+ digits rejects the line (the per-line path's note).
  */
 #define _GNU_SOURCE
@@ -29,7 +29,8 @@ enum {
     OP_ALT,
     OP_TAIL,
     OP_FIND,
-    OP_QUOTED
+    OP_QUOTED,
+    OP_ID
 };
 #define REJECT (-2) /* run(): the line stays per line, whatever group it is in */
 
@@ -49,6 +50,7 @@ static int64_t op_size(const int32_t *o, const int32_t *end) {
     case OP_BOOL:
     case OP_UPPER:
     case OP_QUOTED:
+    case OP_ID:
     case OP_TAIL:
         return left >= 2 ? 2 : -1;
     case OP_NUM:
@@ -107,6 +109,7 @@ static int check(const Prog *pg, const int32_t *o, const int32_t *end, int depth
             break;
         case OP_UPPER:
         case OP_QUOTED:
+        case OP_ID:
             if (o[1] < -1 || o[1] > 0 || (o[1] == 0 && !pg->has_str))
                 return 0;
             break;
@@ -263,6 +266,19 @@ static int run(const Prog *pg, const int32_t *o, const int32_t *end, cptr *pp, c
                 p++;
             }
             ok = p > m && p < e;
+            if (ok && o[1] >= 0) {
+                r->str = m;
+                r->strn = p - m;
+            }
+            break;
+        }
+        case OP_ID: {
+            cptr m = p;
+            while (p < e && p - m <= 256 &&
+                   (cs_isdigit(*p) || (unsigned)((*p | 0x20) - 'a') < 26u || *p == '_' ||
+                    *p == '-'))
+                p++;
+            ok = p > m && p - m <= 256;
             if (ok && o[1] >= 0) {
                 r->str = m;
                 r->strn = p - m;

@@ -5,10 +5,10 @@ common shape of the line, plus the builder that turns its groups into the event 
 columns. The fixed-shape lines (SGLang decode D4, D5, D7, D9-D18 and prefill P5, P9-P13; vLLM
 0.11 DEBUG step lines, V1 stats lines) are derived from their declarations in
 ``diag.parsers.periodic`` (``declared``), SGLang's free-text request lines (``Receive:`` /
-``Finish:``) too; vLLM's (``Received`` / ``Added request``) are written here. Every free-text
-kind's triggers are derived from the active parsers (``Kind.with_triggers``). RE2 runs in Latin-1 mode on binary
-arrays, so every ASCII delimiter is where the per-line path, which decodes with ``replace``,
-sees it. Anything else stays on the per-line parsers.
+``Finish:``) and vLLM's ``Added request`` too; vLLM's ``Received request`` is written here.
+Every free-text kind's triggers are derived from the active parsers (``Kind.with_triggers``).
+RE2 runs in Latin-1 mode on binary arrays, so every ASCII delimiter is where the per-line
+path, which decodes with ``replace``, sees it. Anything else stays on the per-line parsers.
 """
 
 from __future__ import annotations
@@ -150,7 +150,6 @@ _VL_RECEIVED = _VL_HDR + r"Received request (?P<rid>[A-Za-z0-9_.\-]{1,256}): "
 # by vllm/entrypoints/serve/utils/request_logger.py:66-71): stop strings, bad words and
 # structured outputs as Python reprs, so quotes, "<|", "%", "|" and any printable text
 _VL_RECEIVED_ALL = _VL_RECEIVED + _PLAIN_BODY + r"\r?\n?$"
-_VL_ADDED = _VL_HDR + r"Added request (?P<rid>[A-Za-z0-9_\-]{1,256})\.?" + _END
 # vLLM request lines: prompt_token_ids is a field (prompt_tokens) the bulk row does not
 # read; "repeated" as for SGLang
 _VL_REQ_BRANCHES = ("prompt_token_ids", "repeated")
@@ -167,7 +166,6 @@ _VL_HDR_CAP = (
 _VL_RECEIVED_CAP = _VL_HDR_CAP + r"Received request (?P<rid>[A-Za-z0-9_.\-]+): "
 # the max_tokens search: in the message after "Received request " (runtime.MAX_TOKENS on rest)
 _VL_MSG = re.sub(r"\(\?P<\w+>", "(?:", _VL_HDR_CAP) + r"Received request .*?"
-_VL_ADDED_CAP = _VL_HDR_CAP + r"Added request (?P<rid>[A-Za-z0-9_\-]+)"
 
 
 def _vl_request(action: str) -> Callable[[pa.StructArray], dict[str, Any]]:
@@ -229,6 +227,7 @@ _RE2_TYPE: dict[str, Callable[[pa.Array], pa.Array]] = {
     "unum": _float,
     "upper": lambda a: pc.cast(a, pa.string()),
     "quoted": lambda a: pc.cast(a, pa.string()),
+    "id": lambda a: pc.cast(a, pa.string()),
 }
 
 
@@ -249,7 +248,7 @@ def declared(spec: periodic.LineSpec, branches: tuple[str, ...] = ()) -> Kind:
         return finish_fields(spec, fields, len(st))
 
     header = _SG_HDR if spec.engine == "sglang" else _VL_HDR
-    if not spec.free_text:
+    if not spec.searched:
         return Kind(
             spec.name,
             spec.table,
@@ -257,6 +256,8 @@ def declared(spec: periodic.LineSpec, branches: tuple[str, ...] = ()) -> Kind:
             header + spec.regex("re2"),
             build,
             heads=spec.heads(),
+            free_text=spec.free_text,
+            branches=branches,
             spec=spec,
         )
     return Kind(
@@ -295,17 +296,7 @@ VLLM_KINDS: tuple[Kind, ...] = (
         validate=_VL_RECEIVED_ALL,
         extra=(("mt", _VL_MSG + r"SamplingParams\(.*?\bmax_tokens=(?P<mt>\d+)", "int", False),),
     ),
-    Kind(
-        "vllm.added",
-        "request",
-        b"Added request",
-        _VL_ADDED_CAP,
-        _vl_request("added"),
-        free_text=True,
-        branches=_VL_REQ_BRANCHES,
-        heads=(b"Adde",),
-        validate=_VL_ADDED,
-    ),
+    declared(periodic.VL_ADDED, _VL_REQ_BRANCHES),
 )
 ENGINE_KINDS = {"sglang": SGLANG_KINDS, "vllm": VLLM_KINDS}
 #: the parser sets the kinds were checked against (class names, in scanner order)

@@ -2,7 +2,8 @@
 
 RE2 submatch extraction costs 1.5-2.5 us a line; C reads a line in ~0.1-0.3 us. The declared
 lines (``diag.parsers.periodic``, SGLang's request lines included) are op tables interpreted
-by ``_cscan_prog.c``; vLLM's request lines keep hand-written matchers (``_cscan_vllm.c``).
+by ``_cscan_prog.c``; vLLM's ``Received request`` keeps a hand-written matcher
+(``_cscan_vllm.c``).
 Each accepts a SUBSET
 of what its kind's RE2 pattern (with validate, exclude and extras) accepts and extracts the
 same fields: a line it rejects goes to the per-line parsers, as a line RE2 rejects does. The
@@ -70,7 +71,6 @@ class Layout:
 #: the free-text kinds' columns (their C matchers); a declared line's come from its spec
 LAYOUTS: dict[str, Layout] = {
     "vllm.received": Layout(("mt",), ()),
-    "vllm.added": Layout((), ()),
 }
 _HEADERS = {"sglang": 0, "vllm": 1}  # CS_HDR_* of _cscan.h
 
@@ -277,7 +277,7 @@ def _declared(spec: periodic.LineSpec) -> Callable[[Scanned], dict[str, Any]]:
                 fields[name] = s.int_col(name)
             elif typ == "bool":
                 fields[name] = s.bool_col(name)
-            elif typ in ("upper", "quoted"):
+            elif typ in ("upper", "quoted", "id"):
                 fields[name] = s.rid
             else:
                 fields[name] = s.float_col(name)
@@ -288,7 +288,6 @@ def _declared(spec: periodic.LineSpec) -> Callable[[Scanned], dict[str, Any]]:
 
 BUILDERS: dict[str, Callable[[Scanned], dict[str, Any]]] = {
     "vllm.received": _request("received", None, "mt"),
-    "vllm.added": _request("added", None, None),
 }
 
 
