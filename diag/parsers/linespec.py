@@ -328,10 +328,10 @@ def _esc(text: str) -> str:
     return "".join("\\" + c if c in _META else c for c in text)
 
 
-# a plain free-text body in RE2 (``Tail(text=True)``; the per-line parsers read any text):
-# "<" may stand, but not right after a digit
+# a plain free-text body to the end in RE2 (``Tail(text=True)``; C: cs_plain_rest; the
+# per-line parsers read any text): "<" may stand, but not right after a digit
 _NOT_D = r"[^\x00-\x08\x0a-\x1f\x7f^<0-9]"
-_PLAIN_RE2 = r"(?:<|" + _NOT_D + r"|[0-9]+" + _NOT_D + r")*[0-9]*\r?\n?$"
+PLAIN_TEXT_RE2 = r"(?:<|" + _NOT_D + r"|[0-9]+" + _NOT_D + r")*[0-9]*\r?\n?$"
 
 
 def _rx(it: Item, flavor: Flavor, names: dict[str, int], find: bool = False) -> str:
@@ -357,7 +357,7 @@ def _rx(it: Item, flavor: Flavor, names: dict[str, int], find: bool = False) -> 
         ahead = "(?=.*?" + "".join(_rx(x, flavor, names, True) for x in it.items) + ")"
         return ahead if it.required else f"(?:{ahead})?"
     if it.text:
-        return ".*$" if flavor == "python" else _PLAIN_RE2
+        return ".*$" if flavor == "python" else PLAIN_TEXT_RE2
     comma = ",?" if it.comma else ""
     return comma + (r"\s*$" if flavor == "python" else r"[ \t]*\r?\n?$")
 

@@ -153,33 +153,6 @@ int cs_prog_check(const Prog *pg) {
     return check(pg, pg->ops, pg->ops + pg->nops, 0);
 }
 
-/* a plain request-line body: no byte split_logical/peel would treat (control chars but \t,
- * DEL, ^; a "<" right after a digit: normalize.lines._TQDM_TAIL, the only use of "<" there,
- * needs "dd:dd<", so a "<" after anything else, as in chat templates, stays), then \r?\n?$.
- * Compares only, no table and no early exit, so the compiler vectorises the loop (16-32 bytes
- * a step: ~10x the table loop on 1-2.5 KB request lines) */
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("O3")))
-#endif
-static int plain_rest(cptr p, cptr e) {
-    uint8_t bad = 0;
-    if (p < e && e[-1] == '\n')
-        e--;
-    if (p < e && e[-1] == '\r')
-        e--;
-    if (p >= e)
-        return 1;
-    bad |= (uint8_t)((p[0] < 0x20 && p[0] != '\t') | (p[0] == 0x7f) | (p[0] == '^'));
-    const size_t n = (size_t)(e - p);
-    for (size_t i = 1; i < n; i++) {
-        const uint8_t c = p[i], prev = p[i - 1];
-        bad |= (uint8_t)((c < 0x20) & (c != '\t')) | (uint8_t)(c == 0x7f) | (uint8_t)(c == '^') |
-               (uint8_t)((c == '<') & ((uint8_t)(prev - '0') < 10u));
-    }
-    return !bad;
-}
-
-
 /* the fields a failed FIND try may have set, put back */
 typedef struct {
     int64_t iv[CS_MAXI];
@@ -346,7 +319,7 @@ static int run(const Prog *pg, const int32_t *o, const int32_t *end, cptr *pp, c
             cptr q = p;
             if ((o[1] & 1) && q < e && *q == ',')
                 q++;
-            ok = o[1] & 2 ? plain_rest(q, e) : cs_end(q, e);
+            ok = o[1] & 2 ? cs_plain_rest(q, e) : cs_end(q, e);
             if (ok)
                 p = e;
             break;

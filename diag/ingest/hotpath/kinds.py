@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from diag.events import EVENT_KINDS
 from diag.parsers import periodic
+from diag.parsers.linespec import PLAIN_TEXT_RE2
 
 # ---------------------------------------------------------------- shared pieces (RE2 syntax)
 _NUM = r"-?\d+(?:\.\d+)?"  # the per-line _F without thousands separators
@@ -139,9 +140,6 @@ def _null(n: int, typ: pa.DataType) -> pa.Array:
 # SGLangParser.feed: '"%|" in msg' reads a tqdm bar (no anchor of its own: "it/s]" is);
 # normalize.prefix: '"repeated" in rest' reads ray's "[repeated Nx across cluster]"
 _SG_REQ_BRANCHES = ("%|", "repeated")
-# a plain request body (C: cs_plain_rest): vLLM's Received request
-_NOT_D = r"[^\x00-\x08\x0a-\x1f\x7f^<0-9]"
-_PLAIN_BODY = r"(?:<|" + _NOT_D + r"|[0-9]+" + _NOT_D + r")*[0-9]*"
 
 
 # -- vLLM
@@ -149,7 +147,7 @@ _VL_RECEIVED = _VL_HDR + r"Received request (?P<rid>[A-Za-z0-9_.\-]{1,256}): "
 # the body is SamplingParams.__repr__ (vllm==0.33.0:vllm/sampling_params.py:1447-1474, logged
 # by vllm/entrypoints/serve/utils/request_logger.py:66-71): stop strings, bad words and
 # structured outputs as Python reprs, so quotes, "<|", "%", "|" and any printable text
-_VL_RECEIVED_ALL = _VL_RECEIVED + _PLAIN_BODY + r"\r?\n?$"
+_VL_RECEIVED_ALL = _VL_RECEIVED + PLAIN_TEXT_RE2  # the rule of Tail(text=True)
 # vLLM request lines: prompt_token_ids is a field (prompt_tokens) the bulk row does not
 # read; "repeated" as for SGLang
 _VL_REQ_BRANCHES = ("prompt_token_ids", "repeated")
