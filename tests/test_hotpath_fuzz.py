@@ -182,3 +182,37 @@ def test_a_lt_after_anything_but_a_digit_splits_no_line(parts: list[str]) -> Non
     if re.search(r"[0-9]<", text):
         return
     assert split_logical(text) == [text]
+
+
+#: what free text can hold around the searched fields (the FIND / QUOTED ops): a decoy
+#: empty id, an id never closed, a non-ASCII id, a count without digits, a count past the
+#: int's range, a stray quote
+_SEARCH_SNIPPETS = (
+    b"rid=''",
+    b"rid='",
+    b"rid='decoy'",
+    b"rid='\xc3\xa9'",
+    b"'prompt_tokens': ",
+    b"'prompt_tokens': 12",
+    b"'completion_tokens': " + b"9" * 16,
+    b"'completion_tokens': 7",
+    b"'",
+)
+
+
+@fuzz(80)
+@given(st.data())
+def test_searched_fields_in_free_text_read_alike(data: st.DataObject) -> None:
+    """Request lines (declared with searched fields) with snippets planted anywhere in the
+    text, the id removed or not: the same tables on both paths."""
+    pool = [ln for ln in real_lines("sglang") if b"Receive: " in ln or b"Finish: " in ln]
+    lines = []
+    for _ in range(data.draw(st.integers(1, 8))):
+        line = data.draw(st.sampled_from(pool))
+        if data.draw(st.booleans()):
+            line = re.sub(rb"rid='[^']*'", b"", line, count=1)
+        for snippet in data.draw(st.lists(st.sampled_from(_SEARCH_SNIPPETS), max_size=4)):
+            at = data.draw(st.integers(0, len(line)))
+            line = line[:at] + snippet + line[at:]
+        lines.append(line)
+    same("sglang", b"\n".join(lines) + b"\n")

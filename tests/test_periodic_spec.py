@@ -32,6 +32,9 @@ HEADS = {
     "sglang.prefill": b"Prefill batch",
     "vllm.step": b"Running batch with cudagraph_mode",
     "vllm.stats": b"Avg prompt throughput",
+    "sglang.receive": b"Receive: ",
+    "sglang.finish": b"Finish: ",
+    "vllm.added": b"Added request",
 }
 
 
@@ -48,12 +51,20 @@ def _msg(line: bytes) -> str:
     return line.decode().split("] ", 1)[1]
 
 
+def _names(spec: LineSpec) -> list[str]:
+    """Every column a declared line gives: its fields, the absent ones, its constants."""
+    return [n for n, _ in spec.fields()] + list(spec.absent) + [n for n, _ in spec.consts]
+
+
 def _three(spec: LineSpec, lines: list[bytes]) -> tuple[list[dict], list[dict], list[dict] | None]:
     """Field values of each line by the per-line matcher, RE2 and C ({} for a rejected line)."""
     rx = re.compile(spec.regex("python"), re.ASCII)
     per_line = []
     for ln in lines:
-        m = rx.match(_msg(ln).rstrip("\r\n"))
+        msg = _msg(ln).rstrip("\r\n")
+        m = rx.match(msg)
+        if m and spec.searched:  # the parser searches the fields (search_fields)
+            assert spec.read(m) == spec.search_fields(msg), msg[:200]
         per_line.append(spec.read(m) if m else {})
     kind = declared(spec)
     block = b"".join(ln + b"\n" for ln in lines)
@@ -65,7 +76,7 @@ def _three(spec: LineSpec, lines: list[bytes]) -> tuple[list[dict], list[dict], 
     if got is not None:
         rows, _ts, _rank, cols = got
         for j, i in enumerate(rows.tolist()):
-            re2[i] = {n: cols[n][j].as_py() for n, _ in spec.fields() if n in cols}
+            re2[i] = {n: cols[n][j].as_py() for n in _names(spec) if n in cols}
     c: list[dict] | None = None
     if native_available():
         scanner = NativeScanner([kind], [])
@@ -73,7 +84,7 @@ def _three(spec: LineSpec, lines: list[bytes]) -> tuple[list[dict], list[dict], 
         cols = builder(kind)(scanned)
         c = [{} for _ in lines]
         for j, i in enumerate(scanned.idx.tolist()):
-            c[i] = {n: cols[n][j].as_py() for n, _ in spec.fields() if n in cols}
+            c[i] = {n: cols[n][j].as_py() for n in _names(spec) if n in cols}
     return per_line, re2, c
 
 
@@ -102,6 +113,8 @@ def _reword(spec: LineSpec, old: str, new: str) -> LineSpec:
                 out.append(periodic.Opt(walk(it.items)))
             elif isinstance(it, periodic.Alt):
                 out.append(periodic.Alt(tuple(walk(b) for b in it.branches)))
+            elif isinstance(it, periodic.Find):
+                out.append(periodic.Find(walk(it.items), it.required))
             else:
                 out.append(it)
         return tuple(out)
@@ -114,7 +127,19 @@ REWORDS = {
     "sglang.prefill": ("#cached-token: ", "#cache-token: "),
     "vllm.step": ("batch_descriptor: ", "descriptor: "),
     "vllm.stats": ("GPU KV cache usage: ", "GPU cache usage: "),
+    # a required search (the id): a line without it is not read in bulk
+    "sglang.receive": ("rid='", "req='"),
+    # an optional search: the old wording leaves the field missing
+    "sglang.finish": ("'prompt_tokens': ", "'input_tokens': "),
+    "vllm.added": ("Added request ", "Queued request "),
 }
+#: rewords of an optional search: the field it reads
+REWORDED_FIELD = {"sglang.finish": "prompt_tokens"}
+
+
+def _kind_matchers(spec: LineSpec) -> tuple:
+    kind = declared(spec)
+    return kind.pattern, kind.validate, kind.extra
 
 
 @pytest.mark.parametrize("name", sorted(LINES))
@@ -123,16 +148,23 @@ def test_rewording_one_declaration_changes_all_three(name: str) -> None:
     old, new = REWORDS[name]
     moved = _reword(spec, old, new)
     assert moved.regex("python") != spec.regex("python")
-    assert declared(moved).pattern != declared(spec).pattern
+    assert _kind_matchers(moved) != _kind_matchers(spec)
     assert moved.program() != spec.program()
     lines = _sample(name, 20)
     reworded = [ln.replace(old.encode(), new.encode(), 1) for ln in lines]
     assert reworded != lines
+    fld = REWORDED_FIELD.get(name)
     for matcher_rows in _three(moved, reworded):
         if matcher_rows is not None:
             assert all(matcher_rows), "a reworded line was not read"
+            if fld is not None:
+                assert all(r[fld] is not None for r in matcher_rows), "the field was not read"
     for matcher_rows in _three(moved, lines):
-        if matcher_rows is not None:
+        if matcher_rows is None:
+            continue
+        if fld is not None:
+            assert all(r and r[fld] is None for r in matcher_rows), "the old field was read"
+        else:
             assert not any(matcher_rows), "the old wording was still read"
 
 
@@ -166,7 +198,8 @@ def test_tails_of_real_logs_are_read_alike(name: str, tail: bytes) -> None:
     base = [ln.rstrip(b", \t\r") for ln in lines]
     plain = _three(spec, base)
     moved = _three(spec, [b + tail for b in base])
-    comma_ok = isinstance(spec.items[-1], periodic.Tail) and spec.items[-1].comma
+    tail_item = spec.items[-1]
+    comma_ok = isinstance(tail_item, periodic.Tail) and (tail_item.comma or tail_item.text)
     for a, b in zip(plain, moved, strict=True):
         if a is None or b is None:
             continue
@@ -203,3 +236,31 @@ def test_a_declaration_must_say_how_it_decides() -> None:
         LineSpec("x", "sglang", "decode_batch", seq("Decode {a:int}"))  # no Tail
     with pytest.raises(ValueError):
         seq("{a:float}")  # no such type
+
+
+def test_a_search_is_leftmost_and_retried_past_an_empty_id() -> None:
+    """``Find``: the leftmost place where the whole search matches (``re.search``), on all
+    three: an empty ``rid=''`` is passed over, a later id is not taken, a count of 16+
+    digits leaves the line to the per-line path's note (bulk refuses it)."""
+    spec = LINES["sglang.finish"]
+    head = b"[2025-06-10 08:00:00] Finish: obj=GenerateReqInput(rid='', text='<|im_start|>a', "
+    lines = [
+        head + b"rid='abc', x=rid='later'), out={'meta_info': {'prompt_tokens': 5, "
+        b"'prompt_tokens': 6, 'completion_tokens': 9}}",
+        head + b"rid='abc'), out={'prompt_tokens': , 'prompt_tokens': 8}",
+        head + b"rid='abc'), out={'completion_tokens': " + b"9" * 16 + b"}",
+        head + b"), out={}",
+    ]
+    for rows in _three(spec, lines):
+        if rows is None:
+            continue
+        assert rows[0]["request_id"] == "abc"
+        assert (rows[0]["prompt_tokens"], rows[0]["max_new_tokens"]) == (5, 9)
+        assert (rows[1]["prompt_tokens"], rows[1]["max_new_tokens"]) == (8, None)
+    per_line, re2, c = _three(spec, lines)
+    # no id: the parser (search_fields) reads it as missing
+    assert spec.search_fields(_msg(lines[3]))["request_id"] is None
+    assert per_line[2]["max_new_tokens"] == 10**16 - 1  # the sink drops it, with a note
+    for bulk in (re2, c):
+        if bulk is not None:
+            assert bulk[2] == {} and bulk[3] == {}  # left to the per-line path

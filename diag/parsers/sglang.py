@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from diag.normalize.prefix import LogLine
 from diag.parsers import periodic
@@ -78,9 +77,6 @@ _SUMMARY_FIELDS = re.compile(
     r"(chunked_prefill_size|max_prefill_tokens|max_running_requests|context_len)=(-?\d+)"
 )
 _RETRACT = re.compile(r"#retracted_reqs: (\d+)")
-_REQ_RID = re.compile(r"rid='([^']+)'", re.ASCII)
-_REQ_PT = re.compile(r"'prompt_tokens': (\d+)", re.ASCII)
-_REQ_CT = re.compile(r"'completion_tokens': (\d+)", re.ASCII)
 
 _DISABLED = (
     ("Cuda graph is disabled for prefill server", "prefill_server"),
@@ -460,22 +456,8 @@ class SGLangParser(LineParser):
 
     def _request(self, line: LogLine, ctx: Context) -> None:
         msg = line.msg
-        rid = _REQ_RID.search(msg)
-        action = "received" if "Receive:" in msg else "finished"
-        fields: dict[str, Any] = {}
-        if action == "finished":
-            pt = _REQ_PT.search(msg)
-            ct = _REQ_CT.search(msg)
-            fields["prompt_tokens"] = to_int(pt.group(1)) if pt else None
-            fields["max_new_tokens"] = to_int(ct.group(1)) if ct else None
-        ctx.emit(
-            "request",
-            line,
-            engine=ENGINE,
-            request_id=rid.group(1) if rid else None,
-            action=action,
-            **fields,
-        )
+        spec = periodic.SG_RECEIVE if "Receive:" in msg else periodic.SG_FINISH
+        ctx.emit("request", line, engine=ENGINE, **spec.search_fields(msg))
 
 
 class _NoMatch:

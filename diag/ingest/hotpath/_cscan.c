@@ -301,10 +301,7 @@ typedef struct {
 
 /* the free-text lines; the declared ones come as programs (py_program) */
 static const KindDef KINDS[] = {
-    {"sglang.receive", cs_sg_receive, 0, 1, 1, 1},
-    {"sglang.finish", cs_sg_finish, 2, 1, 1, 1},
     {"vllm.received", cs_vl_received, 1, 0, 1, 1},
-    {"vllm.added", cs_vl_added, 0, 0, 1, 1},
 };
 #define NKINDS ((int)(sizeof KINDS / sizeof KINDS[0]))
 
@@ -448,7 +445,7 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
         r.k1n = r.k2n = 0;
         r.str = NULL;
         r.strn = 0;
-        if (prog != NULL ? !cs_prog_match(prog, buf + off[i], buf + off[i + 1], &r)
+        if (prog != NULL ? !cs_prog_match(prog, buf + off[i], buf + off[i + 1], &r, excl)
                          : !kd->match(buf + off[i], buf + off[i + 1], &r, excl))
             continue;
         int32_t c1 = keytab_code(&kt1, r.k1, r.k1n);

@@ -212,11 +212,11 @@ int cs_vl_header(cptr *pp, cptr e, Row *r);
 #define CS_HDR_SGLANG 0
 #define CS_HDR_VLLM 1
 
-/* one line shape's op table (diag/parsers/periodic.py LineSpec.program), see _cscan_prog.c */
+/* one line shape's op table (diag/parsers/linespec.py LineSpec.program), see _cscan_prog.c */
 typedef struct {
     int header;  /* CS_HDR_* */
     int ni, nf;  /* row columns it fills */
-    int has_str; /* an UPPER field is kept (r->str) */
+    int has_str; /* an UPPER, QUOTED or ID field is kept (r->str) */
     int64_t nops;
     int32_t *ops;
     size_t nlits;
@@ -224,12 +224,10 @@ typedef struct {
 } Prog;
 
 int cs_prog_check(const Prog *pg);
-int cs_prog_match(const Prog *pg, cptr s, cptr e, Row *r);
+/* excl (or NULL): literals a free-text line must not hold (other parsers' triggers) */
+int cs_prog_match(const Prog *pg, cptr s, cptr e, Row *r, const LitSet *excl);
 
 /* ---------------------------------------------------------------- free-text lines */
-int cs_sg_receive(cptr s, cptr e, Row *r, const LitSet *excl);
-int cs_sg_finish(cptr s, cptr e, Row *r, const LitSet *excl);
 int cs_vl_received(cptr s, cptr e, Row *r, const LitSet *excl);
-int cs_vl_added(cptr s, cptr e, Row *r, const LitSet *excl);
 
 #endif

@@ -1,19 +1,38 @@
 /* The op-table interpreter of the compiled scanner: a line shape declared once in
- * diag/parsers/periodic.py (LineSpec.program) is matched here, with no knowledge of any
- * particular line. The machinery stays C: the engine's header (cs_sg_header /
+ * diag/parsers/periodic.py (its op table: LineSpec.program of diag/parsers/linespec.py) is
+ * matched here, with no knowledge of any particular line. The machinery stays C: the engine's header (cs_sg_header /
  * cs_vl_header), numbers (cs_int15, cs_num), the tail (cs_end).
  *
- * Ops (int32; opcodes as periodic.py's OP_*):
+ * Ops (int32; opcodes as linespec.py's OP_*):
  *   LIT off len | ONEOF n (off len)*n | INT col | BOOL col | NUM col signed | UPPER col
- *   OPT ncommit len body[len] | ALT n (ncommit len body[len])*n | TAIL comma
+ *   OPT ncommit len body[len] | ALT n (ncommit len body[len])*n | TAIL flags
+ *   FIND required len body[len] | QUOTED col | ID col
  * col -1: read, not kept. A group decides by its first `ncommit` ops: failing there skips
  * it (OPT) or tries the next branch (ALT); failing later rejects the line, so the C form
- * accepts a subset of what the derived regexes accept, with the same fields.
+ * accepts a subset of what the derived regexes accept, with the same fields. FIND searches
+ * its body (a LIT first) at each occurrence of that literal ahead, leftmost match wins, the
+ * position stays (re.search in the message); QUOTED reads [^']+ (ASCII, else the line stays
+ * per line); ID reads [A-Za-z0-9_-]{1,256}; TAIL flags: 1 a trailing "," may precede the end, 2 free text up to the end,
+ * as far as plain. An int of 16+ digits rejects the line (the per-line path's note).
  */
 #define _GNU_SOURCE
 #include "_cscan.h"
 
-enum { OP_LIT = 1, OP_ONEOF, OP_INT, OP_BOOL, OP_NUM, OP_UPPER, OP_OPT, OP_ALT, OP_TAIL };
+enum {
+    OP_LIT = 1,
+    OP_ONEOF,
+    OP_INT,
+    OP_BOOL,
+    OP_NUM,
+    OP_UPPER,
+    OP_OPT,
+    OP_ALT,
+    OP_TAIL,
+    OP_FIND,
+    OP_QUOTED,
+    OP_ID
+};
+#define REJECT (-2) /* run(): the line stays per line, whatever group it is in */
 
 /* how many int32 words the op at o takes, or -1 when it does not fit [o, end) */
 static int64_t op_size(const int32_t *o, const int32_t *end) {
@@ -30,11 +49,14 @@ static int64_t op_size(const int32_t *o, const int32_t *end) {
     case OP_INT:
     case OP_BOOL:
     case OP_UPPER:
+    case OP_QUOTED:
+    case OP_ID:
     case OP_TAIL:
         return left >= 2 ? 2 : -1;
     case OP_NUM:
         return left >= 3 ? 3 : -1;
     case OP_OPT:
+    case OP_FIND:
         if (left < 3 || o[2] < 0 || left < 3 + (int64_t)o[2])
             return -1;
         return 3 + (int64_t)o[2];
@@ -86,6 +108,8 @@ static int check(const Prog *pg, const int32_t *o, const int32_t *end, int depth
                 return 0; /* float 0 of an SGLang row is the header's fraction of a second */
             break;
         case OP_UPPER:
+        case OP_QUOTED:
+        case OP_ID:
             if (o[1] < -1 || o[1] > 0 || (o[1] == 0 && !pg->has_str))
                 return 0;
             break;
@@ -102,7 +126,14 @@ static int check(const Prog *pg, const int32_t *o, const int32_t *end, int depth
             }
             break;
         }
+        case OP_FIND: /* its body: a literal first (what cs_find looks for) */
+            if ((o[1] != 0 && o[1] != 1) || o[2] < 3 || o[3] != OP_LIT ||
+                !check(pg, o + 3, o + n, depth + 1))
+                return 0;
+            break;
         case OP_TAIL:
+            if (o[1] < 0 || o[1] > 3)
+                return 0;
             break;
         default:
             return 0;
@@ -122,7 +153,36 @@ int cs_prog_check(const Prog *pg) {
     return check(pg, pg->ops, pg->ops + pg->nops, 0);
 }
 
-/* 1 matched (p advanced), 0 failed within the first ncommit ops, -1 failed after */
+/* the fields a failed FIND try may have set, put back */
+typedef struct {
+    int64_t iv[CS_MAXI];
+    uint8_t ivd[CS_MAXI];
+    double fv[CS_MAXF];
+    uint8_t fvd[CS_MAXF];
+    cptr str;
+    int64_t strn;
+} Fields;
+
+static void fields_save(Fields *f, const Row *r) {
+    memcpy(f->iv, r->iv, sizeof f->iv);
+    memcpy(f->ivd, r->ivd, sizeof f->ivd);
+    memcpy(f->fv, r->fv, sizeof f->fv);
+    memcpy(f->fvd, r->fvd, sizeof f->fvd);
+    f->str = r->str;
+    f->strn = r->strn;
+}
+
+static void fields_restore(const Fields *f, Row *r) {
+    memcpy(r->iv, f->iv, sizeof f->iv);
+    memcpy(r->ivd, f->ivd, sizeof f->ivd);
+    memcpy(r->fv, f->fv, sizeof f->fv);
+    memcpy(r->fvd, f->fvd, sizeof f->fvd);
+    r->str = f->str;
+    r->strn = f->strn;
+}
+
+/* 1 matched (p advanced), 0 failed within the first ncommit ops, -1 failed after,
+ * REJECT the line cannot be read in bulk */
 static int run(const Prog *pg, const int32_t *o, const int32_t *end, cptr *pp, cptr e, Row *r,
                int ncommit) {
     cptr p = *pp;
@@ -143,6 +203,8 @@ static int run(const Prog *pg, const int32_t *o, const int32_t *end, cptr *pp, c
         case OP_BOOL: {
             int64_t v;
             ok = o[0] == OP_INT ? cs_int15(&p, e, &v) : cs_bool(&p, e, &v);
+            if (!ok && o[0] == OP_INT && p < e && cs_isdigit(*p))
+                return REJECT; /* 16+ digits: past the int's range */
             if (ok && o[1] >= 0) {
                 r->iv[o[1]] = v;
                 r->ivd[o[1]] = 1;
@@ -169,9 +231,64 @@ static int run(const Prog *pg, const int32_t *o, const int32_t *end, cptr *pp, c
             }
             break;
         }
+        case OP_QUOTED: {
+            cptr m = p;
+            while (p < e && *p != '\'') {
+                if (*p >= 0x80)
+                    return REJECT; /* decoded with replacement per line */
+                p++;
+            }
+            ok = p > m && p < e;
+            if (ok && o[1] >= 0) {
+                r->str = m;
+                r->strn = p - m;
+            }
+            break;
+        }
+        case OP_ID: {
+            cptr m = p;
+            while (p < e && p - m <= 256 &&
+                   (cs_isdigit(*p) || (unsigned)((*p | 0x20) - 'a') < 26u || *p == '_' ||
+                    *p == '-'))
+                p++;
+            ok = p > m && p - m <= 256;
+            if (ok && o[1] >= 0) {
+                r->str = m;
+                r->strn = p - m;
+            }
+            break;
+        }
+        case OP_FIND: {
+            const int32_t *body = o + 3;
+            const char *lit = (const char *)lits + body[1];
+            size_t ln = (size_t)body[2];
+            Fields saved;
+            fields_save(&saved, r);
+            for (cptr q = p;;) {
+                cptr hit = cs_find(q, e, lit, ln);
+                if (hit == NULL)
+                    break;
+                cptr x = hit;
+                int g = run(pg, body, o + n, &x, e, r, 1);
+                if (g == REJECT)
+                    return REJECT;
+                if (g > 0) {
+                    ok = 1;
+                    break;
+                }
+                fields_restore(&saved, r);
+                q = hit + 1;
+            }
+            if (!ok && o[1])
+                return REJECT; /* required: the per-line path reads it as missing */
+            ok = 1;
+            break;
+        }
         case OP_OPT: {
             cptr q = p;
             int g = run(pg, o + 3, o + n, &q, e, r, o[1]);
+            if (g == REJECT)
+                return REJECT;
             if (g < 0)
                 return -1;
             if (g > 0)
@@ -185,6 +302,8 @@ static int run(const Prog *pg, const int32_t *o, const int32_t *end, cptr *pp, c
                 if (!ok) {
                     cptr q = p;
                     int g = run(pg, b + 2, b + 2 + b[1], &q, e, r, b[0]);
+                    if (g == REJECT)
+                        return REJECT;
                     if (g < 0)
                         return -1;
                     if (g > 0) {
@@ -198,9 +317,9 @@ static int run(const Prog *pg, const int32_t *o, const int32_t *end, cptr *pp, c
         }
         case OP_TAIL: {
             cptr q = p;
-            if (o[1] && q < e && *q == ',')
+            if ((o[1] & 1) && q < e && *q == ',')
                 q++;
-            ok = cs_end(q, e);
+            ok = o[1] & 2 ? cs_plain_rest(q, e) : cs_end(q, e);
             if (ok)
                 p = e;
             break;
@@ -217,10 +336,12 @@ static int run(const Prog *pg, const int32_t *o, const int32_t *end, cptr *pp, c
     return 1;
 }
 
-int cs_prog_match(const Prog *pg, cptr s, cptr e, Row *r) {
+int cs_prog_match(const Prog *pg, cptr s, cptr e, Row *r, const LitSet *excl) {
     cptr p = s;
     int ok = pg->header == CS_HDR_SGLANG ? cs_sg_header(&p, e, r) : cs_vl_header(&p, e, r);
     if (!ok)
         return 0;
-    return run(pg, pg->ops, pg->ops + pg->nops, &p, e, r, 0) > 0 && p == e;
+    if (!(run(pg, pg->ops, pg->ops + pg->nops, &p, e, r, 0) > 0 && p == e))
+        return 0;
+    return excl == NULL || !cs_litset_any(excl, s, e);
 }

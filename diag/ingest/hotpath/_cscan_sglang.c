@@ -1,10 +1,5 @@
-/* SGLang pieces of the compiled scanner: the header (machinery for every SGLang line,
- * the declared ones included: diag/parsers/periodic.py) and the free-text request lines
- * sglang.receive and .finish of diag/ingest/hotpath/kinds.py. Column layout of those (the
- * order diag/ingest/hotpath/native.py reads):
- *   receive                                  floats ms                 str rid
- *   finish  ints pt ct                       floats ms                 str rid
- */
+/* SGLang pieces of the compiled scanner: the header, machinery for every SGLang line (the
+ * lines themselves are declared in diag/parsers/periodic.py and run by _cscan_prog.c). */
 #define _GNU_SOURCE
 #include "_cscan.h"
 
@@ -159,79 +154,5 @@ int cs_sg_header(cptr *pp, cptr e, Row *r) {
     if (p < e && *p == ' ')
         p++;
     *pp = p;
-    return 1;
-}
-
-/* leftmost rid='([^']+)', ASCII only (the per-line path decodes others with replacement) */
-static int sg_rid(cptr s, cptr e, Row *r) {
-    cptr q = s;
-    while (e - q > 6) {
-        cptr hit = cs_find(q, e, "rid='", 5);
-        if (hit == NULL)
-            return 0;
-        cptr a = hit + 5, b = a;
-        while (b < e && *b != '\'')
-            b++;
-        if (b >= e)
-            return 0; /* no closing quote after this one: none after later ones either */
-        if (b > a) {
-            for (cptr c = a; c < b; c++)
-                if (*c >= 0x80)
-                    return 0;
-            r->str = a;
-            r->strn = b - a;
-            return 1;
-        }
-        q = hit + 1;
-    }
-    return 0;
-}
-
-/* the message start (after the header) in *msg; fields are searched there, never in the
- * header, as the per-line parser searches line.msg */
-static int sg_request(cptr s, cptr e, Row *r, const LitSet *excl, const char *what, size_t n,
-                      cptr *msg) {
-    cptr p = s;
-    if (!cs_sg_header(&p, e, r))
-        return 0;
-    *msg = p;
-    if (!cs_lit(&p, e, what, n) || !cs_plain_rest(p, e))
-        return 0;
-    if (excl != NULL && cs_litset_any(excl, s, e))
-        return 0;
-    return sg_rid(*msg, e, r);
-}
-
-int cs_sg_receive(cptr s, cptr e, Row *r, const LitSet *excl) {
-    cptr msg;
-    return sg_request(s, e, r, excl, "Receive: ", 9, &msg);
-}
-
-int cs_sg_finish(cptr s, cptr e, Row *r, const LitSet *excl) {
-    size_t n;
-    cptr d, msg;
-    if (!sg_request(s, e, r, excl, "Finish: ", 8, &msg))
-        return 0;
-    s = msg;
-    d = cs_find_digits(s, e, "'prompt_tokens': ", 17, &n);
-    if (n > 15)
-        return 0;
-    if (d != NULL) {
-        int64_t v = 0;
-        for (size_t i = 0; i < n; i++)
-            v = v * 10 + (d[i] - '0');
-        r->iv[0] = v;
-        r->ivd[0] = 1;
-    }
-    d = cs_find_digits(s, e, "'completion_tokens': ", 21, &n);
-    if (n > 15)
-        return 0;
-    if (d != NULL) {
-        int64_t v = 0;
-        for (size_t i = 0; i < n; i++)
-            v = v * 10 + (d[i] - '0');
-        r->iv[1] = v;
-        r->ivd[1] = 1;
-    }
     return 1;
 }

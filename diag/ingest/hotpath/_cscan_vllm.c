@@ -1,9 +1,8 @@
 /* vLLM pieces of the compiled scanner: the header (machinery for every vLLM line, the
  * declared ones included: diag/parsers/periodic.py) and the free-text request lines
- * vllm.received and .added of diag/ingest/hotpath/kinds.py (each kind's ``validate``
- * pattern decides). Column layout of those (the order diag/ingest/hotpath/native.py reads):
+ * vllm.received of diag/ingest/hotpath/kinds.py (its ``validate`` pattern decides).
+ * Column layout (the order diag/ingest/hotpath/native.py reads):
  *   received ints mt                                 str rid
- *   added                                            str rid
  * key1 "LVL MD HMS" (as the RE2 path joins the groups), key2 the process prefix head.
  */
 #define _GNU_SOURCE
@@ -179,14 +178,4 @@ int cs_vl_received(cptr s, cptr e, Row *r, const LitSet *excl) {
         }
     }
     return 1;
-}
-
-int cs_vl_added(cptr s, cptr e, Row *r, const LitSet *excl) {
-    cptr p = s;
-    if (!cs_vl_header(&p, e, r) || !LIT(&p, e, "Added request ") || !vl_rid(&p, e, 0, r))
-        return 0;
-    LIT(&p, e, ".");
-    if (!cs_end(p, e))
-        return 0;
-    return excl == NULL || !cs_litset_any(excl, s, e);
 }

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from diag.events import EVENT_KINDS
+from diag.events import EVENT_KINDS, INT_DIGITS
 from diag.ingest.hotpath import native as native_mod
 from diag.ingest.hotpath import prefixed
 from diag.ingest.hotpath.kinds import (
@@ -413,18 +413,19 @@ class HotPath:
         names = [st.type.field(i).name for i in range(st.type.num_fields)]
         arrays = [st.field(i) for i in range(st.type.num_fields)]
         keep = np.ones(len(st), bool)
-        for group, rx in kind.extra:
+        for group, rx, typ, required in kind.extra:
             exs = pc.extract_regex(sub, rx)
             valid = exs.is_valid().to_numpy(zero_copy_only=False)
             ex = pc.struct_field(exs, [0])  # null where the search found nothing
-            if group in ("rid",):  # the per-line path would emit None; rare: leave it to it
+            if required:  # the per-line path would emit None; rare: leave it to it
                 keep &= valid
-                # a non-ASCII id is decoded with replacement characters per line: leave it
+            if typ in ("quoted", "upper"):
+                # a non-ASCII text is decoded with replacement characters per line: leave it
                 ascii_only = pc.match_substring_regex(pc.fill_null(ex, b""), r"^[\x00-\x7f]*$")
                 keep &= ascii_only.to_numpy(zero_copy_only=False)
-            elif group in ("pt", "ct", "mt"):  # > 15 digits: to_int rounding, leave it
+            elif typ == "int":  # past INT_DIGITS: the sink's note, per line; leave it
                 lng = pc.fill_null(pc.binary_length(ex), 0).to_numpy(zero_copy_only=False)
-                keep &= lng <= 15
+                keep &= lng <= INT_DIGITS
             names.append(group)
             arrays.append(pc.fill_null(ex, b""))
         st = pa.StructArray.from_arrays(arrays, names=names)

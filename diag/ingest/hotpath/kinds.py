@@ -4,11 +4,11 @@ Each kind is an anchored full-line RE2 pattern (header included) that accepts on
 common shape of the line, plus the builder that turns its groups into the event kind's
 columns. The fixed-shape lines (SGLang decode D4, D5, D7, D9-D18 and prefill P5, P9-P13; vLLM
 0.11 DEBUG step lines, V1 stats lines) are derived from their declarations in
-``diag.parsers.periodic`` (``declared``); the free-text request lines (SGLang ``Receive:`` /
-``Finish:``, vLLM ``Received`` / ``Added request``) are written here, with their triggers
-derived from the active parsers (``Kind.with_triggers``). RE2 runs in Latin-1 mode on binary
-arrays, so every ASCII delimiter is where the per-line path, which decodes with ``replace``,
-sees it. Anything else stays on the per-line parsers.
+``diag.parsers.periodic`` (``declared``), SGLang's free-text request lines (``Receive:`` /
+``Finish:``) and vLLM's ``Added request`` too; vLLM's ``Received request`` is written here.
+Every free-text kind's triggers are derived from the active parsers (``Kind.with_triggers``).
+RE2 runs in Latin-1 mode on binary arrays, so every ASCII delimiter is where the per-line
+path, which decodes with ``replace``, sees it. Anything else stays on the per-line parsers.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from diag.events import EVENT_KINDS
 from diag.parsers import periodic
+from diag.parsers.linespec import PLAIN_TEXT_RE2
 
 # ---------------------------------------------------------------- shared pieces (RE2 syntax)
 _NUM = r"-?\d+(?:\.\d+)?"  # the per-line _F without thousands separators
@@ -62,7 +63,9 @@ class Kind:
     literal: bytes  # cheap memmem prefilter
     pattern: str  # anchored full-line RE2 with named groups
     build: Callable[[pa.StructArray], dict[str, Any]]  # groups -> field columns
-    extra: tuple[tuple[str, str], ...] = ()  # (group, anchored RE2): leftmost-search fields
+    #: leftmost-search fields: (group, anchored RE2, field type, required: else the line
+    #: stays per line); an int past INT_DIGITS digits or a non-ASCII text leaves it too
+    extra: tuple[tuple[str, str, str, bool], ...] = ()
     heads: tuple[bytes, ...] = ()  # first 4 bytes of the message: the locator (see _msg_words)
     validate: str | None = None  # full-line RE2 (DFA, no captures) when ``pattern`` is a prefix
     #: the line carries free text (prompts, sampling parameters): it is consumed in bulk only
@@ -137,35 +140,6 @@ def _null(n: int, typ: pa.DataType) -> pa.Array:
 # SGLangParser.feed: '"%|" in msg' reads a tqdm bar (no anchor of its own: "it/s]" is);
 # normalize.prefix: '"repeated" in rest' reads ray's "[repeated Nx across cluster]"
 _SG_REQ_BRANCHES = ("%|", "repeated")
-# a leftmost search in the message only (the per-line parsers search line.msg): the header,
-# its groups unnamed, then the shortest run of message bytes before the field
-_SG_MSG = re.sub(r"\(\?P<\w+>", "(?:", _SG_HDR) + r".*?"
-_SG_RECEIVE = _SG_HDR + r"Receive: "
-_SG_FINISH = _SG_HDR + r"Finish: "
-# a plain request body where "<" may stand but not right after a digit (a tqdm tail,
-# normalize.lines._TQDM_TAIL, needs "dd:dd<"; chat templates put "<" after quotes, "n", ">"):
-# SGLang's request lines and vLLM's Received request (C: cs_plain_rest, one rule)
-_NOT_D = r"[^\x00-\x08\x0a-\x1f\x7f^<0-9]"
-_PLAIN_BODY = r"(?:<|" + _NOT_D + r"|[0-9]+" + _NOT_D + r")*[0-9]*"
-_SG_RECEIVE_ALL = _SG_RECEIVE + _PLAIN_BODY + r"\r?\n?$"
-_SG_FINISH_ALL = _SG_FINISH + _PLAIN_BODY + r"\r?\n?$"
-
-
-def _sg_request(action: str) -> Callable[[pa.StructArray], dict[str, Any]]:
-    def build(st: pa.StructArray) -> dict[str, Any]:
-        n = len(st)
-        out: dict[str, Any] = dict(
-            request_id=pc.cast(_s(st, "rid"), pa.string()),
-            action=_dict_const(n, action),
-            prompt_tokens=_null(n, pa.int64()),
-            max_new_tokens=_null(n, pa.int64()),
-        )
-        if action == "finished":
-            out["prompt_tokens"] = _int(_s(st, "pt"))
-            out["max_new_tokens"] = _int(_s(st, "ct"))
-        return out
-
-    return build
 
 
 # -- vLLM
@@ -173,8 +147,7 @@ _VL_RECEIVED = _VL_HDR + r"Received request (?P<rid>[A-Za-z0-9_.\-]{1,256}): "
 # the body is SamplingParams.__repr__ (vllm==0.33.0:vllm/sampling_params.py:1447-1474, logged
 # by vllm/entrypoints/serve/utils/request_logger.py:66-71): stop strings, bad words and
 # structured outputs as Python reprs, so quotes, "<|", "%", "|" and any printable text
-_VL_RECEIVED_ALL = _VL_RECEIVED + _PLAIN_BODY + r"\r?\n?$"
-_VL_ADDED = _VL_HDR + r"Added request (?P<rid>[A-Za-z0-9_\-]{1,256})\.?" + _END
+_VL_RECEIVED_ALL = _VL_RECEIVED + PLAIN_TEXT_RE2  # the rule of Tail(text=True)
 # vLLM request lines: prompt_token_ids is a field (prompt_tokens) the bulk row does not
 # read; "repeated" as for SGLang
 _VL_REQ_BRANCHES = ("prompt_token_ids", "repeated")
@@ -191,7 +164,6 @@ _VL_HDR_CAP = (
 _VL_RECEIVED_CAP = _VL_HDR_CAP + r"Received request (?P<rid>[A-Za-z0-9_.\-]+): "
 # the max_tokens search: in the message after "Received request " (runtime.MAX_TOKENS on rest)
 _VL_MSG = re.sub(r"\(\?P<\w+>", "(?:", _VL_HDR_CAP) + r"Received request .*?"
-_VL_ADDED_CAP = _VL_HDR_CAP + r"Added request (?P<rid>[A-Za-z0-9_\-]+)"
 
 
 def _vl_request(action: str) -> Callable[[pa.StructArray], dict[str, Any]]:
@@ -220,6 +192,8 @@ def finish_fields(spec: periodic.LineSpec, fields: dict[str, Any], n: int) -> di
     types = dict(EVENT_KINDS[spec.table].fields)
     for name in spec.absent:
         fields[name] = _null(n, _ARROW[types[name]])
+    for name, value in spec.consts:
+        fields[name] = _dict_const(n, value)
     if spec.name == "vllm.step":
         mode, tok = fields["mode"], fields["padded_tokens"]
         return dict(
@@ -250,12 +224,21 @@ _RE2_TYPE: dict[str, Callable[[pa.Array], pa.Array]] = {
     "num": _float,
     "unum": _float,
     "upper": lambda a: pc.cast(a, pa.string()),
+    "quoted": lambda a: pc.cast(a, pa.string()),
+    "id": lambda a: pc.cast(a, pa.string()),
 }
 
 
-def declared(spec: periodic.LineSpec) -> Kind:
+def _nocap(rx: str) -> str:
+    return re.sub(r"\(\?P<\w+>", "(?:", rx)
+
+
+def declared(spec: periodic.LineSpec, branches: tuple[str, ...] = ()) -> Kind:
     """The kind of a declared line: its RE2 pattern (the engine's header, then the message
-    as ``LineSpec.regex("re2")``), locator heads and column builder, all from ``spec``."""
+    as ``LineSpec.regex("re2")``), locator heads and column builder, all from ``spec``. A
+    free-text line (``LineSpec.free_text``) captures only up to its text (RE2's submatch
+    engine is slow on long lines), is validated whole without captures, and reads its
+    ``Find`` fields as leftmost searches (``extra``); ``branches`` as ``Kind.branches``."""
     groups = spec.groups()
 
     def build(st: pa.StructArray) -> dict[str, Any]:
@@ -263,13 +246,29 @@ def declared(spec: periodic.LineSpec) -> Kind:
         return finish_fields(spec, fields, len(st))
 
     header = _SG_HDR if spec.engine == "sglang" else _VL_HDR
+    if not spec.searched:
+        return Kind(
+            spec.name,
+            spec.table,
+            spec.literal,
+            header + spec.regex("re2"),
+            build,
+            heads=spec.heads(),
+            free_text=spec.free_text,
+            branches=branches,
+            spec=spec,
+        )
     return Kind(
         spec.name,
         spec.table,
         spec.literal,
-        header + spec.regex("re2"),
+        header + spec.regex("re2", tail=False),
         build,
+        extra=tuple((n, _nocap(header) + rx, t, req) for n, t, req, rx in spec.finds()),
         heads=spec.heads(),
+        validate=_nocap(header + spec.regex("re2")),
+        free_text=True,
+        branches=branches,
         spec=spec,
     )
 
@@ -277,34 +276,8 @@ def declared(spec: periodic.LineSpec) -> Kind:
 SGLANG_KINDS: tuple[Kind, ...] = (
     declared(periodic.SG_DECODE),
     declared(periodic.SG_PREFILL),
-    Kind(
-        "sglang.receive",
-        "request",
-        b"Receive: ",
-        _SG_RECEIVE,
-        _sg_request("received"),
-        free_text=True,
-        branches=_SG_REQ_BRANCHES,
-        extra=(("rid", _SG_MSG + r"rid='(?P<rid>[^']+)'"),),
-        heads=(b"Rece",),
-        validate=_SG_RECEIVE_ALL,
-    ),
-    Kind(
-        "sglang.finish",
-        "request",
-        b"Finish: ",
-        _SG_FINISH,
-        _sg_request("finished"),
-        free_text=True,
-        branches=_SG_REQ_BRANCHES,
-        heads=(b"Fini",),
-        validate=_SG_FINISH_ALL,
-        extra=(
-            ("rid", _SG_MSG + r"rid='(?P<rid>[^']+)'"),
-            ("pt", _SG_MSG + r"'prompt_tokens': (?P<pt>\d+)"),
-            ("ct", _SG_MSG + r"'completion_tokens': (?P<ct>\d+)"),
-        ),
-    ),
+    declared(periodic.SG_RECEIVE, _SG_REQ_BRANCHES),
+    declared(periodic.SG_FINISH, _SG_REQ_BRANCHES),
 )
 VLLM_KINDS: tuple[Kind, ...] = (
     declared(periodic.VL_STEP),
@@ -319,19 +292,9 @@ VLLM_KINDS: tuple[Kind, ...] = (
         branches=_VL_REQ_BRANCHES,
         heads=(b"Rece",),
         validate=_VL_RECEIVED_ALL,
-        extra=(("mt", _VL_MSG + r"SamplingParams\(.*?\bmax_tokens=(?P<mt>\d+)"),),
+        extra=(("mt", _VL_MSG + r"SamplingParams\(.*?\bmax_tokens=(?P<mt>\d+)", "int", False),),
     ),
-    Kind(
-        "vllm.added",
-        "request",
-        b"Added request",
-        _VL_ADDED_CAP,
-        _vl_request("added"),
-        free_text=True,
-        branches=_VL_REQ_BRANCHES,
-        heads=(b"Adde",),
-        validate=_VL_ADDED,
-    ),
+    declared(periodic.VL_ADDED, _VL_REQ_BRANCHES),
 )
 ENGINE_KINDS = {"sglang": SGLANG_KINDS, "vllm": VLLM_KINDS}
 #: the parser sets the kinds were checked against (class names, in scanner order)

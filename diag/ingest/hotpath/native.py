@@ -1,8 +1,9 @@
 """The compiled scanner (``_cscan``, plain C): the kinds' strict matchers and the anchor pass.
 
 RE2 submatch extraction costs 1.5-2.5 us a line; C reads a line in ~0.1-0.3 us. The declared
-lines (``diag.parsers.periodic``) are op tables interpreted by ``_cscan_prog.c``; the
-free-text request lines keep hand-written matchers (``_cscan_sglang.c`` / ``_cscan_vllm.c``).
+lines (``diag.parsers.periodic``, SGLang's request lines included) are op tables interpreted
+by ``_cscan_prog.c``; vLLM's ``Received request`` keeps a hand-written matcher
+(``_cscan_vllm.c``).
 Each accepts a SUBSET
 of what its kind's RE2 pattern (with validate, exclude and extras) accepts and extracts the
 same fields: a line it rejects goes to the per-line parsers, as a line RE2 rejects does. The
@@ -69,10 +70,7 @@ class Layout:
 
 #: the free-text kinds' columns (their C matchers); a declared line's come from its spec
 LAYOUTS: dict[str, Layout] = {
-    "sglang.receive": Layout((), ("ms",)),
-    "sglang.finish": Layout(("pt", "ct"), ("ms",)),
     "vllm.received": Layout(("mt",), ()),
-    "vllm.added": Layout((), ()),
 }
 _HEADERS = {"sglang": 0, "vllm": 1}  # CS_HDR_* of _cscan.h
 
@@ -151,19 +149,19 @@ class NativeScanner:
         self._ids: dict[str, tuple[Any, Layout, Any, bool]] = {}
         for kind in kinds:
             spec = kind.spec
+            words = [w.encode() for w in kind.exclude_words]
+            if len(words) > 255 or not all(len(w) >= 2 and w.isascii() for w in words):
+                continue  # more triggers than a C literal set holds: RE2 reads this kind
+            excl = _cscan.litset(words) if words else None
             if spec is not None:
                 ints, floats, has_str = spec.layout()
-                self._ids[kind.name] = (_program(spec), Layout(ints, floats), None, has_str)
+                self._ids[kind.name] = (_program(spec), Layout(ints, floats), excl, has_str)
                 continue
             if kind.name not in built or kind.name not in LAYOUTS:
                 continue
             kid, ni, nf, has_str, _key2 = built[kind.name]
             layout = LAYOUTS[kind.name]
             assert (ni, nf) == (len(layout.ints), len(layout.floats)), kind.name
-            words = [w.encode() for w in kind.exclude_words]
-            if len(words) > 255 or not all(len(w) >= 2 and w.isascii() for w in words):
-                continue  # more triggers than a C literal set holds: RE2 reads this kind
-            excl = _cscan.litset(words)
             self._ids[kind.name] = (kid, layout, excl, bool(has_str))
         heads = [
             (int.from_bytes(h[:4], "little"), k) for k, kd in enumerate(kinds) for h in kd.heads
@@ -279,7 +277,7 @@ def _declared(spec: periodic.LineSpec) -> Callable[[Scanned], dict[str, Any]]:
                 fields[name] = s.int_col(name)
             elif typ == "bool":
                 fields[name] = s.bool_col(name)
-            elif typ == "upper":
+            elif typ in ("upper", "quoted", "id"):
                 fields[name] = s.rid
             else:
                 fields[name] = s.float_col(name)
@@ -289,10 +287,7 @@ def _declared(spec: periodic.LineSpec) -> Callable[[Scanned], dict[str, Any]]:
 
 
 BUILDERS: dict[str, Callable[[Scanned], dict[str, Any]]] = {
-    "sglang.receive": _request("received", None, None),
-    "sglang.finish": _request("finished", "pt", "ct"),
     "vllm.received": _request("received", None, "mt"),
-    "vllm.added": _request("added", None, None),
 }
 
 

@@ -118,6 +118,7 @@ STEP = re.compile(
 # the declared shapes (diag/parsers/periodic.py), matched at the message start
 FAST_STEP = re.compile(periodic.VL_STEP.regex("python"), re.ASCII)
 FAST_STATS = re.compile(periodic.VL_STATS.regex("python"), re.ASCII)
+FAST_ADDED = re.compile(periodic.VL_ADDED.regex("python"), re.ASCII)
 
 # ---------------------------------------------------------------- §7 stats
 PROMPT_TPUT = re.compile(r"Avg prompt throughput: " + N + r" tokens/s", re.ASCII)

@@ -27,6 +27,7 @@ from diag.parsers.vllm.patterns import (
     ENGINE_IDX,
     EST_GRAPH,
     EXC_LINE,
+    FAST_ADDED,
     FAST_STATS,
     FAST_STEP,
     FREE_ACT,
@@ -279,6 +280,10 @@ def read_other(line: LogLine, ctx: Context) -> None:
 
 
 def read_request(line: LogLine, ctx: Context) -> bool:
+    fast = FAST_ADDED.match(line.msg)
+    if fast is not None:  # the declared line (periodic.VL_ADDED)
+        ctx.emit("request", line, engine=ENGINE, **periodic.VL_ADDED.read(fast))
+        return True
     m = REQ.search(line.msg)
     if not m:
         return False
