@@ -75,13 +75,6 @@ def _first(*values: Any) -> Any:
     return None
 
 
-def _as_int(v: Any) -> int | None:
-    try:
-        return None if v is None or isinstance(v, bool) else int(v)
-    except (TypeError, ValueError):
-        return None
-
-
 def mode_is_none(modes: pd.Series) -> np.ndarray:
     """Per row: the cudagraph mode column says NONE (any case). Missing or non-text values
     are not NONE, as ``.astype(object).str.upper() == "NONE"`` says; each distinct value is

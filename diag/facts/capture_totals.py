@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from diag.engines import EngineConfig, spec_for
+from diag.engines.config import as_int as _as_int
 from diag.events import EventTables
-from diag.facts.access import _as_int, _first, _rank0, sizing
+from diag.facts.access import _first, _rank0, sizing
 
 # capture phases by what they serve: the record's capture_time_s / capture_mem_gib are the
 # decode graphs' (what --disable-cuda-graph on a prefill node recovers, what bucket advice

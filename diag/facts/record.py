@@ -18,10 +18,11 @@ import numpy as np
 import pandas as pd
 
 from diag.engines import SGLANG, VLLM, EngineConfig, spec_for
+from diag.engines.config import as_int as _as_int
 from diag.engines.phases import CAPTURE_PHASES
 from diag.events import EventTables
 from diag.facts import classify as cls
-from diag.facts.access import _as_int, _first, _last, _plain, _rank0, mode_is_none, sizing
+from diag.facts.access import _first, _last, _plain, _rank0, mode_is_none, sizing
 from diag.facts.access import is_rank0 as is_rank0  # re-exported: callers read it from here
 from diag.facts.capture_totals import (
     _capture_totals,
