@@ -34,11 +34,13 @@ from diag.resources import grammar_text
 @dataclass
 class PhaseState:
     """Per-stream state: the start-up phase each process has opened ("": lines that name no
-    process, such as tqdm bars), when (``at``, a count of phase lines), and the stream's last."""
+    process, such as tqdm bars), the processes in the order of their last phase line
+    (``recent``, latest last), and the stream's last phase. An order, not a count of phase
+    lines: a restart that opens the same phases in the same order ends in the same state, so
+    the parallel scan's speculative segments after it need no second scan."""
 
     opened: dict[str, str] = field(default_factory=dict)  # process key -> phase
-    at: dict[str, int] = field(default_factory=dict)
-    count: int = 0
+    recent: list[str] = field(default_factory=list)
     latest: str | None = None
 
 
@@ -532,12 +534,13 @@ class ErrorParser(LineParser):
             if state.opened.get(line.key) != opened:
                 ctx.emit("phase", line, engine=ctx.backend, phase=opened)
             state.opened[line.key] = opened
-            state.count += 1
-            state.at[line.key] = state.count
+            if line.key in state.recent:
+                state.recent.remove(line.key)
+            state.recent.append(line.key)
             state.latest = opened
         # this process's own phase, or a later one opened by a line naming no process (which
         # may be its own); the stream's last for a process that opened none
         own = [k for k in (line.key, "") if k in state.opened]
         if not own or (line.key and line.key not in state.opened):
             return state.latest
-        return state.opened[max(own, key=lambda k: state.at[k])]
+        return state.opened[max(own, key=state.recent.index)]
