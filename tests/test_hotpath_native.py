@@ -478,3 +478,28 @@ def test_vllm_received_stop_strings_c_and_re2_agree() -> None:
     assert compare("vllm", [head + body % s for s in plain]) == (len(plain), len(plain))
     for s in (b"['00:01<00:02']", b"['^[[0m']"):
         assert compare("vllm", [head + body % s]) == (0, 0)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_the_shared_header_cache_is_bounded_and_changes_no_row(
+    native: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every scanner of a process shares one reader, so its cache of header values (one per
+    distinct second of every log) is emptied at its limit; values read again are the same."""
+    from diag.ingest.hotpath import extract
+
+    if native and not native_available():
+        pytest.skip("the C extension is not built here")
+    lines = [
+        f"[2025-06-10 08:{i // 60:02d}:{i % 60:02d} TP{i % 3}] Decode batch, #running-req: {i}, "
+        f"#token: 9, token usage: 0.03, cuda graph: True, gen throughput (token/s): 1.0, "
+        f"#queue-req: 0, \n".encode()
+        for i in range(300)
+    ]
+    block = b"".join(lines)
+    anchors = [a for p in parsers_for("sglang") for a in p.anchors]
+    unbounded = _rows(extract.HotPath("sglang", anchors, native).extract(block, 1, "x.log"))
+    monkeypatch.setattr(extract._HeaderCache, "LIMIT", 7)
+    small = extract.HotPath("sglang", anchors, native)
+    assert _rows(small.extract(block, 1, "x.log")) == unbounded
+    assert len(unbounded) == 300 and 0 < len(small._cache._sg_ts) <= 7

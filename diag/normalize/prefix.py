@@ -117,6 +117,13 @@ def _epoch(year: int, month: int, day: int, hms: str, frac: str | None = None) -
     return ts
 
 
+def sglang_epoch(date: str, time: str, ms: str | None = None) -> float | None:
+    """The epoch of an SGLang header's "YYYY-MM-DD" and "HH:MM:SS" (UTC, as every header
+    here), None when no such day or time: what ``peel_engine_header`` reads, and the hot path's
+    header cache (diag/ingest/hotpath/extract.py) for the C scanner's date|time keys."""
+    return _epoch(int(date[:4]), int(date[5:7]), int(date[8:10]), time, ms)
+
+
 def _iso_epoch(text: str) -> float | None:
     try:
         return datetime.fromisoformat(
@@ -288,8 +295,7 @@ def peel_engine_header(line: LogLine, rest: str) -> None:
         if m:
             line.header = "sglang"
             if m.group("date"):
-                d = m.group("date")
-                ts = _epoch(int(d[:4]), int(d[5:7]), int(d[8:10]), m.group("time"), m.group("ms"))
+                ts = sglang_epoch(m.group("date"), m.group("time"), m.group("ms"))
             else:
                 ts = line.ts
             line.ts = ts if ts is not None else line.ts

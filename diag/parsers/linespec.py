@@ -194,6 +194,7 @@ class LineSpec:
                     yield from LineSpec._walk(b)
 
     # ------------------------------------------------------------ what it holds
+    @functools.cache  # noqa: B019 - specs are module constants; read per block of every scan
     def fields(self) -> tuple[tuple[str, FieldType], ...]:
         """The kept fields, first-seen order, each once (an Alt may place one twice)."""
         seen: dict[str, FieldType] = {}
@@ -302,6 +303,7 @@ class LineSpec:
         return tuple((n, t, tuple(self.groups()[n])) for n, t in self.fields())
 
     # ------------------------------------------------------------ the C op table
+    @functools.cache  # noqa: B019 - specs are module constants
     def layout(self) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
         """The C row columns: ints (int and bool fields), floats (the SGLang header's
         fraction of a second first, then the numbers), whether an ``upper`` field is kept."""
