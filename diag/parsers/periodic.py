@@ -7,11 +7,25 @@ here (a new column also needs its event kind in ``diag.events``).
 
 from __future__ import annotations
 
-from diag.parsers.linespec import Alt, Field, Find, Item, LineSpec, Lit, OneOf, Opt, Tail, seq
+from diag.parsers.linespec import (
+    Alt,
+    Bound,
+    Field,
+    Find,
+    Item,
+    LineSpec,
+    Lit,
+    OneOf,
+    Opt,
+    Skip,
+    Tail,
+    seq,
+)
 
 __all__ = [
     "LINES",
     "Alt",
+    "Bound",
     "Field",
     "Find",
     "Item",
@@ -19,6 +33,7 @@ __all__ = [
     "Lit",
     "OneOf",
     "Opt",
+    "Skip",
     "Tail",
     "seq",
 ]
@@ -207,7 +222,37 @@ VL_ADDED = LineSpec(
     triggers=True,
 )
 
+# "Received request %s: params: %s, lora_request: %s." (vllm==0.33.0:vllm/entrypoints/serve/
+# utils/request_logger.py:66-71; 0.11 put "prompt: %r, " before the params and
+# "prompt_token_ids: %s, prompt_embeds shape: %s, " after them: vllm==0.11.0:vllm/entrypoints/
+# logger.py:40-46), the params being SamplingParams.__repr__ (vllm==0.33.0:vllm/
+# sampling_params.py:1447-1474: stop strings and structured outputs as reprs, any text):
+# max_tokens is the first "max_tokens=<digits>" at a word start after the first
+# "SamplingParams(" (a stop string may hold one: the per-line reading, kept)
+VL_RECEIVED = LineSpec(
+    "vllm.received",
+    "vllm",
+    "request",
+    seq(
+        "Received request {request_id:dotid}: ",
+        Find(seq("SamplingParams(", Skip(), Bound(), "max_tokens={max_new_tokens:int}")),
+        Tail(text=True),
+    ),
+    absent=("prompt_tokens",),
+    consts=(("action", "received"),),
+)
+
 #: every declared periodic line, by kind tag
 LINES: dict[str, LineSpec] = {
-    s.name: s for s in (SG_DECODE, SG_PREFILL, SG_RECEIVE, SG_FINISH, VL_STEP, VL_STATS, VL_ADDED)
+    s.name: s
+    for s in (
+        SG_DECODE,
+        SG_PREFILL,
+        SG_RECEIVE,
+        SG_FINISH,
+        VL_STEP,
+        VL_STATS,
+        VL_ADDED,
+        VL_RECEIVED,
+    )
 }
