@@ -113,6 +113,11 @@ class Bound:
 
 
 @dataclass(frozen=True)
+class Pad:
+    """Blanks, any number (``[ \\t]*``): a table cell's padding."""
+
+
+@dataclass(frozen=True)
 class Tail:
     """The end of the line: trailing blanks, CR, LF, the end; ``comma``: a trailing ","
     may precede them (SGLang prints ", " after its last field; collectors strip the blank).
@@ -124,7 +129,7 @@ class Tail:
     text: bool = False
 
 
-Item = Lit | OneOf | Field | Opt | Alt | Find | Skip | Bound | Tail
+Item = Lit | OneOf | Field | Opt | Alt | Find | Skip | Bound | Pad | Tail
 
 _TOKEN = re.compile(r"\{([^{}]*)\}")
 
@@ -179,6 +184,10 @@ class LineSpec:
     #: a field may hold any word (a request id): like free text, the line is read in bulk
     #: only without other parsers' triggers
     triggers: bool = False
+    #: a table row's cell separator: the row means something only inside its table's block,
+    #: whose header row decides which cell is which field (``cell_order``), so it is read in
+    #: bulk only there (the walk asks for it: ``diag.ingest.hotpath.scanner``), never located
+    cells: str = ""
     _groups: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -237,8 +246,23 @@ class LineSpec:
                 return it.text.encode()
         raise ValueError(f"{self.name}: no literal")
 
+    def cell_order(self) -> dict[str, int]:
+        """A table row's kept fields by cell (0 = the first cell after the leading
+        separator): the order a header row must give for the row to be read so."""
+        out: dict[str, int] = {}
+        seps = 0
+        for it in self._walk(self.items):
+            if isinstance(it, Lit):
+                seps += it.text.count(self.cells)
+            elif isinstance(it, Field) and it.name is not None:
+                out[it.name] = seps - 1
+        return out
+
     def heads(self) -> tuple[bytes, ...]:
-        """The first 4 bytes a message of this shape can start with (the C locator)."""
+        """The first 4 bytes a message of this shape can start with (the C locator; a table
+        row has none: the block reads it)."""
+        if self.cells:
+            return ()
         out: list[bytes] = []
         for start in _starts(self.items):
             if len(start) < 4:
@@ -380,6 +404,8 @@ def _rx(it: Item, flavor: Flavor, names: dict[str, int], find: bool = False) -> 
         )
     if isinstance(it, Skip):
         return ".*?"
+    if isinstance(it, Pad):
+        return "[ \t]*"
     if isinstance(it, Bound):
         return r"\b"
     if isinstance(it, Find):
@@ -433,7 +459,7 @@ def _convert(typ: FieldType, text: str) -> Any:
 
 # opcodes of _cscan_prog.c (run); keep in step with the enum there
 OP_LIT, OP_ONEOF, OP_INT, OP_BOOL, OP_NUM, OP_UPPER, OP_OPT, OP_ALT, OP_TAIL = range(1, 10)
-OP_FIND, OP_QUOTED, OP_ID, OP_SKIP, OP_BOUND, OP_DOTID = range(10, 16)
+OP_FIND, OP_QUOTED, OP_ID, OP_SKIP, OP_BOUND, OP_DOTID, OP_PAD = range(10, 17)
 
 
 def _lit(text: str, lits: bytearray) -> tuple[int, int]:
@@ -481,6 +507,8 @@ def _ops(
             out += [OP_SKIP]
         elif isinstance(it, Bound):
             out += [OP_BOUND]
+        elif isinstance(it, Pad):
+            out += [OP_PAD]
         else:
             out += [OP_TAIL, int(it.comma) | int(it.text) << 1]
     return out

@@ -17,6 +17,7 @@ from diag.parsers.linespec import (
     Lit,
     OneOf,
     Opt,
+    Pad,
     Skip,
     Tail,
     seq,
@@ -33,6 +34,7 @@ __all__ = [
     "Lit",
     "OneOf",
     "Opt",
+    "Pad",
     "Skip",
     "Tail",
     "seq",
@@ -242,6 +244,38 @@ VL_RECEIVED = LineSpec(
     consts=(("action", "received"),),
 )
 
+# A row of the --cudagraph-metrics table (formats R-3: vllm==0.33.0:vllm/compilation/
+# cuda_graph.py:43-49 the header labels, 104-111 a row: "| " + " | ".join(cells each
+# ljust to its column's width) + " |"), one logged line per table line: the cells' meaning
+# is the header row's (``MetricsTableBlock``), this order is COLUMN_HEADERS' ("Unpadded
+# Tokens | Padded Tokens | Num Paddings | Runtime Mode | Count"); the mode is
+# CUDAGraphMode's name
+_CELL = (Pad(), "|", Pad())
+VL_METRICS_ROW = LineSpec(
+    "vllm.metrics_row",
+    "vllm",
+    "graph_step",
+    seq(
+        "|",
+        Pad(),
+        "{num_tokens:int}",
+        *_CELL,
+        "{padded_tokens:int}",
+        *_CELL,
+        "{_:int}",
+        *_CELL,
+        "{mode:upper}",
+        *_CELL,
+        "{count:int}",
+        Pad(),
+        "|",
+        Tail(),
+    ),
+    absent=("num_reqs", "uniform"),
+    consts=(("origin", "metrics_table"),),
+    cells="|",
+)
+
 #: every declared periodic line, by kind tag
 LINES: dict[str, LineSpec] = {
     s.name: s
@@ -254,5 +288,6 @@ LINES: dict[str, LineSpec] = {
         VL_STATS,
         VL_ADDED,
         VL_RECEIVED,
+        VL_METRICS_ROW,
     )
 }

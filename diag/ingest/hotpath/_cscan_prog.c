@@ -6,7 +6,7 @@
  * Ops (int32; opcodes as linespec.py's OP_*):
  *   LIT off len | ONEOF n (off len)*n | INT col | BOOL col | NUM col signed | UPPER col
  *   OPT ncommit len body[len] | ALT n (ncommit len body[len])*n | TAIL flags
- *   FIND required len body[len] | QUOTED col | ID col | SKIP | BOUND | DOTID col
+ *   FIND required len body[len] | QUOTED col | ID col | SKIP | BOUND | DOTID col | PAD
  * col -1: read, not kept. A group decides by its first `ncommit` ops: failing there skips
  * it (OPT) or tries the next branch (ALT); failing later rejects the line, so the C form
  * accepts a subset of what the derived regexes accept, with the same fields. FIND searches
@@ -14,7 +14,7 @@
  * position stays (re.search in the message); QUOTED reads [^']+ (ASCII, else the line stays
  * per line); ID reads [A-Za-z0-9_-]{1,256}, DOTID [A-Za-z0-9_.-]{1,256}; inside a FIND body
  * only: SKIP is .*? (the rest of the body at the leftmost place from here where it matches,
- * found by cs_find of the literal that follows), BOUND an ASCII word boundary; TAIL flags: 1 a trailing "," may precede the end, 2 free text up to the end,
+ * found by cs_find of the literal that follows), BOUND an ASCII word boundary; PAD skips [ \t]* (a table cell's blanks); TAIL flags: 1 a trailing "," may precede the end, 2 free text up to the end,
  * as far as plain. An int of 16+ digits rejects the line (the per-line path's note).
  */
 #define _GNU_SOURCE
@@ -35,7 +35,8 @@ enum {
     OP_ID,
     OP_SKIP,
     OP_BOUND,
-    OP_DOTID
+    OP_DOTID,
+    OP_PAD
 };
 #define REJECT (-2) /* run(): the line stays per line, whatever group it is in */
 
@@ -65,6 +66,7 @@ static int64_t op_size(const int32_t *o, const int32_t *end) {
         return left >= 2 ? 2 : -1;
     case OP_SKIP:
     case OP_BOUND:
+    case OP_PAD:
         return 1;
     case OP_NUM:
         return left >= 3 ? 3 : -1;
@@ -161,6 +163,8 @@ static int check(const Prog *pg, const int32_t *o, const int32_t *end, int depth
         case OP_BOUND:
             if (!in_find)
                 return 0;
+            break;
+        case OP_PAD:
             break;
         case OP_TAIL:
             if (o[1] < 0 || o[1] > 3)
@@ -307,6 +311,11 @@ static int run(const Prog *pg, const int32_t *o, const int32_t *end, cptr *pp, c
             }
             break;
         }
+        case OP_PAD:
+            while (p < e && (*p == ' ' || *p == '\t'))
+                p++;
+            ok = 1;
+            break;
         case OP_BOUND: /* \b: p > the line start inside a FIND (check) */
             ok = is_word(p[-1]) != (p < e && is_word(*p));
             break;

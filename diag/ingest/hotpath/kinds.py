@@ -243,6 +243,11 @@ VLLM_KINDS: tuple[Kind, ...] = (
     declared(periodic.VL_ADDED, _VL_REQ_BRANCHES),
 )
 ENGINE_KINDS = {"sglang": SGLANG_KINDS, "vllm": VLLM_KINDS}
+#: the table rows of each engine: read in bulk only inside their block (``LineSpec.cells``)
+ENGINE_ROWS: dict[str, tuple[Kind, ...]] = {
+    "sglang": (),
+    "vllm": (declared(periodic.VL_METRICS_ROW),),
+}
 #: the parser sets the kinds were checked against (class names, in scanner order)
 SUPPORTED_PARSERS = {
     "sglang": ("SGLangParser", "ErrorParser", "BenchmarkParser", "CmdlineParser"),
