@@ -16,8 +16,10 @@ Rewording a line or adding a field is one edit in ``periodic`` (a new column als
 kind in ``diag.events``). Shapes (``shared/formats``): SGLang decode D4, D5, D7, D9-D18 and
 prefill P5, P9-P13 (``scheduler_metrics_mixin.py``), SGLang ``--log-requests`` lines
 (``tokenizer_manager.py``), vLLM V1 stats (``v1/metrics/loggers.py``), ``Added request``
-(``v1/engine/async_llm.py``) and the DEBUG step line
-of 0.11 (``v1/worker/gpu_model_runner.py``).
+(``v1/engine/async_llm.py``), ``Received request`` (``entrypoints/serve/utils/
+request_logger.py``), the DEBUG step line of 0.11 (``v1/worker/gpu_model_runner.py``) and
+the ``--cudagraph-metrics`` table row (``compilation/cuda_graph.py``; ``cells``: read in
+bulk only where its block asks).
 
 Template syntax of the literal parts: ``{name:type}`` a field (``_`` reads it without
 keeping it), ``{a|b|c}`` one of the literals; ``Opt``/``Alt`` group items. A group decides by

@@ -39,10 +39,10 @@ from diag.ingest.hotpath.kinds import (
     ENGINE_ROWS,
     SUPPORTED_PARSERS,
     Kind,
-    _concat,
     _dict_const,
     _float,
     _s,
+    concat_columns,
 )
 from diag.normalize import prefix
 from diag.normalize.prefix import LogLine
@@ -331,7 +331,7 @@ class HotPath:
                 res.learn = read.learn
         for table, parts in res.tables.items():
             if len(parts) > 1:  # several shapes of one table (receive + finish): line order
-                cols = {c: _concat([p[c] for p in parts]) for c in parts[0]}
+                cols = {c: concat_columns([p[c] for p in parts]) for c in parts[0]}
                 order = pa.array(np.argsort(cols["line"].to_numpy(), kind="stable"))
                 res.tables[table] = [{c: a.take(order) for c, a in cols.items()}]
         res.consumed = np.flatnonzero(taken)

@@ -116,7 +116,7 @@ def _dict_const(n: int, value: str) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value]))
 
 
-def _concat(arrays: list[pa.Array]) -> pa.Array:
+def concat_columns(arrays: list[pa.Array]) -> pa.Array:
     """Concatenate; dictionary arrays (per-part dictionaries) get one unified dictionary
     (its order does not matter: ``events.build_frame`` maps values, sorted categories;
     50x cheaper than decoding and encoding again)."""

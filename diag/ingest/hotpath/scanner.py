@@ -31,8 +31,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from diag.ingest.hotpath.extract import HotPath
+from diag.ingest.hotpath.kinds import concat_columns
 from diag.normalize.shape import PrefixShapes
 from diag.parsers.base import BulkRows
 from diag.parsers.scan import StreamScanner
@@ -244,10 +246,10 @@ class HotScanner(StreamScanner):
         walk passed its line, each held block part where the walk was when it came back."""
         veto = np.array(vetoed, np.int64)
         self.vetoed += len(veto)
-        add = self.sink.add_bulk
         for kind in {*tables, *(h[1][0] for h in held)}:
             col = BULK_KINDS.index(kind)
             mine = [(at, cols, before) for at, (k, cols, before) in held if k == kind]
+            pieces: list[tuple[dict[str, Any], np.ndarray]] = []  # in emission order
             for part in tables.get(kind, []):  # one per kind (extract joins them)
                 idx = part["line"].to_numpy() - lineno
                 if len(veto):
@@ -264,21 +266,29 @@ class HotScanner(StreamScanner):
                 for at, cols, held_before in mine:  # the rows of lines before it, then it
                     upto = int(np.searchsorted(idx, at))
                     if upto > cut:
-                        add(
-                            kind,
-                            {c: a.slice(cut, upto - cut) for c, a in part.items()},
-                            before[cut:upto],
-                        )
-                    add(kind, cols, held_before)
+                        rows = {c: a.slice(cut, upto - cut) for c, a in part.items()}
+                        pieces.append((rows, before[cut:upto]))
+                    pieces.append((cols, held_before))
                     cut = upto
                 mine = []
                 if cut < len(idx):
-                    add(kind, {c: a.slice(cut) for c, a in part.items()}, before[cut:])
+                    pieces.append(({c: a.slice(cut) for c, a in part.items()}, before[cut:]))
                 if self.record_lines:
                     self.bulk_lines.append(idx + lineno)
                 self.bulk_rows += len(idx)
-            for _at, cols, held_before in mine:  # no rows of the walk in this kind
-                add(kind, cols, held_before)
+            pieces += [(cols, held_before) for _at, cols, held_before in mine]
+            if len(pieces) == 1:
+                self.sink.add_bulk(kind, *pieces[0])
+            elif pieces:  # one part (each costs its buffers and dictionaries till the end)
+                joined = {c: _join([p[c] for p, _ in pieces]) for c in pieces[0][0]}
+                self.sink.add_bulk(kind, joined, np.concatenate([b for _, b in pieces]))
+
+
+def _join(arrays: list[pa.Array]) -> pa.Array:
+    """One column of several parts: plain text beside dictionary text encoded alike."""
+    if any(pa.types.is_dictionary(a.type) for a in arrays):
+        arrays = [a if pa.types.is_dictionary(a.type) else pc.dictionary_encode(a) for a in arrays]
+    return concat_columns(arrays)
 
 
 def make_scanner(
