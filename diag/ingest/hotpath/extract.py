@@ -103,7 +103,7 @@ class _HeaderCache:
         hit = self._key.get(head)
         if hit is None:
             ref = self._peeled(head.decode() + "INFO 01-01 00:00:00 [x.py:1] x")
-            hit = self._key[head] = ref.key
+            hit = self._room(self._key)[head] = ref.key
         return hit
 
     def proc(self, head: bytes) -> str:
