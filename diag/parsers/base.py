@@ -31,6 +31,10 @@ class Context:
         self.sink = sink
         self.backend = backend
         self.state: dict[type, Any] = {}
+        #: rows read in bulk that a block gives back when it finishes (``add_bulk``): held
+        #: here while the hot path walks a region, which places them among its own bulk
+        #: rows in emission order; None: straight to the sink
+        self.held: list[tuple[str, dict[str, Any], Any]] | None = None
 
     def state_of(self, kind: type[S]) -> S:
         """This stream's state of one parser family, made with its defaults on first use."""
@@ -41,6 +45,13 @@ class Context:
 
     def emit(self, kind: str, line: LogLine, **fields: Any) -> None:
         self.sink.emit(kind, line.source, line.lineno, line.ts, line.rank, line.instance, **fields)
+
+    def add_bulk(self, kind: str, columns: dict[str, Any], before: Any) -> None:
+        """Rows read in bulk, emitted now (``EventSink.add_bulk``'s placement)."""
+        if self.held is not None:
+            self.held.append((kind, columns, before))
+        else:
+            self.sink.add_bulk(kind, columns, before)
 
 
 class Block(ABC):
@@ -57,11 +68,32 @@ class Block(ABC):
         """Emit the block's events (also called for blocks cut off at end of input)."""
 
 
+class BulkRows(ABC):
+    """A block whose rows the hot path may read in bulk while it is open: a table whose
+    header row decides what each cell is. It says how many rows of its declaration
+    (``row``, a ``periodic`` name) it takes now, and keeps them, to place them among its own
+    rows when it finishes (the per-line path's order)."""
+
+    row: ClassVar[str]
+    key: str  # the writer it continues (``LogLine.key``): rows of another are not its own
+
+    @abstractmethod
+    def bulk_room(self) -> int:
+        """How many of the next lines it takes as declared rows now (0: none, per line)."""
+
+    @abstractmethod
+    def take_bulk(self, columns: dict[str, Any], n: int) -> None:
+        """``n`` rows read in bulk (the event kind's columns, a ``line`` column among them)."""
+
+
 class LineParser(ABC):
     """One family of log lines (an engine, or lines common to all engines)."""
 
     engine: ClassVar[str] = "common"
     anchors: ClassVar[tuple[str, ...]] = ()
+    #: declared table rows (``periodic`` names) it reads outside any block as a one-row
+    #: table in the declared cell order: the hot path may read those in bulk too
+    loose_rows: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def feed(self, line: LogLine, ctx: Context) -> Block | None:

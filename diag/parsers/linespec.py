@@ -16,8 +16,10 @@ Rewording a line or adding a field is one edit in ``periodic`` (a new column als
 kind in ``diag.events``). Shapes (``shared/formats``): SGLang decode D4, D5, D7, D9-D18 and
 prefill P5, P9-P13 (``scheduler_metrics_mixin.py``), SGLang ``--log-requests`` lines
 (``tokenizer_manager.py``), vLLM V1 stats (``v1/metrics/loggers.py``), ``Added request``
-(``v1/engine/async_llm.py``) and the DEBUG step line
-of 0.11 (``v1/worker/gpu_model_runner.py``).
+(``v1/engine/async_llm.py``), ``Received request`` (``entrypoints/serve/utils/
+request_logger.py``), the DEBUG step line of 0.11 (``v1/worker/gpu_model_runner.py``) and
+the ``--cudagraph-metrics`` table row (``compilation/cuda_graph.py``; ``cells``: read in
+bulk only where its block asks).
 
 Template syntax of the literal parts: ``{name:type}`` a field (``_`` reads it without
 keeping it), ``{a|b|c}`` one of the literals; ``Opt``/``Alt`` group items. A group decides by
@@ -38,7 +40,7 @@ from typing import Any, Literal
 from diag.events import INT_DIGITS
 from diag.parsers.base import digits_int
 
-FieldType = Literal["int", "unum", "num", "bool", "upper", "quoted", "id"]
+FieldType = Literal["int", "unum", "num", "bool", "upper", "quoted", "id", "dotid"]
 Flavor = Literal["python", "re2"]
 
 #: each field type's text, the same in both regex flavours (ASCII digits only)
@@ -52,7 +54,12 @@ _TYPE_RX: dict[FieldType, str] = {
     "quoted": "[^']+",
     # a request id as vLLM's "Added request %s." prints it (ASCII word bytes and "-")
     "id": r"[A-Za-z0-9_\-]{1,256}",
+    # a request id as vLLM's "Received request %s: " prints it (dots too: the id is not at
+    # the end of a sentence there)
+    "dotid": r"[A-Za-z0-9_.\-]{1,256}",
 }
+#: the field types that read text (the C row has one text span: ``Row.str``)
+TEXT_TYPES: tuple[FieldType, ...] = ("upper", "quoted", "id", "dotid")
 #: an int searched in free text (``Find``): every digit of the run, as the per-line
 #: ``re.search`` reads it; past INT_DIGITS the bulk paths leave the line per line
 _FIND_INT = "[0-9]+"
@@ -96,6 +103,23 @@ class Find:
 
 
 @dataclass(frozen=True)
+class Skip:
+    """Inside a ``Find``: any text, as little as what follows needs (``.*?``), and a literal
+    follows (after ``Bound``s): vLLM's ``max_tokens=`` is searched after ``SamplingParams(``."""
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Inside a ``Find``, after its literal: an ASCII word boundary (``\\b``), so that a
+    searched ``max_tokens=`` is not the end of another word."""
+
+
+@dataclass(frozen=True)
+class Pad:
+    """Blanks, any number (``[ \\t]*``): a table cell's padding."""
+
+
+@dataclass(frozen=True)
 class Tail:
     """The end of the line: trailing blanks, CR, LF, the end; ``comma``: a trailing ","
     may precede them (SGLang prints ", " after its last field; collectors strip the blank).
@@ -107,7 +131,7 @@ class Tail:
     text: bool = False
 
 
-Item = Lit | OneOf | Field | Opt | Alt | Find | Tail
+Item = Lit | OneOf | Field | Opt | Alt | Find | Skip | Bound | Pad | Tail
 
 _TOKEN = re.compile(r"\{([^{}]*)\}")
 
@@ -162,6 +186,10 @@ class LineSpec:
     #: a field may hold any word (a request id): like free text, the line is read in bulk
     #: only without other parsers' triggers
     triggers: bool = False
+    #: a table row's cell separator: the row means something only inside its table's block,
+    #: whose header row decides which cell is which field (``cell_order``), so it is read in
+    #: bulk only there (the walk asks for it: ``diag.ingest.hotpath.scanner``), never located
+    cells: str = ""
     _groups: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -180,7 +208,15 @@ class LineSpec:
                     raise ValueError(f"{self.name}: a Find is a literal, then one kept field")
                 if any(isinstance(x, (Find, Tail, Opt, Alt)) for x in it.items):
                     raise ValueError(f"{self.name}: a Find holds literals and fields only")
-        if sum(t in ("upper", "quoted", "id") for _, t in self.fields()) > 1:
+                for k, x in enumerate(it.items):
+                    after = [y for y in it.items[k + 1 :] if not isinstance(y, Bound)]
+                    if isinstance(x, Skip) and not (after and isinstance(after[0], Lit)):
+                        raise ValueError(f"{self.name}: a Skip is followed by a literal")
+        every = [x for x in self._walk(self.items) if isinstance(x, (Skip, Bound))]
+        in_finds = [x for f in self.items if isinstance(f, Find) for x in self._walk(f.items)]
+        if len(every) != sum(isinstance(x, (Skip, Bound)) for x in in_finds):
+            raise ValueError(f"{self.name}: Skip and Bound stand inside a Find")
+        if sum(t in TEXT_TYPES for _, t in self.fields()) > 1:
             raise ValueError(f"{self.name}: one text field at most (the C row has one)")
 
     @staticmethod
@@ -212,8 +248,23 @@ class LineSpec:
                 return it.text.encode()
         raise ValueError(f"{self.name}: no literal")
 
+    def cell_order(self) -> dict[str, int]:
+        """A table row's kept fields by cell (0 = the first cell after the leading
+        separator): the order a header row must give for the row to be read so."""
+        out: dict[str, int] = {}
+        seps = 0
+        for it in self._walk(self.items):
+            if isinstance(it, Lit):
+                seps += it.text.count(self.cells)
+            elif isinstance(it, Field) and it.name is not None:
+                out[it.name] = seps - 1
+        return out
+
     def heads(self) -> tuple[bytes, ...]:
-        """The first 4 bytes a message of this shape can start with (the C locator)."""
+        """The first 4 bytes a message of this shape can start with (the C locator; a table
+        row has none: the block reads it)."""
+        if self.cells:
+            return ()
         out: list[bytes] = []
         for start in _starts(self.items):
             if len(start) < 4:
@@ -310,7 +361,7 @@ class LineSpec:
         ints = tuple(n for n, t in self.fields() if t in ("int", "bool"))
         head = ("ms",) if self.engine == "sglang" else ()
         floats = head + tuple(n for n, t in self.fields() if t in ("num", "unum"))
-        has_str = any(t in ("upper", "quoted", "id") for _, t in self.fields())
+        has_str = any(t in TEXT_TYPES for _, t in self.fields())
         return ints, floats, has_str
 
     def program(self) -> tuple[bytes, bytes]:
@@ -353,6 +404,12 @@ def _rx(it: Item, flavor: Flavor, names: dict[str, int], find: bool = False) -> 
         return (
             "(?:" + "|".join("".join(_rx(x, flavor, names) for x in b) for b in it.branches) + ")"
         )
+    if isinstance(it, Skip):
+        return ".*?"
+    if isinstance(it, Pad):
+        return "[ \t]*"
+    if isinstance(it, Bound):
+        return r"\b"
     if isinstance(it, Find):
         if flavor == "re2":
             return ""  # no lookahead in RE2: LineSpec.finds
@@ -404,7 +461,7 @@ def _convert(typ: FieldType, text: str) -> Any:
 
 # opcodes of _cscan_prog.c (run); keep in step with the enum there
 OP_LIT, OP_ONEOF, OP_INT, OP_BOOL, OP_NUM, OP_UPPER, OP_OPT, OP_ALT, OP_TAIL = range(1, 10)
-OP_FIND, OP_QUOTED, OP_ID = 10, 11, 12
+OP_FIND, OP_QUOTED, OP_ID, OP_SKIP, OP_BOUND, OP_DOTID, OP_PAD = range(10, 17)
 
 
 def _lit(text: str, lits: bytearray) -> tuple[int, int]:
@@ -435,7 +492,7 @@ def _ops(
                 col = floats.index(it.name) if it.name is not None else -1
                 out += [OP_NUM, col, int(it.type == "num")]
             else:
-                op = {"upper": OP_UPPER, "quoted": OP_QUOTED}.get(it.type, OP_ID)
+                op = {"upper": OP_UPPER, "quoted": OP_QUOTED, "dotid": OP_DOTID}.get(it.type, OP_ID)
                 out += [op, 0 if it.name is not None else -1]
         elif isinstance(it, Opt):
             body = _ops(it.items, ints, floats, lits)
@@ -448,6 +505,12 @@ def _ops(
         elif isinstance(it, Find):
             body = _ops(it.items, ints, floats, lits)
             out += [OP_FIND, int(it.required), len(body), *body]
+        elif isinstance(it, Skip):
+            out += [OP_SKIP]
+        elif isinstance(it, Bound):
+            out += [OP_BOUND]
+        elif isinstance(it, Pad):
+            out += [OP_PAD]
         else:
             out += [OP_TAIL, int(it.comma) | int(it.text) << 1]
     return out

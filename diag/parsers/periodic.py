@@ -7,11 +7,26 @@ here (a new column also needs its event kind in ``diag.events``).
 
 from __future__ import annotations
 
-from diag.parsers.linespec import Alt, Field, Find, Item, LineSpec, Lit, OneOf, Opt, Tail, seq
+from diag.parsers.linespec import (
+    Alt,
+    Bound,
+    Field,
+    Find,
+    Item,
+    LineSpec,
+    Lit,
+    OneOf,
+    Opt,
+    Pad,
+    Skip,
+    Tail,
+    seq,
+)
 
 __all__ = [
     "LINES",
     "Alt",
+    "Bound",
     "Field",
     "Find",
     "Item",
@@ -19,6 +34,8 @@ __all__ = [
     "Lit",
     "OneOf",
     "Opt",
+    "Pad",
+    "Skip",
     "Tail",
     "seq",
 ]
@@ -207,7 +224,70 @@ VL_ADDED = LineSpec(
     triggers=True,
 )
 
+# "Received request %s: params: %s, lora_request: %s." (vllm==0.33.0:vllm/entrypoints/serve/
+# utils/request_logger.py:66-71; 0.11 put "prompt: %r, " before the params and
+# "prompt_token_ids: %s, prompt_embeds shape: %s, " after them: vllm==0.11.0:vllm/entrypoints/
+# logger.py:40-46), the params being SamplingParams.__repr__ (vllm==0.33.0:vllm/
+# sampling_params.py:1447-1474: stop strings and structured outputs as reprs, any text):
+# max_tokens is the first "max_tokens=<digits>" at a word start after the first
+# "SamplingParams(" (a stop string may hold one: the per-line reading, kept)
+VL_RECEIVED = LineSpec(
+    "vllm.received",
+    "vllm",
+    "request",
+    seq(
+        "Received request {request_id:dotid}: ",
+        Find(seq("SamplingParams(", Skip(), Bound(), "max_tokens={max_new_tokens:int}")),
+        Tail(text=True),
+    ),
+    absent=("prompt_tokens",),
+    consts=(("action", "received"),),
+)
+
+# A row of the --cudagraph-metrics table (formats R-3: vllm==0.33.0:vllm/compilation/
+# cuda_graph.py:43-49 the header labels, 104-111 a row: "| " + " | ".join(cells each
+# ljust to its column's width) + " |"), one logged line per table line: the cells' meaning
+# is the header row's (``MetricsTableBlock``), this order is COLUMN_HEADERS' ("Unpadded
+# Tokens | Padded Tokens | Num Paddings | Runtime Mode | Count"); the mode is
+# CUDAGraphMode's name
+_CELL = (Pad(), "|", Pad())
+VL_METRICS_ROW = LineSpec(
+    "vllm.metrics_row",
+    "vllm",
+    "graph_step",
+    seq(
+        "|",
+        Pad(),
+        "{num_tokens:int}",
+        *_CELL,
+        "{padded_tokens:int}",
+        *_CELL,
+        "{_:int}",
+        *_CELL,
+        "{mode:upper}",
+        *_CELL,
+        "{count:int}",
+        Pad(),
+        "|",
+        Tail(),
+    ),
+    absent=("num_reqs", "uniform"),
+    consts=(("origin", "metrics_table"),),
+    cells="|",
+)
+
 #: every declared periodic line, by kind tag
 LINES: dict[str, LineSpec] = {
-    s.name: s for s in (SG_DECODE, SG_PREFILL, SG_RECEIVE, SG_FINISH, VL_STEP, VL_STATS, VL_ADDED)
+    s.name: s
+    for s in (
+        SG_DECODE,
+        SG_PREFILL,
+        SG_RECEIVE,
+        SG_FINISH,
+        VL_STEP,
+        VL_STATS,
+        VL_ADDED,
+        VL_RECEIVED,
+        VL_METRICS_ROW,
+    )
 }

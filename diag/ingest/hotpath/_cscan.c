@@ -2,7 +2,7 @@
  *
  *   program(header, ops, lits, n ints, n floats, has str) -> capsule: a declared line
  *       (diag/parsers/periodic.py) for scan, interpreted by _cscan_prog.c.
- *   scan(kind or program, block, offsets, idx, excl, rows, ints, ivalid, floats, fvalid, key1, key2,
+ *   scan(program, block, offsets, idx, excl, rows, ints, ivalid, floats, fvalid, key1, key2,
  *        stroff) -> (count, keys1, keys2, strdata)
  *       matches the candidate lines ``idx`` of one kind; the accepted ones are written
  *       compacted (row r < count): line index, int/float columns (column c at [c*m, (c+1)*m),
@@ -291,38 +291,6 @@ static PyObject *keytab_list(const KeyTab *t) {
     return out;
 }
 
-/* ---------------------------------------------------------------- kinds */
-
-typedef struct {
-    const char *name;
-    Matcher match;
-    int ni, nf, str, key2;
-} KindDef;
-
-/* the free-text lines; the declared ones come as programs (py_program) */
-static const KindDef KINDS[] = {
-    {"vllm.received", cs_vl_received, 1, 0, 1, 1},
-};
-#define NKINDS ((int)(sizeof KINDS / sizeof KINDS[0]))
-
-/* kinds() -> {name: (kind id, n ints, n floats, has str, has key2)} */
-static PyObject *py_kinds(PyObject *self, PyObject *unused) {
-    (void)self;
-    (void)unused;
-    PyObject *d = PyDict_New();
-    for (int k = 0; d != NULL && k < NKINDS; k++) {
-        const KindDef *kd = &KINDS[k];
-        PyObject *v = Py_BuildValue("(iiiii)", k, kd->ni, kd->nf, kd->str, kd->key2);
-        if (v == NULL || PyDict_SetItemString(d, kd->name, v) < 0) {
-            Py_XDECREF(v);
-            Py_DECREF(d);
-            return NULL;
-        }
-        Py_DECREF(v);
-    }
-    return d;
-}
-
 static int need(Py_buffer *b, Py_ssize_t items, Py_ssize_t size, const char *what) {
     if (b->len < items * size) {
         PyErr_Format(PyExc_ValueError, "%s: buffer too small", what);
@@ -386,33 +354,16 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
     Py_buffer *all[] = {&block, &offs, &idxb, &rows, &ints, &ival, &flts, &fval, &key1, &key2,
                         &stroff};
     const LitSet *excl = NULL;
-    KindDef prog_kd = {"program", NULL, 0, 0, 0, 1};
-    const KindDef *kd = NULL;
     const Prog *prog = NULL;
     Py_ssize_t m = idxb.len / 8, nlines = offs.len / 8 - 1;
-    if (PyCapsule_CheckExact(kind_obj)) {
-        if ((prog = PyCapsule_GetPointer(kind_obj, "graphdiag.program")) == NULL)
-            goto done;
-        prog_kd.ni = prog->ni;
-        prog_kd.nf = prog->nf;
-        prog_kd.str = prog->has_str;
-        kd = &prog_kd;
-    } else {
-        long kind = PyLong_AsLong(kind_obj);
-        if (kind == -1 && PyErr_Occurred())
-            goto done;
-        if (kind < 0 || kind >= NKINDS) {
-            PyErr_SetString(PyExc_ValueError, "unknown kind");
-            goto done;
-        }
-        kd = &KINDS[kind];
-    }
+    if ((prog = PyCapsule_GetPointer(kind_obj, "graphdiag.program")) == NULL)
+        goto done;
     if (excl_obj != Py_None &&
         (excl = PyCapsule_GetPointer(excl_obj, "graphdiag.litset")) == NULL)
         goto done;
-    if (!need(&rows, m, 8, "rows") || !need(&ints, m * kd->ni, 8, "ints") ||
-        !need(&ival, m * kd->ni, 1, "ivalid") || !need(&flts, m * kd->nf, 8, "floats") ||
-        !need(&fval, m * kd->nf, 1, "fvalid") || !need(&key1, m, 4, "key1") ||
+    if (!need(&rows, m, 8, "rows") || !need(&ints, m * prog->ni, 8, "ints") ||
+        !need(&ival, m * prog->ni, 1, "ivalid") || !need(&flts, m * prog->nf, 8, "floats") ||
+        !need(&fval, m * prog->nf, 1, "fvalid") || !need(&key1, m, 4, "key1") ||
         !need(&key2, m, 4, "key2") || !need(&stroff, m + 1, 4, "stroff"))
         goto done;
     const uint8_t *buf = block.buf;
@@ -445,16 +396,15 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
         r.k1n = r.k2n = 0;
         r.str = NULL;
         r.strn = 0;
-        if (prog != NULL ? !cs_prog_match(prog, buf + off[i], buf + off[i + 1], &r, excl)
-                         : !kd->match(buf + off[i], buf + off[i + 1], &r, excl))
+        if (!cs_prog_match(prog, buf + off[i], buf + off[i + 1], &r, excl))
             continue;
         int32_t c1 = keytab_code(&kt1, r.k1, r.k1n);
-        int32_t c2 = kd->key2 ? keytab_code(&kt2, r.k2, r.k2n) : -1;
-        if (c1 < 0 || (kd->key2 && c2 < 0)) {
+        int32_t c2 = keytab_code(&kt2, r.k2, r.k2n);
+        if (c1 < 0 || c2 < 0) {
             failed = 1;
             break;
         }
-        if (kd->str) {
+        if (prog->has_str) {
             if (sused + (size_t)r.strn > (size_t)INT32_MAX) {
                 failed = 1;
                 break;
@@ -476,11 +426,11 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
             o_so[count + 1] = (int32_t)sused;
         }
         o_rows[count] = i;
-        for (int c = 0; c < kd->ni; c++) {
+        for (int c = 0; c < prog->ni; c++) {
             o_int[c * m + count] = r.ivd[c] ? r.iv[c] : 0;
             o_ival[c * m + count] = r.ivd[c];
         }
-        for (int c = 0; c < kd->nf; c++) {
+        for (int c = 0; c < prog->nf; c++) {
             o_flt[c * m + count] = r.fvd[c] ? r.fv[c] : 0.0;
             o_fval[c * m + count] = r.fvd[c];
         }
@@ -661,7 +611,6 @@ static PyMethodDef methods[] = {
     {"anchor_lines", py_anchor_lines, METH_VARARGS, "Which lines hold any literal of a set."},
     {"locate", py_locate, METH_VARARGS, "Line offsets and the located kind of each line."},
     {"count_newlines", py_count_newlines, METH_O, "How many newline bytes a buffer holds."},
-    {"kinds", py_kinds, METH_NOARGS, "{kind name: (id, n ints, n floats, has str, has key2)}."},
     {"program", py_program, METH_VARARGS, "A declared line's op table, checked (see _cscan_prog.c)."},
     {NULL, NULL, 0, NULL},
 };

@@ -60,8 +60,6 @@ static inline unsigned cs_hash4(const uint8_t *p) {
     return (uint32_t)(w * 2654435761u) >> (32 - CS_HBITS);
 }
 
-typedef int (*Matcher)(cptr s, cptr e, Row *r, const LitSet *excl);
-
 /* ---------------------------------------------------------------- small parsers */
 
 static inline int cs_isdigit(uint8_t c) { return (unsigned)(c - '0') < 10u; }
@@ -226,8 +224,5 @@ typedef struct {
 int cs_prog_check(const Prog *pg);
 /* excl (or NULL): literals a free-text line must not hold (other parsers' triggers) */
 int cs_prog_match(const Prog *pg, cptr s, cptr e, Row *r, const LitSet *excl);
-
-/* ---------------------------------------------------------------- free-text lines */
-int cs_vl_received(cptr s, cptr e, Row *r, const LitSet *excl);
 
 #endif

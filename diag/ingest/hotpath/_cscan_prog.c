@@ -6,13 +6,15 @@
  * Ops (int32; opcodes as linespec.py's OP_*):
  *   LIT off len | ONEOF n (off len)*n | INT col | BOOL col | NUM col signed | UPPER col
  *   OPT ncommit len body[len] | ALT n (ncommit len body[len])*n | TAIL flags
- *   FIND required len body[len] | QUOTED col | ID col
+ *   FIND required len body[len] | QUOTED col | ID col | SKIP | BOUND | DOTID col | PAD
  * col -1: read, not kept. A group decides by its first `ncommit` ops: failing there skips
  * it (OPT) or tries the next branch (ALT); failing later rejects the line, so the C form
  * accepts a subset of what the derived regexes accept, with the same fields. FIND searches
  * its body (a LIT first) at each occurrence of that literal ahead, leftmost match wins, the
  * position stays (re.search in the message); QUOTED reads [^']+ (ASCII, else the line stays
- * per line); ID reads [A-Za-z0-9_-]{1,256}; TAIL flags: 1 a trailing "," may precede the end, 2 free text up to the end,
+ * per line); ID reads [A-Za-z0-9_-]{1,256}, DOTID [A-Za-z0-9_.-]{1,256}; inside a FIND body
+ * only: SKIP is .*? (the rest of the body at the leftmost place from here where it matches,
+ * found by cs_find of the literal that follows), BOUND an ASCII word boundary; PAD skips [ \t]* (a table cell's blanks); TAIL flags: 1 a trailing "," may precede the end, 2 free text up to the end,
  * as far as plain. An int of 16+ digits rejects the line (the per-line path's note).
  */
 #define _GNU_SOURCE
@@ -30,9 +32,17 @@ enum {
     OP_TAIL,
     OP_FIND,
     OP_QUOTED,
-    OP_ID
+    OP_ID,
+    OP_SKIP,
+    OP_BOUND,
+    OP_DOTID,
+    OP_PAD
 };
 #define REJECT (-2) /* run(): the line stays per line, whatever group it is in */
+
+static inline int is_word(uint8_t c) {
+    return cs_isdigit(c) || (unsigned)((c | 0x20) - 'a') < 26u || c == '_';
+}
 
 /* how many int32 words the op at o takes, or -1 when it does not fit [o, end) */
 static int64_t op_size(const int32_t *o, const int32_t *end) {
@@ -51,8 +61,13 @@ static int64_t op_size(const int32_t *o, const int32_t *end) {
     case OP_UPPER:
     case OP_QUOTED:
     case OP_ID:
+    case OP_DOTID:
     case OP_TAIL:
         return left >= 2 ? 2 : -1;
+    case OP_SKIP:
+    case OP_BOUND:
+    case OP_PAD:
+        return 1;
     case OP_NUM:
         return left >= 3 ? 3 : -1;
     case OP_OPT:
@@ -80,8 +95,17 @@ static int check_lit(const Prog *pg, int32_t off, int32_t len) {
     return off >= 0 && len >= 1 && (size_t)off + (size_t)len <= pg->nlits;
 }
 
-/* every op well formed: sizes, literal spans, columns inside the row */
-static int check(const Prog *pg, const int32_t *o, const int32_t *end, int depth) {
+/* the LIT a SKIP at o jumps to (after BOUNDs), or NULL */
+static const int32_t *skip_lit(const int32_t *o, const int32_t *end) {
+    for (o++; o < end && o[0] == OP_BOUND; o++)
+        ;
+    return end - o >= 3 && o[0] == OP_LIT ? o : NULL;
+}
+
+/* every op well formed: sizes, literal spans, columns inside the row; in_find: inside a
+ * FIND body, after its first literal (SKIP and BOUND read p[-1]: never before the line) */
+static int check(const Prog *pg, const int32_t *o, const int32_t *end, int depth,
+                 int in_find) {
     if (depth > 16)
         return 0;
     while (o < end) {
@@ -110,17 +134,18 @@ static int check(const Prog *pg, const int32_t *o, const int32_t *end, int depth
         case OP_UPPER:
         case OP_QUOTED:
         case OP_ID:
+        case OP_DOTID:
             if (o[1] < -1 || o[1] > 0 || (o[1] == 0 && !pg->has_str))
                 return 0;
             break;
         case OP_OPT:
-            if (o[1] < 1 || !check(pg, o + 3, o + n, depth + 1))
+            if (o[1] < 1 || !check(pg, o + 3, o + n, depth + 1, in_find))
                 return 0;
             break;
         case OP_ALT: {
             const int32_t *b = o + 2;
             for (int i = 0; i < o[1]; i++) {
-                if (b[0] < 1 || !check(pg, b + 2, b + 2 + b[1], depth + 1))
+                if (b[0] < 1 || !check(pg, b + 2, b + 2 + b[1], depth + 1, in_find))
                     return 0;
                 b += 2 + b[1];
             }
@@ -128,8 +153,18 @@ static int check(const Prog *pg, const int32_t *o, const int32_t *end, int depth
         }
         case OP_FIND: /* its body: a literal first (what cs_find looks for) */
             if ((o[1] != 0 && o[1] != 1) || o[2] < 3 || o[3] != OP_LIT ||
-                !check(pg, o + 3, o + n, depth + 1))
+                !check_lit(pg, o[4], o[5]) || !check(pg, o + 6, o + n, depth + 1, 1))
                 return 0;
+            break;
+        case OP_SKIP:
+            if (!in_find || skip_lit(o, end) == NULL)
+                return 0;
+            break;
+        case OP_BOUND:
+            if (!in_find)
+                return 0;
+            break;
+        case OP_PAD:
             break;
         case OP_TAIL:
             if (o[1] < 0 || o[1] > 3)
@@ -150,7 +185,7 @@ int cs_prog_check(const Prog *pg) {
         return 0;
     if (pg->header == CS_HDR_SGLANG && pg->nf < 1)
         return 0;
-    return check(pg, pg->ops, pg->ops + pg->nops, 0);
+    return check(pg, pg->ops, pg->ops + pg->nops, 0, 0);
 }
 
 /* the fields a failed FIND try may have set, put back */
@@ -245,11 +280,11 @@ static int run(const Prog *pg, const int32_t *o, const int32_t *end, cptr *pp, c
             }
             break;
         }
-        case OP_ID: {
+        case OP_ID:
+        case OP_DOTID: {
             cptr m = p;
-            while (p < e && p - m <= 256 &&
-                   (cs_isdigit(*p) || (unsigned)((*p | 0x20) - 'a') < 26u || *p == '_' ||
-                    *p == '-'))
+            int dot = o[0] == OP_DOTID;
+            while (p < e && p - m <= 256 && (is_word(*p) || *p == '-' || (dot && *p == '.')))
                 p++;
             ok = p > m && p - m <= 256;
             if (ok && o[1] >= 0) {
@@ -258,6 +293,32 @@ static int run(const Prog *pg, const int32_t *o, const int32_t *end, cptr *pp, c
             }
             break;
         }
+        case OP_SKIP: { /* the rest of this body, leftmost, at an occurrence of its literal */
+            const int32_t *lit = skip_lit(o, end);
+            for (cptr q = p;;) {
+                cptr hit = cs_find(q, e, (const char *)lits + lit[1], (size_t)lit[2]);
+                if (hit == NULL)
+                    break;
+                cptr x = hit;
+                int g = run(pg, o + n, end, &x, e, r, 0);
+                if (g == REJECT)
+                    return REJECT;
+                if (g > 0) {
+                    *pp = x;
+                    return 1;
+                }
+                q = hit + 1;
+            }
+            break;
+        }
+        case OP_PAD:
+            while (p < e && (*p == ' ' || *p == '\t'))
+                p++;
+            ok = 1;
+            break;
+        case OP_BOUND: /* \b: p > the line start inside a FIND (check) */
+            ok = is_word(p[-1]) != (p < e && is_word(*p));
+            break;
         case OP_FIND: {
             const int32_t *body = o + 3;
             const char *lit = (const char *)lits + body[1];

@@ -1,9 +1,6 @@
-/* vLLM pieces of the compiled scanner: the header (machinery for every vLLM line, the
- * declared ones included: diag/parsers/periodic.py) and the free-text request lines
- * vllm.received of diag/ingest/hotpath/kinds.py (its ``validate`` pattern decides).
- * Column layout (the order diag/ingest/hotpath/native.py reads):
- *   received ints mt                                 str rid
- * key1 "LVL MD HMS" (as the RE2 path joins the groups), key2 the process prefix head.
+/* vLLM pieces of the compiled scanner: the header, machinery for every vLLM line (each
+ * declared in diag/parsers/periodic.py and read by _cscan_prog.c): key1 "LVL MD HMS" (as
+ * the RE2 path joins the groups), key2 the process prefix head.
  */
 #define _GNU_SOURCE
 #include "_cscan.h"
@@ -121,61 +118,5 @@ int cs_vl_header(cptr *pp, cptr e, Row *r) {
     if (p < e && *p == ' ')
         p++;
     *pp = p;
-    return 1;
-}
-
-/* the request id: [A-Za-z0-9_\-] (+ "." when dot) {1,256} */
-static int vl_rid(cptr *pp, cptr e, int dot, Row *r) {
-    cptr p = *pp;
-    while (p < e && (is_word(*p) || *p == '-' || (dot && *p == '.')))
-        p++;
-    if (p == *pp || p - *pp > 256)
-        return 0;
-    r->str = *pp;
-    r->strn = p - *pp;
-    *pp = p;
-    return 1;
-}
-
-int cs_vl_received(cptr s, cptr e, Row *r, const LitSet *excl) {
-    cptr p = s;
-    if (!cs_vl_header(&p, e, r) || !LIT(&p, e, "Received request ") || !vl_rid(&p, e, 1, r) ||
-        !LIT(&p, e, ": "))
-        return 0;
-    /* the body: SamplingParams.__repr__ (stop strings, structured outputs: any printable
-     * text, quotes, "<|", non-ASCII), the plain rule the SGLang request lines have */
-    if (!cs_plain_rest(p, e))
-        return 0;
-    cptr q = e;
-    if (p < q && q[-1] == '\n')
-        q--;
-    if (p < q && q[-1] == '\r')
-        q--;
-    if (excl != NULL && cs_litset_any(excl, s, e))
-        return 0;
-    /* SamplingParams\(.*?\bmax_tokens=(\d+): the first one after the first SamplingParams( */
-    cptr sp = cs_find(p, e, "SamplingParams(", 15); /* in the message, never the header */
-    if (sp != NULL) {
-        cptr x = sp + 15;
-        while (x < q) {
-            cptr mt = cs_find(x, q, "max_tokens=", 11);
-            if (mt == NULL)
-                break;
-            cptr d = mt + 11, y = d;
-            while (y < e && cs_isdigit(*y))
-                y++;
-            if (!is_word(mt[-1]) && y > d) {
-                if (y - d > 15)
-                    return 0;
-                int64_t v = 0;
-                for (cptr c = d; c < y; c++)
-                    v = v * 10 + (*c - '0');
-                r->iv[0] = v;
-                r->ivd[0] = 1;
-                break;
-            }
-            x = mt + 1;
-        }
-    }
     return 1;
 }

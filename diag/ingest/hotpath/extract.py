@@ -36,12 +36,13 @@ from diag.ingest.hotpath import native as native_mod
 from diag.ingest.hotpath import prefixed
 from diag.ingest.hotpath.kinds import (
     ENGINE_KINDS,
+    ENGINE_ROWS,
     SUPPORTED_PARSERS,
     Kind,
-    _concat,
     _dict_const,
     _float,
     _s,
+    concat_columns,
 )
 from diag.normalize import prefix
 from diag.normalize.prefix import LogLine
@@ -63,6 +64,7 @@ class _HeaderCache:
         self._sg_ts: dict[bytes, float] = {}
         self._sg_rank: dict[bytes, str] = {}
         self._proc: dict[bytes, str] = {}
+        self._key: dict[bytes, str] = {}
         self._vl: dict[bytes, float] = {}
 
     def _room(self, memo: dict[bytes, Any]) -> dict[bytes, Any]:
@@ -94,6 +96,14 @@ class _HeaderCache:
             ranks = " " + ranks.strip() if ranks.strip() else ""
             ref = self._peeled(f"{head}[2000-01-01 00:00:00{ranks}] x")
             hit = self._room(self._sg_rank)[key] = ref.rank or ""
+        return hit
+
+    def key(self, head: bytes) -> str:
+        """``LogLine.key`` of a vLLM process prefix head (which writer a block continues)."""
+        hit = self._key.get(head)
+        if hit is None:
+            ref = self._peeled(head.decode() + "INFO 01-01 00:00:00 [x.py:1] x")
+            hit = self._room(self._key)[head] = ref.key
         return hit
 
     def proc(self, head: bytes) -> str:
@@ -160,6 +170,13 @@ def _vl_common(st: pa.StructArray, cache: _HeaderCache) -> tuple[np.ndarray, pa.
     return ts, pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(uniq, pa.string()))
 
 
+def _leading(ok: np.ndarray) -> int:
+    """How many leading entries are true (``ok`` bool), or equal their index (int)."""
+    hit = ok if ok.dtype == bool else ok == np.arange(len(ok))
+    bad = np.flatnonzero(~hit)
+    return int(bad[0]) if len(bad) else len(hit)
+
+
 #: how each engine's header groups become ts and rank
 _COMMON = {"sglang": _sg_common, "vllm": _vl_common}
 
@@ -224,6 +241,8 @@ class HotPath:
         self.backend = backend
         # free-text kinds exclude every trigger of the active parsers (their anchors)
         self.kinds = tuple(k.with_triggers(anchors) for k in ENGINE_KINDS[backend])
+        #: table rows, read where their block asks (``rows``), by declaration name
+        self.row_kinds = {k.name: k for k in ENGINE_ROWS[backend]}
         self._cache = _HeaderCache()
         self._common = _COMMON[backend]
         # every anchor of the active parsers: the per-line prefilter, in RE2
@@ -238,7 +257,7 @@ class HotPath:
         self.anchor_search: Callable[[str], re.Match[str] | None] = anchors_rx.search
         # the compiled scanner where built and not switched off (GRAPHDIAG_NATIVE=0)
         self._native = (
-            native_mod.NativeScanner(self.kinds, anchors)
+            native_mod.NativeScanner((*self.kinds, *self.row_kinds.values()), anchors)
             if native_mod.native_enabled(native) and backend in native_mod.COMMON
             else None
         )
@@ -312,7 +331,7 @@ class HotPath:
                 res.learn = read.learn
         for table, parts in res.tables.items():
             if len(parts) > 1:  # several shapes of one table (receive + finish): line order
-                cols = {c: _concat([p[c] for p in parts]) for c in parts[0]}
+                cols = {c: concat_columns([p[c] for p in parts]) for c in parts[0]}
                 order = pa.array(np.argsort(cols["line"].to_numpy(), kind="stable"))
                 res.tables[table] = [{c: a.take(order) for c, a in cols.items()}]
         res.consumed = np.flatnonzero(taken)
@@ -348,6 +367,57 @@ class HotPath:
             if got is not None:
                 found.append((kind, *got))
         return offsets, found, arr
+
+    def rows(
+        self,
+        name: str,
+        block: bytes | memoryview,
+        offsets: np.ndarray,
+        span: tuple[int, int],
+        key: str | None,
+        source: str,
+        first_lineno: int,
+    ) -> tuple[dict[str, Any], int] | None:
+        """The table rows of declaration ``name`` at the lines ``span`` of ``block`` from its
+        start, as long as each is one (its declaration accepts it) of the writer ``key``
+        (None: any writer):
+        their event columns and how many; None when the first is not. The open block that
+        asked knows their cells' order (``MetricsTableBlock.bulk_room``)."""
+        kind = self.row_kinds[name]
+        start, stop = span
+        if self._native is not None:
+            got = self._native.scan(name, block, offsets, np.arange(start, stop, dtype=np.int64))
+            k = _leading(got.idx - start)
+            if key is not None:
+                keys = np.array([self._cache.key(h) == key for h in got.keys2], bool)
+                k = min(k, _leading(keys[got.codes2[:k]]))
+            if k == 0:
+                return None
+            ts, rank = native_mod.COMMON[self.backend](got, self._cache)
+            fields = native_mod.builder(kind)(got)
+        else:
+            a, b = int(offsets[start]), int(offsets[stop])
+            arr, _ = self.lines(bytes(block[a:b]))
+            st = pc.extract_regex(arr, kind.pattern)
+            k = _leading(st.is_valid().to_numpy(zero_copy_only=False))
+            if k == 0:
+                return None
+            if key is not None:
+                heads = pc.fill_null(st.field("phead").slice(0, k), b"")
+                writers, codes = _lookup(heads, self._cache.key)
+                k = min(k, _leading(np.array([w == key for w in writers], bool)[codes]))
+            if k == 0:
+                return None
+            st = st.slice(0, k)
+            ts, rank = self._common(st, self._cache)
+            fields = kind.build(st)
+        res = BlockResult(first_lineno, 0, offsets)
+        lines = np.arange(start, start + k, dtype=np.int64) + first_lineno
+        cut = {c: a.slice(0, k) for c, a in fields.items()}
+        self._add(
+            res, kind, source, lines, np.asarray(ts)[:k], rank.slice(0, k), _dict_const(k, ""), cut
+        )
+        return res.tables[kind.table][0], k
 
     def _add(
         self,

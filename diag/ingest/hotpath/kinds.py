@@ -4,9 +4,8 @@ Each kind is an anchored full-line RE2 pattern (header included) that accepts on
 common shape of the line, plus the builder that turns its groups into the event kind's
 columns. The fixed-shape lines (SGLang decode D4, D5, D7, D9-D18 and prefill P5, P9-P13; vLLM
 0.11 DEBUG step lines, V1 stats lines) are derived from their declarations in
-``diag.parsers.periodic`` (``declared``), SGLang's free-text request lines (``Receive:`` /
-``Finish:``) and vLLM's ``Added request`` too; vLLM's ``Received request`` is written here.
-Every free-text kind's triggers are derived from the active parsers (``Kind.with_triggers``).
+``diag.parsers.periodic`` (``declared``), the free-text request lines too (SGLang's ``Receive:`` / ``Finish:``,
+vLLM's ``Received request`` and ``Added request``). Every free-text kind's triggers are derived from the active parsers (``Kind.with_triggers``).
 RE2 runs in Latin-1 mode on binary arrays, so every ASCII delimiter is where the per-line
 path, which decodes with ``replace``, sees it. Anything else stays on the per-line parsers.
 """
@@ -15,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -24,15 +23,9 @@ import pyarrow.compute as pc
 
 from diag.events import EVENT_KINDS
 from diag.parsers import periodic
-from diag.parsers.linespec import PLAIN_TEXT_RE2
+from diag.parsers.linespec import TEXT_TYPES
 
 # ---------------------------------------------------------------- shared pieces (RE2 syntax)
-_NUM = r"-?\d+(?:\.\d+)?"  # the per-line _F without thousands separators
-_INT = r"\d{1,15}"  # exact in float64, like the sink's array('d')
-_END = r"[ \t]*\r?\n?$"  # trailing blanks (\s* of the per-line regexes), CRLF, last line
-_DEV = r"(?:cuda|cpu|npu|musa|xpu|device)"
-# a plain line body: no byte split_logical/peel would treat (control chars but \t, ^, <)
-
 # the SGLang header forms of normalize.prefix (PROCESS_HEADER, SGLANG_HEADER, _PYLOG), as far
 # as plain; the C header (_cscan_sglang.c cs_sg_header) reads the same subset
 # (python logging behind a process prefix is left to the per-line path: peel keeps that
@@ -76,8 +69,8 @@ class Kind:
     branches: tuple[str, ...] = ()
     #: the triggers a consumed line must not hold: derived, never written (``with_triggers``)
     exclude_words: tuple[str, ...] = ()
-    #: the declaration a declared line's kind is derived from (``declared``)
-    spec: periodic.LineSpec | None = None
+    #: the declaration the kind is derived from (``declared``)
+    spec: periodic.LineSpec = field(kw_only=True)
 
     @property
     def exclude(self) -> str | None:
@@ -123,7 +116,7 @@ def _dict_const(n: int, value: str) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value]))
 
 
-def _concat(arrays: list[pa.Array]) -> pa.Array:
+def concat_columns(arrays: list[pa.Array]) -> pa.Array:
     """Concatenate; dictionary arrays (per-part dictionaries) get one unified dictionary
     (its order does not matter: ``events.build_frame`` maps values, sorted categories;
     50x cheaper than decoding and encoding again)."""
@@ -143,43 +136,9 @@ _SG_REQ_BRANCHES = ("%|", "repeated")
 
 
 # -- vLLM
-_VL_RECEIVED = _VL_HDR + r"Received request (?P<rid>[A-Za-z0-9_.\-]{1,256}): "
-# the body is SamplingParams.__repr__ (vllm==0.33.0:vllm/sampling_params.py:1447-1474, logged
-# by vllm/entrypoints/serve/utils/request_logger.py:66-71): stop strings, bad words and
-# structured outputs as Python reprs, so quotes, "<|", "%", "|" and any printable text
-_VL_RECEIVED_ALL = _VL_RECEIVED + PLAIN_TEXT_RE2  # the rule of Tail(text=True)
 # vLLM request lines: prompt_token_ids is a field (prompt_tokens) the bulk row does not
 # read; "repeated" as for SGLang
 _VL_REQ_BRANCHES = ("prompt_token_ids", "repeated")
-
-
-# Capture patterns for vLLM request lines: RE2's submatch engine is slow on long strict
-# patterns, so the strict pattern only validates (DFA, no captures) and a shorter one
-# captures: a plain header prefix, and the fields up to the last one needed. On a line the
-# strict pattern accepts, both capture the same text (checked by the oracle).
-_VL_HDR_CAP = (
-    r"^(?P<phead>\([^)\n]*\)[ \t]*)?(?P<lvl>[A-Z]+)[ \t]+(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)"
-    r"[^\]\n]*\] ?"
-)
-_VL_RECEIVED_CAP = _VL_HDR_CAP + r"Received request (?P<rid>[A-Za-z0-9_.\-]+): "
-# the max_tokens search: in the message after "Received request " (runtime.MAX_TOKENS on rest)
-_VL_MSG = re.sub(r"\(\?P<\w+>", "(?:", _VL_HDR_CAP) + r"Received request .*?"
-
-
-def _vl_request(action: str) -> Callable[[pa.StructArray], dict[str, Any]]:
-    def build(st: pa.StructArray) -> dict[str, Any]:
-        n = len(st)
-        out: dict[str, Any] = dict(
-            request_id=pc.cast(_s(st, "rid"), pa.string()),
-            action=_dict_const(n, action),
-            prompt_tokens=_null(n, pa.int64()),
-            max_new_tokens=_null(n, pa.int64()),
-        )
-        if action == "received":
-            out["max_new_tokens"] = _int(_s(st, "mt"))
-        return out
-
-    return build
 
 
 # ---------------------------------------------------------------- declared lines
@@ -223,9 +182,7 @@ _RE2_TYPE: dict[str, Callable[[pa.Array], pa.Array]] = {
     "bool": _bool,
     "num": _float,
     "unum": _float,
-    "upper": lambda a: pc.cast(a, pa.string()),
-    "quoted": lambda a: pc.cast(a, pa.string()),
-    "id": lambda a: pc.cast(a, pa.string()),
+    **{t: (lambda a: pc.cast(a, pa.string())) for t in TEXT_TYPES},
 }
 
 
@@ -282,21 +239,15 @@ SGLANG_KINDS: tuple[Kind, ...] = (
 VLLM_KINDS: tuple[Kind, ...] = (
     declared(periodic.VL_STEP),
     declared(periodic.VL_STATS),
-    Kind(
-        "vllm.received",
-        "request",
-        b"Received request",
-        _VL_RECEIVED_CAP,
-        _vl_request("received"),
-        free_text=True,
-        branches=_VL_REQ_BRANCHES,
-        heads=(b"Rece",),
-        validate=_VL_RECEIVED_ALL,
-        extra=(("mt", _VL_MSG + r"SamplingParams\(.*?\bmax_tokens=(?P<mt>\d+)", "int", False),),
-    ),
+    declared(periodic.VL_RECEIVED, _VL_REQ_BRANCHES),
     declared(periodic.VL_ADDED, _VL_REQ_BRANCHES),
 )
 ENGINE_KINDS = {"sglang": SGLANG_KINDS, "vllm": VLLM_KINDS}
+#: the table rows of each engine: read in bulk only inside their block (``LineSpec.cells``)
+ENGINE_ROWS: dict[str, tuple[Kind, ...]] = {
+    "sglang": (),
+    "vllm": (declared(periodic.VL_METRICS_ROW),),
+}
 #: the parser sets the kinds were checked against (class names, in scanner order)
 SUPPORTED_PARSERS = {
     "sglang": ("SGLangParser", "ErrorParser", "BenchmarkParser", "CmdlineParser"),

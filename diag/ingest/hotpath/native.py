@@ -1,9 +1,7 @@
 """The compiled scanner (``_cscan``, plain C): the kinds' strict matchers and the anchor pass.
 
-RE2 submatch extraction costs 1.5-2.5 us a line; C reads a line in ~0.1-0.3 us. The declared
-lines (``diag.parsers.periodic``, SGLang's request lines included) are op tables interpreted
-by ``_cscan_prog.c``; vLLM's ``Received request`` keeps a hand-written matcher
-(``_cscan_vllm.c``).
+RE2 submatch extraction costs 1.5-2.5 us a line; C reads a line in ~0.1-0.3 us. Every kind
+is a declared line (``diag.parsers.periodic``), its op table interpreted by ``_cscan_prog.c``.
 Each accepts a SUBSET
 of what its kind's RE2 pattern (with validate, exclude and extras) accepts and extracts the
 same fields: a line it rejects goes to the per-line parsers, as a line RE2 rejects does. The
@@ -29,6 +27,7 @@ import pyarrow as pa
 
 from diag.ingest.hotpath.kinds import finish_fields
 from diag.parsers import periodic
+from diag.parsers.linespec import TEXT_TYPES
 
 try:  # built by setup.py (optional: no compiler, no extension)
     from diag.ingest.hotpath import _cscan  # type: ignore[attr-defined]  # (compiled, no stub)
@@ -68,10 +67,6 @@ class Layout:
     floats: tuple[str, ...]  # float64 + validity
 
 
-#: the free-text kinds' columns (their C matchers); a declared line's come from its spec
-LAYOUTS: dict[str, Layout] = {
-    "vllm.received": Layout(("mt",), ()),
-}
 _HEADERS = {"sglang": 0, "vllm": 1}  # CS_HDR_* of _cscan.h
 
 
@@ -141,11 +136,10 @@ def pool_copy(values: np.ndarray) -> np.ndarray:
 
 
 class NativeScanner:
-    """The C matchers for the kinds of one engine (those with a layout), the anchor set."""
+    """The C matchers for the kinds of one engine, the anchor set."""
 
     def __init__(self, kinds: Sequence[Any], anchors: Sequence[str]) -> None:
         assert _cscan is not None
-        built = _cscan.kinds()
         self._ids: dict[str, tuple[Any, Layout, Any, bool]] = {}
         for kind in kinds:
             spec = kind.spec
@@ -153,16 +147,8 @@ class NativeScanner:
             if len(words) > 255 or not all(len(w) >= 2 and w.isascii() for w in words):
                 continue  # more triggers than a C literal set holds: RE2 reads this kind
             excl = _cscan.litset(words) if words else None
-            if spec is not None:
-                ints, floats, has_str = spec.layout()
-                self._ids[kind.name] = (_program(spec), Layout(ints, floats), excl, has_str)
-                continue
-            if kind.name not in built or kind.name not in LAYOUTS:
-                continue
-            kid, ni, nf, has_str, _key2 = built[kind.name]
-            layout = LAYOUTS[kind.name]
-            assert (ni, nf) == (len(layout.ints), len(layout.floats)), kind.name
-            self._ids[kind.name] = (kid, layout, excl, bool(has_str))
+            ints, floats, has_str = spec.layout()
+            self._ids[kind.name] = (_program(spec), Layout(ints, floats), excl, has_str)
         heads = [
             (int.from_bytes(h[:4], "little"), k) for k, kd in enumerate(kinds) for h in kd.heads
         ]
@@ -250,23 +236,6 @@ class NativeScanner:
 # ---------------------------------------------------------------- columns, as kinds.py builds
 
 
-def _dict_const(n: int, value: str) -> pa.DictionaryArray:
-    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value]))
-
-
-def _request(action: str, prompt: str | None, max_new: str | None) -> Callable[[Scanned], Any]:
-    def build(s: Scanned) -> dict[str, Any]:
-        n = len(s.idx)
-        return dict(
-            request_id=s.rid,
-            action=_dict_const(n, action),
-            prompt_tokens=s.int_col(prompt) if prompt else pa.nulls(n, pa.int64()),
-            max_new_tokens=s.int_col(max_new) if max_new else pa.nulls(n, pa.int64()),
-        )
-
-    return build
-
-
 def _declared(spec: periodic.LineSpec) -> Callable[[Scanned], dict[str, Any]]:
     """The columns of a declared line from its C row, by field type (as kinds.declared)."""
 
@@ -277,7 +246,7 @@ def _declared(spec: periodic.LineSpec) -> Callable[[Scanned], dict[str, Any]]:
                 fields[name] = s.int_col(name)
             elif typ == "bool":
                 fields[name] = s.bool_col(name)
-            elif typ in ("upper", "quoted", "id"):
+            elif typ in TEXT_TYPES:
                 fields[name] = s.rid
             else:
                 fields[name] = s.float_col(name)
@@ -286,14 +255,9 @@ def _declared(spec: periodic.LineSpec) -> Callable[[Scanned], dict[str, Any]]:
     return build
 
 
-BUILDERS: dict[str, Callable[[Scanned], dict[str, Any]]] = {
-    "vllm.received": _request("received", None, "mt"),
-}
-
-
 def builder(kind: Any) -> Callable[[Scanned], dict[str, Any]]:
-    """The columns of a kind's C rows: from its declaration, else its matcher's builder."""
-    return _declared(kind.spec) if kind.spec is not None else BUILDERS[kind.name]
+    """The columns of a kind's C rows, from its declaration."""
+    return _declared(kind.spec)
 
 
 def sg_common(s: Scanned, cache: Any) -> tuple[np.ndarray, pa.Array]:

@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 from lark import Lark, Token, Transformer, UnexpectedInput, v_args
 
 from diag.normalize.prefix import LogLine
-from diag.parsers.base import Block, Context, digits_int, parse_int_list
+from diag.parsers import periodic
+from diag.parsers.base import Block, BulkRows, Context, digits_int, parse_int_list
 from diag.parsers.vllm.patterns import ENGINE, first_time, mode_name
 from diag.resources import grammar_text
 
@@ -125,22 +127,56 @@ def _column_map(labels: list[Any]) -> dict[str, int]:
 
 
 _DEFAULT_COLUMNS = {"num_tokens": 0, "padded_tokens": 1, "mode": 3, "count": 4}
+#: the cells' order under which a row is read as declared (periodic.VL_METRICS_ROW)
+_DECLARED_COLUMNS = periodic.VL_METRICS_ROW.cell_order()
+#: a row outside any table block (past ``MAX_LINES``, or alone) is a one-row table read in
+#: the default order: the declared one, so the hot path may read such rows in bulk
+LOOSE_ROWS = (periodic.VL_METRICS_ROW.name,) if _DEFAULT_COLUMNS == _DECLARED_COLUMNS else ()
 
 
-class MetricsTableBlock(Block):
-    """R-3: the ``--cudagraph-metrics`` table, one logged line per table line."""
+def _header_columns(cells: list[Any], columns: dict[str, int]) -> dict[str, int]:
+    """The columns after a row: a header row (every cell a word) sets them, a data row not."""
+    if all(isinstance(c, str) for c in cells):
+        return {**_DEFAULT_COLUMNS, **_column_map(cells)}
+    return columns
+
+
+class MetricsTableBlock(Block, BulkRows):
+    """R-3: the ``--cudagraph-metrics`` table, one logged line per table line. Under a
+    header row in the declared order its data rows may come read in bulk (``BulkRows``)."""
 
     MAX_LINES = 600
     MAX_FOREIGN = 40
+    row = periodic.VL_METRICS_ROW.name
 
     def __init__(self, first: LogLine) -> None:
         self.lines: list[LogLine] = [first]
         self.key = first.key
         self.foreign = 0
         self.done = False
+        self.bulk: list[dict[str, Any]] = []  # rows read in bulk, placed at finish
+        self.n_bulk = 0
+        self._columns: dict[str, int] | None = None  # after the lines looked at; None: no header
+        self._looked = 0
+
+    def bulk_room(self) -> int:
+        for seen in self.lines[self._looked :]:  # header rows only ever start with "|"
+            msg = seen.msg.strip()
+            if msg.startswith("|"):
+                for item in parse_metrics_table([msg]):
+                    if item.kind == "row" and all(isinstance(c, str) for c in item.values):
+                        self._columns = _header_columns(item.values, _DEFAULT_COLUMNS)
+        self._looked = len(self.lines)
+        if self.done or self._columns != _DECLARED_COLUMNS:
+            return 0
+        return self.MAX_LINES - len(self.lines) - self.n_bulk
+
+    def take_bulk(self, columns: dict[str, Any], n: int) -> None:
+        self.bulk.append(columns)
+        self.n_bulk += n
 
     def offer(self, line: LogLine) -> bool:
-        if len(self.lines) >= self.MAX_LINES:
+        if len(self.lines) + self.n_bulk >= self.MAX_LINES:
             self.done = True
             return False
         if line.key != self.key:  # another process interleaved: let it through
@@ -150,7 +186,9 @@ class MetricsTableBlock(Block):
             return False
         msg = line.msg.strip()
         if not msg or msg.startswith(("**CUDAGraph", "- ", "|")):
-            if msg.startswith("**CUDAGraph Config") and any("|" in seen.msg for seen in self.lines):
+            if msg.startswith("**CUDAGraph Config") and (
+                self.n_bulk or any("|" in seen.msg for seen in self.lines)
+            ):
                 self.done = True  # the next interval's table
                 return False
             self.lines.append(line)
@@ -162,6 +200,8 @@ class MetricsTableBlock(Block):
         items = parse_metrics_table([seen.msg for seen in self.lines])
         columns = dict(_DEFAULT_COLUMNS)
         mode_setting: str | None = None
+        first_row = ctx.sink.lines_emitted("graph_step")
+        row_lines: list[int] = []  # of the rows emitted here, for the rows read in bulk
         for item in items:
             src = self.lines[min(item.line, len(self.lines)) - 1]
             if item.kind == "setting":
@@ -194,7 +234,7 @@ class MetricsTableBlock(Block):
             elif item.kind == "row":
                 cells = item.values
                 if all(isinstance(c, str) for c in cells):
-                    columns = {**_DEFAULT_COLUMNS, **_column_map(cells)}
+                    columns = _header_columns(cells, columns)
                     continue
                 row = {k: cells[i] if i < len(cells) else None for k, i in columns.items()}
                 if not all(
@@ -213,3 +253,7 @@ class MetricsTableBlock(Block):
                     count=row["count"],
                     origin="metrics_table",
                 )
+                row_lines.append(src.lineno)
+        for part in self.bulk:  # each before the first row emitted here of a later line
+            at = np.searchsorted(row_lines, part["line"].to_numpy(), side="right")
+            ctx.add_bulk("graph_step", part, first_row + at.astype(np.int64))

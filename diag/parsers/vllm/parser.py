@@ -16,7 +16,7 @@ from __future__ import annotations
 from diag.normalize.prefix import LogLine
 from diag.parsers.base import Block, Context, LineParser
 from diag.parsers.vllm.capture import read_capture, read_progress
-from diag.parsers.vllm.metrics_table import MetricsTableBlock
+from diag.parsers.vllm.metrics_table import LOOSE_ROWS, MetricsTableBlock
 from diag.parsers.vllm.patterns import (
     ENGINE,
     METRICS_ROW,
@@ -39,6 +39,7 @@ class VLLMParser(LineParser):
     """Every vLLM line kind of the spec that bears on capture, eager fallback and KV sizing."""
 
     engine = ENGINE
+    loose_rows = LOOSE_ROWS  # METRICS_ROW below: a one-row table
     anchors = (
         # start-up and configuration
         "LLM engine",

@@ -119,6 +119,7 @@ STEP = re.compile(
 FAST_STEP = re.compile(periodic.VL_STEP.regex("python"), re.ASCII)
 FAST_STATS = re.compile(periodic.VL_STATS.regex("python"), re.ASCII)
 FAST_ADDED = re.compile(periodic.VL_ADDED.regex("python"), re.ASCII)
+FAST_RECEIVED = re.compile(periodic.VL_RECEIVED.regex("python"), re.ASCII)
 
 # ---------------------------------------------------------------- §7 stats
 PROMPT_TPUT = re.compile(r"Avg prompt throughput: " + N + r" tokens/s", re.ASCII)

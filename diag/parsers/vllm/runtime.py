@@ -28,6 +28,7 @@ from diag.parsers.vllm.patterns import (
     EST_GRAPH,
     EXC_LINE,
     FAST_ADDED,
+    FAST_RECEIVED,
     FAST_STATS,
     FAST_STEP,
     FREE_ACT,
@@ -283,6 +284,12 @@ def read_request(line: LogLine, ctx: Context) -> bool:
     fast = FAST_ADDED.match(line.msg)
     if fast is not None:  # the declared line (periodic.VL_ADDED)
         ctx.emit("request", line, engine=ENGINE, **periodic.VL_ADDED.read(fast))
+        return True
+    fast = FAST_RECEIVED.match(line.msg)
+    if fast is not None and PROMPT_IDS.search(line.msg) is None:
+        # the declared line (periodic.VL_RECEIVED); 0.10-0.11 also print the prompt's token
+        # ids, which the declaration does not read (their count): those read below
+        ctx.emit("request", line, engine=ENGINE, **periodic.VL_RECEIVED.read(fast))
         return True
     m = REQ.search(line.msg)
     if not m:
