@@ -18,7 +18,8 @@ import pytest
 
 from tests.conftest import ROOT
 
-INCIDENT = ROOT / "fixtures" / "incidents" / "sglang-capture-oom"
+INCIDENTS = ROOT / "fixtures" / "incidents"
+INCIDENT = INCIDENTS / "sglang-capture-oom"
 HTML_SIDE = ("plotly", "_plotly_utils", "narwhals", "jinja2")
 
 PROBE = """
@@ -49,12 +50,22 @@ def loaded_after(*args: str) -> list[str]:
     return loaded
 
 
-@pytest.mark.parametrize("fmt", ["json", "text", "markdown", "yaml"])
-def test_analyze_no_html_loads_no_page_module(tmp_path: Path, fmt: str) -> None:
+@pytest.mark.parametrize(
+    ("incident", "fmt"),
+    [
+        ("sglang-capture-oom", "json"),
+        ("sglang-capture-oom", "text"),
+        ("sglang-capture-oom", "markdown"),
+        ("sglang-capture-oom", "yaml"),
+        ("vllm-kv-squeeze", "json"),
+        ("sglang-trace-verified", "text"),  # a profiler trace: the text report's trace panel
+    ],
+)
+def test_analyze_no_html_loads_no_page_module(tmp_path: Path, incident: str, fmt: str) -> None:
     out = tmp_path / "out"
-    args = ("analyze", str(INCIDENT), "--no-html", "--format", fmt, "-o", str(out))
+    args = ("analyze", str(INCIDENTS / incident), "--no-html", "--format", fmt, "-o", str(out))
     assert loaded_after(*args) == []
-    assert (out / "sglang-capture-oom.graphdiag.json").is_file()  # the command did run
+    assert (out / f"{incident}.graphdiag.json").is_file()  # the command did run
 
 
 def test_the_probe_sees_the_page_modules_when_a_page_is_written(tmp_path: Path) -> None:
