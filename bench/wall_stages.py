@@ -110,6 +110,10 @@ def main() -> None:
         f"{t_analyze - t_ingest:.2f} s ({inner}), json+text {t_out - t_analyze:.2f} s, "
         f"total {t_out:.2f} s"
     )
+    from import_time import cached_bytecode  # (after the timing: bench/ is on sys.path)
+
+    fresh, total = cached_bytecode()
+    print(f"bytecode cached for {fresh} of {total} diag modules (none: imports compile them)")
     if args.segments:
         if SEGMENT_LOG.exists():
             print(SEGMENT_LOG.read_text().rstrip())

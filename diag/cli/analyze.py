@@ -166,8 +166,7 @@ def analyze(
     from diag.api import analyze as run_analysis
     from diag.output import write_atomic
     from diag.render.inputs import input_lines
-    from diag.render.serialize import to_json, to_yaml
-    from diag.render.text import render_markdown, render_text
+    from diag.render.serialize import to_json
     from diag.rules.engine import RulesError
 
     zone = parse_tz(tz) if tz else None
@@ -225,13 +224,7 @@ def analyze(
     except KeyboardInterrupt:
         progress.finish()
         exit_interrupted()
-    rendered = {
-        "text": render_text,
-        "json": lambda r: json_text,
-        "yaml": to_yaml,
-        "markdown": render_markdown,
-    }[fmt](report)
-    click.echo(rendered, nl=False)
+    click.echo(json_text if fmt == "json" else _rendered(report, fmt), nl=False)
     # where the files are, last: on stdout under the text summary, else on stderr (stdout
     # then carries data only)
     if fmt == "text":
@@ -243,6 +236,19 @@ def analyze(
     level = FAIL_LEVELS[fail_on]
     worst = [FAIL_LEVELS[f.severity] for f in report.findings]
     sys.exit(1 if level >= 0 and any(w <= level for w in worst) else 0)
+
+
+def _rendered(report: Report, fmt: str) -> str:
+    """stdout in ``fmt`` (not json: that is the report file's text). Each renderer is
+    imported here, for its format only: the text views are ~10 ms of imports that
+    ``--format json`` would load for nothing before its scan."""
+    if fmt == "yaml":
+        from diag.render.serialize import to_yaml
+
+        return to_yaml(report)
+    from diag.render.text import render_markdown, render_text
+
+    return render_text(report) if fmt == "text" else render_markdown(report)
 
 
 def _on_cluster(

@@ -17,12 +17,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
-import plotly.graph_objects as go
 
 from diag.render.figspec import Spec
+
+if TYPE_CHECKING:  # pragma: no cover  (plotly loads only for the HTML page: figspec.py)
+    import plotly.graph_objects as go
 
 MIN_CHART_POINTS = 20
 #: normalisation places year-less stamps (vLLM) in this year (diag.normalize.prefix.NO_YEAR;
@@ -42,7 +44,7 @@ _FINISH = {
     "automargin": True,
 }
 
-F = TypeVar("F", go.Figure, Spec)
+F = TypeVar("F", "go.Figure", Spec)
 
 
 def finish_axes(fig: F) -> F:

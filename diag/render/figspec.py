@@ -14,11 +14,14 @@ a property plotly does not know still fails there).
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import plotly.graph_objects as go
-import plotly.io as pio
-from _plotly_utils.utils import is_homogeneous_array, is_skipped_key, to_typed_array_spec
+if TYPE_CHECKING:  # pragma: no cover
+    import plotly.graph_objects as go
+
+# plotly is imported where a figure is written or validated, not here: the text and JSON
+# reports build their tables through this module's users and never load plotly (~60 ms with
+# the narwhals it pulls in, on every ``analyze --no-html``)
 
 #: the content of plotly's templates by name, as ``pio.templates[name].to_plotly_json()``
 #: gives it (tests/test_figspec.py holds them equal): reading ``pio.templates`` builds a
@@ -50,6 +53,8 @@ def _typed(obj: Any) -> Any:
     """``_plotly_utils.utils.convert_to_base64`` (what ``BaseFigure.to_dict`` applies: numeric
     arrays become base64 typed arrays) on a copy, so the spec is left as built, and without
     a call per element of a list of 5000 time stamps."""
+    from _plotly_utils.utils import is_homogeneous_array, is_skipped_key, to_typed_array_spec
+
     if isinstance(obj, dict):
         return {
             k: v
@@ -227,17 +232,24 @@ class Spec:
         name = layout.get("template")
         if isinstance(name, str):
             known = TEMPLATES.get(name)
-            layout["template"] = (
-                copy.deepcopy(known) if known else pio.templates[name].to_plotly_json()
-            )
+            if known:
+                layout["template"] = copy.deepcopy(known)
+            else:
+                import plotly.io as pio
+
+                layout["template"] = pio.templates[name].to_plotly_json()
         return {"data": self.data, "layout": layout}
 
     def to_json(self) -> str:
         """The figure's JSON as ``pio.to_json(fig)`` writes it for a ``go.Figure``: numeric
         arrays as base64 typed arrays (what ``BaseFigure.to_dict`` does), no trace uid."""
+        import plotly.io as pio
+
         spec = _typed(self.to_dict())
         return str(pio.to_json(spec, validate=False, pretty=False, remove_uids=True))
 
     def figure(self) -> go.Figure:
         """The ``go.Figure``, validated in one pass over the finished dict."""
+        import plotly.graph_objects as go
+
         return go.Figure(self.to_dict())

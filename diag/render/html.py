@@ -26,9 +26,10 @@ from diag.about import __version__
 from diag.model import SEVERITY_ORDER, Finding, Snapshot
 from diag.render import trace_panel
 from diag.render.fleet import fleet_summary, fleet_view
-from diag.render.html_page import Page, csp_hash, environment, fmt_num, joined, plotly_js, template
+from diag.render.html_page import Page, csp_hash, environment, plotly_js, template
 from diag.render.html_run import run_view, unattached_view
 from diag.render.inputs import input_lines
+from diag.render.numbers import fmt_num, joined
 from diag.render.serialize import record_yaml
 from diag.render.text import VERDICT_BADGE, headline, run_name, verdict_text
 from diag.render.view import EvidenceLine, FindingCard, FindingGroup, FirstChange, RunRow

@@ -1,11 +1,10 @@
-"""The HTML page's plumbing: the Jinja2 environment, script embedding, CSP hashes,
-number formats, and the page state that collects plot data blocks."""
+"""The HTML page's plumbing: the Jinja2 environment, script embedding, CSP hashes, and the
+page state that collects plot data blocks (number formats: :mod:`diag.render.numbers`)."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import math
 import re
 from functools import cache, lru_cache
 from pathlib import Path
@@ -15,7 +14,6 @@ import plotly.io as pio
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup, escape
 
-from diag.facts.figures import share
 from diag.render.axes import figure_height
 from diag.render.figspec import Spec
 from diag.render.view import Chart
@@ -89,40 +87,6 @@ def breakable(value: object) -> Markup:
     cuts = [m.end() for m in BREAK_AFTER.finditer(text)]
     parts = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
     return Markup("<wbr>").join(escape(part) for part in parts)
-
-
-# ------------------------------------------------------------------ formatting
-def known(v: Any) -> bool:
-    return v is not None and not (isinstance(v, float) and (math.isnan(v) or math.isinf(v)))
-
-
-def fmt_num(v: Any, digits: int = 2, unit: str = "") -> str | None:
-    """A number for display, or None when unknown (callers leave the field out)."""
-    if not known(v):
-        return None
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, int):
-        text = f"{v:,}"
-    elif isinstance(v, float):
-        text = f"{v:,.{digits}f}".rstrip("0").rstrip(".") if abs(v) < 1e6 else f"{v:,.0f}"
-    else:
-        text = str(v)
-    return text + (f" {unit}" if unit else "")
-
-
-def fmt_pct(v: Any) -> str | None:
-    return share(float(v)) if known(v) else None
-
-
-def fmt_bytes(v: Any) -> str | None:
-    return f"{float(v) / 2**30:,.2f} GiB" if known(v) else None
-
-
-def joined(*parts: str | None, sep: str = " · ") -> str | None:
-    """Known parts joined; None when none is known."""
-    kept = [p for p in parts if p]
-    return sep.join(kept) if kept else None
 
 
 # ------------------------------------------------------------------ page state

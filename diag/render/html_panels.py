@@ -18,7 +18,8 @@ from diag.facts.run_record import RunRecord
 from diag.model import Snapshot
 from diag.render import advice_plots, load_plots, memory_plots, plots
 from diag.render.axes import TimeAxis, wants_table
-from diag.render.html_page import Page, fmt_num, joined
+from diag.render.html_page import Page
+from diag.render.numbers import fmt_num, joined
 from diag.render.view import Panel, SmallTable
 from diag.report import RunReport
 

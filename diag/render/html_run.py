@@ -24,7 +24,7 @@ from diag.facts.load import load_timeline
 from diag.model import Snapshot
 from diag.render import memory_plots, plots
 from diag.render.axes import time_axis
-from diag.render.html_page import Page, fmt_bytes, fmt_num, fmt_pct, joined
+from diag.render.html_page import Page
 from diag.render.html_panels import (
     RunContext,
     advice_panels,
@@ -33,6 +33,7 @@ from diag.render.html_panels import (
     load_panels,
     throughput_panels,
 )
+from diag.render.numbers import fmt_bytes, fmt_num, fmt_pct, joined
 from diag.render.sizes import compact_sizes
 from diag.render.view import Card, Panel, RunRow
 from diag.report import RunReport

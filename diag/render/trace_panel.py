@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from diag.artifacts.trace import TraceAnalysis
-from diag.render.html_page import fmt_num, fmt_pct
+from diag.render.numbers import fmt_num, fmt_pct
 from diag.report import Report, RunReport
 
 MAX_STEP_ROWS = 20

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from diag.engines.errors import signatures
+from diag.engines.errors import signature
 from diag.rules.base import Remedy
 from diag.rules.metrics import RunMetrics
 
@@ -51,7 +51,7 @@ class Signature:
 
 def _detected(sig_id: str) -> re.Pattern[str]:
     """The pattern of an errors.yaml row: the text detection reads is declared there once."""
-    return next(s.regex for s in signatures() if s.id == sig_id)
+    return signature(sig_id).regex
 
 
 SIGNATURES: tuple[Signature, ...] = (
