@@ -18,6 +18,7 @@ import pandas as pd
 from diag.advise.fleet import fleet_run
 from diag.advise.recommend import attach_recommendations
 from diag.advise.run_advice import advise_runs
+from diag.advise.traffic import RunEvidence
 from diag.event_frames import release_freed_memory
 from diag.events import EventTables
 from diag.evidence import LineReader, read_all, resolve_evidence
@@ -47,10 +48,13 @@ def merge_groups(
     engine = RuleEngine.load(rules_file)
     # advice first, from facts alone: the rules and every renderer quote it (issue 14)
     tell("advice (bucket sets)", 0, 0)
-    advice = advise_runs([r.light for part in parts for r in part.runs], snapshots)
+    evidence: dict[str, RunEvidence | None] = {}  # each run's, built once for both steps
+    advice = advise_runs([r.light for part in parts for r in part.runs], snapshots, evidence)
     release_freed_memory()
     total = sum(len(part.runs) for part in parts)
     fleet = total > 1  # the fleet summary's per-run value, while the run's tables are here
+    if not fleet:
+        evidence.clear()
     runs: list[RunReport] = []
     for part in parts:
         mine: list[RunReport] = []
@@ -59,7 +63,8 @@ def merge_groups(
             f = packed.facts()
             got = advice.get(f.run.id)
             findings = engine.evaluate(f, snapshots, got)
-            run_fleet = fleet_run(f, snapshots) if fleet else None
+            run_fleet = fleet_run(f, snapshots, evidence) if fleet else None
+            evidence.pop(f.run.id, None)  # (read once: let it go with the run)
             mine.append(RunReport(f, findings, advice=got, fleet=run_fleet, restore=packed.facts))
         part.runs = []
         tell("evidence", 0, 0)
