@@ -221,11 +221,14 @@ def in_line_order(frame: pd.DataFrame) -> pd.DataFrame:
     rank = np.argsort(np.argsort(first, kind="stable"), kind="stable")[codes + 1]
     if bool(((rank[1:] > rank[:-1]) | ((rank[1:] == rank[:-1]) & (line[1:] >= line[:-1]))).all()):
         return frame
-    perm = np.lexsort((line, rank))  # stable: equal keys keep their order
+    # stable: equal keys keep their order (one source: the line sort alone, the same order)
+    one = bool((rank == rank[0]).all())
+    perm = np.argsort(line, kind="stable") if one else np.lexsort((line, rank))
     del line, rank, codes, first
-    cols: dict[str, pd.Series] = {}
+    cols: dict[str, Any] = {}
     for name in list(frame.columns):
-        cols[name] = frame[name].take(perm).reset_index(drop=True)
+        # the column's own array taken (a Series' take also takes and rebuilds its index)
+        cols[name] = frame[name].array.take(perm)
         del frame[name]
     return pd.DataFrame(cols, copy=False)
 
