@@ -36,11 +36,18 @@ def merge_groups(
     rules_file: str | os.PathLike[str] | None,
     generated_at: str,
     tell: Tell,
-    read: LineReader = read_all,
+    read: LineReader | None = None,
 ) -> Report:
     """One report of every group's facts (each part's run list is let go once judged; a
-    run's packed facts stay, as what its report unpacks them from)."""
+    run's packed facts stay, as what its report unpacks them from). ``read``: how evidence
+    lines are read (None: from the files here, seeking to the line anchors reading left)."""
     from diag.rules.engine import RuleEngine
+
+    if read is None:
+        anchors = {path: a for part in parts for path, a in part.line_anchors.items()}
+
+        def read(wanted: Mapping[str, set[int]]) -> Mapping[str, Mapping[int, str]]:
+            return read_all(wanted, anchors)
 
     inputs = [InputStatus(p.path, status="skipped", reason=p.reason) for p in problems]
     inputs += [i for part in parts for i in part.inputs]
