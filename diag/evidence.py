@@ -1,7 +1,8 @@
 """Evidence text: the exact log lines a finding points at.
 
 Events keep (path, line) only, so millions of batch lines cost no text. After the rules
-ran, the few lines findings cite are read back from their files in one pass per file.
+ran, the few lines findings cite are read back from their files in one pass per file, or,
+in a plain file read in parallel, from the segment start before each (its line anchors).
 stdin cannot be re-read: its evidence keeps the text the rule wrote.
 """
 
