@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from diag.advise.fleet import fleet_run
+from diag.advise.fleet import FleetRun, fleet_run
 from diag.advise.recommend import attach_recommendations
 from diag.advise.run_advice import advise_runs
 from diag.advise.traffic import RunEvidence
@@ -55,13 +55,19 @@ def merge_groups(
     engine = RuleEngine.load(rules_file)
     # advice first, from facts alone: the rules and every renderer quote it (issue 14)
     tell("advice (bucket sets)", 0, 0)
+    lights = [r.light for part in parts for r in part.runs]
     evidence: dict[str, RunEvidence | None] = {}  # each run's, built once for both steps
-    advice = advise_runs([r.light for part in parts for r in part.runs], snapshots, evidence)
+    advice = advise_runs(lights, snapshots, evidence)
+    total = len(lights)
+    fleet = total > 1
+    # the fleet summary's per-run value (binned traffic) from the same evidence, each let go
+    # once binned: none of it is held while the runs' frames are unpacked below
+    fleet_of: dict[str, FleetRun] = {}
+    for light in lights if fleet else ():
+        fleet_of[light.run.id] = fleet_run(light, snapshots, evidence)
+        evidence.pop(light.run.id, None)
+    del evidence, lights
     release_freed_memory()
-    total = sum(len(part.runs) for part in parts)
-    fleet = total > 1  # the fleet summary's per-run value, while the run's tables are here
-    if not fleet:
-        evidence.clear()
     runs: list[RunReport] = []
     for part in parts:
         mine: list[RunReport] = []
@@ -70,8 +76,7 @@ def merge_groups(
             f = packed.facts()
             got = advice.get(f.run.id)
             findings = engine.evaluate(f, snapshots, got)
-            run_fleet = fleet_run(f, snapshots, evidence) if fleet else None
-            evidence.pop(f.run.id, None)  # (read once: let it go with the run)
+            run_fleet = fleet_of[f.run.id] if fleet else None
             mine.append(RunReport(f, findings, advice=got, fleet=run_fleet, restore=packed.facts))
         part.runs = []
         tell("evidence", 0, 0)
