@@ -45,15 +45,12 @@ def _mtime_year(stream: Stream) -> int | None:
 
 def _shift(ts: np.ndarray, year: int) -> np.ndarray:
     """Placeholder-year timestamps moved to ``year`` (same month, day and time)."""
+    out = ts.copy()
     mask = (ts >= _START) & (ts < _END)
     if not mask.any():
-        return ts.copy()
-    every = bool(mask.all())  # (the usual case: no row copied out and back)
-    mine = ts if every else ts[mask]
-    days = np.floor((mine - _START) / 86400).astype("int64")  # 0..365: the leap year
-    # np.unique(days, return_inverse=True) by a bincount: days are few, rows millions
-    seen = np.bincount(days) > 0
-    distinct, which = np.flatnonzero(seen), (np.cumsum(seen) - 1)[days]
+        return out
+    days = np.floor((ts[mask] - _START) / 86400).astype("int64")
+    distinct, which = np.unique(days, return_inverse=True)
     delta = np.empty(len(distinct), np.float64)
     for i, d in enumerate(distinct.tolist()):  # once per calendar day, not per row
         old = datetime.fromtimestamp(_START + d * 86400, tz=timezone.utc)
@@ -62,10 +59,7 @@ def _shift(ts: np.ndarray, year: int) -> np.ndarray:
         except ValueError:  # Feb 29 in a common year
             new = old.replace(year=year, day=28)
         delta[i] = new.timestamp() - old.timestamp()
-    if every:
-        return ts + delta[which]
-    out = ts.copy()
-    out[mask] = mine + delta[which]
+    out[mask] = ts[mask] + delta[which.ravel()]
     return out
 
 
