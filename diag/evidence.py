@@ -1,20 +1,23 @@
 """Evidence text: the exact log lines a finding points at.
 
 Events keep (path, line) only, so millions of batch lines cost no text. After the rules
-ran, the few lines findings cite are read back from their files in one pass per file.
+ran, the few lines findings cite are read back from their files in one pass per file, or,
+in a plain file read in parallel, from the segment start before each (its line anchors).
 stdin cannot be re-read: its evidence keeps the text the rule wrote.
 """
 
 from __future__ import annotations
 
+import bisect
+import gzip
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from diag.ingest.hotpath.native import count_newlines
 from diag.normalize.lines import clean
 from diag.sources.discover import InputFile
-from diag.sources.readers import lines_at, open_binary, read_head
+from diag.sources.readers import LineAnchor, lines_at, open_binary, read_head
 
 if TYPE_CHECKING:  # pragma: no cover
     from diag.report import RunReport
@@ -23,8 +26,11 @@ MAX_TEXT = 400
 LineReader = Callable[[Mapping[str, set[int]]], Mapping[str, Mapping[int, str]]]
 
 
-def read_lines(path: str, wanted: set[int]) -> dict[int, str]:
-    """The text of the given 1-based line numbers of a file (gz or plain)."""
+def read_lines(path: str, wanted: set[int], anchors: Sequence[LineAnchor] = ()) -> dict[int, str]:
+    """The text of the given 1-based line numbers of a file (gz or plain). ``anchors``: line
+    starts of a plain file known from its reading (``Ingested.line_anchors``): each wanted
+    line is read from the last anchor before it, not from the top (the cited lines of a
+    700 MB log lie anywhere in it)."""
     from pathlib import Path
 
     out: dict[int, str] = {}
@@ -36,9 +42,16 @@ def read_lines(path: str, wanted: set[int]) -> dict[int, str]:
     except OSError:
         return out
     try:
-        head, _ = read_head(stream)
         errors: list[str] = []
-        for n, raw in lines_at(stream, head, set(wanted), errors, count=count_newlines).items():
+        found: dict[int, bytes] = {}
+        if anchors and not isinstance(stream, gzip.GzipFile):
+            for (lineno, offset), lines in _by_anchor(wanted, anchors):
+                stream.seek(offset)
+                found.update(lines_at(stream, b"", lines, errors, None, count_newlines, lineno))
+        else:
+            head, _ = read_head(stream)
+            found = lines_at(stream, head, set(wanted), errors, count=count_newlines)
+        for n, raw in found.items():
             text = clean(raw.decode("utf-8", "replace").rstrip("\r\n").replace("\r", " "))
             out[n] = text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
     finally:
@@ -46,9 +59,26 @@ def read_lines(path: str, wanted: set[int]) -> dict[int, str]:
     return out
 
 
-def read_all(wanted: Mapping[str, set[int]]) -> dict[str, dict[int, str]]:
-    """:func:`read_lines` of each file (path -> its wanted line numbers)."""
-    return {path: read_lines(path, lines) for path, lines in wanted.items()}
+def _by_anchor(
+    wanted: set[int], anchors: Sequence[LineAnchor]
+) -> list[tuple[LineAnchor, set[int]]]:
+    """The wanted lines grouped under the last anchor at or before each (the file's top,
+    line 1 at byte 0, before the first anchor), anchors in file order."""
+    marks = sorted({(1, 0), *anchors})
+    starts = [line for line, _ in marks]
+    groups: dict[int, set[int]] = {}
+    for n in wanted:
+        groups.setdefault(max(bisect.bisect_right(starts, n) - 1, 0), set()).add(n)
+    return [(marks[i], groups[i]) for i in sorted(groups)]
+
+
+def read_all(
+    wanted: Mapping[str, set[int]], anchors: Mapping[str, Sequence[LineAnchor]] | None = None
+) -> dict[str, dict[int, str]]:
+    """:func:`read_lines` of each file (path -> its wanted line numbers), from the files'
+    line anchors where reading them left some."""
+    known = anchors or {}
+    return {path: read_lines(path, lines, known.get(path, ())) for path, lines in wanted.items()}
 
 
 def resolve_evidence(runs: list[RunReport], read: LineReader = read_all) -> None:

@@ -144,7 +144,12 @@ def test_lifetimes_are_the_group_by_definition(rows: list, id_dtype: str) -> Non
             "max_new_tokens": pd.array([r[3] and r[3] // 2 for r in rows], dtype="Int64"),
         }
     )
-    got = _lifetimes(req)
+    got, seen = _lifetimes(req)
+    # ``seen``: the rows in order of their ids' first lines
+    first = list(dict.fromkeys(r[0] for r in rows))
+    assert [got["request_id"].iloc[i] for i in seen] == [
+        i for i in first if i in set(got["request_id"])
+    ]
     want = []
     for rid in sorted({r[0] for r in rows}):
         mine = [r for r in rows if r[0] == rid]

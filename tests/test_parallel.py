@@ -452,6 +452,39 @@ def test_lines_at_equals_iter_lines(size: int | None) -> None:
         assert got == {n: ref[n] for n in wanted if n in ref}
 
 
+def test_line_anchors_are_line_starts_and_evidence_reads_the_same(tmp_path: Path) -> None:
+    """The segment starts a parallel ingest leaves (``Ingested.line_anchors``) are the byte
+    offsets of the lines they number, and evidence read from them is the evidence read
+    from the top of the file; a gzip copy of the same log leaves none."""
+    from diag.evidence import read_all, read_lines
+
+    log = _write(tmp_path / "a.log", gen_logs.sglang_lines(400_000, seed=5, restarts=1))
+    data = log.read_bytes()
+    starts = [0] + [i + 1 for i, b in enumerate(data) if b == 0x0A]  # line n starts at [n-1]
+    anchors = ingest([str(log)], jobs=2, chunk_bytes=8192).line_anchors[str(log)]
+    assert len(anchors) > 10 and anchors[0] == (1, 0)
+    assert all(starts[line - 1] == offset for line, offset in anchors)
+    n_lines = data.count(b"\n")
+    rng = random.Random(5)
+    mid = [line for line, _ in anchors[1:4]]
+    wanted = {
+        1,
+        n_lines,
+        n_lines + 1,
+        *mid,
+        *(m - 1 for m in mid),
+        *rng.sample(range(1, n_lines), 30),
+    }
+    top = read_lines(str(log), wanted)
+    assert len(top) == len(wanted) - 1  # every line but the one past the end
+    assert read_lines(str(log), wanted, anchors) == top
+    assert read_all({str(log): wanted}, {str(log): anchors}) == {str(log): top}
+    packed = tmp_path / "b.log.gz"
+    packed.write_bytes(gzip.compress(data))
+    assert ingest([str(packed)], jobs=2, chunk_bytes=8192).line_anchors == {}
+    assert read_lines(str(packed), wanted, anchors) == top  # (anchors of a gzip file unused)
+
+
 def test_cleanup(tmp_path: Path) -> None:
     """Nothing left behind by worker processes (no temp files next to the inputs)."""
     _write(tmp_path / "a.log", gen_logs.sglang_lines(100_000, seed=1))

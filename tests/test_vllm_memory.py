@@ -94,7 +94,8 @@ def test_requests_without_end_lines_keep_none() -> None:
             "max_new_tokens": pd.array([None, 3, None], dtype="Int64"),
         }
     )
-    assert _lifetimes(req).empty
+    frame, seen = _lifetimes(req)
+    assert frame.empty and len(seen) == 0
 
 
 def test_vllm_step_batches_hold_one_value_columns_as_views() -> None:

@@ -186,14 +186,15 @@ def _evidence(
     f: RunFacts,
     snapshots: Sequence[Snapshot] | None,
     engine: str | None,
-    known: dict[int, RunEvidence | None] | None,
+    known: dict[str, RunEvidence | None] | None,
 ) -> RunEvidence | None:
-    """:func:`run_evidence`, read from ``known`` for the run's own engine when built before."""
+    """:func:`run_evidence`, read from ``known`` (by run id) for the run's own engine when
+    built before."""
     if known is None or (engine is not None and engine != f.backend):
         return run_evidence(f, snapshots, engine)
-    if id(f) not in known:
-        known[id(f)] = run_evidence(f, snapshots)
-    return known[id(f)]
+    if f.run.id not in known:
+        known[f.run.id] = run_evidence(f, snapshots)
+    return known[f.run.id]
 
 
 # ------------------------------------------------------------------ servers
@@ -238,13 +239,13 @@ def advise_group(
     max_ceiling: int | None = None,
     min_coverage: float | None = None,
     max_k: int | None = None,
-    known: dict[int, RunEvidence | None] | None = None,
+    known: dict[str, RunEvidence | None] | None = None,
 ) -> tuple[Advice, list[RunFacts]] | None:
     """One frontier for runs pooled as one server: limits from the latest run (the config the
     next start uses), ``engine`` the one to speak for (default: the latest run's),
     ``max_ceiling`` / ``min_coverage`` what the ceiling policy may lower it to. Returns the
     advice and the runs it used; None when none has decode traffic or advice is impossible.
-    ``known``: ``id(facts)`` -> :func:`run_evidence` (same snapshots, default engine) already built,
+    ``known``: run id -> :func:`run_evidence` (same snapshots, default engine) already built,
     filled with the ones built here (the evidence of millions of steps is built once)."""
     usable = [
         f
@@ -291,15 +292,19 @@ def _named(ids: Sequence[str]) -> str:
 
 
 def advise_runs(
-    facts: Sequence[RunFacts], snapshots: Sequence[Snapshot] | None = None
+    facts: Sequence[RunFacts],
+    snapshots: Sequence[Snapshot] | None = None,
+    known: dict[str, RunEvidence | None] | None = None,
 ) -> dict[str, Advice]:
     """The advice per run id, for every run of a known engine with decode traffic.
 
     One frontier per server (see :func:`server_groups`), validated across its runs; each
-    run's ``current`` is its own set priced on its own traffic.
+    run's ``current`` is its own set priced on its own traffic. ``known``: filled with each
+    run's :func:`run_evidence` by run id, for a later step that reads the same evidence
+    (the fleet summary's binned traffic) instead of building it again.
     """
     out: dict[str, Advice] = {}
-    known: dict[int, RunEvidence | None] = {}
+    known = {} if known is None else known
     for group in server_groups(facts):
         got = advise_group(group, snapshots, known=known)
         if got is None:

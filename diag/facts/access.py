@@ -26,6 +26,30 @@ def _rank0(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[mask] if mask.any() and not mask.all() else frame  # (all rank 0: no copy)
 
 
+def rank_rows(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Row positions of each rank's rows (in row order), from one stable sort of the rank
+    codes: a comparison and a masked copy of the frame per rank cost a pass over every row
+    per rank (8 ranks of 490 k decode batches). Rows without a rank belong to none."""
+    if frame.empty:
+        return {}
+    col = frame["rank"]
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes, names = col.cat.codes.to_numpy(), col.cat.categories
+    else:
+        codes, names = pd.factorize(col)
+    counts = np.bincount(codes + 1, minlength=len(names) + 1)  # slot 0: no rank (-1)
+    order = np.argsort(codes, kind="stable")
+    ends = np.cumsum(counts)
+    return {names[j]: order[ends[j] : ends[j + 1]] for j in range(len(names)) if counts[j + 1]}
+
+
+def rows_at(frame: pd.DataFrame, rows: np.ndarray | None) -> pd.DataFrame:
+    """The frame's rows at ``rows`` (None: none of them); every row: the frame itself."""
+    if rows is None:
+        return frame.iloc[:0]
+    return frame if len(rows) == len(frame) else frame.take(rows)
+
+
 def _last(frame: pd.DataFrame, col: str) -> Any:
     if frame.empty:
         return None

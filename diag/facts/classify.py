@@ -378,6 +378,11 @@ def batch_counts(batches: pd.DataFrame) -> dict[str, object]:
     }
 
 
+#: what :func:`batch_counts` and :func:`padding_waste` read of the batches (a per-rank
+#: summary needs these columns of each rank's rows, not a copy of every column)
+SUMMARY_COLUMNS = ("verdict", "weight", "logged", "bucket", "padded")
+
+
 def captured_share(counts: dict[str, object]) -> float | None:
     g, e = int(counts["graph"]), int(counts["eager"])  # type: ignore[call-overload]
     return round(g / (g + e), 4) if g + e else None

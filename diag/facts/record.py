@@ -22,7 +22,16 @@ from diag.engines.config import as_int as _as_int
 from diag.engines.phases import CAPTURE_PHASES
 from diag.events import EventTables
 from diag.facts import classify as cls
-from diag.facts.access import _first, _last, _plain, _rank0, mode_is_none, sizing
+from diag.facts.access import (
+    _first,
+    _last,
+    _plain,
+    _rank0,
+    mode_is_none,
+    rank_rows,
+    rows_at,
+    sizing,
+)
 from diag.facts.access import is_rank0 as is_rank0  # re-exported: callers read it from here
 from diag.facts.capture_totals import (
     _capture_totals,
@@ -524,12 +533,16 @@ def _ranks(run: Run, batches: pd.DataFrame) -> list[RankRecord]:
         ranks.update(r for r in pd.unique(frame["rank"]) if isinstance(r, str) and r)
     out = []
     # per-rank figures need only these tables: never copy the big batch tables per rank
-    small = {k: run.tables[k] for k in ("capture_end", "sizing")}
+    small = [(k, run.tables[k]) for k in ("capture_end", "sizing")]
+    small_rows = [rank_rows(f) for _, f in small]
+    narrow = batches if batches.empty else batches[list(cls.SUMMARY_COLUMNS)]
+    batch_rows = rank_rows(batches)
     for rank in sorted(ranks, key=_rank_sort_key):
-        sub = EventTables({k: f[f["rank"] == rank] for k, f in small.items()})
+        sub = EventTables(
+            {k: rows_at(f, rows.get(rank)) for (k, f), rows in zip(small, small_rows, strict=True)}
+        )
         cap_time, cap_mem = _capture_totals(sub)
-        mask = batches["rank"] == rank
-        rb = batches if batches.empty or bool(mask.all()) else batches[mask]  # one rank: no copy
+        rb = rows_at(narrow, batch_rows.get(rank))
         counts = cls.batch_counts(rb)
         entry = RankRecord(
             rank=rank,

@@ -41,11 +41,14 @@ def request_table(tables: EventTables, batches: pd.DataFrame) -> pd.DataFrame:
     usable = (req["request_id"].notna() & req["ts"].notna()).to_numpy(dtype=bool)
     if not usable.all():  # (a copy only where some line lacks an id or a clock)
         req = req[usable]
-    frame = _lifetimes(req)
+    frame, seen = _lifetimes(req)
     if frame.empty:
         return pd.DataFrame(columns=COLUMNS)
-    graph_w, eager_w = _windowed_counts(
-        batches, frame["start_ts"].to_numpy(float), frame["end_ts"].to_numpy(float)
+    # counted in order of the ids' first lines, where the lifetimes are nearly in time order
+    # (sorting them for the searches is then ~2x cheaper than in id order), placed back by row
+    graph_w, eager_w = np.empty(len(frame)), np.empty(len(frame))
+    graph_w[seen], eager_w[seen] = _windowed_counts(
+        batches, frame["start_ts"].to_numpy(float)[seen], frame["end_ts"].to_numpy(float)[seen]
     )
     frame["steps_graph"] = graph_w
     frame["steps_eager"] = eager_w
@@ -63,9 +66,10 @@ def request_table(tables: EventTables, batches: pd.DataFrame) -> pd.DataFrame:
 _LIFETIME_COLUMNS = COLUMNS[:5]  # what _lifetimes makes (the step counts come after)
 
 
-def _lifetimes(req: pd.DataFrame) -> pd.DataFrame:
+def _lifetimes(req: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     """Per request id (sorted) seen both starting and ending: first start ts, last end ts,
-    the largest prompt and completion token counts of any of its lines. One hash
+    the largest prompt and completion token counts of any of its lines; and the frame's
+    rows in order of their ids' first lines. One hash
     factorisation and numpy reductions instead of four group-bys over string keys; only the
     ids kept are sorted (any id dtype: object, category or Arrow strings). Logs with no start
     or no end line (vLLM logs its finished requests at DEBUG only) keep no request: they are
@@ -75,7 +79,7 @@ def _lifetimes(req: pd.DataFrame) -> pd.DataFrame:
     is_start = action.isin(["received", "added"]).to_numpy(dtype=bool)
     is_end = action.isin(["finished", "aborted", "response"]).to_numpy(dtype=bool)
     if not (is_start.any() and is_end.any()):
-        return pd.DataFrame(columns=_LIFETIME_COLUMNS)
+        return pd.DataFrame(columns=_LIFETIME_COLUMNS), np.zeros(0, dtype=np.intp)
     codes, uniques = pd.factorize(req["request_id"], sort=False)
     ids = uniques if isinstance(uniques, np.ndarray) else uniques.array  # no object copy
     n = len(ids)
@@ -84,8 +88,11 @@ def _lifetimes(req: pd.DataFrame) -> pd.DataFrame:
     np.minimum.at(start, codes[is_start], ts[is_start])
     end = np.full(n, -np.inf)
     np.maximum.at(end, codes[is_end], ts[is_end])
-    both = np.flatnonzero(np.isfinite(start) & np.isfinite(end))
-    keep = both[_string_order(ids.take(both))]
+    both = np.flatnonzero(np.isfinite(start) & np.isfinite(end))  # (in order of first lines)
+    order = _string_order(ids.take(both))
+    keep = both[order]
+    seen = np.empty(len(order), dtype=np.intp)  # the row of each id of ``both``
+    seen[order] = np.arange(len(order))
     kept = ids.take(keep)
     if kept.dtype != _STR:  # the column pandas makes of the ids as Python strings
         kept = np.asarray(kept, dtype=object)
@@ -94,7 +101,7 @@ def _lifetimes(req: pd.DataFrame) -> pd.DataFrame:
         most = np.full(n, np.nan)
         np.fmax.at(most, codes, req[col].to_numpy(dtype=float, na_value=np.nan))
         out[name] = pd.array(most[keep], dtype="Float64").astype(req[col].dtype)
-    return pd.DataFrame(out, copy=False)  # (fresh arrays: no stacked copy of them)
+    return pd.DataFrame(out, copy=False), seen  # (fresh arrays: no stacked copy of them)
 
 
 _STR = pd.Series(["x"]).dtype  # pandas' own dtype for a column of Python strings

@@ -15,9 +15,10 @@ from typing import Any
 
 import pandas as pd
 
-from diag.advise.fleet import fleet_run
+from diag.advise.fleet import FleetRun, fleet_run
 from diag.advise.recommend import attach_recommendations
 from diag.advise.run_advice import advise_runs
+from diag.advise.traffic import RunEvidence
 from diag.event_frames import release_freed_memory
 from diag.events import EventTables
 from diag.evidence import LineReader, read_all, resolve_evidence
@@ -35,11 +36,18 @@ def merge_groups(
     rules_file: str | os.PathLike[str] | None,
     generated_at: str,
     tell: Tell,
-    read: LineReader = read_all,
+    read: LineReader | None = None,
 ) -> Report:
     """One report of every group's facts (each part's run list is let go once judged; a
-    run's packed facts stay, as what its report unpacks them from)."""
+    run's packed facts stay, as what its report unpacks them from). ``read``: how evidence
+    lines are read (None: from the files here, seeking to the line anchors reading left)."""
     from diag.rules.engine import RuleEngine
+
+    if read is None:
+        anchors = {path: a for part in parts for path, a in part.line_anchors.items()}
+
+        def read(wanted: Mapping[str, set[int]]) -> Mapping[str, Mapping[int, str]]:
+            return read_all(wanted, anchors)
 
     inputs = [InputStatus(p.path, status="skipped", reason=p.reason) for p in problems]
     inputs += [i for part in parts for i in part.inputs]
@@ -47,10 +55,19 @@ def merge_groups(
     engine = RuleEngine.load(rules_file)
     # advice first, from facts alone: the rules and every renderer quote it (issue 14)
     tell("advice (bucket sets)", 0, 0)
-    advice = advise_runs([r.light for part in parts for r in part.runs], snapshots)
+    lights = [r.light for part in parts for r in part.runs]
+    evidence: dict[str, RunEvidence | None] = {}  # each run's, built once for both steps
+    advice = advise_runs(lights, snapshots, evidence)
+    total = len(lights)
+    fleet = total > 1
+    # the fleet summary's per-run value (binned traffic) from the same evidence, each let go
+    # once binned: none of it is held while the runs' frames are unpacked below
+    fleet_of: dict[str, FleetRun] = {}
+    for light in lights if fleet else ():
+        fleet_of[light.run.id] = fleet_run(light, snapshots, evidence)
+        evidence.pop(light.run.id, None)
+    del evidence, lights
     release_freed_memory()
-    total = sum(len(part.runs) for part in parts)
-    fleet = total > 1  # the fleet summary's per-run value, while the run's tables are here
     runs: list[RunReport] = []
     for part in parts:
         mine: list[RunReport] = []
@@ -59,7 +76,7 @@ def merge_groups(
             f = packed.facts()
             got = advice.get(f.run.id)
             findings = engine.evaluate(f, snapshots, got)
-            run_fleet = fleet_run(f, snapshots) if fleet else None
+            run_fleet = fleet_of[f.run.id] if fleet else None
             mine.append(RunReport(f, findings, advice=got, fleet=run_fleet, restore=packed.facts))
         part.runs = []
         tell("evidence", 0, 0)

@@ -28,6 +28,7 @@ from diag.fleet.groups import InputGroup
 from diag.fleet.joins import attach_artifacts, attach_traces, run_profiles
 from diag.ingest import Ingested, ProgressFn, StageFn, ingest_files
 from diag.model import InputStatus, Snapshot
+from diag.sources.readers import LineAnchor
 
 _NO_ROWS = pd.DataFrame()
 
@@ -117,6 +118,7 @@ class GroupFacts:
     snapshots: list[Snapshot]
     traces: list[TraceAnalysis] = field(default_factory=list)
     tables: bytes | dict[str, pd.DataFrame] | None = None
+    line_anchors: dict[str, tuple[LineAnchor, ...]] = field(default_factory=dict)  # Ingested's
 
 
 def read_group(
@@ -165,4 +167,5 @@ def group_facts(
         ing.snapshots,
         ing.traces,
         (pack(ing.tables._frames) if packed else ing.tables._frames) if keep_tables else None,
+        ing.line_anchors,
     )

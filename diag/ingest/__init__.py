@@ -37,7 +37,7 @@ from diag.model import InputStatus, Snapshot, Stream
 from diag.parsers.registry import parsers_for
 from diag.parsers.scan import StreamScanner
 from diag.sources.discover import InputFile, Problem, discover
-from diag.sources.readers import detect_backend
+from diag.sources.readers import LineAnchor, detect_backend
 
 SNAPSHOT_LIMIT_BYTES = 512 * 1024 * 1024
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024  # auto mode uses worker processes above this input size
@@ -52,6 +52,7 @@ class Ingested:
     snapshots: list[Snapshot]
     profiles: list[dict[str, Any]]  # standalone table files
     traces: list[TraceAnalysis] = field(default_factory=list)  # torch-profiler traces
+    line_anchors: dict[str, tuple[LineAnchor, ...]] = field(default_factory=dict)  # Artifacts'
 
 
 def ingest(
@@ -126,7 +127,9 @@ def ingest_files(
     time_notes = settle_years(tables, streams)
     _attach_notes(tables, inputs, time_notes)
     release_freed_memory()  # what reading and framing freed goes back before analysis
-    return Ingested(tables, inputs, streams, found.snapshots, found.profiles, found.traces)
+    return Ingested(
+        tables, inputs, streams, found.snapshots, found.profiles, found.traces, found.line_anchors
+    )
 
 
 def _attach_notes(
@@ -221,11 +224,14 @@ def in_line_order(frame: pd.DataFrame) -> pd.DataFrame:
     rank = np.argsort(np.argsort(first, kind="stable"), kind="stable")[codes + 1]
     if bool(((rank[1:] > rank[:-1]) | ((rank[1:] == rank[:-1]) & (line[1:] >= line[:-1]))).all()):
         return frame
-    perm = np.lexsort((line, rank))  # stable: equal keys keep their order
+    # stable: equal keys keep their order (one source: the line sort alone, the same order)
+    one = bool((rank == rank[0]).all())
+    perm = np.argsort(line, kind="stable") if one else np.lexsort((line, rank))
     del line, rank, codes, first
-    cols: dict[str, pd.Series] = {}
+    cols: dict[str, Any] = {}
     for name in list(frame.columns):
-        cols[name] = frame[name].take(perm).reset_index(drop=True)
+        # the column's own array taken (a Series' take also takes and rebuilds its index)
+        cols[name] = frame[name].array.take(perm)
         del frame[name]
     return pd.DataFrame(cols, copy=False)
 

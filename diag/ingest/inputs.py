@@ -27,6 +27,7 @@ from diag.parsers.scan import StreamScanner
 from diag.sources.discover import InputFile
 from diag.sources.readers import (
     InputError,
+    LineAnchor,
     Sniff,
     iter_blocks,
     open_binary,
@@ -73,6 +74,9 @@ class Artifacts:
     snapshots: list[Snapshot] = field(default_factory=list)
     profiles: list[dict[str, Any]] = field(default_factory=list)  # standalone table files
     traces: list[TraceAnalysis] = field(default_factory=list)  # torch-profiler traces
+    # path -> (line, byte offset) where each parallel segment of a plain log starts: the
+    # evidence of a finding is read from there, not from the top of the file
+    line_anchors: dict[str, tuple[LineAnchor, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -83,6 +87,7 @@ class LogFile:
     size: int
     nul_count: int = 0  # NUL bytes the parallel path met, summed over the file's segments
     nul_first: int | None = None
+    anchors: list[LineAnchor] = field(default_factory=list)  # its segments' starts (plain)
 
 
 @dataclass

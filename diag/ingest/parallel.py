@@ -233,6 +233,8 @@ class _Plan:
         if res.nul_count:
             lf.nul_count += res.nul_count
             lf.nul_first = lf.nul_first if lf.nul_first is not None else res.nul_first
+        if not task.gzip:
+            lf.anchors.append((task.first_lineno, task.start))
         self.sink.merge(res.sink)
         self.verified_snap = res.end_snap
         self.verified += 1
@@ -397,6 +399,8 @@ def ingest_parallel(
             for lf in p.files:
                 if lf.nul_count:
                     lf.status.notes.append(nul_note(lf.nul_count, lf.nul_first))
+                if lf.anchors:
+                    found.line_anchors[lf.item.path] = tuple(lf.anchors)
         sink.merge(p.sink)
         sink.merge(p.tail)
     meter.set(meter.total, force=True)

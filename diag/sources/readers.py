@@ -187,6 +187,10 @@ def iter_range(
             yield block
 
 
+#: (line number, byte offset) of a line start in a plain file, as its reading found it
+LineAnchor = tuple[int, int]
+
+
 def lines_at(
     stream: BinaryIO,
     head: bytes,
@@ -194,19 +198,22 @@ def lines_at(
     errors: list[str],
     size: int | None = None,
     count: Callable[[bytes], int] | None = None,
+    lineno: int = 1,
 ) -> dict[int, bytes]:
     """The physical lines (1-based numbers, newline kept) in ``wanted``, as ``iter_lines``
     would number them, reading blocks and only counting newlines in blocks that hold none
     of them: ~10x faster than enumerating ``iter_lines`` to the last wanted line.
     ``count``: a faster newline counter than numpy's, where a caller has one (the C one of
-    the hot path, which lives above this layer)."""
+    the hot path, which lives above this layer). ``lineno``: the number of the line the
+    stream is at (a caller that seeked to a known line start); lines before it are not read."""
     count = count or _newlines
     out: dict[int, bytes] = {}
+    wanted = {n for n in wanted if n >= lineno}
     if not wanted:
         return out
     todo = sorted(wanted)
     last = todo[-1]
-    lineno = 1  # number of the line that starts at the beginning of ``buf``
+    # ``lineno``: number of the line that starts at the beginning of the next block
     carry = b""
     i = 0
     for block in iter_blocks(stream, head, errors, size):
