@@ -17,9 +17,7 @@ Every test runs twice: with the compiled scanner (``_cscan``, C) and with the RE
 from __future__ import annotations
 
 import gzip
-import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -31,33 +29,16 @@ from diag.events import EventSink, EventTables
 from diag.ingest import ingest, parsers_for
 from diag.ingest.hotpath import HotScanner, hotpath_enabled
 from diag.ingest.hotpath.native import COMMON as NATIVE_ENGINES
-from diag.ingest.hotpath.native import ENV_NATIVE, native_available
 from diag.ingest.hotpath.scanner import bulk_on_every_region
 from diag.parsers.scan import StreamScanner
 from tests.conftest import ROOT, need_corpus
+from tests.extraction import extraction  # noqa: F401  (autouse: C and RE2)
 from tests.test_properties import _tmpdir, fuzz, mutate_bytes
 
 sys.path.insert(0, str(ROOT / "bench"))
 import gen_logs  # noqa: E402
 
 INCIDENTS = ROOT / "fixtures" / "incidents"
-
-
-@pytest.fixture(scope="module", autouse=True, params=["c", "re2"])
-def extraction(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The hot path's extraction: the C scanner or the RE2 kernels (module-scoped: hypothesis
-    tests take no function-scoped fixture; worker processes inherit the variable)."""
-    if request.param == "c" and not native_available():
-        pytest.skip("the C extension is not built (tests/test_hotpath_native.py says why)")
-    saved = os.environ.get(ENV_NATIVE)
-    os.environ[ENV_NATIVE] = "1" if request.param == "c" else "0"
-    try:
-        yield request.param
-    finally:
-        if saved is None:
-            del os.environ[ENV_NATIVE]
-        else:
-            os.environ[ENV_NATIVE] = saved
 
 
 def assert_same_tables(pure: EventTables, hot: EventTables, label: str) -> None:
@@ -193,7 +174,7 @@ def test_generated_logs_with_blocks_cut_anywhere(log: tuple[str, bytes], cuts: l
 
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])
-def test_the_bulk_path_reads_the_periodic_lines(engine: str, extraction: str) -> None:
+def test_the_bulk_path_reads_the_periodic_lines(engine: str, extraction: str) -> None:  # noqa: F811
     """Not vacuous: on a plain generated log nearly every row comes from the bulk path (with
     the extraction the fixture chose)."""
     make = gen_logs.sglang_lines if engine == "sglang" else gen_logs.vllm_lines

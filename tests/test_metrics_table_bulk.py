@@ -8,23 +8,20 @@ does not read, the input cut inside a table, byte blocks cut anywhere."""
 
 from __future__ import annotations
 
-import os
 import random
 import sys
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from diag.events import EventSink, EventTables
 from diag.ingest import parsers_for
 from diag.ingest.hotpath import HotScanner
-from diag.ingest.hotpath.native import ENV_NATIVE, native_available
 from diag.parsers.scan import StreamScanner
 from diag.parsers.vllm.metrics_table import MetricsTableBlock
 from tests.conftest import ROOT
+from tests.extraction import extraction  # noqa: F401  (autouse: C and RE2)
 from tests.property_material import fuzz
 from tests.test_hotpath_oracle import assert_same_tables
 
@@ -34,21 +31,6 @@ import gen_logs  # noqa: E402
 ERA = gen_logs._VL_ERAS[1]  # 0.33: --cudagraph-metrics
 API = "(APIServer pid=1000)"
 OTHER = "(APIServer_DP1 pid=1200)"  # a second front end: another writer
-
-
-@pytest.fixture(scope="module", autouse=True, params=["c", "re2"])
-def extraction(request: pytest.FixtureRequest) -> Iterator[str]:
-    if request.param == "c" and not native_available():
-        pytest.skip("the C extension is not built")
-    saved = os.environ.get(ENV_NATIVE)
-    os.environ[ENV_NATIVE] = "1" if request.param == "c" else "0"
-    try:
-        yield request.param
-    finally:
-        if saved is None:
-            del os.environ[ENV_NATIVE]
-        else:
-            os.environ[ENV_NATIVE] = saved
 
 
 def _rows(rng: random.Random, n: int) -> list[tuple[int, int, str, int]]:

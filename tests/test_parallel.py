@@ -122,6 +122,21 @@ def test_single_file_is_split_and_line_numbers_exact(incident: Path) -> None:
         assert b"Decode batch" in lines[int(n) - 1]
 
 
+def _count_rescans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Per accepted-or-refused segment result, how many segments it sent back for a second
+    scan (filled as the parallel ingest runs)."""
+    rescans: list[int] = []
+    real_advance = ingest_mod._Plan.advance
+
+    def advance(self: ingest_mod._Plan) -> None:
+        before = self.rescans
+        real_advance(self)
+        rescans.append(self.rescans - before)
+
+    monkeypatch.setattr(ingest_mod._Plan, "advance", advance)
+    return rescans
+
+
 @pytest.mark.slow
 def test_speculation_failure_is_repaired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """State that changes mid-file (a capture phase opened and never closed, tracebacks cut
@@ -151,15 +166,7 @@ def test_speculation_failure_is_repaired(tmp_path: Path, monkeypatch: pytest.Mon
             f"token usage: 0.01, cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0, "
         )
     path = _write(tmp_path / "state.log", lines)
-    rescans: list[int] = []
-    real_advance = ingest_mod._Plan.advance
-
-    def advance(self: ingest_mod._Plan) -> None:
-        before = self.rescans
-        real_advance(self)
-        rescans.append(self.rescans - before)
-
-    monkeypatch.setattr(ingest_mod._Plan, "advance", advance)
+    rescans = _count_rescans(monkeypatch)
     one, two = both_ways([str(path)], chunk=16 * 1024)
     assert sum(rescans) > 0
     assert len(one.tables["capture_progress"]) > 0
@@ -176,15 +183,7 @@ def test_restart_with_the_same_phases_needs_no_second_scan(
     path = _write(
         tmp_path / "restart.log", gen_logs.sglang_real_lines(3_000_000, seed=3, restarts=1)
     )
-    rescans: list[int] = []
-    real_advance = ingest_mod._Plan.advance
-
-    def advance(self: ingest_mod._Plan) -> None:
-        before = self.rescans
-        real_advance(self)
-        rescans.append(self.rescans - before)
-
-    monkeypatch.setattr(ingest_mod._Plan, "advance", advance)
+    rescans = _count_rescans(monkeypatch)
     one, two = both_ways([str(path)], chunk=256 * 1024)
     assert len(rescans) > 8 and sum(rescans) == 0
     assert len(one.tables["startup"]) >= 2  # both start-ups were read
