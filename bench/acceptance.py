@@ -128,22 +128,15 @@ def variants(paths: list[Path], work: Path, slices: int = 8) -> list[tuple[str, 
 
 
 def _transformed(t: Any, paths: list[Path], folder: Path, n: int) -> list[Path]:
-    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import given
     from hypothesis import strategies as st
 
-    from tests.metamorphic import read_lines, write_lines
+    from tests.metamorphic import read_lines, sweep_settings, write_lines
 
     out: list[Path] = []
     dealt = [0]
 
-    @settings(
-        max_examples=n,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
+    @sweep_settings(n)
     @given(data=st.data())
     def sweep(data: st.DataObject) -> None:
         part, dealt[0] = dealt[0], dealt[0] + 1

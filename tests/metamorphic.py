@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
 from diag.engines.phases import CAPTURE_PHASES, place
@@ -367,3 +368,17 @@ def expected(before: Verdict, lines: Lines, kept: Kept) -> dict[str, Any]:
     elif before.error_line in survived:
         want["capture_error"] = "other"  # the exception line cut away, capture frames kept
     return want
+
+
+def sweep_settings(examples: int) -> settings:
+    """Hypothesis settings of a sweep over the excerpts: ``examples`` derandomized draws,
+    generation only (no shrinking, no database), so every run deals the same parameters
+    (``tests/test_metamorphic.py``, ``bench/acceptance.py --variants``)."""
+    return settings(
+        max_examples=examples,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )

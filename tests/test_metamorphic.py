@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import need_corpus
@@ -24,6 +24,7 @@ from tests.metamorphic import (
     Verdict,
     expected,
     read_lines,
+    sweep_settings,
     transforms,
     verdict_of,
     write_lines,
@@ -74,14 +75,7 @@ def _sweep(t: Transform, excerpts: list[Path], work: Path, tally: Tally) -> None
     dealt = [0]
     slices = SLICES if t.drawn else 1
 
-    @settings(
-        max_examples=slices,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
+    @sweep_settings(slices)
     @given(data=st.data())
     def sweep(data: st.DataObject) -> None:
         slice_, dealt[0] = dealt[0], dealt[0] + 1
