@@ -105,6 +105,30 @@ def test_report_renders_offline_in_chromium(browser: Any, tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
+def test_packed_figures_draw_in_chromium(browser: Any, tmp_path: Path) -> None:
+    """A busy server's binned timelines are packed (gzip, base64) and inflated by the page's
+    script with the browser's own DecompressionStream: they draw, offline, under the CSP."""
+    from bench.gen_logs import GENERATORS, write_log
+
+    log = tmp_path / "busy.log"
+    write_log(log, GENERATORS["sglang-real"](3_000_000, seed=2))
+    html_path = _analyze([log], tmp_path / "out")
+    assert '{"gzip": "' in html_path.read_text(encoding="utf-8")
+    w = Watched(browser, html_path)
+    assert w.errors == []
+    assert w.requests == [html_path.as_uri()]
+    plots = w.page.query_selector_all("div.plot")
+    assert plots and all(d.query_selector(".main-svg") is not None for d in plots)
+    assert "could not be drawn" not in w.page.inner_text("body")
+    # the timeline's traces hold the binned samples, not an empty figure
+    points = w.page.evaluate(
+        "Math.max(...Array.from(document.querySelectorAll('div.plot'))"
+        ".map(d => (d._fullData || []).reduce((n, t) => n + ((t.y && t.y.length) || 0), 0)))"
+    )
+    assert points > 1000
+
+
+@pytest.mark.slow
 def test_log_markup_is_inert_in_chromium(browser: Any, tmp_path: Path) -> None:
     folder = tmp_path / "incident"
     folder.mkdir()

@@ -25,11 +25,11 @@ from diag.facts.run_record import BatchCounts
 from diag.model import PoolSummary, Snapshot, SnapshotSummary
 from diag.render import memory_plots, plots
 from diag.render.html import render_html
-from diag.render.html_page import json_for_script
+from diag.render.html_page import json_for_script, plotly_js, unpack_figure
 from diag.render.serialize import to_yaml
 from diag.report import Report
 
-MAX_BYTES = 6 * 2**20
+MAX_BYTES = 3 * 2**20  # the page of one incident is at most 1.5 MB: tests/test_report_size.py
 #: rows of the synthetic huge batches frame; 10 M is the issue's figure (~10 s here)
 BIG_ROWS = int(os.environ.get("GRAPHDIAG_BIG_ROWS", "10000000"))
 
@@ -241,7 +241,7 @@ def test_every_plot_has_its_data(serving_html: str) -> None:
     assert len(divs) >= 4
     assert [a["data-target"] for a, _ in blocks] == divs
     for _, body in blocks:
-        spec = json.loads(body)
+        spec = unpack_figure(body)
         assert spec["data"], "an empty figure was embedded"
 
 
@@ -263,9 +263,7 @@ def test_missing_data_is_a_note_not_an_empty_plot(tmp_path: Path) -> None:
 
 
 def test_offline_single_plotly_and_csp(serving_html: str) -> None:
-    from plotly.offline import get_plotlyjs
-
-    assert serving_html.count(get_plotlyjs()[:2000]) == 1
+    assert serving_html.count(plotly_js()[:2000]) == 1
     p = parse(serving_html)
     names = {t for t, _ in p.tags}
     assert not names & {
@@ -422,7 +420,7 @@ def test_huge_batches_frame_gives_a_small_report(serving_report: Report) -> None
     size = len(html_text.encode())
     assert size < MAX_BYTES, size
     p = parse(html_text)
-    data = [json.loads(body) for a, body in p.scripts if a.get("type") == "application/json"]
+    data = [unpack_figure(body) for a, body in p.scripts if a.get("type") == "application/json"]
     assert sum(len(body) for a, body in p.scripts if a.get("type") == "application/json") < 600_000
     timeline = next(d for d in data if "over time" in d["layout"]["title"]["text"])
     assert "binned" in timeline["layout"]["title"]["text"]

@@ -4,7 +4,9 @@ page state that collects plot data blocks (number formats: :mod:`diag.render.num
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
+import json
 import re
 from functools import cache, lru_cache
 from pathlib import Path
@@ -32,6 +34,29 @@ def json_for_script(text: str) -> str:
     )
 
 
+#: a figure's JSON longer than this is embedded gzip-compressed in base64 (``{"gzip": ...}``),
+#: which report.js inflates with the browser's DecompressionStream: a binned timeline repeats
+#: its time axis in every trace and shrinks 20-40x, so a fleet page stays attachable
+COMPRESS_ABOVE = 16_384
+
+
+def figure_block(data: str) -> str:
+    """A figure's JSON as the text of its data block: as it is, or packed when large (the
+    packing is deterministic: no time stamp in the gzip header)."""
+    if len(data) <= COMPRESS_ABOVE:
+        return json_for_script(data)
+    packed = base64.b64encode(gzip.compress(data.encode("utf-8"), mtime=0)).decode("ascii")
+    return json.dumps({"gzip": packed})
+
+
+def unpack_figure(text: str) -> Any:
+    """The figure a data block holds, packed or not (what report.js does, for tests/tools)."""
+    spec = json.loads(text)
+    if isinstance(spec, dict) and set(spec) == {"gzip"}:
+        return json.loads(gzip.decompress(base64.b64decode(spec["gzip"])))
+    return spec
+
+
 def csp_hash(script: str) -> str:
     return (
         "'sha256-"
@@ -47,9 +72,10 @@ def template(name: str) -> str:
 
 @lru_cache(maxsize=1)
 def plotly_js() -> str:
-    from plotly.offline import get_plotlyjs
-
-    js = get_plotlyjs().replace("\r\n", "\n").replace("\r", "\n")
+    """plotly.js's basic partial bundle (scatter, bar, pie), vendored in ``render/vendor``
+    (README there): a page inlines 1.2 MB of script, not the full bundle's 4.8 MB."""
+    js = Path(package_file("render", "vendor", "plotly-basic.min.js")).read_text(encoding="utf-8")
+    js = js.replace("\r\n", "\n").replace("\r", "\n")
     if "</script" in js.lower():  # pragma: no cover - would break the page
         raise RuntimeError("plotly.js contains '</script'; cannot inline it")
     return js
@@ -103,5 +129,5 @@ class Page:
             if isinstance(fig, Spec)
             else pio.to_json(fig, validate=False, pretty=False, remove_uids=True)
         )
-        self.figures.append((fid, json_for_script(data)))
+        self.figures.append((fid, figure_block(data)))
         return Chart(id=fid, label=label, kind=kind, height=figure_height(fig))

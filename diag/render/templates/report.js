@@ -1,7 +1,7 @@
 /* graphdiag report: figures are drawn when they become visible (a folded run is drawn
    when opened: plotly measures a hidden div as 0 px wide), links to a folded run open
    it, and the copy button works. Data comes from <script type="application/json">
-   blocks (parsed, never evaluated). */
+   blocks (parsed, never evaluated; a large one gzip-packed and inflated here). */
 (function () {
   "use strict";
   var config = { displaylogo: false, responsive: true,
@@ -15,13 +15,24 @@
       var target = divs[k], block = specs[target.id];
       if (!block || typeof Plotly === "undefined" || target.offsetParent === null) { continue; }
       target.setAttribute("data-drawn", "1");
-      try {
-        var spec = JSON.parse(block.textContent);
-        target.textContent = "";
-        Plotly.newPlot(target, spec.data, spec.layout, config);
-      } catch (err) {
-        target.textContent = "This plot could not be drawn: " + err;
-      }
+      figure(block).then(function (el) {
+        return function (spec) { el.textContent = ""; return Plotly.newPlot(el, spec.data, spec.layout, config); };
+      }(target)).catch(function (el) {
+        return function (err) { el.textContent = "This plot could not be drawn: " + err; };
+      }(target));
+    }
+  }
+  /* a large figure is packed as {"gzip": base64} (render/html_page.figure_block) */
+  function figure(block) {
+    try {
+      var spec = JSON.parse(block.textContent);
+      if (!spec.gzip) { return Promise.resolve(spec); }
+      var raw = atob(spec.gzip), bytes = new Uint8Array(raw.length);
+      for (var b = 0; b < raw.length; b++) { bytes[b] = raw.charCodeAt(b); }
+      var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+      return new Response(stream).text().then(JSON.parse);
+    } catch (err) {
+      return Promise.reject(err);
     }
   }
   function openTarget() {
