@@ -20,9 +20,26 @@ if str(ROOT / "fixtures") not in sys.path:
     sys.path.insert(0, str(ROOT / "fixtures"))
 
 
+#: CI (``CI=true``, as .ci/run is run) must test against the shared corpus: a CI run without it
+#: would pass by skipping the corpus tests, so it stops before any test instead
+CORPUS_REQUIRED = os.environ.get("CI", "").lower() in ("true", "1")
+CORPUS_SETS = ("real", "real-2", "real-3", "real-4", "snapshots", "profiler-tables", "traces")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    missing = [s for s in CORPUS_SETS if not (CORPUS / s).is_dir()]
+    if CORPUS_REQUIRED and missing:
+        raise pytest.UsageError(
+            f"CI=true but the shared corpus is incomplete at {CORPUS} (missing: "
+            f"{', '.join(missing)}): the corpus tests would be skipped, not run"
+        )
+
+
 def need_corpus(sub: str = "real") -> Path:
     path = CORPUS / sub
     if not path.is_dir():
+        if CORPUS_REQUIRED:
+            pytest.fail(f"shared corpus not present at {path} (CI=true)")
         pytest.skip(f"shared corpus not present at {path}")
     return path
 
