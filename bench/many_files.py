@@ -15,7 +15,15 @@ With ``--cluster local:2`` (or a scheduler address) the folder is analysed by a 
 cluster's tasks (``analyze --cluster``): the peak RSS is then the client's (with a
 LocalCluster, the scheduler runs in the client process too; the workers are not counted).
 
+With ``--shapes mixed`` the pods are of many shapes instead of one: every fixture incident's
+files (both engines, capture failures, OOMs, restarts, eager and disabled graphs, multi-rank,
+profiler tables) for half of them, and for the other half generated real-shape SGLang and vLLM
+logs of 4-60 KB, each with its own seed (so no two are alike), some with a restart or a
+traceback. ``--command`` measures the whole ``graphdiag analyze FOLDER`` (JSON and HTML
+written, as a user runs it) in a child process: its CPU seconds and peak RSS.
+
 Usage: python bench/many_files.py [--counts 1000 3000 10000] [--lines 60] [--cluster local:2]
+       python bench/many_files.py --shapes mixed --command [--counts 1000 3000]
 """
 
 from __future__ import annotations
@@ -31,12 +39,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.gen_logs import sglang_lines  # noqa: E402
+from bench.gen_logs import GENERATORS, sglang_lines, write_log  # noqa: E402
 from diag.api import analyze  # noqa: E402
 from diag.fleet import partial  # noqa: E402
 
+INCIDENTS = Path(__file__).resolve().parents[1] / "fixtures" / "incidents"
 
-def write_folder(folder: Path, count: int, lines: int) -> None:
+
+def write_folder(folder: Path, count: int, lines: int, shapes: str = "one") -> None:
+    if shapes == "mixed":
+        write_mixed(folder, count)
+        return
     body = "\n".join(islice(sglang_lines(10**9, seed=1, tracebacks=0), lines)) + "\n"
     for i in range(count):
         pod = folder / f"pod-{i:05d}"
@@ -44,7 +57,46 @@ def write_folder(folder: Path, count: int, lines: int) -> None:
         (pod / "server.log").write_text(body)
 
 
-def measure(count: int, lines: int, cluster: str | None = None) -> None:
+def write_mixed(folder: Path, count: int) -> None:
+    """Pods of many shapes: fixture incidents (every file of one, in turn) and generated logs
+    of both engines, each with its own seed, size, restarts and tracebacks."""
+    incidents = sorted(p for p in INCIDENTS.iterdir() if p.is_dir())
+    for i in range(count):
+        pod = folder / f"pod-{i:05d}"
+        pod.mkdir(parents=True)
+        if i % 2 == 0:
+            for f in sorted(incidents[(i // 2) % len(incidents)].iterdir()):
+                if f.is_file() and f.suffix != ".yaml":
+                    (pod / f.name).write_bytes(f.read_bytes())
+            continue
+        engine = ("sglang-real", "vllm-real", "sglang", "vllm")[(i // 2) % 4]
+        size = 4_000 + (i * 7919) % 56_000
+        lines = GENERATORS[engine](size, seed=i, restarts=int(i % 10 == 1), tracebacks=i % 3 == 0)
+        write_log(pod / "server.log", lines)
+
+
+def measure_command(count: int, lines: int, shapes: str) -> None:
+    """The whole command in a child process: CPU seconds and peak RSS of that child."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "fleet"
+        write_folder(folder, count, lines, shapes)
+        size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        cmd = [sys.executable, "-m", "diag", "analyze", str(folder), "-o", str(Path(tmp) / "out")]
+        start = time.perf_counter()
+        subprocess.run([*cmd, "-q", "--fail-on", "never"], check=True, stdout=subprocess.DEVNULL)
+        wall = time.perf_counter() - start
+        use = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = use.ru_utime + use.ru_stime
+        out = {p.suffix: p.stat().st_size for p in (Path(tmp) / "out").iterdir()}
+        print(
+            f"{count:>7} {size / 1e6:>8.1f} {wall:>9.1f} {cpu:>9.1f} {1000 * cpu / count:>11.1f}"
+            f" {use.ru_maxrss / 1024:>13,.0f} {out.get('.json', 0) / count / 1e3:>10.1f}"
+            f" {out.get('.html', 0) / 1e6:>9.1f}",
+            flush=True,
+        )
+
+
+def measure(count: int, lines: int, cluster: str | None = None, shapes: str = "one") -> None:
     """One folder size, in this process: prints its row."""
     split_time = [0.0]
     real_split = partial.split_runs
@@ -59,7 +111,7 @@ def measure(count: int, lines: int, cluster: str | None = None) -> None:
     partial.split_runs = timed_split  # type: ignore[attr-defined]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "fleet"
-        write_folder(folder, count, lines)
+        write_folder(folder, count, lines, shapes)
         conn = None
         if cluster is not None:
             from diag.fleet.cluster import analyze_on_cluster, connect
@@ -82,14 +134,25 @@ def measure(count: int, lines: int, cluster: str | None = None) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--counts", nargs="+", default=["1000", "3000", "10000"])
-    ap.add_argument("--lines", type=int, default=60, help="lines per log file")
+    ap.add_argument("--lines", type=int, default=60, help="lines per log file (--shapes one)")
     ap.add_argument("--cluster", help="a Dask scheduler address or local[:N]")
+    ap.add_argument("--shapes", choices=("one", "mixed"), default="one", help="pod log shapes")
+    ap.add_argument("--command", action="store_true", help="time the whole CLI command")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child's one folder size
     args = ap.parse_args()
+    if args.command:
+        print(
+            f"{'files':>7} {'MB':>8} {'wall s':>9} {'CPU s':>9} {'CPU ms/file':>11}"
+            f" {'peak RSS MB':>13} {'JSON KB/run':>10} {'HTML MB':>9}",
+            flush=True,
+        )
+        for count in (int(c) for arg in args.counts for c in arg.split(",")):
+            measure_command(count, args.lines, args.shapes)
+        return
     if args.one:
-        measure(args.one, args.lines, args.cluster)
+        measure(args.one, args.lines, args.cluster, args.shapes)
         return
     print(
         f"{'files':>7} {'total s':>9} {'s/file':>9} {'CPU s':>9} {'CPU s/file':>11}"
@@ -98,6 +161,7 @@ def main() -> None:
     )
     for count in (int(c) for arg in args.counts for c in arg.split(",")):
         cmd = [sys.executable, __file__, "--one", str(count), "--lines", str(args.lines)]
+        cmd += ["--shapes", args.shapes]
         cmd += ["--cluster", args.cluster] if args.cluster else []
         subprocess.run(cmd, check=True)
 
