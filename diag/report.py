@@ -22,7 +22,7 @@ from diag.events import EventTables
 from diag.facts.record import RunFacts
 from diag.facts.requests import request_summary
 from diag.facts.run_record import RunRecord
-from diag.facts.verdict import Verdict, judge
+from diag.facts.verdict import RunState, Verdict, judge
 from diag.model import SEVERITY_ORDER, Evidence, Finding, InputStatus, Snapshot, clean_json
 
 SCHEMA = "graphdiag.report/1"
@@ -105,6 +105,9 @@ class RunReport:
     fleet: FleetRun | None = None
     id: str = ""
     sources: tuple[str, ...] = ()  # the run's files (read without unpacking its facts)
+    backend: str = "unknown"
+    engine_version: str | None = None
+    state: RunState | None = None
 
     def __init__(
         self,
@@ -122,6 +125,10 @@ class RunReport:
         self.fleet = fleet
         self.id = facts.run.id
         self.sources = tuple(facts.run.sources)
+        # what a fleet's summaries read of every run, kept so they never unpack its facts
+        self.backend = facts.backend
+        self.engine_version = facts.engine_version
+        self.state = facts.state
 
     @property
     def facts(self) -> RunFacts:
@@ -130,6 +137,8 @@ class RunReport:
     @facts.setter
     def facts(self, facts: RunFacts) -> None:
         self.held = HeldFacts(facts)
+        self.backend, self.engine_version = facts.backend, facts.engine_version
+        self.state = facts.state
 
     @property
     def record(self) -> RunRecord:
@@ -138,12 +147,15 @@ class RunReport:
     @property
     def verdict(self) -> Verdict:
         """ok | warn | capture_failed | startup_failed | serving_failed | incomplete."""
-        return judge(self.facts.state, self.findings)[0]
+        return judge(self._state(), self.findings)[0]
 
     @property
     def verdict_reason(self) -> str:
         """One sentence from the run's own evidence: why it got its verdict."""
-        return judge(self.facts.state, self.findings)[1]
+        return judge(self._state(), self.findings)[1]
+
+    def _state(self) -> RunState:
+        return self.state if self.state is not None else self.facts.state
 
     def worst(self) -> str | None:
         if not self.findings:

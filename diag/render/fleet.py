@@ -80,8 +80,8 @@ def _summary(report: Report) -> FleetSummary:
     members = [
         FleetMember(
             run.id,
-            run.facts.backend,
-            run.facts.engine_version,
+            run.backend,
+            run.engine_version,
             value.model,
             value.config,
             run.verdict,
