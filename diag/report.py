@@ -153,6 +153,7 @@ class RunReport:
     def to_dict(self) -> dict[str, Any]:
         run = self.facts.run
         failure = self.facts.state.engine_error
+        requests = self.facts.state.request_errors
         out: dict[str, Any] = {
             "id": run.id,
             "backend": run.backend,
@@ -162,6 +163,8 @@ class RunReport:
             "verdict_reason": self.verdict_reason,
             # the engine error outside capture the verdict rests on (GD105), placed in its phase
             "engine_error": None if failure is None else asdict(failure),
+            # errors of single requests while the server served (never an outage; GD106)
+            "request_errors": None if requests is None else requests.to_json(),
             "year_source": self.facts.year_source,
             "startup_phase": self.facts.startup_phase,
             "record": clean_json(self.facts.record.to_json()),

@@ -19,7 +19,7 @@ import pandas as pd
 
 from diag.engines import SGLANG, VLLM, EngineConfig, spec_for
 from diag.engines.config import as_int as _as_int
-from diag.engines.phases import CAPTURE_PHASES
+from diag.engines.phases import CAPTURE_PHASES, REQUEST_PHASE
 from diag.events import EventTables
 from diag.facts import classify as cls
 from diag.facts.access import (
@@ -145,7 +145,7 @@ class RunFacts:
             frame = self.tables[kind]
             if frame.empty:
                 continue
-            part = frame[frame[col].notna()]
+            part = frame[frame[col].notna() & (frame[col] != REQUEST_PHASE)]  # not start-up
             key = "_order" if "_order" in part.columns else "line"
             seen += [(int(o), str(p)) for o, p in zip(part[key], part[col], strict=True)]
         for kind in ("decode_batch", "stats"):  # periodic serving lines

@@ -23,9 +23,10 @@ from typing import Any, Literal, get_args
 import numpy as np
 import pandas as pd
 
-from diag.engines.phases import CAPTURE_PHASES
+from diag.engines.phases import CAPTURE_PHASES, REQUEST_PHASE
 from diag.events import EventTables
 from diag.facts.capture_totals import unfinished_capture
+from diag.facts.request_errors import RequestErrors, request_scoped, summarise
 from diag.facts.run_record import BatchCounts, RunRecord
 from diag.model import Finding
 
@@ -88,6 +89,8 @@ class RunState:
     verdict: Verdict
     reason: str
     engine_error: EngineError | None = None
+    # errors of single requests while the server served: counted, never an outage
+    request_errors: RequestErrors | None = None
 
 
 def _order(frame: pd.DataFrame) -> np.ndarray:
@@ -117,15 +120,30 @@ def _follow_on_phase(errors: pd.DataFrame, order: np.ndarray, key: int) -> str |
     for at in np.argsort(order, kind="stable"):
         if int(order[at]) > key and secondary[at]:
             phase = _text(errors.iloc[int(at)].get("phase"))
+            if phase == REQUEST_PHASE:
+                return "serving"
             if phase is not None and phase != "unknown":
                 return phase
     return None
 
 
-def engine_error(t: EventTables) -> EngineError | None:
-    """The run's first root error (a follow-on or cut traceback only when nothing else),
-    placed in its phase. Call it for runs without a capture error."""
+def request_errors(t: EventTables) -> tuple[np.ndarray, RequestErrors | None]:
+    """The mask of the run's error rows that are one request's (diag/facts/request_errors.py)
+    and their summary (None when there are none)."""
     errors = t["error"]
+    order = _order(errors)
+    serving = _serving_orders(t)
+    mask = request_scoped(errors, order, serving)
+    return mask, summarise(errors, mask, order, serving)
+
+
+def engine_error(t: EventTables, requests: np.ndarray | None = None) -> EngineError | None:
+    """The run's first root error (a follow-on or cut traceback only when nothing else),
+    placed in its phase; the rows ``requests`` marks (one request's errors) are left out.
+    Call it for runs without a capture error."""
+    errors = t["error"]
+    if requests is not None and requests.any():
+        errors = errors[~requests]
     if errors.empty:
         return None
     order = _order(errors)
@@ -140,6 +158,8 @@ def engine_error(t: EventTables) -> EngineError | None:
     log_phase = _text(row.get("log_phase"))
     phase: str
     placed: PlacedBy
+    if frame_phase == REQUEST_PHASE:  # a handler's frames place no phase of the server
+        frame_phase = None
     if frame_phase is not None and frame_phase != "unknown":
         phase, placed = frame_phase, "frames"
     elif len(serving) and int(serving.min()) < key:
@@ -217,7 +237,21 @@ def run_state(t: EventTables, record: RunRecord) -> RunState:
             f"{_one_line(err.message)}",
         )
     served = _served(t, record.batches)
-    failure = engine_error(t)
+    scoped, requests = request_errors(t)
+    state = _state(t, record, served, engine_error(t, scoped))
+    if requests is None:
+        return state
+    reason = state.reason
+    if state.verdict == "ok":
+        went_on = ", and it went on serving" if requests.served_after else ""
+        reason += f"; {requests.summary()}{went_on}"
+    return RunState(state.verdict, reason, state.engine_error, requests)
+
+
+def _state(
+    t: EventTables, record: RunRecord, served: str | None, failure: EngineError | None
+) -> RunState:
+    """The verdict of a run without a capture error (request errors left out)."""
     if failure is not None:
         after = "; the log shows serving lines after it" if failure.served_after else ""
         said = f"{_one_line(failure.headline)} ({failure.at})"

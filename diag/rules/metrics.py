@@ -21,6 +21,7 @@ from diag.engines.spec import EngineConfig, EngineSpec
 from diag.events import EventTables
 from diag.facts import classify as cls
 from diag.facts.record import RunFacts, captured_size_count, sizing
+from diag.facts.request_errors import RequestErrors
 from diag.facts.verdict import EngineError
 from diag.model import Snapshot
 from diag.rules.advisories import Advisory
@@ -131,6 +132,7 @@ class RunMetrics:
     advised_ceiling_flag: str = ""
     # an engine error outside capture (GD105) and what the log shows around failures
     engine_error: EngineError | None = None
+    request_errors: RequestErrors | None = None  # single requests' errors while serving (GD106)
     memory_pressure: bool = False  # an OOM anywhere in the run, retractions or preemptions
     engine_solutions: tuple[str, ...] = ()  # the engine's own printed "Possible solutions"
     # profiler traces joined to the run (diag.facts.trace_join): decode batches matched to a
@@ -351,6 +353,7 @@ def run_metrics(
             else ""
         ),
         engine_error=facts.state.engine_error,
+        request_errors=facts.state.request_errors,
         memory_pressure=_memory_pressure(t),
         engine_solutions=_printed_solutions(t),
     )

@@ -7,6 +7,7 @@ from diag.rules.base import Rule
 from diag.rules.gd100_capture_failed import GD100
 from diag.rules.gd101_too_many_sizes import GD101
 from diag.rules.gd105_engine_error import GD105
+from diag.rules.gd106_request_errors import GD106
 from diag.rules.gd110_out_of_window import GD110
 from diag.rules.gd111_padding_waste import GD111
 from diag.rules.gd112_oversized_window import GD112
@@ -24,6 +25,7 @@ RULES: tuple[type[Rule], ...] = (
     GD100,
     GD101,
     GD105,
+    GD106,
     GD110,
     GD111,
     GD112,

@@ -82,6 +82,17 @@ def engine_error(f: RunFacts) -> list[Evidence]:
     return _dedupe(out)
 
 
+@selector("request_errors")
+def request_errors(f: RunFacts) -> list[Evidence]:
+    """The first and the last request error."""
+    r = f.state.request_errors
+    if r is None:
+        return []
+    return _dedupe(
+        [Evidence(r.first.path, r.first.line, ""), Evidence(r.last.path, r.last.line, "")]
+    )
+
+
 def _top(frame: pd.DataFrame, mask: np.ndarray, key: np.ndarray, n: int) -> pd.DataFrame:
     """The first ``n`` rows of ``frame[mask].sort_values(key, ascending=False, kind="stable")``
     (NaN last), taking only those rows: the candidates are the rows at or above the n-th
