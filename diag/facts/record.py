@@ -33,6 +33,7 @@ from diag.facts.access import (
     sizing,
 )
 from diag.facts.access import is_rank0 as is_rank0  # re-exported: callers read it from here
+from diag.facts.agreement import agreement
 from diag.facts.capture_totals import (
     _capture_totals,
     _kv_tokens,
@@ -497,7 +498,7 @@ def build_facts(run: Run) -> RunFacts:
         _ranks(run, batches),
         run_state(t, record),
         error_at,
-        cls.inference_agreement(batches),
+        agreement(batches, window.ceiling or ceiling),
         request_table(t, batches),
         capture_phases=phases,
         kv_tokens_source=kv_source,

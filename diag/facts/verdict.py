@@ -59,6 +59,7 @@ class EngineError:
     line: int
     others: int  # further error lines in the run
     served_after: bool  # serving lines follow it
+    frame_cause: str | None = None  # the cause its innermost frames name (frame_causes.py)
 
     @property
     def headline(self) -> str:
@@ -179,6 +180,7 @@ def engine_error(t: EventTables, requests: np.ndarray | None = None) -> EngineEr
         line=int(row["line"]),
         others=len(errors) - 1,
         served_after=bool(len(serving) and int(serving.max()) > key),
+        frame_cause=_text(row.get("frame_cause")),
     )
 
 
@@ -325,9 +327,50 @@ def _not_up(t: EventTables) -> str:
     )
 
 
-def judge(state: RunState, findings: Sequence[Finding]) -> tuple[Verdict, str]:
+@dataclass(frozen=True)
+class Cut:
+    """An input of the run that was not read whole (issue 34 point 7): a truncated archive,
+    a read error, a log cut inside a traceback. ``in_run``: the cut falls inside this run
+    (its last lines are the input's last); else the run ended before the cut."""
+
+    path: str
+    reason: str
+    in_run: bool
+
+    @property
+    def said(self) -> str:
+        return f"{self.path} is cut: {self.reason}"
+
+
+# the parser's text for a traceback the input ends inside (diag/parsers/traceback.py)
+CUT_TRACEBACK = "the exception line is not in the log"
+
+
+def _cut_failure(state: RunState) -> bool:
+    """The failure the verdict rests on is a traceback the cut left without its exception."""
+    e = state.engine_error
+    return e is not None and CUT_TRACEBACK in e.message
+
+
+def judge(
+    state: RunState, findings: Sequence[Finding], cut: Cut | None = None
+) -> tuple[Verdict, str]:
     """The run's final verdict: an ``ok`` state with a finding at warning or above is
-    ``warn``, naming those findings; every other state stands as the facts found it."""
+    ``warn``, naming those findings; every other state stands as the facts found it. A cut
+    inside the run makes an ``ok``/``warn`` run (or one whose failure is the cut traceback
+    itself) ``incomplete``, the cut said first: what came after it is unknown. A run that
+    ended before its input's cut keeps its verdict, which names the cut."""
+    verdict, reason = _judged(state, findings)
+    if cut is None:
+        return verdict, reason
+    if not cut.in_run:
+        return verdict, f"{reason} (after this run, the input {cut.said})"
+    if verdict in ("ok", "warn", "incomplete") or _cut_failure(state):
+        return "incomplete", f"the input {cut.said}; what was read before the cut: {reason}"
+    return verdict, f"{reason}; the input {cut.said}"
+
+
+def _judged(state: RunState, findings: Sequence[Finding]) -> tuple[Verdict, str]:
     if state.verdict != "ok":
         return state.verdict, state.reason
     serious = [f for f in findings if f.severity in ("error", "warning")]

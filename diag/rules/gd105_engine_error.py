@@ -9,7 +9,9 @@ from diag.rules.metrics import RunMetrics
 
 def _cause(m: RunMetrics) -> Cause:
     e = m.engine_error
-    return cause_of(e.error_class if e else None, e.message if e else None)
+    return cause_of(
+        e.error_class if e else None, e.message if e else None, e.frame_cause if e else None
+    )
 
 
 def _phase(*phases: str):  # type: ignore[no-untyped-def]
