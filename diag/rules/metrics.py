@@ -136,6 +136,8 @@ class RunMetrics:
     # the cause the capture error's innermost frames name (engines/frame_causes.py), and the
     # attention backend the log shows (remedies name it)
     capture_error_frame_cause: str | None = None
+    # logged vs inferred graph/eager, with counts (facts/agreement.py; GD182)
+    agreement: dict[str, Any] | None = None
     attention_backend: str | None = None
     memory_pressure: bool = False  # an OOM anywhere in the run, retractions or preemptions
     engine_solutions: tuple[str, ...] = ()  # the engine's own printed "Possible solutions"
@@ -359,6 +361,7 @@ def run_metrics(
         engine_error=facts.state.engine_error,
         request_errors=facts.state.request_errors,
         capture_error_frame_cause=_frame_cause_at(t, facts.capture_error_at),
+        agreement=facts.agreement,
         attention_backend=rec.resolved_backend,
         memory_pressure=_memory_pressure(t),
         engine_solutions=_printed_solutions(t),

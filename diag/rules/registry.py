@@ -20,6 +20,7 @@ from diag.rules.gd160_graph_mode_downgraded import GD160
 from diag.rules.gd170_out_of_window_slower import GD170
 from diag.rules.gd180_trace_contradicts_log import GD180
 from diag.rules.gd181_graph_launches_without_ops import GD181
+from diag.rules.gd182_logged_inferred_disagree import GD182
 
 RULES: tuple[type[Rule], ...] = (
     GD100,
@@ -38,6 +39,7 @@ RULES: tuple[type[Rule], ...] = (
     GD170,
     GD180,
     GD181,
+    GD182,
 )
 ALL_CODES: tuple[str, ...] = tuple(r.code for r in RULES)
 BY_CODE: dict[str, type[Rule]] = {r.code: r for r in RULES}
