@@ -145,6 +145,7 @@ EVENT_KINDS: dict[str, EventKind] = {
             log_phase="str",
             secondary="bool",
             reason="str",
+            frame_cause="str",  # the cause its innermost frames name (engines/frame_causes.py)
         ),
         _kind(
             "phase",

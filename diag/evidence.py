@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from diag.report import RunReport
 
 MAX_TEXT = 400
+SEEK_LINES = 80  # how far below a traceback's first line its exception line is looked for
 LineReader = Callable[[Mapping[str, set[int]]], Mapping[str, Mapping[int, str]]]
 
 
@@ -89,10 +90,25 @@ def resolve_evidence(runs: list[RunReport], read: LineReader = read_all) -> None
         for finding in run.findings:
             for ev in finding.evidence:
                 wanted[ev.path].add(ev.line)
+                if ev.seek and ev.line > 0:
+                    wanted[ev.path].update(range(ev.line + 1, ev.line + SEEK_LINES))
     texts = read(wanted) if wanted else {}
     for run in runs:
         for finding in run.findings:
             for ev in finding.evidence:
-                text = texts.get(ev.path, {}).get(ev.line)
+                lines = texts.get(ev.path, {})
+                if ev.seek and ev.line > 0:
+                    ev.line = _sought(lines, ev.line, ev.seek)
+                text = lines.get(ev.line)
                 if text is not None:
                     ev.text = text
+
+
+def _sought(lines: Mapping[int, str], start: int, seek: str) -> int:
+    """The first line from ``start`` on holding ``seek`` (the exception line of the
+    traceback that begins there); ``start`` when none within reach does."""
+    for n in range(start, start + SEEK_LINES):
+        text = lines.get(n)
+        if text is not None and seek in text:
+            return n
+    return start

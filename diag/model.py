@@ -187,6 +187,9 @@ class Evidence:
     path: str
     line: int  # 1-based; 0 where the input has no lines to point at (a profiler trace)
     text: str
+    # text of a line at or shortly after ``line`` to point at instead (an exception line
+    # below its traceback's header: diag.evidence moves there when it finds it)
+    seek: str = field(default="", compare=False, repr=False)
 
     @property
     def where(self) -> str:

@@ -7,6 +7,7 @@ deterministic: the same inputs give the same bytes apart from ``generated_at``.
 from __future__ import annotations
 
 import pickle
+import re
 import weakref
 import zlib
 from collections import OrderedDict
@@ -22,7 +23,7 @@ from diag.events import EventTables
 from diag.facts.record import RunFacts
 from diag.facts.requests import request_summary
 from diag.facts.run_record import RunRecord
-from diag.facts.verdict import RunState, Verdict, judge
+from diag.facts.verdict import Cut, RunState, Verdict, judge
 from diag.model import SEVERITY_ORDER, Evidence, Finding, InputStatus, Snapshot, clean_json
 
 SCHEMA = "graphdiag.report/1"
@@ -108,6 +109,7 @@ class RunReport:
     backend: str = "unknown"
     engine_version: str | None = None
     state: RunState | None = None
+    cut: Cut | None = None  # an input of the run not read whole (Report: mark_cuts)
 
     def __init__(
         self,
@@ -129,6 +131,7 @@ class RunReport:
         self.backend = facts.backend
         self.engine_version = facts.engine_version
         self.state = facts.state
+        self.cut = None
 
     @property
     def facts(self) -> RunFacts:
@@ -147,12 +150,12 @@ class RunReport:
     @property
     def verdict(self) -> Verdict:
         """ok | warn | capture_failed | startup_failed | serving_failed | incomplete."""
-        return judge(self._state(), self.findings)[0]
+        return judge(self._state(), self.findings, self.cut)[0]
 
     @property
     def verdict_reason(self) -> str:
         """One sentence from the run's own evidence: why it got its verdict."""
-        return judge(self._state(), self.findings)[1]
+        return judge(self._state(), self.findings, self.cut)[1]
 
     def _state(self) -> RunState:
         return self.state if self.state is not None else self.facts.state
@@ -165,6 +168,7 @@ class RunReport:
     def to_dict(self) -> dict[str, Any]:
         run = self.facts.run
         failure = self.facts.state.engine_error
+        requests = self.facts.state.request_errors
         out: dict[str, Any] = {
             "id": run.id,
             "backend": run.backend,
@@ -174,6 +178,10 @@ class RunReport:
             "verdict_reason": self.verdict_reason,
             # the engine error outside capture the verdict rests on (GD105), placed in its phase
             "engine_error": None if failure is None else asdict(failure),
+            # an input of the run not read whole: incomplete unless the run ended before it
+            "input_cut": None if self.cut is None else asdict(self.cut),
+            # errors of single requests while the server served (never an outage; GD106)
+            "request_errors": None if requests is None else requests.to_json(),
             "year_source": self.facts.year_source,
             "startup_phase": self.facts.startup_phase,
             "record": clean_json(self.facts.record.to_json()),
@@ -207,6 +215,7 @@ class Report:
 
     def __post_init__(self) -> None:
         note_inputs_without_runs(self.inputs, self.runs)
+        mark_cuts(self.inputs, self.runs)
 
     def inputs_to_show(self) -> list[InputStatus]:
         """Inputs a reader must hear about: not fully read, or read without making a run
@@ -266,6 +275,84 @@ def note_inputs_without_runs(inputs: list[InputStatus], runs: list[RunReport]) -
             f"{NO_RUN}: none of {lines} is a start-up, capture, batch, stats or error line "
             f"graphdiag reads ({item.events or 0} events)"
         )
+
+
+CUT_NOTE = "cut inside a traceback"  # the traceback parser's input note
+
+
+_STAMPED = re.compile(rb"\d{2}:\d{2}:\d{2}")  # a logger's header: the line was a log line
+
+
+def _unterminated(path: str) -> bytes | None:
+    """The last line of a plain file that ends without a line end (None when it ends with
+    one, is compressed or cannot be read): a logger writes whole lines, a cut does not."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(2) == b"\x1f\x8b":
+                return None
+            end = fh.seek(0, 2)
+            fh.seek(max(0, end - 4096))
+            tail = fh.read()
+    except OSError:
+        return None
+    if not tail or tail.endswith((b"\n", b"\r")):
+        return None
+    return tail.rsplit(b"\n", 1)[-1]
+
+
+def _cut_reason(item: InputStatus, runs: list[RunReport]) -> str | None:
+    """Why a log input was not read whole: its partial read, the traceback it ends in, or
+    a last log line cut before its end (no line end, and no event read from it)."""
+    if item.kind != "log":
+        return None
+    if item.status == "partial":
+        return item.reason or "read only in part"
+    note = next((n for n in item.notes if n.startswith(CUT_NOTE)), None)
+    if note is not None or not item.lines:
+        return note
+    tail = _unterminated(item.path)
+    if tail is None or not _STAMPED.search(tail[:80]):
+        return None
+    if any(_lines_of(r, item.path, item.lines) for r in runs if item.path in r.sources):
+        return None  # its last line was read whole (a paste without its final line end)
+    return f"its last line ({item.lines:,}) ends mid-line (no line end, and no whole line)"
+
+
+def _lines_of(run: RunReport, path: str, line: int) -> bool:
+    """Does an event of the run come from this line of the file?"""
+    for frame in run.facts.tables._frames.values():
+        if not frame.empty and "source" in frame.columns:
+            if ((frame["source"] == path) & (frame["line"] == line)).any():
+                return True
+    return False
+
+
+def _last_line(run: RunReport, path: str) -> int:
+    last = 0
+    for frame in run.facts.tables._frames.values():
+        if not frame.empty and "source" in frame.columns:
+            mine = frame["line"][frame["source"] == path]
+            if len(mine):
+                last = max(last, int(mine.max()))
+    return last
+
+
+def mark_cuts(inputs: list[InputStatus], runs: list[RunReport]) -> None:
+    """Tell each run about a cut input of its own (issue 34 point 7): the run holding the
+    input's last lines has the cut inside it; a run of that input that ended before holds
+    it after its end."""
+    for item in inputs:
+        reason = _cut_reason(item, runs)
+        if reason is None:
+            continue
+        mine = [r for r in runs if item.path in r.sources]
+        if not mine:
+            continue
+        ends = [_last_line(r, item.path) for r in mine]
+        last = max(range(len(mine)), key=ends.__getitem__)
+        for i, run in enumerate(mine):
+            if run.cut is None or (i == last and not run.cut.in_run):
+                run.cut = Cut(item.path, reason, in_run=i == last)
 
 
 __all__ = ["Evidence", "Finding", "Report", "RunReport", "SCHEMA", "clean_json"]

@@ -29,8 +29,10 @@ Phase = Literal[
     "capture_draft",
     "warmup_after_capture",
     "serving",
+    "request",  # one request's handler (the HTTP / serving layer): not a phase of the server
     "unknown",
 ]
+REQUEST_PHASE = "request"  # frames of one request's handler (diag/facts/request_errors.py)
 CAPTURE_PHASES: frozenset[str] = frozenset({"capture_decode", "capture_piecewise", "capture_draft"})
 Role = Literal["decisive", "wrapper", "dispatch"]
 DATA = Path(__file__).resolve().parent / "data"

@@ -19,7 +19,7 @@ import pandas as pd
 
 from diag.engines import SGLANG, VLLM, EngineConfig, spec_for
 from diag.engines.config import as_int as _as_int
-from diag.engines.phases import CAPTURE_PHASES
+from diag.engines.phases import CAPTURE_PHASES, REQUEST_PHASE
 from diag.events import EventTables
 from diag.facts import classify as cls
 from diag.facts.access import (
@@ -33,6 +33,7 @@ from diag.facts.access import (
     sizing,
 )
 from diag.facts.access import is_rank0 as is_rank0  # re-exported: callers read it from here
+from diag.facts.agreement import agreement
 from diag.facts.capture_totals import (
     _capture_totals,
     _kv_tokens,
@@ -145,7 +146,7 @@ class RunFacts:
             frame = self.tables[kind]
             if frame.empty:
                 continue
-            part = frame[frame[col].notna()]
+            part = frame[frame[col].notna() & (frame[col] != REQUEST_PHASE)]  # not start-up
             key = "_order" if "_order" in part.columns else "line"
             seen += [(int(o), str(p)) for o, p in zip(part[key], part[col], strict=True)]
         for kind in ("decode_batch", "stats"):  # periodic serving lines
@@ -497,7 +498,7 @@ def build_facts(run: Run) -> RunFacts:
         _ranks(run, batches),
         run_state(t, record),
         error_at,
-        cls.inference_agreement(batches),
+        agreement(batches, window.ceiling or ceiling),
         request_table(t, batches),
         capture_phases=phases,
         kv_tokens_source=kv_source,

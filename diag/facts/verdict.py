@@ -23,9 +23,10 @@ from typing import Any, Literal, get_args
 import numpy as np
 import pandas as pd
 
-from diag.engines.phases import CAPTURE_PHASES
+from diag.engines.phases import CAPTURE_PHASES, REQUEST_PHASE
 from diag.events import EventTables
 from diag.facts.capture_totals import unfinished_capture
+from diag.facts.request_errors import RequestErrors, request_scoped, summarise
 from diag.facts.run_record import BatchCounts, RunRecord
 from diag.model import Finding
 
@@ -58,6 +59,7 @@ class EngineError:
     line: int
     others: int  # further error lines in the run
     served_after: bool  # serving lines follow it
+    frame_cause: str | None = None  # the cause its innermost frames name (frame_causes.py)
 
     @property
     def headline(self) -> str:
@@ -88,6 +90,8 @@ class RunState:
     verdict: Verdict
     reason: str
     engine_error: EngineError | None = None
+    # errors of single requests while the server served: counted, never an outage
+    request_errors: RequestErrors | None = None
 
 
 def _order(frame: pd.DataFrame) -> np.ndarray:
@@ -117,15 +121,30 @@ def _follow_on_phase(errors: pd.DataFrame, order: np.ndarray, key: int) -> str |
     for at in np.argsort(order, kind="stable"):
         if int(order[at]) > key and secondary[at]:
             phase = _text(errors.iloc[int(at)].get("phase"))
+            if phase == REQUEST_PHASE:
+                return "serving"
             if phase is not None and phase != "unknown":
                 return phase
     return None
 
 
-def engine_error(t: EventTables) -> EngineError | None:
-    """The run's first root error (a follow-on or cut traceback only when nothing else),
-    placed in its phase. Call it for runs without a capture error."""
+def request_errors(t: EventTables) -> tuple[np.ndarray, RequestErrors | None]:
+    """The mask of the run's error rows that are one request's (diag/facts/request_errors.py)
+    and their summary (None when there are none)."""
     errors = t["error"]
+    order = _order(errors)
+    serving = _serving_orders(t)
+    mask = request_scoped(errors, order, serving)
+    return mask, summarise(errors, mask, order, serving)
+
+
+def engine_error(t: EventTables, requests: np.ndarray | None = None) -> EngineError | None:
+    """The run's first root error (a follow-on or cut traceback only when nothing else),
+    placed in its phase; the rows ``requests`` marks (one request's errors) are left out.
+    Call it for runs without a capture error."""
+    errors = t["error"]
+    if requests is not None and requests.any():
+        errors = errors[~requests]
     if errors.empty:
         return None
     order = _order(errors)
@@ -140,6 +159,8 @@ def engine_error(t: EventTables) -> EngineError | None:
     log_phase = _text(row.get("log_phase"))
     phase: str
     placed: PlacedBy
+    if frame_phase == REQUEST_PHASE:  # a handler's frames place no phase of the server
+        frame_phase = None
     if frame_phase is not None and frame_phase != "unknown":
         phase, placed = frame_phase, "frames"
     elif len(serving) and int(serving.min()) < key:
@@ -159,6 +180,7 @@ def engine_error(t: EventTables) -> EngineError | None:
         line=int(row["line"]),
         others=len(errors) - 1,
         served_after=bool(len(serving) and int(serving.max()) > key),
+        frame_cause=_text(row.get("frame_cause")),
     )
 
 
@@ -217,7 +239,21 @@ def run_state(t: EventTables, record: RunRecord) -> RunState:
             f"{_one_line(err.message)}",
         )
     served = _served(t, record.batches)
-    failure = engine_error(t)
+    scoped, requests = request_errors(t)
+    state = _state(t, record, served, engine_error(t, scoped))
+    if requests is None:
+        return state
+    reason = state.reason
+    if state.verdict == "ok":
+        went_on = ", and it went on serving" if requests.served_after else ""
+        reason += f"; {requests.summary()}{went_on}"
+    return RunState(state.verdict, reason, state.engine_error, requests)
+
+
+def _state(
+    t: EventTables, record: RunRecord, served: str | None, failure: EngineError | None
+) -> RunState:
+    """The verdict of a run without a capture error (request errors left out)."""
     if failure is not None:
         after = "; the log shows serving lines after it" if failure.served_after else ""
         said = f"{_one_line(failure.headline)} ({failure.at})"
@@ -291,9 +327,50 @@ def _not_up(t: EventTables) -> str:
     )
 
 
-def judge(state: RunState, findings: Sequence[Finding]) -> tuple[Verdict, str]:
+@dataclass(frozen=True)
+class Cut:
+    """An input of the run that was not read whole (issue 34 point 7): a truncated archive,
+    a read error, a log cut inside a traceback. ``in_run``: the cut falls inside this run
+    (its last lines are the input's last); else the run ended before the cut."""
+
+    path: str
+    reason: str
+    in_run: bool
+
+    @property
+    def said(self) -> str:
+        return f"{self.path} is cut: {self.reason}"
+
+
+# the parser's text for a traceback the input ends inside (diag/parsers/traceback.py)
+CUT_TRACEBACK = "the exception line is not in the log"
+
+
+def _cut_failure(state: RunState) -> bool:
+    """The failure the verdict rests on is a traceback the cut left without its exception."""
+    e = state.engine_error
+    return e is not None and CUT_TRACEBACK in e.message
+
+
+def judge(
+    state: RunState, findings: Sequence[Finding], cut: Cut | None = None
+) -> tuple[Verdict, str]:
     """The run's final verdict: an ``ok`` state with a finding at warning or above is
-    ``warn``, naming those findings; every other state stands as the facts found it."""
+    ``warn``, naming those findings; every other state stands as the facts found it. A cut
+    inside the run makes an ``ok``/``warn`` run (or one whose failure is the cut traceback
+    itself) ``incomplete``, the cut said first: what came after it is unknown. A run that
+    ended before its input's cut keeps its verdict, which names the cut."""
+    verdict, reason = _judged(state, findings)
+    if cut is None:
+        return verdict, reason
+    if not cut.in_run:
+        return verdict, f"{reason} (after this run, the input {cut.said})"
+    if verdict in ("ok", "warn", "incomplete") or _cut_failure(state):
+        return "incomplete", f"the input {cut.said}; what was read before the cut: {reason}"
+    return verdict, f"{reason}; the input {cut.said}"
+
+
+def _judged(state: RunState, findings: Sequence[Finding]) -> tuple[Verdict, str]:
     if state.verdict != "ok":
         return state.verdict, state.reason
     serious = [f for f in findings if f.severity in ("error", "warning")]

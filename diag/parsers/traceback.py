@@ -24,6 +24,7 @@ from functools import lru_cache
 from lark import Lark, Token, Tree, UnexpectedInput
 
 from diag.engines import errors as sigs
+from diag.engines.frame_causes import class_and_cause
 from diag.engines.phases import CAPTURE_PHASES, engine_of_frames, phase_table, place
 from diag.normalize.lines import ENTITY_ANCHORS
 from diag.normalize.prefix import LogLine
@@ -314,6 +315,7 @@ class TracebackBlock(Block):
                 continue  # an unknown text's exception names nothing graphdiag knows (a
                 # runtime's error code is known, whatever the engine)
             phase = place(sec.frames) or place(all_frames)
+            error_class, frame_cause = class_and_cause(verdict.error_class, sec.frames)
             reason = None
             head = sec.exception.split("\n", 1)[0]
             if verdict.error_class == "other" and _EMPTY_REASON.search(head):
@@ -322,7 +324,7 @@ class TracebackBlock(Block):
                 "error",
                 self.first,
                 engine=engine,
-                error_class=verdict.error_class,
+                error_class=error_class,
                 message=_clip(sec.exception),
                 capture_related=verdict.capture or phase in CAPTURE_PHASES,
                 explicit_capture=verdict.capture,
@@ -330,6 +332,7 @@ class TracebackBlock(Block):
                 log_phase=self.log_phase,
                 secondary=verdict.secondary,
                 reason=reason,
+                frame_cause=frame_cause,
             )
 
 

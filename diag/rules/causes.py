@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from diag.engines.errors import signature
 from diag.rules.base import Remedy
@@ -30,6 +30,7 @@ Cause = Literal[
     "custom_all_reduce",
     "transport",
     "compile",
+    "attention_backend",
     "other",
 ]
 CLASSES: tuple[Cause, ...] = (
@@ -101,15 +102,18 @@ SIGNATURES: tuple[Signature, ...] = (
 )
 
 
-def cause_of(error_class: str | None, message: str | None) -> Cause:
+def cause_of(error_class: str | None, message: str | None, frame_cause: str | None = None) -> Cause:
     """The remedy cause of an error: its class, narrowed by the message where a signature
     says more (an ``other`` that is an illegal memory access, a ``distributed`` that is a
-    gloo transport failure)."""
+    gloo transport failure), else by its innermost frames (``frame_cause``: custom
+    all-reduce, NCCL, an attention backend, a compile step; diag/engines/frame_causes.py)."""
     cls: Cause = error_class if error_class in CLASSES else "other"  # type: ignore[assignment]
     text = message or ""
     for sig in SIGNATURES:
         if cls in sig.refines and sig.pattern.search(text):
             return sig.cause
+    if frame_cause in get_args(Cause):
+        return frame_cause  # type: ignore[return-value]
     return cls
 
 
@@ -126,6 +130,14 @@ def _backend_step(m: RunMetrics) -> str | None:
     return (
         f"Try another attention backend ({_attention_flag(m)}) or turn off the feature "
         "whose kernel faults; memory settings do not help an illegal access."
+    )
+
+
+def _attention_step(m: RunMetrics) -> str | None:
+    backend = f" (the log shows {m.attention_backend})" if m.attention_backend else ""
+    return (
+        f"Try another attention backend with {_attention_flag(m)}{backend}: the failing frame "
+        "is in the attention backend's own code, so memory settings do not help."
     )
 
 
@@ -158,6 +170,11 @@ CAUSE_FIRST_STEPS: tuple[Remedy, ...] = (
         causes=("custom_all_reduce",),
         flags=("--disable-custom-all-reduce",),
         in_effect=custom_all_reduce_off,
+    ),
+    Remedy(
+        "Try another attention backend: the failing frame is in the attention backend's own code.",
+        causes=("attention_backend",),
+        specific=_attention_step,
     ),
     Remedy(
         "Fix the NCCL/gloo transport first (network, NCCL_SOCKET_IFNAME / "

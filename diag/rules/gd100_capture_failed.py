@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from typing import get_args
 
 from diag.rules.base import Remedy, Rule
 from diag.rules.causes import CAUSE_FIRST_STEPS, Cause, cause_of, custom_all_reduce_off
+from diag.rules.engine_solutions import follow_printed
 from diag.rules.metrics import RunMetrics
 
 ALL_CAUSES: tuple[Cause, ...] = get_args(Cause)
@@ -20,7 +20,7 @@ _FLAG = re.compile(r"--[a-z][a-z0-9-]+")
 
 
 def _cause(m: RunMetrics) -> Cause:
-    return cause_of(m.capture_error_class, m.capture_error_message)
+    return cause_of(m.capture_error_class, m.capture_error_message, m.capture_error_frame_cause)
 
 
 def _memory_cause(m: RunMetrics) -> bool:
@@ -30,24 +30,6 @@ def _memory_cause(m: RunMetrics) -> bool:
     mismatch, a transport or compile failure never get them."""
     cause = _cause(m)
     return cause == "oom" or (cause == "other" and (m.memory_pressure or bool(m.engine_solutions)))
-
-
-def printed_order(remedies: Sequence[str], printed: Sequence[str]) -> list[str]:
-    """The remedies, those that name a flag of the engine's printed list re-ordered among
-    their own slots into the printed order (the others, e.g. a cause's first step, keep
-    their place)."""
-
-    def rank(text: str) -> int | None:
-        flags = set(_FLAG.findall(text))
-        hits = [i for i, item in enumerate(printed) if flags & set(_FLAG.findall(item))]
-        return min(hits) if hits else None
-
-    slots = [i for i, r in enumerate(remedies) if rank(r) is not None]
-    ordered = sorted((remedies[i] for i in slots), key=lambda r: rank(r) or 0)
-    out = list(remedies)
-    for i, text in zip(slots, ordered, strict=True):
-        out[i] = text
-    return out
 
 
 def _nccl_first(m: RunMetrics) -> str | None:
@@ -67,6 +49,18 @@ def _nccl_not_capturable(m: RunMetrics) -> bool:
 
 def _mem_fraction_low(m: RunMetrics) -> bool:
     return m.mem_fraction_static is not None and m.mem_fraction_static <= 0.7
+
+
+def _mem_fraction_step(m: RunMetrics) -> str | None:
+    """The step with the value in effect quoted (``0.94 -> 0.8``)."""
+    now = m.mem_fraction_static
+    if now is None:
+        return None
+    to = 0.8 if now > 0.8 else round(now - 0.1, 2)
+    return (
+        f"Lower --mem-fraction-static {now:g} -> {to:g}: capture memory comes out of what the "
+        "KV pool leaves."
+    )
 
 
 def _max_bs_small(m: RunMetrics) -> bool:
@@ -169,6 +163,7 @@ class GD100(Rule):
             flags=("--mem-fraction-static",),
             when=_memory_cause,
             in_effect=_mem_fraction_low,
+            specific=_mem_fraction_step,
         ),
         Remedy(
             "Lower --cuda-graph-max-bs (e.g. 16; --cuda-graph-max-bs-decode from SGLang 0.5.15): "
@@ -298,7 +293,7 @@ class GD100(Rule):
 
     def remediation(self, m: RunMetrics) -> list[str]:
         out = super().remediation(m)
-        return printed_order(out, m.engine_solutions) if m.engine_solutions else out
+        return follow_printed(out, m, _memory_cause(m)) if m.engine_solutions else out
 
     def message(self, m: RunMetrics) -> str:
         text = (m.capture_error_message or "").strip()

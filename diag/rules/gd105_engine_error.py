@@ -9,7 +9,9 @@ from diag.rules.metrics import RunMetrics
 
 def _cause(m: RunMetrics) -> Cause:
     e = m.engine_error
-    return cause_of(e.error_class if e else None, e.message if e else None)
+    return cause_of(
+        e.error_class if e else None, e.message if e else None, e.frame_cause if e else None
+    )
 
 
 def _phase(*phases: str):  # type: ignore[no-untyped-def]
@@ -43,7 +45,9 @@ class GD105(Rule):
     mismatch, a transport or a compile failure each get their own first step.
 
     Condition: no capture error, and an error line the run's facts place outside capture
-    (detection: facts/verdict.py engine_error). An error the log does not place in any
+    (detection: facts/verdict.py engine_error). One request's error while the engine goes on
+    serving (its frames the HTTP / serving / tokenizer layer's, or the engines' own text for
+    a rejected request) is GD106's, never this rule's. An error the log does not place in any
     phase fires too: a traceback is never passed over.
 
     Fires::

@@ -21,6 +21,7 @@ from diag.engines.spec import EngineConfig, EngineSpec
 from diag.events import EventTables
 from diag.facts import classify as cls
 from diag.facts.record import RunFacts, captured_size_count, sizing
+from diag.facts.request_errors import RequestErrors
 from diag.facts.verdict import EngineError
 from diag.model import Snapshot
 from diag.rules.advisories import Advisory
@@ -131,6 +132,13 @@ class RunMetrics:
     advised_ceiling_flag: str = ""
     # an engine error outside capture (GD105) and what the log shows around failures
     engine_error: EngineError | None = None
+    request_errors: RequestErrors | None = None  # single requests' errors while serving (GD106)
+    # the cause the capture error's innermost frames name (engines/frame_causes.py), and the
+    # attention backend the log shows (remedies name it)
+    capture_error_frame_cause: str | None = None
+    # logged vs inferred graph/eager, with counts (facts/agreement.py; GD182)
+    agreement: dict[str, Any] | None = None
+    attention_backend: str | None = None
     memory_pressure: bool = False  # an OOM anywhere in the run, retractions or preemptions
     engine_solutions: tuple[str, ...] = ()  # the engine's own printed "Possible solutions"
     # profiler traces joined to the run (diag.facts.trace_join): decode batches matched to a
@@ -351,9 +359,23 @@ def run_metrics(
             else ""
         ),
         engine_error=facts.state.engine_error,
+        request_errors=facts.state.request_errors,
+        capture_error_frame_cause=_frame_cause_at(t, facts.capture_error_at),
+        agreement=facts.agreement,
+        attention_backend=rec.resolved_backend,
         memory_pressure=_memory_pressure(t),
         engine_solutions=_printed_solutions(t),
     )
+
+
+def _frame_cause_at(t: EventTables, at: tuple[str, int] | None) -> str | None:
+    """The frame cause of the error event at (path, line), None where it has none."""
+    errors = t["error"]
+    if at is None or errors.empty or "frame_cause" not in errors.columns:
+        return None
+    rows = errors[(errors["source"] == at[0]) & (errors["line"] == at[1])]
+    causes = [str(c) for c in rows["frame_cause"] if isinstance(c, str) and c]
+    return causes[0] if causes else None
 
 
 def _memory_pressure(t: EventTables) -> bool:

@@ -7,6 +7,7 @@ from diag.rules.base import Rule
 from diag.rules.gd100_capture_failed import GD100
 from diag.rules.gd101_too_many_sizes import GD101
 from diag.rules.gd105_engine_error import GD105
+from diag.rules.gd106_request_errors import GD106
 from diag.rules.gd110_out_of_window import GD110
 from diag.rules.gd111_padding_waste import GD111
 from diag.rules.gd112_oversized_window import GD112
@@ -19,11 +20,13 @@ from diag.rules.gd160_graph_mode_downgraded import GD160
 from diag.rules.gd170_out_of_window_slower import GD170
 from diag.rules.gd180_trace_contradicts_log import GD180
 from diag.rules.gd181_graph_launches_without_ops import GD181
+from diag.rules.gd182_logged_inferred_disagree import GD182
 
 RULES: tuple[type[Rule], ...] = (
     GD100,
     GD101,
     GD105,
+    GD106,
     GD110,
     GD111,
     GD112,
@@ -36,6 +39,7 @@ RULES: tuple[type[Rule], ...] = (
     GD170,
     GD180,
     GD181,
+    GD182,
 )
 ALL_CODES: tuple[str, ...] = tuple(r.code for r in RULES)
 BY_CODE: dict[str, type[Rule]] = {r.code: r for r in RULES}

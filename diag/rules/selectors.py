@@ -56,11 +56,20 @@ def _window_lines(f: RunFacts) -> list[Evidence]:
     return _ev(cs, 1) or _ev(cfg[cfg["key"].isin(WINDOW_KEYS)] if not cfg.empty else cfg, 1)
 
 
+def _seek(message: str) -> str:
+    """The text of an error's exception line to point the evidence at (its first 60
+    characters: the log line holds it whole, behind its own prefix)."""
+    head = message.split("\n", 1)[0].strip()
+    return head[:60] if len(head) >= 8 else ""
+
+
 @selector("capture_error")
 def capture_error(f: RunFacts) -> list[Evidence]:
     out = []
+    err = f.record.capture_error
     if f.capture_error_at:
-        out.append(Evidence(f.capture_error_at[0], f.capture_error_at[1], ""))
+        seek = _seek(err.message if err is not None else "")
+        out.append(Evidence(f.capture_error_at[0], f.capture_error_at[1], "", seek=seek))
     out += _ev(f.tables["capture_begin"], 1) or _ev(f.tables["capture_progress"], 1)
     adv = f.tables["advisory"]
     if not adv.empty:  # a cause the remedy names first (the NCCL library that failed to load)
@@ -74,12 +83,26 @@ def engine_error(f: RunFacts) -> list[Evidence]:
     e = f.state.engine_error
     if e is None:
         return []
-    out = [Evidence(e.path, e.line, "")]
+    out = [Evidence(e.path, e.line, "", seek=_seek(e.headline))]
     ph = f.tables["phase"]
     if not ph.empty:
         before = ph[(ph["source"] == e.path) & (ph["line"] < e.line)]
         out += _ev(before.tail(1), 1)
     return _dedupe(out)
+
+
+@selector("request_errors")
+def request_errors(f: RunFacts) -> list[Evidence]:
+    """The first and the last request error."""
+    r = f.state.request_errors
+    if r is None:
+        return []
+    return _dedupe(
+        [
+            Evidence(r.first.path, r.first.line, "", seek=_seek(r.first.message)),
+            Evidence(r.last.path, r.last.line, "", seek=_seek(r.last.message)),
+        ]
+    )
 
 
 def _top(frame: pd.DataFrame, mask: np.ndarray, key: np.ndarray, n: int) -> pd.DataFrame:
