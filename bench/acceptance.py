@@ -167,6 +167,9 @@ def _report(figures: dict[str, Counter[str]]) -> Iterator[str]:
 
 
 def main(argv: list[str]) -> int:
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(__doc__)
+        raise SystemExit(0)
     roots = [Path(a) for a in argv if not a.startswith("--")] or [SHARED / c for c in CORPORA]
     paths = [p for root in roots for p in _inputs(root)]
     sets = [("excerpts", measure(paths))]

@@ -42,6 +42,9 @@ def _f(v: object) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(__doc__)
+        raise SystemExit(0)
     shared: Path | None = None
     if "--corpus" in argv:
         i = argv.index("--corpus")

@@ -55,6 +55,11 @@ def _cpu() -> float:
 
 
 def main() -> None:
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(__doc__)
+        raise SystemExit(0)
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python bench/analysis_stages.py FILE (--help: what it prints)")
     path = sys.argv[1]
     start = _cpu()
     ing = ingest([path], jobs=1)

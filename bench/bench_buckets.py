@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -11,6 +12,9 @@ from diag.advise.buckets import BucketSolver
 
 def main() -> None:
     """Print wall time for a realistic worst case: many distinct decode batch sizes."""
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(__doc__)
+        raise SystemExit(0)
     rng = np.random.default_rng(0)
     sizes = np.arange(1, 2001)
     counts = rng.integers(1, 1000, size=sizes.size) * np.exp(-sizes / 600.0)

@@ -689,13 +689,21 @@ GENERATORS: dict[str, Callable[..., Iterator[str]]] = {
 }
 
 
-def main() -> None:  # pragma: no cover - manual use
-    import sys
+def main(argv: list[str] | None = None) -> None:  # pragma: no cover - manual use
+    import argparse
 
-    kind, size, out = sys.argv[1], int(float(sys.argv[2])), Path(sys.argv[3])
+    ap = argparse.ArgumentParser(
+        description="Write a synthetic serving log (deterministic) for the benchmark.",
+        epilog="example: python bench/gen_logs.py sglang-real 700e6 /tmp/sglang.log",
+    )
+    ap.add_argument("kind", choices=sorted(GENERATORS), help="which engine and line shapes")
+    ap.add_argument("size", type=float, help="approximate size in bytes (700e6 = 700 MB)")
+    ap.add_argument("out", type=Path, help="the log file to write")
+    args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    n = write_log(out, GENERATORS[kind](size))
-    print(f"{out}: {n} lines, {out.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t0:.1f}s")
+    n = write_log(args.out, GENERATORS[args.kind](int(args.size)))
+    took = time.perf_counter() - t0
+    print(f"{args.out}: {n} lines, {args.out.stat().st_size / 1e6:.0f} MB in {took:.1f}s")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,6 +7,7 @@ Prints the best of five repeats per line kind; also the cost of loading the voca
 
 from __future__ import annotations
 
+import sys
 import time
 import timeit
 
@@ -20,6 +21,9 @@ LINES = {
 
 
 def main() -> None:
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(__doc__)
+        raise SystemExit(0)
     t0 = time.perf_counter()
     from diag.engines import errors
 

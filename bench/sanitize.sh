@@ -16,6 +16,10 @@
 # Needs gcc (or CC=clang) with its asan/ubsan runtimes: Debian's libasan8 and libubsan1,
 # which come with gcc-12 (.ci/run installs them when missing).
 set -euo pipefail
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+  sed -n '2,17s/^# \{0,1\}//p' "$0"
+  exit 0
+fi
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 CC="${CC:-gcc}"
 ASAN="$("$CC" -print-file-name=libasan.so)"

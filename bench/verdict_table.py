@@ -70,6 +70,9 @@ def rows(corpus: Path) -> list[dict[str, str]]:
 
 
 def main(argv: list[str]) -> int:
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(__doc__)
+        raise SystemExit(0)
     args = [a for a in argv[1:] if not a.startswith("--")]
     corpus = Path(args[0]) if args else ROOT.parent / "shared" / "corpus"
     table = rows(corpus)

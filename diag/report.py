@@ -110,6 +110,8 @@ class RunReport:
     engine_version: str | None = None
     state: RunState | None = None
     cut: Cut | None = None  # an input of the run not read whole (Report: mark_cuts)
+    # the run's name on every surface (run_labels, set once by the Report holding it)
+    label: str = ""
 
     def __init__(
         self,
@@ -132,6 +134,7 @@ class RunReport:
         self.engine_version = facts.engine_version
         self.state = facts.state
         self.cut = None
+        self.label = run_labels([self.id])[self.id]
 
     @property
     def facts(self) -> RunFacts:
@@ -171,6 +174,7 @@ class RunReport:
         requests = self.facts.state.request_errors
         out: dict[str, Any] = {
             "id": run.id,
+            "label": self.label,
             "backend": run.backend,
             "engine_version": self.facts.engine_version,
             "sources": list(run.sources),
@@ -216,6 +220,9 @@ class Report:
     def __post_init__(self) -> None:
         note_inputs_without_runs(self.inputs, self.runs)
         mark_cuts(self.inputs, self.runs)
+        labels = run_labels([r.id for r in self.runs])
+        for r in self.runs:
+            r.label = labels[r.id]
 
     def inputs_to_show(self) -> list[InputStatus]:
         """Inputs a reader must hear about: not fully read, or read without making a run
@@ -258,6 +265,44 @@ class Report:
 
 
 NO_RUN = "read, but made no run"
+STDIN = "-"
+
+
+def run_labels(ids: list[str]) -> dict[str, str]:
+    """Each run's name for people: the shortest suffix of its file's path (whole folder
+    names) that no other file of the analysis shares, then its ``#n``
+    (``06-sglang-oom/server.log#1`` where 23 runs are all ``server.log``); stdin is
+    ``stdin``. Computed once per analysis so every renderer names a run alike."""
+    split: dict[str, tuple[str, str]] = {}
+    for rid in ids:
+        stream, hash_, n = rid.rpartition("#")
+        split[rid] = (stream, n) if hash_ and n.isdigit() else (rid, "")
+    comps = {
+        stream: ["stdin"] if stream == STDIN else [c for c in stream.split("/") if c] or [stream]
+        for stream, _ in split.values()
+    }
+    depth = dict.fromkeys(comps, 1)
+
+    def name(stream: str) -> str:
+        return "/".join(comps[stream][-depth[stream] :])
+
+    while True:
+        seen: dict[str, list[str]] = {}
+        for stream in comps:
+            seen.setdefault(name(stream), []).append(stream)
+        grow = [s for same in seen.values() if len(same) > 1 for s in same]
+        grow = [s for s in grow if depth[s] < len(comps[s])]
+        if not grow:
+            break
+        for stream in grow:
+            depth[stream] += 1
+    labels = {}
+    for rid, (stream, n) in split.items():
+        tail = "" if not n or (stream == STDIN and n == "1") else f"#{n}"
+        labels[rid] = name(stream) + tail
+    if len(set(labels.values())) < len(labels):  # paths alike but for slashes: the ids
+        return {rid: rid for rid in ids}
+    return labels
 
 
 def note_inputs_without_runs(inputs: list[InputStatus], runs: list[RunReport]) -> None:
@@ -356,3 +401,12 @@ def mark_cuts(inputs: list[InputStatus], runs: list[RunReport]) -> None:
 
 
 __all__ = ["Evidence", "Finding", "Report", "RunReport", "SCHEMA", "clean_json"]
+__all__ = [
+    "Evidence",
+    "Finding",
+    "Report",
+    "RunReport",
+    "SCHEMA",
+    "clean_json",
+    "run_labels",
+]

@@ -374,6 +374,128 @@ def check_kv_timeline(page: Any) -> list[str]:
     return [] if any("KV usage" in f for f in found) else [f"KV timeline without KV usage: {found}"]
 
 
+def check_run_labels_distinct(page: Any) -> list[str]:
+    """Every run is named apart: the runs table and the run sections never show one name
+    for two runs (23 rows all called ``server.log`` cannot be told apart)."""
+    problems = []
+    for where, sel in (
+        ("runs table", "#runs table.runs td.name a"),
+        ("run sections", "details.run > summary .name"),
+    ):
+        names = page.evaluate(
+            "(sel) => Array.from(document.querySelectorAll(sel)).map(e => e.textContent.trim())",
+            sel,
+        )
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            problems.append(f"{where}: {len(dup)} names shared by several runs: {dup[:3]}")
+    return problems
+
+
+#: the toolbar's and the legend's boxes of every drawn chart (the toolbar is in the page
+#: while hidden: it shows on hover, where it must not cover a legend entry)
+MODEBAR_JS = """() => Array.from(document.querySelectorAll('div.plot')).filter(d => d.querySelector('.main-svg')).map(div => {
+  const box = (el) => { if (!el) return null; const r = el.getBoundingClientRect();
+      return r.width && r.height ? [r.left, r.top, r.right, r.bottom] : null; };
+  return {label: div.getAttribute('aria-label'), modebar: box(div.querySelector('.modebar')),
+          legend: box(div.querySelector('g.legend rect.bg') || div.querySelector('g.legend'))};
+})"""
+
+
+def check_modebar_clear_of_legend(page: Any) -> list[str]:
+    """plotly's toolbar never covers the legend (it shows on hover, over whatever is there)."""
+    problems = []
+    for c in page.evaluate(MODEBAR_JS):
+        m, g = c["modebar"], c["legend"]
+        if not m or not g:
+            continue
+        w = min(m[2], g[2]) - max(m[0], g[0])
+        h = min(m[3], g[3]) - max(m[1], g[1])
+        if w > 1 and h > 1:
+            problems.append(f"{c['label']}: the toolbar covers the legend ({w:.0f}x{h:.0f} px)")
+    return problems
+
+
+#: every linear axis of every drawn chart: its range, and the extent of what is drawn on it
+#: (axes it is matched to included): series, stacked bars as stacked, lines and bands
+#: (shapes), 0 where the axis counts from zero; a lone marker does not get to stretch it
+RANGE_JS = """() => Array.from(document.querySelectorAll('div.plot')).filter(d => d.querySelector('.main-svg')).flatMap(div => {
+  const full = div._fullLayout || {}, out = [];
+  const names = Object.keys(full).filter(k => /^[xy]axis\\d*$/.test(k));
+  for (const name of names) {
+    const ax = full[name];
+    if (!ax.visible || ax.type !== 'linear' || !ax.range) continue;
+    const id = ax._id, letter = id[0];
+    const group = new Set([id]);
+    for (const other of names) {
+      const o = full[other];
+      if (o._id[0] === letter && (o.matches === id || ax.matches === o._id || (ax.matches && o.matches === ax.matches))) group.add(o._id);
+    }
+    let lo = Infinity, hi = -Infinity, n = 0;
+    const put = (v) => { if (typeof v === 'number' && isFinite(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); n += 1; } };
+    const stacks = {};
+    for (const tr of div._fullData || []) {
+      if (tr.visible !== true || !group.has(tr[letter + 'axis'] || letter)) continue;
+      const vals = tr[letter] || [];
+      const marker_only = tr.type === 'scatter' && !(tr.mode || '').includes('lines');
+      if (marker_only && vals.length < 2) continue;
+      const value_axis = tr.type === 'bar' && ((letter === 'x') === (tr.orientation === 'h'));
+      if (value_axis) {
+        put(0);
+        const cats = tr[letter === 'x' ? 'y' : 'x'] || [];
+        vals.forEach((v, i) => { if (full.barmode === 'stack') { const k = String(cats[i]); stacks[k] = (stacks[k] || 0) + (+v || 0); put(stacks[k]); } else put(v); });
+      } else vals.forEach(put);
+    }
+    for (const sh of full.shapes || []) {
+      if (!group.has(sh[letter + 'ref'])) continue;
+      put(sh[letter + '0']); put(sh[letter + '1']);
+    }
+    if (ax.rangemode === 'tozero') put(0);
+    if (!n) continue;
+    out.push({label: div.getAttribute('aria-label'), axis: name, title: (ax.title && ax.title.text) || '',
+              range: [Math.min(...ax.range), Math.max(...ax.range)], data: [lo, hi]});
+  }
+  return out;
+})"""
+
+
+def check_axes_fit_data(page: Any) -> list[str]:
+    """An axis spans the data it shows: more than half of it empty on one side (the K axis
+    running to 52 for sets of 2-7 sizes) is a problem. Percent axes keep 0-100."""
+    problems = []
+    for a in page.evaluate(RANGE_JS):
+        if PERCENT.search(a["title"]):
+            continue
+        (r0, r1), (d0, d1) = a["range"], a["data"]
+        span = r1 - r0
+        if span <= 0:
+            continue
+        empty = max(r1 - d1, d0 - r0) / span
+        if empty > 0.5 and span > 2 * max(d1 - d0, 1e-9):
+            problems.append(
+                f"{a['label']} {a['axis']} ({a['title']}): range {r0:g}-{r1:g} for data "
+                f"{d0:g}-{d1:g} ({empty:.0%} empty)"
+            )
+    return problems
+
+
+CUT = re.compile(r"(\.\.\.|…)\s*$")
+
+
+def check_cut_names_apart(page: Any) -> list[str]:
+    """Names cut short (by the log's own table or the page) never read the same in one
+    table: three rows of ``sm90_xmma_gemm_...`` cannot be told apart."""
+    tables = page.evaluate("""() => Array.from(document.querySelectorAll('table')).map(t =>
+        Array.from(t.querySelectorAll('td.name')).map(td => td.textContent.trim()))""")
+    problems = []
+    for names in tables:
+        cut = [n for n in names if CUT.search(n)]
+        dup = sorted({n for n in cut if names.count(n) > 1})
+        if dup:
+            problems.append(f"cut names alike in one table: {dup[:3]}")
+    return problems
+
+
 def run_checks(browser: Any, path: Path, multi_run: bool, expect_kv: bool) -> list[str]:
     page, errors = open_report(browser, path)
     try:
@@ -383,6 +505,8 @@ def run_checks(browser: Any, path: Path, multi_run: bool, expect_kv: bool) -> li
             problems += check_link_opens_folded_run(page)
         open_everything(page)
         problems += check_axes(page) + check_tiles(page) + check_no_unknowns(page)
+        problems += check_run_labels_distinct(page) + check_modebar_clear_of_legend(page)
+        problems += check_axes_fit_data(page) + check_cut_names_apart(page)
         problems += check_names_wrap_at_separators(page)
         problems += check_small_data_is_a_table(page)
         if expect_kv:

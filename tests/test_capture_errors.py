@@ -117,7 +117,10 @@ def test_unrelated_folder_exits_2_with_one_line(tmp_path: Path) -> None:
         main, ["analyze", str(tmp_path), "--no-html", "-o", str(tmp_path / "o")]
     )
     assert res.exit_code == 2
-    assert res.stderr.strip().count("\n") == 0 and "nothing recognised" in res.stderr
+    # each file with its reason, then one line saying why (issue 38: every input accounted for)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 3 and "nothing recognised" in lines[-1]
+    assert "a.txt: read, but made no run" in res.stderr and "b.md: not a log" in res.stderr
 
 
 def test_stdin_gzip_is_read_by_magic_bytes(tmp_path: Path) -> None:

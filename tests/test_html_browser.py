@@ -261,3 +261,32 @@ def test_fleet_section_reads_in_chromium(browser: Any, tmp_path: Path) -> None:
     assert target is not None and w.page.locator(target).count() == 1
     assert w.errors == []
     w.page.close()
+
+
+@pytest.mark.slow
+def test_multi_run_page_of_incidents_reads_apart(browser: Any, tmp_path: Path) -> None:
+    """Every fixture incident in its own folder, each log called server.log (issue 38): the
+    runs are named apart, plotly's toolbar never covers a legend, every axis fits the data
+    it shows, and no two cut names read alike."""
+    from tests import page_checks as pc
+
+    html_path = _analyze([INCIDENTS], tmp_path / "out")
+    page, errors = pc.open_report(browser, html_path)
+    try:
+        pc.open_everything(page)
+        problems = (
+            pc.check_run_labels_distinct(page)
+            + pc.check_modebar_clear_of_legend(page)
+            + pc.check_axes_fit_data(page)
+            + pc.check_cut_names_apart(page)
+            + pc.check_axes(page)
+        )
+        assert errors == [] and problems == []
+        names = page.evaluate(
+            "() => Array.from(document.querySelectorAll('#runs table.runs td.name a'))"
+            ".map(a => a.textContent.trim())"
+        )
+        assert len(names) == len({p.name for p in INCIDENTS.iterdir() if p.is_dir()})
+        assert all(n.endswith("/server.log#1") for n in names)
+    finally:
+        page.close()

@@ -200,7 +200,7 @@ def test_essentials_read_without_javascript(serving_report: Report, serving_html
     text = visible_text(serving_html)
     assert "3 findings" in text or "findings:" in text
     for run in serving_report.runs:
-        assert run.id in text
+        assert run.label in text
         for f in run.findings:
             assert f.code in text and f.name in text
             assert re.sub(r"\s+", " ", f.message) in text
@@ -222,7 +222,7 @@ def test_record_block_is_the_ticket_record(serving_report: Report, serving_html:
     # checked against the JSON report, not against the function that rendered the block
     doc = json.loads(json.dumps(serving_report.to_dict()))
     assert shown["schema"] == "graphdiag.ticket/1"
-    assert [r["run"] for r in shown["runs"]] == [r["id"] for r in doc["runs"]]
+    assert [r["run"] for r in shown["runs"]] == [r["label"] for r in doc["runs"]]
     for ticket, run in zip(shown["runs"], doc["runs"], strict=True):
         assert ticket["backend"] == run["backend"]
         assert ticket["engine_version"] == run["engine_version"]

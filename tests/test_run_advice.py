@@ -234,8 +234,11 @@ def test_html_run_section_shows_the_frontier_and_the_bucket_overlay() -> None:
     fig = spec.figure()
     star = [t for t in fig.data if t.name == "recommended"]
     assert len(star) == 1 and list(star[0].x) == [len(adv.recommended.sizes)]
-    current = [t for t in fig.data if t.name == "current set"]
-    assert adv.current is not None and list(current[0].x) == [len(adv.current.sizes)]
+    # the current set is a dotted level named with its K (issue 38: never a point that
+    # stretches the K axis)
+    assert adv.current is not None
+    notes = [a.text for a in fig.layout.annotations]
+    assert any(f"current set (K={len(adv.current.sizes)}" in n for n in notes)
     overlay = bucket_overlay_figure(adv, adv.current.sizes)
     assert overlay is not None
     traces = overlay.figure().data

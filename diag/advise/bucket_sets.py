@@ -310,6 +310,9 @@ def advise(
     )
     if not any(r is chosen for r in rows):
         rows.append(chosen)
+    # one row per set: a set the grid met twice (or the chosen set met again) is listed once
+    rows = [r for r in rows if r is chosen or r.sizes != chosen.sizes]
+    rows = list({r.sizes: r for r in reversed(rows)}.values())
     rows = sorted((replace(r, recommended=r is chosen) for r in rows), key=lambda r: r.k)
     current = (
         set_cost(limits.current_sizes, hist, params, padding=limits.padding)

@@ -155,7 +155,7 @@ def compare(
     or vLLM versions whose sizes count other things (V0 before 0.8.0: sequences; V1:
     tokens), no metric is called better or worse, and that is said first.
     """
-    from diag.output import write_atomic
+    from diag.output import WriteError, write_atomic
     from diag.render.compare import compare as make
     from diag.render.compare import render_html, render_json, render_text
 
@@ -178,6 +178,10 @@ def compare(
             warn(w)
     text = {"text": render_text, "json": render_json, "html": render_html}[fmt](doc)
     if output:
-        write_atomic(Path(output), text)
+        try:
+            write_atomic(Path(output), text)
+        except WriteError as exc:
+            warn(str(exc))
+            sys.exit(2)
     else:
         click.echo(text, nl=False)

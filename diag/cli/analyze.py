@@ -18,7 +18,6 @@ from diag.cli.common import (
     jobs_option,
     quiet_option,
     report_input_lines,
-    report_inputs,
     warn,
 )
 
@@ -67,7 +66,9 @@ to stderr. Warnings about unreadable inputs go to stderr.
 
 \b
 Exit codes: 0 no finding at or above --fail-on; 1 such a finding; 2 usage error, bad
---rules file, or no input could be read; 130/143 interrupted (no report written).
+--rules file, no input could be read, or the reports could not be written (one line; nothing
+partial is left); 130/143 interrupted (the message says whether the reports exist: both
+whole, or none).
 """
 
 
@@ -164,8 +165,8 @@ def analyze(
     """Analyse logs, profiler tables and snapshots in PATHS (or - for stdin); write the
     HTML and JSON reports and print a summary."""
     from diag.api import analyze as run_analysis
-    from diag.output import write_atomic
-    from diag.render.inputs import input_lines
+    from diag.output import InterruptedWrite, WriteError, write_set
+    from diag.render.inputs import input_lines, why_nothing
     from diag.render.serialize import to_json
     from diag.rules.engine import RulesError
 
@@ -187,13 +188,14 @@ def analyze(
             )
         if not report.readable() or not report.recognised():
             progress.finish()
-            report_inputs(report.inputs)  # each unreadable input's reason, then one line
+            # each input's reason (at most 10, then a count), then one line saying why
+            report_input_lines(input_lines(report))
             if not report.readable():
-                warn("no input could be read")
+                warn(f"no input could be read ({why_nothing(report)})")
             else:
                 warn(
                     "nothing recognised: no vLLM or SGLang log line, error, profiler table or "
-                    "allocator snapshot in the input"
+                    f"allocator snapshot in the input ({why_nothing(report)})"
                 )
             sys.exit(2)
         stem = _stem(paths)
@@ -207,20 +209,20 @@ def analyze(
             progress.stage("rendering the HTML report")
             html_text = render_html(report)
         check_interrupted()
-        json_path = out / f"{stem}.graphdiag.json"
-        write_atomic(json_path, json_text)
-        written = [("JSON report", json_path)]
+        # the JSON and the HTML of one analysis appear together or not at all
+        written = [("JSON report", out / f"{stem}.graphdiag.json", json_text)]
         if html_text is not None:
-            check_interrupted()
-            html_path = out / f"{stem}.graphdiag.html"
-            write_atomic(html_path, html_text)
-            written.insert(0, ("HTML report", html_path))
+            written.insert(0, ("HTML report", out / f"{stem}.graphdiag.html", html_text))
+        write_set([(path, text) for _, path, text in written], check=check_interrupted)
         progress.finish()
         report_input_lines(input_lines(report))
-    except RulesError as exc:
+    except (RulesError, WriteError) as exc:
         progress.finish()
-        warn(str(exc))
+        warn(str(exc) + ("; no report written" if isinstance(exc, WriteError) else ""))
         sys.exit(2)
+    except InterruptedWrite as exc:
+        progress.finish()
+        exit_interrupted(exc.written)
     except KeyboardInterrupt:
         progress.finish()
         exit_interrupted()
@@ -229,10 +231,10 @@ def analyze(
     # then carries data only)
     if fmt == "text":
         click.echo("")
-        for label, path in written:
+        for label, path, _ in written:
             click.echo(f"{label}: {path}")
     elif not quiet:
-        warn("wrote " + ", ".join(str(path) for _, path in written))
+        warn("wrote " + ", ".join(str(path) for _, path, _ in written))
     level = FAIL_LEVELS[fail_on]
     worst = [FAIL_LEVELS[f.severity] for f in report.findings]
     sys.exit(1 if level >= 0 and any(w <= level for w in worst) else 0)

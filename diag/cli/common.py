@@ -41,9 +41,13 @@ def check_interrupted() -> None:
         raise KeyboardInterrupt(f"signal {_received[0]}")
 
 
-def exit_interrupted() -> NoReturn:
-    """Exit as shells expect after a signal: 128 + signal number (130 SIGINT, 143 SIGTERM)."""
-    warn("interrupted; no report written")
+def exit_interrupted(written: Sequence[object] = ()) -> NoReturn:
+    """Exit as shells expect after a signal: 128 + signal number (130 SIGINT, 143 SIGTERM),
+    saying exactly which reports exist (``written``: the whole set, or none)."""
+    if written:
+        warn("interrupted; the reports were written whole: " + ", ".join(map(str, written)))
+    else:
+        warn("interrupted; no report written")
     sys.exit(128 + (_received[0] if _received else signal.SIGINT))
 
 
@@ -114,15 +118,43 @@ FORMAT_HELP = {
 }
 
 
+#: the short names users type for a format (``--format md``)
+FORMAT_ALIASES = {
+    "md": "markdown",
+    "yml": "yaml",
+    "txt": "text",
+    "htm": "html",
+    "jsonlines": "jsonl",
+    "ndjson": "jsonl",
+    "pq": "parquet",
+}
+
+
+class FormatChoice(click.Choice):  # type: ignore[type-arg]
+    """A format name, any case, or its usual short name (md, yml, txt, ...)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str):
+            low = value.strip().lower()
+            low = FORMAT_ALIASES.get(low, low)
+            if low in self.choices:
+                return low
+        return super().convert(value, param, ctx)
+
+
 def format_option(choices: list[str], default: str = "text") -> Callable[[F], F]:
     def deco(f: F) -> F:
+        aliases = [a for a, full in FORMAT_ALIASES.items() if full in choices]
         return click.option(
             "--format",
             "fmt",
-            type=click.Choice(choices),
+            type=FormatChoice(choices),
             default=default,
             show_default=True,
-            help="What stdout gets; " + "; ".join(FORMAT_HELP.get(c, c) for c in choices) + ".",
+            help="What stdout gets; "
+            + "; ".join(FORMAT_HELP.get(c, c) for c in choices)
+            + (f" (also: {', '.join(aliases)})" if aliases else "")
+            + ".",
         )(f)
 
     return deco

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import click
 
-from diag.cli.common import Progress, jobs_option, quiet_option, report_inputs, warn
+from diag.cli.common import (
+    FormatChoice,
+    Progress,
+    jobs_option,
+    quiet_option,
+    report_inputs,
+    warn,
+)
 
 SHORT = "Export the event tables and every engine's decode steps (jsonl, csv, Parquet)."
 EPILOG = """\b
@@ -50,7 +57,7 @@ def summary_line(counts: dict[str, int], where: str) -> str:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "csv", "parquet"]),
+    type=FormatChoice(["jsonl", "csv", "parquet"]),
     default="jsonl",
     show_default=True,
     help="jsonl/csv: all events in one long table (kind, source, line, ts, rank, fields); "
@@ -92,7 +99,8 @@ def parse(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int, quiet
     progress.finish()
     report_inputs(ing.inputs)
     if not quiet:
-        where = output if output else "stdout"
+        # a path as given, without a doubled or trailing slash (-o events/ is "events/")
+        where = str(Path(output)) if output else "stdout"
         if fmt == "parquet":
-            where = f"{output}/ (one folder per kind)"
+            where = f"{where}/ (one folder per kind)"
         click.echo(summary_line(counts, where), err=not output)

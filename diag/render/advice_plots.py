@@ -9,8 +9,10 @@ here. :func:`advice_panels` is one of the run section's figure slots (html_run.R
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from diag.advise.bucket_sets import Advice
 from diag.facts.figures import share
@@ -18,7 +20,7 @@ from diag.render import palette as pal
 from diag.render.axes import finish_axes
 from diag.render.figspec import Spec
 from diag.render.html_page import Page
-from diag.render.plots import layout
+from diag.render.plots import layout, plot_text
 from diag.render.view import Panel, SmallTable
 
 __all__ = ["advice_panels", "bucket_overlay_figure", "frontier_figure"]
@@ -36,8 +38,8 @@ MAX_OVERLAY_BARS = 300
 
 def frontier_figure(advice: Advice) -> Spec | None:
     """Cost (stacked terms), coverage and padding waste, capture memory, each against K; the
-    recommended K marked, the run's current set as a separate marker."""
-    fr = advice.frontier_frame()
+    recommended K marked, the run's current set a dotted level apart (never on the K axis)."""
+    fr = _per_k(advice)
     if fr.empty:
         return None
     fig = Spec(3, row_heights=[0.45, 0.3, 0.25], vertical_spacing=0.1)  # room for x labels
@@ -98,6 +100,10 @@ def frontier_figure(advice: Advice) -> Spec | None:
         col=1,
     )
     rec = fr[fr["recommended"]]
+    if advice.current is not None and tuple(advice.recommended.sizes) == tuple(
+        advice.current.sizes
+    ):
+        rec = rec.iloc[0:0]  # the current set kept: said by its level line, not a point
     if not rec.empty:
         rk = int(rec["k"].iloc[0])
         for row in (1, 2, 3):
@@ -122,34 +128,18 @@ def frontier_figure(advice: Advice) -> Spec | None:
         )
     cur = advice.current
     if cur is not None:
-        ck = len(cur.sizes)
-        for row, y in (
-            (1, cur.total_s_h),
-            (2, cur.coverage * 100),
-            (3, cur.capture_gib),
-        ):
-            fig.add_trace(
-                dict(
-                    type="scatter",
-                    x=[ck],
-                    y=[y],
-                    mode="markers",
-                    name="current set",
-                    showlegend=row == 1,
-                    legendgroup="current",
-                    marker={"symbol": "x", "size": 11, "color": CURRENT_COLOR},
-                    hovertemplate="current set, K=%{x}: %{y:,.3f}<extra></extra>",
-                ),
-                row=row,
-                col=1,
-            )
+        _current_apart(fig, cur, kept=tuple(advice.recommended.sizes) == tuple(cur.sizes))
     fig.update_yaxes(title_text="GPU-s/h", row=1, col=1)
     fig.update_yaxes(title_text="% steps / slots", row=2, col=1, range=[-4, 106], tick0=0, dtick=25)
     fig.update_yaxes(title_text="GiB", row=3, col=1)
-    # K counts capture sizes: whole numbers from 1, so the axis starts at 1 (plotly's own
+    # K counts capture sizes: whole numbers, the axis spans the sets drawn (plotly's own
     # range padding put ticks at -1 and 0), a tick per K up to 20 sizes
-    top_k = max([int(fr["k"].max()), *([len(cur.sizes)] if cur is not None else [])])
-    fig.update_xaxes(range=[0.5, top_k + 0.5], tick0=1, dtick=max(1, int(np.ceil(top_k / 20))))
+    lo_k, top_k = int(fr["k"].min()), int(fr["k"].max())
+    fig.update_xaxes(
+        range=[lo_k - 0.5, top_k + 0.5],
+        tick0=lo_k,
+        dtick=max(1, int(np.ceil((top_k - lo_k + 1) / 20))),
+    )
     fig.update_xaxes(title_text="K (number of capture sizes)", row=3, col=1)
     fig.update_layout(meta={"axis_min": {f"xaxis{r if r > 1 else ''}": 1 for r in (1, 2, 3)}})
     layout(
@@ -164,6 +154,42 @@ def frontier_figure(advice: Advice) -> Spec | None:
         legend={"orientation": "h", "x": 0, "xanchor": "left", "y": -0.14, "yanchor": "top"},
     )
     return finish_axes(fig)
+
+
+def _per_k(advice: Advice) -> pd.DataFrame:
+    """The frontier as the chart draws it: one set per K (bars of two sets at one K would
+    stack into a cost neither has), the recommended set where it shares its K; the current
+    set is left to its level lines (drawn apart, it never stretches the K axis)."""
+    fr = advice.frontier_frame()
+    if fr.empty:
+        return fr
+    cur = advice.current
+    if cur is not None:
+        others = fr[fr["sizes"].map(tuple) != tuple(cur.sizes)]
+        if len(others) >= 2:
+            fr = others
+    fr = fr.sort_values(["k", "recommended"], ascending=[True, False], kind="stable")
+    return fr.drop_duplicates("k", keep="first").reset_index(drop=True)
+
+
+def _current_apart(fig: Spec, cur: Any, kept: bool) -> None:
+    """The current set as a dotted level in each row, named with its K (and whether the
+    advice keeps it), not a point that stretches the K axis."""
+    k = len(cur.sizes)
+    name = f"current set (K={k}{', kept' if kept else ''})"
+    for row, y, text in (
+        (1, cur.total_s_h, f"{name}: {cur.total_s_h:,.2f} GPU-s/h"),
+        (2, cur.coverage * 100, f"{name}: coverage {cur.coverage:.0%}"),
+        (3, cur.capture_gib, f"{name}: {cur.capture_gib:.2f} GiB"),
+    ):
+        fig.add_hline(
+            y=y,
+            line={"color": CURRENT_COLOR, "dash": "dot", "width": 1.5},
+            annotation_text=plot_text(text),
+            annotation_font_color=CURRENT_COLOR,
+            row=row,
+            col=1,
+        )
 
 
 def _binned(hist: dict[int, float], max_bars: int) -> tuple[np.ndarray, np.ndarray, int]:

@@ -283,7 +283,7 @@ MAX_GROUPS = 10  # groups the text names; the JSON and HTML list every one
 MAX_OUTLIERS = 5  # outliers a group's text names
 
 
-def fleet_text(summary: FleetSummary) -> list[str]:
+def fleet_text(summary: FleetSummary, names: dict[str, str] | None = None) -> list[str]:
     """The text summary's fleet section: one paragraph per group (unwrapped lines)."""
     n = len(summary.entries)
     out = [
@@ -299,7 +299,8 @@ def fleet_text(summary: FleetSummary) -> list[str]:
             out.append("  no verdict holds a majority of the group")
         for o in g.outliers[:MAX_OUTLIERS]:
             out.append(
-                f"  differs from the group's {g.majority}: {o.run_id} {o.verdict}: "
+                f"  differs from the group's {g.majority}: "
+                f"{(names or {}).get(o.run_id, o.run_id)} {o.verdict}: "
                 f"{o.verdict_reason}"
             )
         if len(g.outliers) > MAX_OUTLIERS:
@@ -335,9 +336,11 @@ OPEN_GROUPS = 3  # the HTML fleet table is open up to this many groups, folded b
 MAX_PAGE_OUTLIERS = 20  # outliers a group's row lists; the JSON lists every one
 
 
-def fleet_view(summary: FleetSummary, anchors: dict[str, str]) -> dict[str, Any]:
+def fleet_view(
+    summary: FleetSummary, anchors: dict[str, str], names: dict[str, str]
+) -> dict[str, Any]:
     """What the HTML fleet section shows: one table row per group. ``anchors``: run id ->
-    the id of the run's section, so an outlier links to it."""
+    the id of the run's section, so an outlier links to it; ``names``: run id -> label."""
     n = len(summary.entries)
     rows = []
     for i, e in enumerate(summary.entries, start=1):
@@ -352,7 +355,7 @@ def fleet_view(summary: FleetSummary, anchors: dict[str, str]) -> dict[str, Any]
                 "outliers": [
                     {
                         "anchor": anchors.get(o.run_id, ""),
-                        "name": o.run_id,
+                        "name": names.get(o.run_id, o.run_id),
                         "verdict": o.verdict,
                         "reason": o.verdict_reason,
                     }

@@ -17,7 +17,6 @@ Content-Security-Policy that also forbids every network fetch (``default-src 'no
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any, TypeVar
 
 from markupsafe import Markup
@@ -31,7 +30,7 @@ from diag.render.html_run import run_view, unattached_view
 from diag.render.inputs import input_lines
 from diag.render.numbers import fmt_num, joined
 from diag.render.serialize import record_yaml
-from diag.render.text import VERDICT_BADGE, headline, run_name, verdict_text
+from diag.render.text import VERDICT_BADGE, headline, verdict_text
 from diag.render.view import EvidenceLine, FindingCard, FindingGroup, FirstChange, RunRow
 from diag.report import Report, RunReport
 from diag.rules.engine import finding_key, first_change
@@ -58,7 +57,7 @@ def _row(index: int, run: RunReport) -> RunRow:
         index=index,
         anchor=f"run-{index}",
         id=run.id,
-        name=run_name(run.id),
+        name=run.label,
         worst=run.worst(),
         engine=run.facts.backend,
         version=run.facts.engine_version,
@@ -85,7 +84,7 @@ def _card(f: Finding, row: RunRow) -> FindingCard:
         severity=f.severity,
         code=f.code,
         name=f.name,
-        run=row.id,
+        run=row.name,
         anchor=row.anchor,
         message=f.message,
         remedies=list(f.remediation),
@@ -237,7 +236,7 @@ def render_html(report: Report) -> str:
     )
     title = "graphdiag report"
     if len(report.runs) == 1:
-        title += " - " + Path(report.runs[0].id.split("#", 1)[0]).name
+        title += " - " + report.runs[0].label
     return (
         environment()
         .get_template("report.html.j2")
@@ -254,7 +253,9 @@ def render_html(report: Report) -> str:
             all_ok=bool(report.runs) and all(r.verdict == "ok" for r in report.runs),
             first_changes=_first_changes(pairs, MAX_FIRST_CHANGES if many else None),
             rows=rows,
-            fleet=None if fleet is None else fleet_view(fleet, anchors),
+            fleet=None
+            if fleet is None
+            else fleet_view(fleet, anchors, {r.id: r.label for r in report.runs}),
             n_findings=len(findings),
             groups=_groups(findings) if many else [],
             cards=[] if many else [_card(f, row) for f, row in findings],

@@ -211,7 +211,7 @@ def capture_panels(ctx: RunContext) -> list[Panel]:
     out: list[Panel] = []
     caption = memory_caption(mem_rows, rec)
     if memory_plots.components(mem_rows) >= 2:
-        fig = memory_plots.memory_figure(mem_rows)
+        fig = memory_plots.memory_figure(mem_rows, memory_plots.oom_capacity(rec))
         if fig is not None:
             out.append(
                 Panel(

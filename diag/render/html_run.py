@@ -203,6 +203,35 @@ PROFILE_COLS = {
 }
 
 
+def distinct_names(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Operator names as shown, never two alike: torch cuts long kernel names in its table
+    (``sm90_xmma_gemm_...``), so rows the cut made equal are told apart by their input
+    shapes where those differ, else by their place among the rows named alike."""
+    names = [str(r.get("name") or "") for r in rows]
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    seen: dict[str, int] = {}
+    out = []
+    for r, n in zip(rows, names, strict=True):
+        if counts[n] == 1:
+            out.append(n)
+            continue
+        seen[n] = seen.get(n, 0) + 1
+        shapes = str(r.get("input_shapes") or "")
+        out.append(f"{n} [{shapes}]" if shapes else f"{n} ({seen[n]} of {counts[n]})")
+    if len(set(out)) < len(out):  # shapes alike too: their place tells them apart
+        alike: dict[str, int] = {}
+        for n in out:
+            alike[n] = alike.get(n, 0) + 1
+        seen2: dict[str, int] = {}
+        for i, n in enumerate(list(out)):
+            if alike[n] > 1:
+                seen2[n] = seen2.get(n, 0) + 1
+                out[i] = f"{n} ({seen2[n]} of {alike[n]})"
+    return out
+
+
 def profile_view(p: Mapping[str, Any], open_: bool = True) -> dict[str, Any]:
     """One operator table, top rows only, a data bar on the sort column; later tables fold."""
     rows = list(p.get("rows") or [])
@@ -224,7 +253,7 @@ def profile_view(p: Mapping[str, Any], open_: bool = True) -> dict[str, Any]:
     shown = rows[:MAX_PROFILE_ROWS]
     top = max((float(r.get(key) or 0) for r in shown), default=0.0) if key else 0.0
     out_rows = []
-    for r in shown:
+    for r, name in zip(shown, distinct_names(shown), strict=True):
         cells = []
         for c in cols:
             v = r.get(c)
@@ -235,7 +264,7 @@ def profile_view(p: Mapping[str, Any], open_: bool = True) -> dict[str, Any]:
             cells.append({"text": text, "bar": bar})
         out_rows.append(
             {
-                "name": str(r.get("name") or ""),
+                "name": name,
                 "shapes": str(r.get("input_shapes") or ""),
                 "cells": cells,
             }

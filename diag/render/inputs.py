@@ -52,6 +52,43 @@ def input_lines(report: Report, with_non_logs: bool = True) -> list[InputLine]:
     return [_line(i) for i in items]
 
 
+#: why an input made nothing, in the words of its reason (first match wins)
+_KINDS = (
+    ("not a log", "not a log"),
+    ("empty folder", "empty folder"),
+    ("empty file", "empty"),
+    ("only NUL", "empty"),
+    ("binary", "binary"),
+    ("read, but made no run", "read but no engine line"),
+)
+
+
+def why_nothing(report: Report) -> str:
+    """Why an analysis found nothing, in one line: how many inputs and what each kind of
+    failure counted (``3 inputs: 2 not a log (.py), 1 empty``)."""
+    counts: dict[str, int] = {}
+    suffixes: dict[str, int] = {}
+    for item in report.inputs:
+        reason = item.reason or ""
+        kind = next((k for key, k in _KINDS if key in reason), None)
+        if kind is None:
+            kind = "unreadable" if item.status == "skipped" else "read but no engine line"
+        counts[kind] = counts.get(kind, 0) + 1
+        if kind == "not a log":
+            suffix = "." + item.path.rsplit(".", 1)[-1] if "." in item.path else "no suffix"
+            suffixes[suffix] = suffixes.get(suffix, 0) + 1
+    if not counts:
+        return "no input given"
+    parts = []
+    for kind, n in sorted(counts.items(), key=lambda kv: -kv[1]):
+        text = f"{n} {kind}"
+        if kind == "not a log":
+            text += " (" + ", ".join(sorted(suffixes)) + ")"
+        parts.append(text)
+    n = len(report.inputs)
+    return f"{n} input{'s' if n != 1 else ''}: " + ", ".join(parts)
+
+
 def run_input_notes(report: Report, sources: Sequence[str]) -> list[str]:
     """The notes reading left on a run's own input files, each with its file."""
     by_path = {i.path: i for i in report.inputs}

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from diag.facts.oom import oom_figures
 from diag.facts.run_record import RunRecord
 from diag.model import GIB, Snapshot
 from diag.render import palette as pal
@@ -88,6 +89,9 @@ def memory_budget_rows(
     out: list[tuple[str, dict[str, float]]] = []
     if logs:
         out.append(("logs (rank 0)", logs))
+    oom = oom_row(record)
+    if oom is not None:
+        out.append(oom)
     for snap in snapshots:
         pools: dict[str, float] = {}
         for pool in snap.pools:  # labels in the order the pools come
@@ -101,14 +105,45 @@ def memory_budget_rows(
     return out
 
 
+#: the parts of a capture OOM's row, as torch's message names them
+OOM_PARTS = ("in use by this process", "free at the OOM", "allocation that failed")
+
+
+def oom_row(record: RunRecord | None) -> tuple[str, dict[str, float]] | None:
+    """A capture OOM's own figures (the process's memory in use, what was free, the
+    allocation that failed), where the error message prints them."""
+    err = record.capture_error if record is not None else None
+    if err is None or err.error_class != "oom":
+        return None
+    figs = oom_figures(err.message)
+    if figs is None or not figs.any():
+        return None
+    parts = {
+        name: v
+        for name, v in zip(OOM_PARTS, (figs.in_use_gib, figs.free_gib, figs.tried_gib), strict=True)
+        if v is not None
+    }
+    gpu = f"GPU {figs.gpu}" if figs.gpu is not None else "GPU"
+    return (f"capture OOM, {gpu} (line {err.line})", parts)
+
+
+def oom_capacity(record: RunRecord | None) -> float | None:
+    err = record.capture_error if record is not None else None
+    figs = oom_figures(err.message) if err is not None and err.error_class == "oom" else None
+    return figs.capacity_gib if figs is not None else None
+
+
 def is_rank0(rank: Any) -> bool:
     if not rank or not isinstance(rank, str):
         return True
     return all(int(n) == 0 for n in re.findall(r"\d+", rank))
 
 
-def memory_figure(rows: Sequence[tuple[str, Mapping[str, float]]]) -> Spec | None:
-    """Horizontal stacked bars, one per source (logs, each snapshot), in GiB."""
+def memory_figure(
+    rows: Sequence[tuple[str, Mapping[str, float]]], capacity_gib: float | None = None
+) -> Spec | None:
+    """Horizontal stacked bars, one per source (logs, each snapshot, a capture OOM's
+    message), in GiB; the GPU's capacity a line where the OOM message prints it."""
     rows = [(label, parts) for label, parts in rows if parts]
     if not rows:
         return None
@@ -131,6 +166,19 @@ def memory_figure(rows: Sequence[tuple[str, Mapping[str, float]]]) -> Spec | Non
                 textposition="inside",
                 hovertemplate="%{x:.2f} GiB<extra>" + comp + "</extra>",
             )
+        )
+    if capacity_gib is not None:
+        fig.add_vline(x=capacity_gib, line={"color": pal.NEAR_BLACK, "dash": "dash", "width": 1.5})
+        fig.add_annotation(
+            x=capacity_gib,
+            y=1.0,
+            xref="x",
+            yref="paper",
+            yanchor="top",
+            xanchor="right",
+            showarrow=False,
+            text=plot_text(f"GPU capacity {capacity_gib:.2f} GiB"),
+            font={"size": 11, "color": pal.NEAR_BLACK},
         )
     fig.update_xaxes(title_text="GPU memory (GiB)", rangemode="tozero")
     fig.update_yaxes(autorange="reversed", title_text="source")

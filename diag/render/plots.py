@@ -43,6 +43,10 @@ MEMORY_COLORS = {
     "reserve (1 - gpu_memory_utilization)": pal.PALE_GREY,
     "default pool": pal.SKY_BLUE,
     "graph pool": pal.YELLOW,  # the snapshot's graph pools: not the log's capture figure
+    # a capture OOM's message (diag.render.memory_plots.oom_row)
+    "in use by this process": pal.REDDISH_PURPLE,
+    "free at the OOM": pal.BLUISH_GREEN,
+    "allocation that failed": pal.VERMILLION,
 }
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
 
@@ -61,7 +65,10 @@ def layout(fig: F, title: str, height: int = 340, **extra: Any) -> F:
         font={"family": FONT, "size": 12, "color": "#212529"},
         paper_bgcolor="white",
         plot_bgcolor="white",
-        margin={"l": 64, "r": 24, "t": 48, "b": 48},
+        # plotly's toolbar (shown on hover) stands upright in the right margin, beside the
+        # plot and never over the legend, which ends at the plot's right edge
+        margin={"l": 64, "r": 40, "t": 48, "b": 48},
+        modebar={"orientation": "v", "bgcolor": "rgba(255,255,255,0.8)"},
         legend={
             "orientation": "h",
             "yanchor": "bottom",

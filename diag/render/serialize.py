@@ -36,7 +36,7 @@ def ticket_records(report: Report) -> list[dict[str, Any]]:
     for run in report.runs:
         out.append(
             {
-                "run": run.id,
+                "run": run.label,
                 "backend": run.facts.backend,
                 "engine_version": run.facts.engine_version,
                 "verdict": run.verdict,

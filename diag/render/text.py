@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import textwrap
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from diag.facts.figures import number, share
@@ -76,12 +75,6 @@ def at_line(where: str, indent: str) -> str:
     return f"{indent}at {where}"
 
 
-def run_name(run_id: str) -> str:
-    """A run's short name: the file name, ``#n`` only past the first run of a stream."""
-    path, _, n = run_id.partition("#")
-    return Path(path).name + (f"#{n}" if n and n != "1" else "")
-
-
 def verdict(run: RunReport) -> str:
     """``FAIL run-id [engine]: capture_failed; ...``: the run's verdict badge, then
     :func:`verdict_text`."""
@@ -127,7 +120,7 @@ def verdict_text(run: RunReport, with_id: bool = True) -> str:
     if run.facts.ceiling:
         default = " (engine default)" if run.facts.ceiling_inferred else ""
         parts.append(f"ceiling {run.facts.ceiling}{default}")
-    head = f"{run.id} [{run.facts.backend}]: " if with_id else ""
+    head = f"{run.label} [{run.facts.backend}]: " if with_id else ""
     return head + "; ".join(parts)
 
 
@@ -211,7 +204,7 @@ def render_text(report: Report) -> str:
         for f, run in findings:
             out.extend(
                 wrap(
-                    f"{f.severity.upper():7} {f.code} {f.name} [{run.id}]: {f.message}",
+                    f"{f.severity.upper():7} {f.code} {f.name} [{run.label}]: {f.message}",
                     WIDTH,
                     subsequent_indent="        ",
                 )
@@ -239,7 +232,7 @@ def render_text(report: Report) -> str:
     fleet = fleet_summary(report)  # two runs or more
     if fleet is not None:
         out.append("")
-        for line in fleet_text(fleet):
+        for line in fleet_text(fleet, {r.id: r.label for r in report.runs}):
             indent = " " * (len(line) - len(line.lstrip()))
             out.extend(wrap(line, WIDTH, subsequent_indent=indent + "    "))
     if report.traces:
@@ -281,7 +274,7 @@ def render_markdown(report: Report) -> str:
             rows.append(
                 [
                     f"{VERDICT_BADGE[run.verdict][1]} ({run.verdict})",
-                    run_name(run.id),
+                    run.label,
                     _join(run.facts.backend, run.facts.engine_version, sep=" "),
                     "" if on_graphs is None else share(on_graphs),
                     _join(_num(rec.capture_time_s, "s"), _num(rec.capture_mem_gib, "GiB")),
@@ -293,9 +286,7 @@ def render_markdown(report: Report) -> str:
             ["verdict", "run", "engine", "on graphs", "capture", "KV tokens", "findings"], rows
         )
         out += ["", "<details><summary>Why each verdict</summary>", ""]
-        out += [
-            f"- {md_cell(run_name(run.id))}: {md_cell(verdict_line(run))}" for run in report.runs
-        ]
+        out += [f"- {md_cell(run.label)}: {md_cell(verdict_line(run))}" for run in report.runs]
         out += ["", "</details>"]
     else:
         for run in report.runs:
@@ -313,7 +304,7 @@ def render_markdown(report: Report) -> str:
                 [
                     f.severity,
                     f"{f.code} {f.name}",
-                    run_name(run.id),
+                    run.label,
                     f.message,
                     f.remediation[0] if f.remediation else "",
                 ]
@@ -324,7 +315,7 @@ def render_markdown(report: Report) -> str:
         for f, run in findings:
             if not (f.evidence or len(f.remediation) > 1):
                 continue
-            out.append(f"<details><summary>{f.code} ({md_cell(run_name(run.id))})</summary>")
+            out.append(f"<details><summary>{f.code} ({md_cell(run.label)})</summary>")
             out.append("")
             if len(f.remediation) > 1:
                 out.append(f"Then: {md_cell(f.remediation[1])}")

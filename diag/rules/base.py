@@ -159,6 +159,16 @@ class Rule(ABC):
         return inspect.cleandoc(cls.__doc__ or "")
 
     @classmethod
+    def user_doc(cls) -> str:
+        """The docstring for users: without the developers' notes (the ``Fires::`` /
+        ``Near miss::`` examples the docs test runs, ``(detection: module ...)`` pointers)."""
+        doc = re.sub(
+            r"^(Fires|Near miss)[^\n]*::\n\n(?:    [^\n]*\n?|\n)+", "", cls.doc(), flags=re.M
+        )
+        doc = re.sub(r"\s*\(detection: [^)]*\)", "", doc)
+        return re.sub(r"\n{3,}", "\n\n", doc).strip()
+
+    @classmethod
     def summary(cls) -> str:
         return cls.doc().split("\n\n", 1)[0].replace("\n", " ")
 
@@ -180,7 +190,7 @@ class Rule(ABC):
             "severity": cls.severity,
             "summary": cls.summary(),
             "trigger": cls.trigger,
-            "doc": cls.doc(),
+            "doc": cls.user_doc(),
             "thresholds": {k: t.value for k, t in cls.thresholds.items()},
             "threshold_reasons": {k: t.why for k, t in cls.thresholds.items()},
             "evidence": cls.evidence,

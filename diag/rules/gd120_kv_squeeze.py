@@ -170,9 +170,14 @@ class GD120(Rule):
             and big >= self.t("large_capture_gib")
         ):
             what = m.largest_graph[1] if m.largest_graph else ""
+            held = f"{num(big)} GiB ({what})"
+            # the figure said once: a clause above that named it is referred to, not repeated
+            said = any(f"{num(big)} GiB (measured at capture)" in o for o in out) and (
+                what == "measured at capture"
+            )
             out.append(
                 f"the pool saturated ({m.retractions} retractions, {m.preemptions} preemptions) "
-                f"while graphs hold {num(big)} GiB ({what})"
+                + ("while those graphs hold that memory" if said else f"while graphs hold {held}")
             )
         return out
 

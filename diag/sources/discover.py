@@ -131,6 +131,10 @@ def discover(paths: Sequence[str]) -> tuple[list[InputFile], list[Problem]]:
             )
             continue
         candidates = list(_walk(p, problems)) if p.is_dir() else [p]
+        if p.is_dir() and not candidates:
+            some = any(names for _, _, names in os.walk(p))
+            empty = "only hidden files or graphdiag's own reports" if some else "no files in it"
+            problems.append(Problem(raw, f"empty folder: {empty}"))
         for c in candidates:
             if p.is_dir() and c.name.lower().endswith(NOT_LOG_SUFFIXES) and not _json_trace(c):
                 problems.append(Problem(str(c), f"not a log ({c.suffix} file in a folder)"))
