@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from diag.engines import SGLANG, VLLM, EngineConfig, spec_for
-from diag.engines.config import as_int as _as_int
+from diag.engines.config import as_count as _as_int
+from diag.engines.config import as_int, as_sizes
 from diag.engines.phases import CAPTURE_PHASES
 from diag.events import EventTables
 from diag.facts import classify as cls
@@ -249,7 +250,9 @@ def capture_sizes(tables: EventTables, config: EngineConfig) -> list[int] | None
             sizes["sizes"].notna() & sizes["phase"].isin(["decode", "mixed", "metrics", "all"])
         ]
         if not listed.empty:
-            return sorted(set(json.loads(listed["sizes"].iloc[-1])))
+            got = as_sizes(json.loads(listed["sizes"].iloc[-1]))
+            if got:  # (sizes past what a config holds are a garbled list: not read)
+                return list(got)
     return list(config.capture_sizes) if config.capture_sizes else None
 
 
@@ -524,7 +527,7 @@ def _ceiling(
         return None
     cs = t["capture_sizes"]
     largest = cs["largest"].dropna() if not cs.empty else cs
-    return _as_int(_plain(largest.max())) if len(largest) else None
+    return as_int(_plain(largest.max())) if len(largest) else None
 
 
 def _ranks(run: Run, batches: pd.DataFrame) -> list[RankRecord]:

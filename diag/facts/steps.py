@@ -68,6 +68,10 @@ COLUMNS = [
 ]
 # seconds of one decode step where a stats line gives no step time (the cost model's base)
 DEFAULT_BASE_STEP_S = 0.025
+#: the step times a throughput line can stand for: a decode step is one forward pass of a
+#: model (no GPU runs one in under 10 us) and no server logs stats over an hour-long step; a
+#: time outside (a garbled throughput of 20 digits, or 1e-300) is no measurement
+STEP_TIME_RANGE_S = (1e-5, 3600.0)
 
 
 def step_time_from_throughput(
@@ -80,7 +84,9 @@ def step_time_from_throughput(
     acc = np.ones_like(req) if accept_len is None else np.nan_to_num(accept_len, nan=1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = req * acc / thr
-    t[~np.isfinite(t) | (thr <= 0) | (req < 1)] = np.nan
+    lo, hi = STEP_TIME_RANGE_S
+    with np.errstate(invalid="ignore"):
+        t[~((t >= lo) & (t <= hi)) | (thr <= 0) | (req < 1)] = np.nan
     return t
 
 
