@@ -8,14 +8,16 @@ stops a run.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
+import os
 import re
 import sys
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -145,6 +147,59 @@ BLOCK_BYTES = 8 * 1024 * 1024
 GZIP_BLOCK_BYTES = 256 * 1024
 
 
+class Hole(bytes):
+    """An empty block standing for ``skipped`` NUL bytes that were jumped over, not read (a
+    sparse file's hole, which ``copytruncate`` rotation leaves): readers that count NULs
+    (``diag.ingest.inputs.NulCount``) add it, every other reader sees an empty block."""
+
+    skipped: int = 0
+
+
+def _hole(n: int) -> Hole:
+    h = Hole()
+    h.skipped = n
+    return h
+
+
+def _all_nul(block: bytes) -> bool:
+    return block.count(0) == len(block)
+
+
+def data_from(stream: Any, pos: int) -> int:
+    """The offset of the first byte of data at or after ``pos`` in a plain file, where the
+    file system says (``SEEK_DATA``; the file's end for a trailing hole); else ``pos``."""
+    try:
+        fd = stream.fileno()
+        return os.lseek(fd, pos, os.SEEK_DATA)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # no data after pos: a hole to the end
+            try:
+                return max(pos, os.fstat(fd).st_size)
+            except OSError:
+                return pos
+        return pos
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        return pos
+
+
+def skip_nul_head(stream: BinaryIO, head: bytes) -> tuple[bytes, int, str | None]:
+    """A head that is only NUL bytes (a log that starts with a hole) is jumped over: the next
+    head from the first byte of text, and how many NUL bytes came before it (in constant
+    memory, holes skipped without reading where the file system says where they end)."""
+    skipped, err = 0, None
+    while head and _all_nul(head):
+        skipped += len(head)
+        if not isinstance(stream, gzip.GzipFile):
+            pos = stream.tell()
+            nxt = data_from(stream, pos)
+            if nxt > pos:
+                stream.seek(nxt)
+                skipped += nxt - pos
+        head, err = read_head(stream)
+    lead = len(head) - len(head.lstrip(b"\x00"))
+    return head[lead:], skipped + lead, err
+
+
 def iter_blocks(
     stream: BinaryIO, head: bytes, errors: list[str], size: int | None = None
 ) -> Iterator[bytes]:
@@ -158,6 +213,8 @@ def iter_blocks(
     )  # read1: see read_head
     if size is None:
         size = GZIP_BLOCK_BYTES if isinstance(stream, gzip.GzipFile) else BLOCK_BYTES
+    plain = not isinstance(stream, gzip.GzipFile) and hasattr(stream, "seekable")
+    plain = plain and stream.seekable()
     if head:
         yield head
     while True:
@@ -169,6 +226,12 @@ def iter_blocks(
         if not block:
             return
         yield block
+        if plain and block[-1] == 0:  # ends inside a hole: jump to its end where it is known
+            pos = stream.tell()
+            nxt = data_from(stream, pos)
+            if nxt > pos:
+                stream.seek(nxt)
+                yield _hole(nxt - pos)
 
 
 def iter_range(
@@ -185,6 +248,12 @@ def iter_range(
                 return
             pos += len(block)
             yield block
+            if block[-1] == 0:  # ends inside a hole: jump to its end where it is known
+                nxt = data_from(fh, pos) if end is None else min(data_from(fh, pos), end)
+                if nxt > pos:
+                    fh.seek(nxt)
+                    yield _hole(nxt - pos)
+                    pos = nxt
 
 
 #: (line number, byte offset) of a line start in a plain file, as its reading found it
