@@ -30,6 +30,7 @@ from diag.sources.readers import (
     InputError,
     LineAnchor,
     Sniff,
+    Transcoded,
     iter_blocks,
     open_binary,
     raw_position,
@@ -129,7 +130,8 @@ def logs_by_stream(
                     streams.append(stream)
                 stream.sources.append(item.path)
                 status.stream = stream.id
-                gz = isinstance(opened.stream, gzip.GzipFile)
+                # a decompressed or transcoded stream is read whole, never by byte ranges
+                gz = isinstance(opened.stream, gzip.GzipFile | Transcoded)
                 yield stream, LogFile(item, status, gz, size_of(item)), opened
             finally:
                 close_quietly(opened.stream)
@@ -185,6 +187,8 @@ def open_input(
         status.status, status.reason = "skipped", os_reason(exc)
         return None
     keep = False
+    if isinstance(stream_obj, Transcoded):
+        status.notes.append(f"read as {stream_obj.codec.upper()} (by its {stream_obj.how})")
     try:
         head, err = read_head(stream_obj)
         skipped = 0
@@ -223,6 +227,8 @@ def open_input(
             return None
         if info.kind != "log":
             status.status, status.reason = "skipped", info.reason
+            if isinstance(stream_obj, Transcoded):  # say what it was read as
+                status.reason = f"{info.reason} (read as {stream_obj.codec.upper()})"
             return None
         keep = True
         return Opened(stream_obj, head, err, info, skipped)

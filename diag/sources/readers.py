@@ -8,6 +8,7 @@ stops a run.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import gzip
 import io
@@ -59,9 +60,83 @@ def open_binary(item: InputFile) -> BinaryIO:
     raw = open(item.fs_path, "rb")  # noqa: SIM115 - returned to the caller
     magic = raw.read(2)
     raw.seek(0)
+    stream: Any = raw
     if magic == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
-    return raw
+        stream = gzip.GzipFile(fileobj=raw, mode="rb")
+    try:
+        found = text_encoding(stream.peek(_ENCODING_SAMPLE)[:_ENCODING_SAMPLE])
+    except (OSError, EOFError, zlib.error):
+        found = None  # (a broken gzip: said by the reader that meets it)
+    return Transcoded(stream, *found) if found else stream  # type: ignore[return-value]
+
+
+_ENCODING_SAMPLE = 4096
+#: byte-order marks, longest first (UTF-32-LE's begins with UTF-16-LE's)
+_BOMS: tuple[tuple[bytes, str], ...] = (
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+)
+
+
+def text_encoding(sample: bytes) -> tuple[str, str, int] | None:
+    """(codec, how it was told, BOM length) of a UTF-16/32 text, by its byte-order mark or by
+    its NUL pattern (ASCII text in UTF-16-LE has a NUL at every odd byte); None for anything
+    else (UTF-8, binary, a hole: all NULs, so no position is mostly text)."""
+    for bom, codec in _BOMS:
+        if sample.startswith(bom) and not _utf8_text(sample[len(bom) :]):
+            return codec, "byte-order mark", len(bom)
+    for width, codec_le, codec_be in ((4, "utf-32-le", "utf-32-be"), (2, "utf-16-le", "utf-16-be")):
+        n = len(sample) - len(sample) % width
+        if n < 4 * width:
+            continue
+        cols = [sample[i:n:width] for i in range(width)]
+        nul = [c.count(0) / len(c) for c in cols]
+        if nul[0] < 0.1 and all(z > 0.9 for z in nul[1:]):
+            return codec_le, "NUL pattern", 0
+        if nul[-1] < 0.1 and all(z > 0.9 for z in nul[:-1]):
+            return codec_be, "NUL pattern", 0
+    return None
+
+
+def _utf8_text(sample: bytes) -> bool:
+    """Bytes after a BOM that read as UTF-8 text (no NUL, under 1 % undecodable): a UTF-8
+    log whose first bytes happen to be a BOM (garbage before the first line) stays UTF-8."""
+    if 0 in sample:
+        return False
+    text = sample.decode("utf-8", "replace")
+    return text.count("\ufffd") <= len(text) // 100 + 1
+
+
+class Transcoded(io.RawIOBase):
+    """A UTF-16/32 stream read as UTF-8 (undecodable units replaced), so every reader after
+    it sees the text a UTF-8 log holds; ``fileobj`` is the file on disk, for progress."""
+
+    def __init__(self, inner: Any, codec: str, how: str, bom: int) -> None:
+        self.inner, self.codec, self.how = inner, codec, how
+        self.fileobj = getattr(inner, "fileobj", inner)
+        self._dec = codecs.getincrementaldecoder(codec)(errors="replace")
+        if bom:
+            inner.read(bom)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def read(self, size: int | None = -1) -> bytes:
+        want = BLOCK_BYTES if size is None or size < 0 else max(size, 4)
+        while True:
+            chunk = self.inner.read(want)
+            text = self._dec.decode(chunk, final=not chunk)
+            if text or not chunk:
+                return text.encode("utf-8", "surrogatepass")
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
 
 
 def read_head(stream: BinaryIO) -> tuple[bytes, str | None]:
