@@ -57,7 +57,7 @@ from diag.facts.run_record import (
 )
 from diag.facts.runs import Run
 from diag.facts.settings import engine_config
-from diag.facts.steps import DecodeSteps, decode_steps
+from diag.facts.steps import DecodeSteps, clock_jump_note, decode_steps
 from diag.facts.verdict import RunState, run_state
 from diag.model import Snapshot
 
@@ -504,8 +504,17 @@ def build_facts(run: Run) -> RunFacts:
         request_table(t, batches),
         capture_phases=phases,
         kv_tokens_source=kv_source,
-        notes=_quiet_run_notes(t) if error is None else [],
+        notes=(_quiet_run_notes(t) if error is None else []) + _clock_notes(steps),
     )
+
+
+def _clock_notes(steps: DecodeSteps) -> list[str]:
+    """A clock jump among the step lines (rates read only the stretches around it)."""
+    f = steps.frame
+    if len(f) < 2:
+        return []
+    note = clock_jump_note(steps.floats("ts"), f["line"].to_numpy(), f["source"].to_numpy())
+    return [note] if note else []
 
 
 def _quiet_run_notes(t: EventTables) -> list[str]:

@@ -90,6 +90,55 @@ def step_time_from_throughput(
     return t
 
 
+#: a step line's clock going back more than this (a host clock reset, an NTP step), or
+#: forward more than ``CLOCK_FORWARD_S`` (a clock set a day ahead; an idle server's quiet
+#: night is shorter), is a clock jump, not elapsed time: rates read the stretches around it
+CLOCK_BACK_S = 60.0
+CLOCK_FORWARD_S = 24 * 3600.0
+
+
+def clock_elapsed(ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds since the run's first stamp, counting only the stretches between clock jumps
+    (see :data:`CLOCK_BACK_S`): each stretch starts where the one before it ended, so a
+    clock reset 6 h back neither stretches nor shrinks the time the rows cover (without a
+    jump: ``ts - min(ts)``, rows swapped by racing writers and all). Rows without a stamp
+    take 0. Returns (elapsed, the row indices where a jump lands)."""
+    t = np.asarray(ts, dtype=float)
+    ok = np.isfinite(t)
+    out = np.zeros(len(t))
+    if not ok.any():
+        return out, np.zeros(0, dtype=np.int64)
+    idx = np.flatnonzero(ok)
+    v = t[idx]
+    d = np.diff(v)
+    jump = (d < -CLOCK_BACK_S) | (d > CLOCK_FORWARD_S)
+    starts = np.concatenate(([0], np.flatnonzero(jump) + 1))
+    lo = np.minimum.reduceat(v, starts)
+    hi = np.maximum.reduceat(v, starts)
+    offset = np.concatenate(([0.0], np.cumsum(hi - lo)[:-1]))
+    seg = np.cumsum(np.concatenate(([False], jump)))
+    out[idx] = v - lo[seg] + offset[seg]
+    return out, idx[starts[1:]]
+
+
+def clock_jump_note(ts: np.ndarray, lines: np.ndarray, sources: np.ndarray) -> str | None:
+    """The run's note on its clock jumps (None: none), the first one placed by line."""
+    t = np.asarray(ts, dtype=float)
+    _, jumps = clock_elapsed(t)
+    if not len(jumps):
+        return None
+    first = int(jumps[0])
+    before = t[:first][np.isfinite(t[:first])][-1]
+    delta = float(t[first] - before)
+    way = "back" if delta < 0 else "forward"
+    more = f" (and {len(jumps) - 1} more)" if len(jumps) > 1 else ""
+    return (
+        f"clock jump: the timestamps go {way} {abs(delta) / 3600:.1f} h at line "
+        f"{int(lines[first])} of {sources[first]}{more} (a host clock reset?): rates and "
+        "advice read only the time between the jumps"
+    )
+
+
 @dataclass(frozen=True)
 class StepTiming:
     """What the engine's config says about the time a line covers (its spec in diag.engines)."""
