@@ -7,12 +7,19 @@ masking every row once per group.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 DIRECT_MAX = 1 << 20  # non-negative ints up to this are binned directly instead of sorted
+#: the largest batch size advice reads (the largest size a config key is read as): a row of a
+#: larger one is a garbled count no engine runs (``diag.engines.config.CONFIG_INT_LIMIT``)
+MAX_SIZE = 1 << 22
+#: the most steps the integer bucket solver counts in all (its sums of steps x sizes stay
+#: within int64: 2**40 x MAX_SIZE = 2**62)
+MAX_INT_STEPS = 1 << 40
 
 
 def joined(arrays: list[np.ndarray]) -> np.ndarray:
@@ -136,7 +143,7 @@ def weighted_quantile(sizes: np.ndarray, weights: np.ndarray, q: float) -> int:
 def step_histogram(sizes: np.ndarray, steps: np.ndarray) -> dict[int, float]:
     """``{size: steps}`` over sizes >= 1 with steps > 0. Each bin sums its steps in input
     order either way (a direct bincount, or over sorted distinct sizes when they are huge)."""
-    ok = sizes >= 1
+    ok = (sizes >= 1) & (sizes <= MAX_SIZE) & np.isfinite(steps)
     s, w = (sizes, steps) if ok.all() else (sizes[ok], steps[ok])  # (no copy: every size known)
     if len(s) and int(s.max()) <= DIRECT_MAX:
         per = _bin_sums(s.astype(np.int64, copy=False), w, whole_constant(w), 0)
@@ -159,6 +166,9 @@ def int_histogram(hist: dict[int, float]) -> dict[int, int]:
     """The bucket solver counts in ints: scale fractional step weights (argmin unchanged)."""
     lo = min(hist.values())
     scale = 1.0 if all(float(v).is_integer() for v in hist.values()) else 1000.0 / lo
+    total = math.fsum(hist.values()) * scale
+    if total > MAX_INT_STEPS:  # huge or far-apart weights: shares kept, counts within int64
+        scale *= MAX_INT_STEPS / total
     return {s: max(1, int(round(v * scale))) for s, v in hist.items()}
 
 

@@ -34,6 +34,7 @@ from diag.advise.cost_model import SetCost
 from diag.advise.traffic import CaptureMeasurement, Engine, RunEvidence, Traffic
 from diag.engines import ConfigEcho, EngineConfig, read_config, spec_for
 from diag.facts.record import RunFacts, snapshot_graph_pool_gib
+from diag.facts.steps import clock_elapsed
 from diag.model import Snapshot
 
 __all__ = [
@@ -134,8 +135,8 @@ def run_traffic(f: RunFacts, inp: EngineConfig | None = None) -> Traffic | None:
         return a if every else _take(a, known)
 
     ts = _take(steps.floats("ts"), rows)
-    if np.isfinite(ts).any():
-        t_s = np.where(np.isfinite(ts), ts - np.nanmin(ts), 0.0)
+    if np.isfinite(ts).any():  # (a clock jump adds no time: monotone stretches only)
+        t_s = clock_elapsed(ts)[0]
     else:  # no clock: order only (time blocks still follow the log)
         t_s = np.arange(len(ts), dtype=float)
     has_tok = (tok >= 1).any()

@@ -31,6 +31,7 @@ from diag.artifacts.table_columns import (
     slice_row,
     table_parser,
 )
+from diag.engines.config import COUNT_LIMIT
 
 __all__ = [
     "ProfileTable",
@@ -284,6 +285,10 @@ def _row_record(cells: dict[str, str], columns: list[Column]) -> dict[str, Any]:
         if not raw:
             raise BadCell(f"empty {col.kind} cell")
         value = cell_value(col.kind, raw)
+        limit = COUNT_LIMIT if col.kind == "int" else math.inf
+        if isinstance(value, (int, float)) and abs(value) >= limit:
+            # past a float64-exact count, or an infinite number (NaN is a cell)
+            raise BadCell(f"{col.kind} cell of {len(raw)} characters past the column's range")
         rec[col.field] = value * col.scale if col.kind == "flops" else value
     name = rec.get("name") or ""
     rec["truncated"] = name.endswith("...") and len(name) >= 55

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pickletools
 import struct
+import time
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -37,6 +39,92 @@ class UnsafePickleError(SnapshotError):
 
 class NotASnapshotError(SnapshotError):
     """A plain-data pickle that does not have the allocator snapshot structure."""
+
+
+# --------------------------------------------------------------------------- budgets
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What reading one pickle may cost, whatever its size on disk: a file built to exhaust
+    memory or time (millions of tiny values; one block shared 200,000 times by each of 5,000
+    segments, which a 533 KB file holds and a walk visits a billion times) is refused with
+    the budget it broke, and the logs beside it are analysed."""
+
+    # opcodes read (each builds or moves at most one value): ~45 MB of a snapshot's pickle,
+    # 45 times the largest real one we hold; the 512 MiB file limit alone would allow 500 M
+    values: int = 20_000_000
+    # the walk of the data (each container entry once per path to it): at most this many
+    # times the entries the pickle holds, and at least ``references_floor`` whatever it holds
+    references_ratio: int = 16
+    references_floor: int = 4_000_000
+    nesting: int = 100  # containers inside containers (a real snapshot nests about 6 deep)
+    # a backstop for a slow machine: values and references bound the work before it
+    seconds: float = 30.0
+
+
+BUDGET = Budget()
+_CHECK_EVERY = 1 << 16  # opcodes between clock reads
+
+
+def _over(path: str, what: str) -> SnapshotError:
+    return SnapshotError(f"{path}: refused: {what} (a pickle built to exhaust memory or time)")
+
+
+def check_references(root: Any, path: str, budget: Budget = BUDGET) -> int:
+    """How many container entries a full walk of ``root`` visits (a shared container once per
+    path to it), counted over the distinct containers only, so the count costs what the
+    pickle holds, not what it expands to. Raises :class:`SnapshotError` past the budget's
+    references or nesting, or on a container that holds itself."""
+    walked: dict[int, int] = {}  # id -> entries a walk from it visits
+    entries = 0
+    on_path: set[int] = set()
+    # (container, its children, next child index, visits so far)
+    todo: list[tuple[Any, list[Any], int, int]] = []
+
+    def children(obj: Any) -> list[Any]:
+        if type(obj) is dict:
+            return [v for kv in obj.items() for v in kv]
+        return list(obj)
+
+    def enter(obj: Any) -> None:
+        if len(todo) >= budget.nesting:
+            raise _over(path, f"containers nested more than {budget.nesting} deep")
+        on_path.add(id(obj))
+        todo.append((obj, children(obj), 0, 0))
+
+    enter(root) if type(root) in (dict, list, tuple) else None
+    limit = budget.references_floor
+    while todo:
+        obj, kids, i, visits = todo[-1]
+        if i < len(kids):
+            todo[-1] = (obj, kids, i + 1, visits + 1)
+            kid = kids[i]
+            if type(kid) not in (dict, list, tuple):
+                continue
+            k = id(kid)
+            if k in on_path:
+                raise SnapshotError(f"{path}: malformed pickle: a container holds itself")
+            if k in walked:
+                todo[-1] = (obj, kids, i + 1, visits + 1 + walked[k])
+            else:
+                enter(kid)
+            continue
+        todo.pop()
+        on_path.discard(id(obj))
+        walked[id(obj)] = visits
+        entries += len(kids)
+        limit = max(budget.references_floor, budget.references_ratio * entries)
+        if visits > limit:
+            raise _over(
+                path,
+                f"its {entries:,} container entries are walked {visits:,} times through "
+                f"shared references, over the budget of {limit:,}",
+            )
+        if todo:
+            parent, pk, pi, pv = todo[-1]
+            todo[-1] = (parent, pk, pi, pv + visits)
+    return walked.get(id(root), 0)
 
 
 # --------------------------------------------------------------------------- reader
@@ -68,20 +156,23 @@ class _Malformed(Exception):
     """Internal: an inconsistent stream (reported as SnapshotError with the offset)."""
 
 
-def read_plain_pickle(data: bytes, path: str = "<bytes>") -> Any:
+def read_plain_pickle(data: bytes, path: str = "<bytes>", budget: Budget = BUDGET) -> Any:
     """Rebuild the plain data in a pickle without running anything from it.
 
     Raises :class:`UnsafePickleError` naming the first opcode outside plain data and its
-    byte offset, and :class:`SnapshotError` for truncated or inconsistent streams.
+    byte offset, and :class:`SnapshotError` for truncated or inconsistent streams and for a
+    pickle past its :class:`Budget` (values, time, references, nesting).
     """
     if not data:
         raise SnapshotError(f"{path}: empty file, not a pickle")
     if data[0] not in _OPNAMES:
         raise SnapshotError(f"{path}: not a pickle (first byte 0x{data[0]:02x})")
-    return _interpret(bytes(data), path)
+    root = _interpret(bytes(data), path, budget)
+    check_references(root, path, budget)
+    return root
 
 
-def _interpret(data: bytes, path: str) -> Any:
+def _interpret(data: bytes, path: str, budget: Budget = BUDGET) -> Any:
     """The interpreter loop: hot opcodes (memo gets, ints, dict/list building) first.
 
     Reads past the end show up as ``pos > n`` (short slices) or IndexError/struct.error
@@ -98,10 +189,19 @@ def _interpret(data: bytes, path: str) -> Any:
         _U64.unpack_from,
         _F64.unpack_from,
     )
-    pos = at = 0
+    pos = at = ops = 0
+    check_at = _CHECK_EVERY
+    deadline = time.monotonic() + budget.seconds
     try:
         while pos < n:
             at = pos
+            ops += 1
+            if ops >= check_at:
+                check_at += _CHECK_EVERY
+                if ops > budget.values:
+                    raise _over(path, f"more than {budget.values:,} values")
+                if time.monotonic() > deadline:
+                    raise _over(path, f"not read within {budget.seconds:g} s")
             op = data[pos]
             pos += 1
             if op == _BINGET:

@@ -9,6 +9,7 @@ outside ``diag.engines`` and ``diag.parsers`` indexes a raw config key
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -154,18 +155,45 @@ def as_bool(v: Any) -> bool | None:
     return None
 
 
-def as_int(v: Any) -> int | None:
+#: the largest count a config key is read as (sizes, token budgets, parallelism, intervals):
+#: 4 Mi is past every step an engine runs; a larger value is a garbled echo, read as unset
+#: (the default windows are ranges up to it, which a 12-digit value would make billions long)
+CONFIG_INT_LIMIT = 1 << 22
+
+
+#: the largest count read from a log's figures (block counts, totals): float64-exact
+COUNT_LIMIT = 1 << 53
+
+
+def as_int(v: Any, limit: int = CONFIG_INT_LIMIT) -> int | None:
+    """A config count, ``None`` where it is no int or past ``limit``."""
     try:
-        return None if v is None or isinstance(v, bool) else int(v)
-    except (TypeError, ValueError):
+        n = None if v is None or isinstance(v, bool) else int(v)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return n if n is not None and abs(n) <= limit else None
+
+
+def as_count(v: Any) -> int | None:
+    """A count from a log's figures (not a config key), ``None`` past :data:`COUNT_LIMIT`."""
+    return as_int(v, COUNT_LIMIT)
+
+
+def as_sizes(v: Any) -> tuple[int, ...] | None:
+    """An explicit capture list: its int entries within ``1..CONFIG_INT_LIMIT``, sorted."""
+    if not isinstance(v, list):
+        return None
+    got = {n for n in map(as_int, v) if n is not None and n >= 1}
+    return tuple(sorted(got)) or None
 
 
 def as_float(v: Any) -> float | None:
+    """A finite config number, else ``None``."""
     try:
-        return None if v is None or isinstance(v, bool) else float(v)
-    except (TypeError, ValueError):
+        f = None if v is None or isinstance(v, bool) else float(v)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return f if f is not None and math.isfinite(f) else None
 
 
 def truthy(v: Any) -> bool:

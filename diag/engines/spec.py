@@ -20,6 +20,7 @@ from diag.engines.config import (
     as_bool,
     as_float,
     as_int,
+    as_sizes,
     first,
 )
 from diag.engines.config import (
@@ -141,9 +142,7 @@ def read_common(echo: ConfigEcho, version: str | None, spec: EngineSpec) -> Engi
         raw=c,
         advice_rules=spec.advice_rules,
         graphs_off=as_bool(c.get(spec.graphs_off_key)),
-        capture_sizes=tuple(sorted({int(x) for x in sizes}))
-        if isinstance(sizes, list) and sizes
-        else None,
+        capture_sizes=as_sizes(sizes),
         ceiling=as_int(c.get(named[0])) if named else None,
         ceiling_named=bool(named),
         cudagraph_mode=None if cudagraph_mode is None else str(cudagraph_mode),

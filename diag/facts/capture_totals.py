@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from diag.engines import EngineConfig, spec_for
-from diag.engines.config import as_int as _as_int
+from diag.engines.config import as_count as _as_int
 from diag.events import EventTables
 from diag.facts.access import _first, _rank0, sizing
 

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from diag.engines import SGLANG, VLLM, EngineConfig, spec_for
-from diag.engines.config import as_int as _as_int
+from diag.engines.config import as_count as _as_int
+from diag.engines.config import as_int, as_sizes
 from diag.engines.phases import CAPTURE_PHASES, REQUEST_PHASE
 from diag.events import EventTables
 from diag.facts import classify as cls
@@ -57,7 +58,7 @@ from diag.facts.run_record import (
 )
 from diag.facts.runs import Run
 from diag.facts.settings import engine_config
-from diag.facts.steps import DecodeSteps, decode_steps
+from diag.facts.steps import DecodeSteps, clock_jump_note, decode_steps
 from diag.facts.verdict import RunState, run_state
 from diag.model import Snapshot
 
@@ -250,7 +251,9 @@ def capture_sizes(tables: EventTables, config: EngineConfig) -> list[int] | None
             sizes["sizes"].notna() & sizes["phase"].isin(["decode", "mixed", "metrics", "all"])
         ]
         if not listed.empty:
-            return sorted(set(json.loads(listed["sizes"].iloc[-1])))
+            got = as_sizes(json.loads(listed["sizes"].iloc[-1]))
+            if got:  # (sizes past what a config holds are a garbled list: not read)
+                return list(got)
     return list(config.capture_sizes) if config.capture_sizes else None
 
 
@@ -502,8 +505,17 @@ def build_facts(run: Run) -> RunFacts:
         request_table(t, batches),
         capture_phases=phases,
         kv_tokens_source=kv_source,
-        notes=_quiet_run_notes(t) if error is None else [],
+        notes=(_quiet_run_notes(t) if error is None else []) + _clock_notes(steps),
     )
+
+
+def _clock_notes(steps: DecodeSteps) -> list[str]:
+    """A clock jump among the step lines (rates read only the stretches around it)."""
+    f = steps.frame
+    if len(f) < 2:
+        return []
+    note = clock_jump_note(steps.floats("ts"), f["line"].to_numpy(), f["source"].to_numpy())
+    return [note] if note else []
 
 
 def _quiet_run_notes(t: EventTables) -> list[str]:
@@ -525,7 +537,7 @@ def _ceiling(
         return None
     cs = t["capture_sizes"]
     largest = cs["largest"].dropna() if not cs.empty else cs
-    return _as_int(_plain(largest.max())) if len(largest) else None
+    return as_int(_plain(largest.max())) if len(largest) else None
 
 
 def _ranks(run: Run, batches: pd.DataFrame) -> list[RankRecord]:

@@ -68,6 +68,10 @@ COLUMNS = [
 ]
 # seconds of one decode step where a stats line gives no step time (the cost model's base)
 DEFAULT_BASE_STEP_S = 0.025
+#: the step times a throughput line can stand for: a decode step is one forward pass of a
+#: model (no GPU runs one in under 10 us) and no server logs stats over an hour-long step; a
+#: time outside (a garbled throughput of 20 digits, or 1e-300) is no measurement
+STEP_TIME_RANGE_S = (1e-5, 3600.0)
 
 
 def step_time_from_throughput(
@@ -80,8 +84,59 @@ def step_time_from_throughput(
     acc = np.ones_like(req) if accept_len is None else np.nan_to_num(accept_len, nan=1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = req * acc / thr
-    t[~np.isfinite(t) | (thr <= 0) | (req < 1)] = np.nan
+    lo, hi = STEP_TIME_RANGE_S
+    with np.errstate(invalid="ignore"):
+        t[~((t >= lo) & (t <= hi)) | (thr <= 0) | (req < 1)] = np.nan
     return t
+
+
+#: a step line's clock going back more than this (a host clock reset, an NTP step), or
+#: forward more than ``CLOCK_FORWARD_S`` (a clock set a day ahead; an idle server's quiet
+#: night is shorter), is a clock jump, not elapsed time: rates read the stretches around it
+CLOCK_BACK_S = 60.0
+CLOCK_FORWARD_S = 24 * 3600.0
+
+
+def clock_elapsed(ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds since the run's first stamp, counting only the stretches between clock jumps
+    (see :data:`CLOCK_BACK_S`): each stretch starts where the one before it ended, so a
+    clock reset 6 h back neither stretches nor shrinks the time the rows cover (without a
+    jump: ``ts - min(ts)``, rows swapped by racing writers and all). Rows without a stamp
+    take 0. Returns (elapsed, the row indices where a jump lands)."""
+    t = np.asarray(ts, dtype=float)
+    ok = np.isfinite(t)
+    out = np.zeros(len(t))
+    if not ok.any():
+        return out, np.zeros(0, dtype=np.int64)
+    idx = np.flatnonzero(ok)
+    v = t[idx]
+    d = np.diff(v)
+    jump = (d < -CLOCK_BACK_S) | (d > CLOCK_FORWARD_S)
+    starts = np.concatenate(([0], np.flatnonzero(jump) + 1))
+    lo = np.minimum.reduceat(v, starts)
+    hi = np.maximum.reduceat(v, starts)
+    offset = np.concatenate(([0.0], np.cumsum(hi - lo)[:-1]))
+    seg = np.cumsum(np.concatenate(([False], jump)))
+    out[idx] = v - lo[seg] + offset[seg]
+    return out, idx[starts[1:]]
+
+
+def clock_jump_note(ts: np.ndarray, lines: np.ndarray, sources: np.ndarray) -> str | None:
+    """The run's note on its clock jumps (None: none), the first one placed by line."""
+    t = np.asarray(ts, dtype=float)
+    _, jumps = clock_elapsed(t)
+    if not len(jumps):
+        return None
+    first = int(jumps[0])
+    before = t[:first][np.isfinite(t[:first])][-1]
+    delta = float(t[first] - before)
+    way = "back" if delta < 0 else "forward"
+    more = f" (and {len(jumps) - 1} more)" if len(jumps) > 1 else ""
+    return (
+        f"clock jump: the timestamps go {way} {abs(delta) / 3600:.1f} h at line "
+        f"{int(lines[first])} of {sources[first]}{more} (a host clock reset?): rates and "
+        "advice read only the time between the jumps"
+    )
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ def load_snapshot(item: InputFile, status: InputStatus, limit: int) -> Snapshot:
     try:
         summary = summarise(item.fs_path, max_bytes=limit)
     except SnapshotError as exc:
-        status.status, status.reason = "skipped", str(exc)
-        return Snapshot(item.path, reason=str(exc))
+        status.status, status.reason = "skipped", exc.reason  # (the path is the input's)
+        return Snapshot(item.path, reason=exc.reason)
     status.events = len(summary.pools)
     return Snapshot(item.path, summary)
 

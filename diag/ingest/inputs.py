@@ -26,13 +26,16 @@ from diag.model import InputStatus, Snapshot, Stream
 from diag.parsers.scan import StreamScanner
 from diag.sources.discover import InputFile
 from diag.sources.readers import (
+    Hole,
     InputError,
     LineAnchor,
     Sniff,
+    Transcoded,
     iter_blocks,
     open_binary,
     raw_position,
     read_head,
+    skip_nul_head,
     sniff,
 )
 from diag.sources.trace_sniff import looks_like_json, trace_by_name
@@ -98,6 +101,7 @@ class Opened:
     head: bytes
     error: str | None  # a read error met in the head (the file is partial)
     info: Sniff
+    nul_skipped: int = 0  # NUL bytes of a hole the file starts with, jumped over before the head
 
 
 def logs_by_stream(
@@ -126,7 +130,8 @@ def logs_by_stream(
                     streams.append(stream)
                 stream.sources.append(item.path)
                 status.stream = stream.id
-                gz = isinstance(opened.stream, gzip.GzipFile)
+                # a decompressed or transcoded stream is read whole, never by byte ranges
+                gz = isinstance(opened.stream, gzip.GzipFile | Transcoded)
                 yield stream, LogFile(item, status, gz, size_of(item)), opened
             finally:
                 close_quietly(opened.stream)
@@ -182,8 +187,16 @@ def open_input(
         status.status, status.reason = "skipped", os_reason(exc)
         return None
     keep = False
+    if isinstance(stream_obj, Transcoded):
+        status.notes.append(f"read as {stream_obj.codec.upper()} (by its {stream_obj.how})")
     try:
         head, err = read_head(stream_obj)
+        skipped = 0
+        if head and not head.strip(b"\x00"):  # a log that starts with a hole
+            head, skipped, err = skip_nul_head(stream_obj, head)
+            if not head and err is None:
+                status.status, status.reason = "skipped", f"no text (only {skipped:,} NUL bytes)"
+                return None
         if err is not None and not head:
             status.status, status.reason = "skipped", err
             return None
@@ -214,9 +227,11 @@ def open_input(
             return None
         if info.kind != "log":
             status.status, status.reason = "skipped", info.reason
+            if isinstance(stream_obj, Transcoded):  # say what it was read as
+                status.reason = f"{info.reason} (read as {stream_obj.codec.upper()})"
             return None
         keep = True
-        return Opened(stream_obj, head, err, info)
+        return Opened(stream_obj, head, err, info, skipped)
     except InputError as exc:
         status.status, status.reason = "skipped", str(exc)
         return None
@@ -240,6 +255,8 @@ def scan_file(scanner: StreamScanner, lf: LogFile, opened: Opened, meter: Meter,
         meter.set(base + min(lf.size, read if pos is None else pos) if lf.size else base)
 
     nuls = NulCount()
+    if opened.nul_skipped:
+        nuls.count, nuls.first_line = opened.nul_skipped, 1
     try:
         status.lines = scanner.scan_blocks(
             lf.item.path, nuls.watch(iter_blocks(opened.stream, opened.head, errors)), on_block=tick
@@ -265,7 +282,15 @@ class NulCount:
         self._newlines = 0
 
     def watch(self, blocks: Iterator[bytes]) -> Iterator[bytes]:
+        """The blocks without their NUL bytes (counted): a hole of any size is never a line
+        that is held whole, and a hole jumped over (:class:`Hole`) counts as its NULs."""
         for block in blocks:
+            if type(block) is Hole:
+                if block.skipped:
+                    self.count += block.skipped
+                    if self.first_line is None:
+                        self.first_line = self._newlines + 1
+                continue
             if self.first_line is None:
                 at = block.find(b"\x00")
                 if at >= 0:
@@ -273,7 +298,12 @@ class NulCount:
                 else:
                     self._newlines += count_newlines(block)
             if self.first_line is not None:
-                self.count += block.count(b"\x00")
+                n = block.count(b"\x00")
+                if n:
+                    self.count += n
+                    block = block.replace(b"\x00", b"")
+                    if not block:
+                        continue
             yield block
 
     def note(self) -> str:

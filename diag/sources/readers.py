@@ -8,14 +8,17 @@ stops a run.
 
 from __future__ import annotations
 
+import codecs
+import errno
 import gzip
 import io
+import os
 import re
 import sys
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -57,9 +60,83 @@ def open_binary(item: InputFile) -> BinaryIO:
     raw = open(item.fs_path, "rb")  # noqa: SIM115 - returned to the caller
     magic = raw.read(2)
     raw.seek(0)
+    stream: Any = raw
     if magic == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
-    return raw
+        stream = gzip.GzipFile(fileobj=raw, mode="rb")
+    try:
+        found = text_encoding(stream.peek(_ENCODING_SAMPLE)[:_ENCODING_SAMPLE])
+    except (OSError, EOFError, zlib.error):
+        found = None  # (a broken gzip: said by the reader that meets it)
+    return Transcoded(stream, *found) if found else stream  # type: ignore[return-value]
+
+
+_ENCODING_SAMPLE = 4096
+#: byte-order marks, longest first (UTF-32-LE's begins with UTF-16-LE's)
+_BOMS: tuple[tuple[bytes, str], ...] = (
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+)
+
+
+def text_encoding(sample: bytes) -> tuple[str, str, int] | None:
+    """(codec, how it was told, BOM length) of a UTF-16/32 text, by its byte-order mark or by
+    its NUL pattern (ASCII text in UTF-16-LE has a NUL at every odd byte); None for anything
+    else (UTF-8, binary, a hole: all NULs, so no position is mostly text)."""
+    for bom, codec in _BOMS:
+        if sample.startswith(bom) and not _utf8_text(sample[len(bom) :]):
+            return codec, "byte-order mark", len(bom)
+    for width, codec_le, codec_be in ((4, "utf-32-le", "utf-32-be"), (2, "utf-16-le", "utf-16-be")):
+        n = len(sample) - len(sample) % width
+        if n < 4 * width:
+            continue
+        cols = [sample[i:n:width] for i in range(width)]
+        nul = [c.count(0) / len(c) for c in cols]
+        if nul[0] < 0.1 and all(z > 0.9 for z in nul[1:]):
+            return codec_le, "NUL pattern", 0
+        if nul[-1] < 0.1 and all(z > 0.9 for z in nul[:-1]):
+            return codec_be, "NUL pattern", 0
+    return None
+
+
+def _utf8_text(sample: bytes) -> bool:
+    """Bytes after a BOM that read as UTF-8 text (no NUL, under 1 % undecodable): a UTF-8
+    log whose first bytes happen to be a BOM (garbage before the first line) stays UTF-8."""
+    if 0 in sample:
+        return False
+    text = sample.decode("utf-8", "replace")
+    return text.count("\ufffd") <= len(text) // 100 + 1
+
+
+class Transcoded(io.RawIOBase):
+    """A UTF-16/32 stream read as UTF-8 (undecodable units replaced), so every reader after
+    it sees the text a UTF-8 log holds; ``fileobj`` is the file on disk, for progress."""
+
+    def __init__(self, inner: Any, codec: str, how: str, bom: int) -> None:
+        self.inner, self.codec, self.how = inner, codec, how
+        self.fileobj = getattr(inner, "fileobj", inner)
+        self._dec = codecs.getincrementaldecoder(codec)(errors="replace")
+        if bom:
+            inner.read(bom)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def read(self, size: int | None = -1) -> bytes:
+        want = BLOCK_BYTES if size is None or size < 0 else max(size, 4)
+        while True:
+            chunk = self.inner.read(want)
+            text = self._dec.decode(chunk, final=not chunk)
+            if text or not chunk:
+                return text.encode("utf-8", "surrogatepass")
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
 
 
 def read_head(stream: BinaryIO) -> tuple[bytes, str | None]:
@@ -145,6 +222,59 @@ BLOCK_BYTES = 8 * 1024 * 1024
 GZIP_BLOCK_BYTES = 256 * 1024
 
 
+class Hole(bytes):
+    """An empty block standing for ``skipped`` NUL bytes that were jumped over, not read (a
+    sparse file's hole, which ``copytruncate`` rotation leaves): readers that count NULs
+    (``diag.ingest.inputs.NulCount``) add it, every other reader sees an empty block."""
+
+    skipped: int = 0
+
+
+def _hole(n: int) -> Hole:
+    h = Hole()
+    h.skipped = n
+    return h
+
+
+def _all_nul(block: bytes) -> bool:
+    return block.count(0) == len(block)
+
+
+def data_from(stream: Any, pos: int) -> int:
+    """The offset of the first byte of data at or after ``pos`` in a plain file, where the
+    file system says (``SEEK_DATA``; the file's end for a trailing hole); else ``pos``."""
+    try:
+        fd = stream.fileno()
+        return os.lseek(fd, pos, os.SEEK_DATA)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # no data after pos: a hole to the end
+            try:
+                return max(pos, os.fstat(fd).st_size)
+            except OSError:
+                return pos
+        return pos
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        return pos
+
+
+def skip_nul_head(stream: BinaryIO, head: bytes) -> tuple[bytes, int, str | None]:
+    """A head that is only NUL bytes (a log that starts with a hole) is jumped over: the next
+    head from the first byte of text, and how many NUL bytes came before it (in constant
+    memory, holes skipped without reading where the file system says where they end)."""
+    skipped, err = 0, None
+    while head and _all_nul(head):
+        skipped += len(head)
+        if not isinstance(stream, gzip.GzipFile):
+            pos = stream.tell()
+            nxt = data_from(stream, pos)
+            if nxt > pos:
+                stream.seek(nxt)
+                skipped += nxt - pos
+        head, err = read_head(stream)
+    lead = len(head) - len(head.lstrip(b"\x00"))
+    return head[lead:], skipped + lead, err
+
+
 def iter_blocks(
     stream: BinaryIO, head: bytes, errors: list[str], size: int | None = None
 ) -> Iterator[bytes]:
@@ -158,6 +288,8 @@ def iter_blocks(
     )  # read1: see read_head
     if size is None:
         size = GZIP_BLOCK_BYTES if isinstance(stream, gzip.GzipFile) else BLOCK_BYTES
+    plain = not isinstance(stream, gzip.GzipFile) and hasattr(stream, "seekable")
+    plain = plain and stream.seekable()
     if head:
         yield head
     while True:
@@ -169,6 +301,12 @@ def iter_blocks(
         if not block:
             return
         yield block
+        if plain and block[-1] == 0:  # ends inside a hole: jump to its end where it is known
+            pos = stream.tell()
+            nxt = data_from(stream, pos)
+            if nxt > pos:
+                stream.seek(nxt)
+                yield _hole(nxt - pos)
 
 
 def iter_range(
@@ -185,6 +323,12 @@ def iter_range(
                 return
             pos += len(block)
             yield block
+            if block[-1] == 0:  # ends inside a hole: jump to its end where it is known
+                nxt = data_from(fh, pos) if end is None else min(data_from(fh, pos), end)
+                if nxt > pos:
+                    fh.seek(nxt)
+                    yield _hole(nxt - pos)
+                    pos = nxt
 
 
 #: (line number, byte offset) of a line start in a plain file, as its reading found it

@@ -1,0 +1,70 @@
+"""Clock jumps (issue 36 item 6): step lines whose clock goes back 6 h mid-log (a host clock
+reset) or a day forward are a note on the run, and the rates advice prices with read only the
+stretches around the jump, so the costs and the recommendation are those of the log without
+it (before: the 6 h reset spread the steps over 6 h, the current set's cost fell 130-fold)."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from diag.cli import main
+from diag.facts.steps import clock_elapsed
+from tests.bad_inputs_support import INCIDENTS
+
+LOG = INCIDENTS / "sglang-padding-waste" / "server.log"
+STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+
+
+def _shifted(hours: float) -> str:
+    lines = LOG.read_text().splitlines()
+    mid = len(lines) // 2
+    out = []
+    for i, ln in enumerate(lines):
+        m = STAMP.match(ln)
+        if i >= mid and m:
+            t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S") + timedelta(hours=hours)
+            ln = "[" + t.strftime("%Y-%m-%d %H:%M:%S") + ln[m.end() :]
+        out.append(ln)
+    return "\n".join(out) + "\n"
+
+
+def _run(path: Path, out: Path) -> dict:
+    res = CliRunner().invoke(
+        main, ["analyze", str(path), "-o", str(out), "--no-html", "--format", "json", "-q"]
+    )
+    assert res.exit_code in (0, 1), res.output
+    (run,) = json.loads(res.stdout)["runs"]
+    return run
+
+
+@pytest.mark.parametrize("hours", [-6.0, 30.0])
+def test_a_clock_jump_is_noted_and_does_not_change_the_advice(tmp_path: Path, hours: float) -> None:
+    base = _run(LOG, tmp_path / "a")
+    path = tmp_path / "server.log"
+    path.write_text(_shifted(hours))
+    jumped = _run(path, tmp_path / "b")
+    way = "back" if hours < 0 else "forward"
+    (note,) = [n for n in jumped["notes"] if n.startswith("clock jump")]
+    assert f"go {way} {abs(hours):.1f} h at line" in note and str(path) in note
+    assert not any(n.startswith("clock jump") for n in base["notes"])
+    r0, r1 = base["recommendation"], jumped["recommendation"]
+    assert r1["decision"]["kind"] == r0["decision"]["kind"]
+    c0, c1 = r0["current"]["cost_s_h"], r1["current"]["cost_s_h"]
+    assert abs(c1 - c0) <= 0.05 * c0, (c0, c1)
+
+
+def test_elapsed_time_counts_only_the_stretches_between_jumps() -> None:
+    ts = np.array([100.0, 110.0, np.nan, 120.0, 120 - 6 * 3600, 120 - 6 * 3600 + 30])
+    elapsed, jumps = clock_elapsed(ts)
+    assert elapsed.tolist() == [0.0, 10.0, 0.0, 20.0, 20.0, 50.0] and jumps.tolist() == [4]
+    # without a jump: ts - min(ts), neighbours swapped by racing writers included
+    swapped = np.array([0.0, 10.0, 5.0, 20.0])
+    assert clock_elapsed(swapped)[0].tolist() == swapped.tolist()
+    assert len(clock_elapsed(swapped)[1]) == 0
