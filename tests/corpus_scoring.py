@@ -230,7 +230,9 @@ def score_set(name: str, folder: Path) -> SetScore:
         if have is not None and have != want:
             score.fp += 1
             score.false.append((case["file"], want, have))
-        score.mismatches += [f"{name}/{case['file']}: {k}: label={w!r} got={h!r}" for k, w, h in bad]
+        score.mismatches += [
+            f"{name}/{case['file']}: {k}: label={w!r} got={h!r}" for k, w, h in bad
+        ]
     return score
 
 
