@@ -302,7 +302,8 @@ def decide(evidence: list[Evidence], named: bool) -> Attribution:
         tier = [e for e in evidence if e.strength == strength]
         if not tier:
             continue
-        best = max(tier, key=lambda e: e.key)  # the most recent positional sign decides
+        # the most recent positional sign decides (on one line, the more specific: a cut bar)
+        best = max(tier, key=lambda e: (e.key, e.kind == "capture_bar"))
         fors = [e for e in tier if e.for_capture]
         if fors and any(not e.for_capture and e.key < 0 for e in tier):
             # words of another step against the log's position: neither is sure of it
