@@ -257,6 +257,23 @@ def _interleave(lines: Lines, every: int) -> tuple[Lines, Kept]:
     return out, kept
 
 
+def _other_engine(lines: Lines) -> str:
+    """The engine the excerpt does not mention most (the test's own crude count of names)."""
+    text = "\n".join(lines).lower()
+    return "vllm" if text.count("sglang") > text.count("vllm") else "sglang"
+
+
+def _named_after_other(lines: Lines, shape: str) -> tuple[Lines, Kept]:
+    """A collector prefix naming the other engine (a server in a container called after it):
+    the content decides the engine, the name is only a hint (issue 32, point 5)."""
+    other = _other_engine(lines)
+    make = {
+        "compose": lambda i: f"{other}-server-1  | ",
+        "kubectl": lambda i: f"[pod/{other}-7d9f6c-x2k4p/{other}] ",
+    }[shape]
+    return _each(lambda i, ln: make(i) + ln)(lines, shape)
+
+
 def transforms() -> tuple[Transform, ...]:
     """The families of issue 21, point 6."""
     ident: Callable[[int], st.SearchStrategy[Any]] = lambda n: st.none()  # noqa: E731
@@ -293,6 +310,11 @@ def transforms() -> tuple[Transform, ...]:
         ),
         Transform("HTML entities", lambda n: st.sampled_from(("&#39;", "&#x27;")), _entities),
         Transform("another rank interleaved", lambda n: st.integers(1, 4), _interleave),
+        Transform(
+            "prefix named after the other engine",
+            lambda n: st.sampled_from(("compose", "kubectl")),
+            _named_after_other,
+        ),
     )
 
 

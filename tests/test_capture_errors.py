@@ -30,7 +30,7 @@ def test_fixture_class_phase_and_gd100(name: str) -> None:
     run = report.runs[0]
     err = run.record.to_json()["capture_error"]
     codes = [f.code for f in run.findings]
-    if want["phase"] != "unknown":
+    if want["phase"] not in ("unknown", "none"):
         assert run.facts.startup_phase == want["phase"]
         assert run.to_dict()["startup_phase"] == want["phase"]
     if want["gd100"] in (True, "yes"):
@@ -39,10 +39,22 @@ def test_fixture_class_phase_and_gd100(name: str) -> None:
         assert "GD100" in codes
         if "reason" in want:
             assert want["reason"] in err["reason"]
+        for key in ("confidence", "placed_by"):
+            if key in want:
+                assert err[key] == want[key], err
+        gd100 = next(f for f in run.findings if f.code == "GD100")
+        assert err["evidence"] and err["evidence"] in gd100.message  # every GD100 says it
+        if "conflict" in want:
+            assert want["conflict"] in err["conflict"] and err["conflict"] in gd100.message
+        else:
+            assert "conflict" not in err, err
     else:
         assert err is None and "GD100" not in codes
         errors = run.facts.tables["error"]
-        assert want["phase"] in set(errors["phase"].dropna())
+        if want["phase"] != "none":
+            assert want["phase"] in set(errors["phase"].dropna())
+        if "conflict" in want:  # the overruled evidence is said in the run's notes
+            assert any(want["conflict"] in n for n in run.facts.notes), run.facts.notes
 
 
 def test_every_signature_hits_its_own_message() -> None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from typing import get_args
 
 import numpy as np
 import pytest
 
 from diag.api import analyze
-from diag.facts.run_record import RECORD_KEYS, BatchCounts
+from diag.facts.run_record import RECORD_KEYS, BatchCounts, Confidence, PlacedBy
 from diag.render.serialize import to_json
 from gen import incidents as gen
 from tests.conftest import ROOT, SHARED
@@ -44,7 +45,13 @@ def test_the_json_record_is_the_typed_record(name: str) -> None:
         assert run_doc["record"]["batches"] == dataclasses.asdict(rec.batches)
         assert run_doc["record"]["graph_mode"] == rec.graph_mode
         if rec.capture_error is not None:
-            assert run_doc["record"]["capture_error"]["class"] == rec.capture_error.error_class
+            err = run_doc["record"]["capture_error"]
+            assert err["class"] == rec.capture_error.error_class
+            # how sure, and the evidence that decided it (issue 32, point 2)
+            assert err["confidence"] in get_args(Confidence)
+            assert err["placed_by"] in set(get_args(PlacedBy)) - {"none"}
+            assert err["evidence"] == rec.capture_error.evidence != ""
+            assert ("conflict" in err) == (rec.capture_error.conflict is not None)
         if rec.decode_batch_shape is not None:
             hist = run_doc["record"]["decode_batch_shape"]["histogram"]
             assert [(int(s), n) for s, n in hist.items()] == list(rec.decode_batch_shape.histogram)

@@ -8,7 +8,6 @@ do not show stays ``None``.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -20,8 +19,9 @@ import pandas as pd
 from diag.engines import SGLANG, VLLM, EngineConfig, spec_for
 from diag.engines.config import as_count as _as_int
 from diag.engines.config import as_int, as_sizes
-from diag.engines.phases import CAPTURE_PHASES, REQUEST_PHASE
+from diag.engines.phases import REQUEST_PHASE
 from diag.events import EventTables
+from diag.facts import attribution
 from diag.facts import classify as cls
 from diag.facts.access import (
     _first,
@@ -52,7 +52,6 @@ from diag.facts.run_record import (
     CaptureError,
     GraphMode,
     Perf,
-    PlacedBy,
     RankRecord,
     RunRecord,
 )
@@ -275,129 +274,26 @@ def window_of(
 
 
 # ------------------------------------------------------------------ capture error
-_LOG_CAPTURE_PHASE = {
-    "decode": "capture_decode",
-    "verify": "capture_decode",
-    "all": "capture_decode",
-    "mixed": "capture_decode",
-    "prefill": "capture_piecewise",
-    "piecewise": "capture_piecewise",
-    "draft": "capture_draft",
-    "draft_extend": "capture_draft",
-}
-
-
-def _flag(v: Any) -> bool:
-    return bool(v) if v is not None and v is not pd.NA and not _isnan(v) else False
-
-
-def _isnan(v: Any) -> bool:
-    return isinstance(v, float) and math.isnan(v)
-
-
-def _text(v: Any) -> str | None:
-    return None if v is None or v is pd.NA or _isnan(v) or v == "" else str(v)
-
-
 def capture_error(tables: EventTables) -> tuple[CaptureError | None, tuple[str, int] | None]:
-    """The run's capture error: an error placed in a capture phase.
-
-    Placement (data: diag/engines/data/phases.yaml): the innermost deciding traceback frame
-    first; with none, the phase the log lines had opened before the error (the engine
-    parsers' capture begin/end events, then the phase markers); an error whose text is raised
-    only while capturing (errors.yaml ``capture: true``) is one wherever no frame places it
-    elsewhere. A frame in memory profiling or serving rules GD100 out, even under a graph
-    wrapper's frame. Among several, a root error beats a follow-on (CUDA 901) and a cut
-    traceback, then the earliest wins.
-    """
-    errors = tables["error"]
-    if errors.empty:
+    """The run's capture error: the error the evidence places in capture, ``certain`` or
+    ``likely`` (:mod:`diag.facts.attribution` collects and weighs the evidence)."""
+    placed = attribution.place_capture_error(tables)
+    if placed is None:
         return None, None
-    order = _order(tables)
-    begun = _frame_rows(tables["capture_begin"]) + _frame_rows(tables["capture_progress"])
-    begins = [(order(r), r.get("phase"), _text(r.get("rank"))) for r in begun]
-    ends = [(order(r), _text(r.get("rank"))) for r in _frame_rows(tables["capture_end"])]
-
-    def log_capture_phase(key: tuple[int, int], rank: str | None) -> str | None:
-        """The capture the log had open at ``key`` on the error's own rank (or on lines naming
-        no rank); another rank's only when its own logged none (rank 0 prints for its peers)."""
-        mine = [b for b in begins if b[2] in (rank, None)]
-        rows = mine if mine else begins
-        ends_ = [k for k, r in ends if r in (rank, None)] if mine else [k for k, _ in ends]
-        return _open_capture(key, [(k, p) for k, p, _ in rows], ends_)
-
-    chosen = None
-    for row in _frame_rows(errors):
-        key = order(row)
-        explicit = _flag(row.get("explicit_capture"))
-        frame_phase = _text(row.get("phase"))
-        marker_phase = _text(row.get("log_phase"))
-        who = _text(row.get("rank"))
-        own_capture = any(b[2] in (who, None) for b in begins)  # (a bar names no rank)
-        if own_capture or marker_phase is None:
-            log_phase = log_capture_phase(key, who) or marker_phase
-        else:
-            # the process opened a phase of its own and logged no capture: its phase rules,
-            # not another rank's capture (an OOM in TP0's init while TP1 captures)
-            log_phase = marker_phase
-        cls_ = str(row["error_class"])
-        placed_by: PlacedBy
-        if frame_phase is not None:
-            phase, placed_by = frame_phase, "frames"
-            in_capture = frame_phase in CAPTURE_PHASES
-        elif log_phase is not None and log_phase in CAPTURE_PHASES:
-            phase, placed_by = log_phase, "log"
-            in_capture = cls_ != "other" or explicit or _text(row.get("reason")) is not None
-        else:
-            phase = log_phase or "unknown"
-            placed_by = "log" if log_phase else "none"
-            in_capture = explicit
-        if not in_capture:
-            continue
-        quality = 0 if not _flag(row.get("secondary")) and _text(row.get("reason")) is None else 1
-        rank = (quality, 0 if cls_ != "other" else 1)
-        if chosen is None or (rank, key) < (chosen[0], chosen[1]):
-            chosen = (rank, key, row, phase, placed_by)
-    if chosen is None:
-        return None, None
-    _, _, row, phase, placed_by = chosen
+    row, verdict, decided = placed.row, placed.attribution, placed.decided
     out = CaptureError(
         error_class=row["error_class"],
         message=str(row["message"]).split("\n", 1)[0],
         path=str(row["source"]),
         line=int(row["line"]),
-        phase=phase,
-        placed_by=placed_by,
-        reason=_text(row.get("reason")),
+        phase=placed.phase,
+        placed_by=decided.kind,
+        reason=placed.reason,
+        confidence=placed.confidence,
+        evidence=decided.says,
+        conflict=verdict.conflict_note(),
     )
     return out, (out.path, out.line)
-
-
-def _open_capture(
-    key: tuple[int, int], begins: list[tuple[tuple[int, int], Any]], ends: list[tuple[int, int]]
-) -> str | None:
-    """The capture phase open at ``key``: begun before it and not ended since."""
-    opened = [(k, p) for k, p in begins if k <= key]
-    if not opened:
-        return None
-    k0, p = max(opened, key=lambda kp: kp[0])
-    first = min(k for k, _ in opened)
-    if any(first <= e <= key for e in ends) and not any(e < k0 for e in ends if e >= first):
-        return None
-    if any(k0 <= e <= key for e in ends):
-        return None
-    return _LOG_CAPTURE_PHASE.get(str(p), "capture_decode")
-
-
-def _frame_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return frame.to_dict("records") if not frame.empty else []
-
-
-def _order(tables: EventTables):  # type: ignore[no-untyped-def]
-    def key(row: dict[str, Any]) -> tuple[int, int]:
-        return (0, int(row.get("_order", row["line"])))
-
-    return key
 
 
 def captured_size_count(tables: EventTables) -> int | None:
@@ -521,7 +417,8 @@ def _clock_notes(steps: DecodeSteps) -> list[str]:
 def _quiet_run_notes(t: EventTables) -> list[str]:
     """What a run without a capture error still shows: errors outside capture, a capture
     the log ends inside (never "No findings" in silence)."""
-    return [note for note in (unplaced_error(t), unfinished_capture(t)) if note]
+    notes = [note for note in (unplaced_error(t), unfinished_capture(t)) if note]
+    return notes + attribution.overruled(t)
 
 
 def _ceiling(

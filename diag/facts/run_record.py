@@ -15,13 +15,27 @@ from diag.engines.errors import ErrorClass
 
 GraphMode = Literal["enabled", "disabled", "unknown"]
 BatchSource = Literal["logged", "inferred", "mixed", "none"]
-PlacedBy = Literal["frames", "log", "none"]
+# the evidence that decided a capture error (diag.facts.attribution): traceback frames, the
+# process's own phase, the neighbouring processes' capture lines, a cut capture bar, the
+# message's words, the engine's advice block, a capture-only runtime code
+PlacedBy = Literal[
+    "frames",
+    "process_phase",
+    "neighbours",
+    "capture_bar",
+    "message",
+    "advice_block",
+    "capture_code",
+    "none",
+]
+Confidence = Literal["certain", "likely"]
 
 
 @dataclass(frozen=True)
 class CaptureError:
-    """The run's capture error: its class, first message line, where it was logged, and the
-    start-up phase it was placed in (and by what: traceback frames, log order, nothing)."""
+    """The run's capture error: its class, first message line, where it was logged, the
+    start-up phase it was placed in, the evidence that decided it (``placed_by`` and its
+    sentence) with how sure that is, and the evidence it overrules (said, not hidden)."""
 
     error_class: ErrorClass  # JSON "class"
     message: str
@@ -30,6 +44,9 @@ class CaptureError:
     phase: str
     placed_by: PlacedBy
     reason: str | None = None  # why the error text alone places it (JSON only when known)
+    confidence: Confidence = "certain"
+    evidence: str = ""  # the deciding evidence, one sentence
+    conflict: str | None = None  # the evidence against it, overruled (JSON only when some)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -39,9 +56,13 @@ class CaptureError:
             "line": self.line,
             "phase": self.phase,
             "placed_by": self.placed_by,
+            "confidence": self.confidence,
+            "evidence": self.evidence,
         }
         if self.reason is not None:
             out["reason"] = self.reason
+        if self.conflict is not None:
+            out["conflict"] = self.conflict
         return out
 
 

@@ -27,6 +27,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from diag.sources.readers import COMPOSE_PREFIX, KUBECTL_PREFIX
+
 # vLLM prints no year; lines without one are placed in this (leap) year so that Feb 29
 # parses and ordering within a log holds. Documented in README.
 NO_YEAR = 2000
@@ -64,8 +66,8 @@ _WRAPPERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("ci", re.compile(r"^\[(" + _ISO_TS + r")\]\s?")),
     ("docker", re.compile(r"^(" + _ISO_TS + r")\s+(?=\S)")),
     ("docker-desktop", re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\s+|$)(?=\[|\S|$)")),
-    ("kubectl", re.compile(r"^\[pod/([^\]\s]+)\]\s")),
-    ("compose", re.compile(r"^([A-Za-z0-9][\w.-]*(?:-\d+)?)\s+\|\s?")),
+    ("kubectl", re.compile("^" + KUBECTL_PREFIX)),
+    ("compose", re.compile("^" + COMPOSE_PREFIX)),
     # torch.distributed.elastic's per-rank tee (torchrun --tee / --local-ranks-filter)
     ("torchrun", re.compile(r"^\[(?:rank|default)(\d+)\]:[ \t]?")),
 )

@@ -124,6 +124,25 @@ def _too_deep(text: str) -> bool:
     return False
 
 
+def open_brackets(text: str) -> int:
+    """How many brackets the text leaves open (quoted text aside): > 0 for an echo that was
+    hard-wrapped or cut before its end."""
+    depth = 0
+    for m in _BRACKETS.finditer(_QUOTED.sub("", text)):
+        depth = depth + 1 if m.group() in "([{" else max(0, depth - 1)
+    return depth
+
+
+_FIRST_KEY = re.compile(r"(?:^|,\s*)([A-Za-z_]\w*)=(?!=)")
+
+
+def echo_from_first_key(text: str) -> str | None:
+    """An echo cut at its start ("...wen3-8B', speculative_config=None, ..."): the text from
+    its first whole ``key=`` on (the cut value before it says nothing)."""
+    m = _FIRST_KEY.search(text)
+    return text[m.start(1) :] if m else None
+
+
 def parse_value(text: str) -> Any:
     """Parse a Python-repr/JSON value or ``k=v, ...`` list; raises ValueError if it cannot."""
     if _too_deep(text):

@@ -301,4 +301,9 @@ class GD100(Rule):
         out += f": {text}" if text else ", and the exception carries no text"
         if m.nccl_load_failure is not None:
             out += "; before it the log shows the NCCL library failed to load"
+        if m.capture_error_evidence is not None:
+            confidence, evidence, conflict = m.capture_error_evidence
+            out += f". {confidence.capitalize()} a capture failure: {evidence}"
+            if conflict:
+                out += f" ({conflict})"
         return out

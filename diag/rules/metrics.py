@@ -141,6 +141,8 @@ class RunMetrics:
     attention_backend: str | None = None
     memory_pressure: bool = False  # an OOM anywhere in the run, retractions or preemptions
     engine_solutions: tuple[str, ...] = ()  # the engine's own printed "Possible solutions"
+    # how the capture error was attributed: (confidence, deciding evidence, overruled evidence)
+    capture_error_evidence: tuple[str, str, str | None] | None = None
     # profiler traces joined to the run (diag.facts.trace_join): decode batches matched to a
     # profiled step, those where the log says graph and the trace eager and the reverse,
     # where the log's verdicts came from, and graph launches no GPU op carries
@@ -365,6 +367,11 @@ def run_metrics(
         attention_backend=rec.resolved_backend,
         memory_pressure=_memory_pressure(t),
         engine_solutions=_printed_solutions(t),
+        capture_error_evidence=(
+            (rec.capture_error.confidence, rec.capture_error.evidence, rec.capture_error.conflict)
+            if rec.capture_error
+            else None
+        ),
     )
 
 

@@ -207,10 +207,26 @@ def _binary_ratio(sample: bytes) -> float:
 _CONTROL = re.compile("[\x00-\x07\x0e-\x1a\x1c-\x1f\x7f]")
 
 
+#: collector prefixes that carry a name (diag.normalize.prefix peels them): a docker-compose
+#: service "svc-1  | " and a "kubectl logs --prefix" pod "[pod/name/container] "
+COMPOSE_PREFIX = r"([A-Za-z0-9][\w.-]*(?:-\d+)?)\s+\|\s?"
+KUBECTL_PREFIX = r"\[pod/([^\]\s]+)\]\s"
+# where such a name stands on a line: after a paste's quote marks and a collector's timestamp
+_NAMED_PREFIX = re.compile(
+    rb"(?m)^(?:>[ \t]?)*(?:\[?\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\]?\s+)?"
+    rb"(?:" + COMPOSE_PREFIX.encode() + rb"|" + KUBECTL_PREFIX.encode() + rb")"
+)
+
+
 def detect_backend(text: bytes) -> str:
-    """vllm / sglang / unknown by counting engine-specific markers."""
-    s = len(SGLANG.markers.findall(text))
-    v = len(VLLM.markers.findall(text))
+    """vllm / sglang / unknown by counting engine-specific markers in the text itself. A
+    container's or pod's name ("vllm-server-1  | ") is a hint, counted only when nothing else
+    in the text names an engine: an SGLang server may run in a service named after vLLM."""
+    bare = _NAMED_PREFIX.sub(b"", text) if b"|" in text or b"[pod/" in text else text
+    s = len(SGLANG.markers.findall(bare))
+    v = len(VLLM.markers.findall(bare))
+    if s == v == 0 and bare is not text:
+        s, v = len(SGLANG.markers.findall(text)), len(VLLM.markers.findall(text))
     if s == v == 0:
         return "unknown"
     return SGLANG.name if s > v else VLLM.name

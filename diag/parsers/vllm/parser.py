@@ -32,7 +32,12 @@ from diag.parsers.vllm.runtime import (
     read_stats,
     read_step,
 )
-from diag.parsers.vllm.startup import read_args, read_engine_config, read_note_era
+from diag.parsers.vllm.startup import (
+    engine_config_line,
+    read_args,
+    read_echo_fragment,
+    read_note_era,
+)
 
 
 class VLLMParser(LineParser):
@@ -44,6 +49,9 @@ class VLLMParser(LineParser):
         # start-up and configuration
         "LLM engine",
         "args: ",
+        # an engine-config echo cut before its "with config:" head
+        "compilation_config=",
+        "enforce_eager=",
         "server version",
         "version ",
         "init engine",
@@ -130,9 +138,13 @@ class VLLMParser(LineParser):
             MetricsTableBlock(line).finish(ctx)
             return None
         if "LLM engine" in msg and "Initializing" in msg:
-            read_engine_config(line, ctx)
+            return engine_config_line(line, ctx)
         elif "args: " in msg and ("Namespace(" in msg or "non-default args" in msg):
             read_args(line, ctx)
+        elif ("compilation_config=" in msg or "enforce_eager=" in msg) and read_echo_fragment(
+            line, ctx
+        ):
+            pass
         elif read_capture(line, ctx) or read_sizing(line, ctx) or read_graph_status(line, ctx):
             pass
         else:

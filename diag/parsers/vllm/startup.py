@@ -6,8 +6,13 @@ import re
 from typing import Any
 
 from diag.normalize.prefix import LogLine
-from diag.parsers.base import Context
-from diag.parsers.configs import parse_config_echo, parse_dict
+from diag.parsers.base import Block, Context
+from diag.parsers.configs import (
+    echo_from_first_key,
+    open_brackets,
+    parse_config_echo,
+    parse_dict,
+)
 from diag.parsers.vllm.patterns import (
     ARGS,
     ENGINE,
@@ -48,8 +53,88 @@ def read_note_era(line: LogLine, ctx: Context) -> None:
         vllm_state(ctx).era = era
 
 
-def read_engine_config(line: LogLine, ctx: Context) -> None:
+#: the most header-less lines one hard-wrapped echo continues over
+MAX_WRAPPED_LINES = 64
+# what a piece of a wrapped echo holds (a tqdm bar or a traceback line does not continue it)
+_ECHO_PIECE = re.compile(r"[=,:\[\]{}()]")
+_WARNING = re.compile(r"\S+\.py:\d+: \w*Warning")  # Python's warnings print
+
+
+class WrappedEchoBlock(Block):
+    """An engine-config echo hard-wrapped over several lines (a terminal's or a paste's fold):
+    the header-less lines after it continue it until its brackets close."""
+
+    def __init__(self, line: LogLine) -> None:
+        self.first = line
+        self.text = line.msg.rstrip("\n")
+        self.taken = 0
+
+    def offer(self, line: LogLine) -> bool:
+        msg = line.msg
+        if (
+            line.header is not None
+            or self.taken >= MAX_WRAPPED_LINES
+            or "%|" in msg
+            or msg.lstrip().startswith(("Traceback", 'File "'))
+            or _WARNING.match(msg) is not None
+            or _ECHO_PIECE.search(msg) is None
+        ):
+            self.done = True
+            return False
+        self.text += msg
+        self.taken += 1
+        self.done = _complete(self.text)
+        return True
+
+    def finish(self, ctx: Context) -> None:
+        read_engine_config(self.first, ctx, self.text)
+
+
+def _complete(echo: str) -> bool:
+    """Does the echo end as vLLM ends it, its brackets closed?"""
+    return echo.rstrip().endswith(("}", ")")) and open_brackets(echo) == 0
+
+
+def _cut_head(rest: str) -> bool:
+    """Is ``rest`` (after the version) the start of " with config: ", wrapped inside it?"""
+    return bool(rest.strip()) and " with config: ".startswith(rest.rstrip("\n"))
+
+
+def engine_config_line(line: LogLine, ctx: Context) -> Block | None:
+    """The engine-config echo line; a block where the echo does not end as vLLM ends it (from
+    0.6 with ``compilation_config={...}`` or ``CompilationConfig(...)``, <=0.6.4 with ")";
+    vllm==0.9.1:vllm/config.py:4652) or leaves brackets open: hard-wrapped over lines."""
     m = ENGINE_CONFIG.search(line.msg)
+    cfg = (m.group("cfg") or "").rstrip() if m else ""
+    head_cut = m is not None and m.group("cfg") is None and _cut_head(line.msg[m.end() :])
+    if (cfg and not _complete(cfg)) or head_cut:
+        return WrappedEchoBlock(line)
+    read_engine_config(line, ctx)
+    return None
+
+
+def read_echo_fragment(line: LogLine, ctx: Context) -> bool:
+    """An engine-config echo cut at its start (its "Initializing ... with config:" head lost):
+    the settings it still shows, no new run (the run's start is not in the text)."""
+    msg = line.msg
+    if "compilation_config=" not in msg and not ("enforce_eager=" in msg and "=" in msg[:200]):
+        return False
+    text = echo_from_first_key(msg)
+    if text is None:
+        return False
+    settings = _flatten(parse_config_echo(text))
+    keys = {k for k, _ in settings}
+    if "enforce_eager" not in keys and not any(k.startswith("compilation_config.") for k in keys):
+        return False
+    for key, value in settings:
+        ctx.emit("config", line, engine=ENGINE, origin="engine_config", key=key, value=value)
+    read_graph_config(line, ctx, dict(settings), vllm_state(ctx).era or "")
+    return True
+
+
+def read_engine_config(line: LogLine, ctx: Context, text: str | None = None) -> None:
+    """The echo line (``text``: the whole echo, where it was hard-wrapped over lines)."""
+    m = ENGINE_CONFIG.search(text if text is not None else line.msg)
     if not m:
         return
     eng = m.group("eng")
