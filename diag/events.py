@@ -135,7 +135,8 @@ EVENT_KINDS: dict[str, EventKind] = {
         _kind(
             "error",
             "An exception or error line: class and capture marks from the signature table, the phase of "
-            "its innermost deciding frame (phase) and the phase the log lines had opened (log_phase).",
+            "its innermost deciding frame (phase) and the phase the log lines had opened (log_phase); "
+            "the engine raise site its text matches (site, package==version:path:line) and its cause.",
             engine="str",
             error_class="str",
             message="str",
@@ -145,6 +146,8 @@ EVENT_KINDS: dict[str, EventKind] = {
             log_phase="str",
             secondary="bool",
             reason="str",
+            cause="str",
+            site="str",
         ),
         _kind(
             "phase",
