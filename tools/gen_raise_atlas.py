@@ -20,15 +20,25 @@ and ``.format`` field a wildcard. Each site gets
             the custom all-reduce modules, compile for the compilation backends), else the class.
   source    ``package==version:path:line``.
 
-Too generic templates (less than 12 characters of literal text) are left out and counted.
-Run (each ``--pkg`` is LABEL=ROOT, ROOT the folder holding the package; ``--wheel`` files are
-hashed into the data so a hand ``--check`` can tell whether the stored atlas is this one)::
+Too generic templates (less than 12 characters of literal text) and raises of classes no log
+prints as an exception (``raise Fallback(...)``, caught inside the engine) are left out and
+counted. A site's class is the signature table's (errors.yaml) where a row there names one for
+its message: one vocabulary. The stored atlas was made from (ROOT = the unpacked ``*.py`` of
+each; vllm-ascend's PyPI release is an sdist whose build does not finish here, so its tag
+v0.23.0 = 5cb98caa is read; vllm-gaudi has no PyPI release: its repository at 091bbadd)::
 
+    pip download --no-deps vllm==0.34.0 vllm==0.11.0 sglang==0.5.23 sglang==0.5.7 sglang==0.5.3
     python tools/gen_raise_atlas.py \
-        --pkg vllm==0.34.0=/x/vllm --pkg vllm==0.11.0=/x/vllm011 --pkg sglang==0.5.23=/x/sglang \
-        --pkg vllm-gaudi==github:vllm-project/vllm-gaudi@<sha>=/x/gaudi \
-        --wheel /x/vllm-0.34.0-....whl ... > diag/engines/data/raise_atlas.json
-    python tools/gen_raise_atlas.py ... --check   # exit 1 when the stored file differs
+        --pkg vllm==0.34.0=/x/vllm --pkg vllm==0.11.0=/x/v011 --pkg sglang==0.5.23=/x/sglang \
+        --pkg sglang==0.5.7=/x/sg057 --pkg sglang==0.5.3=/x/sg053 \
+        --pkg vllm-ascend==0.23.0=/x/ascend \
+        --pkg vllm-gaudi==github:vllm-project/vllm-gaudi@091bbadd=/x/gaudi \
+        --wheel /x/vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl --wheel ... \
+        > diag/engines/data/raise_atlas.json
+    python tools/gen_raise_atlas.py ... --check   # exit 1 when the stored rows differ
+
+CI has no wheels, so the test (tests/test_raise_atlas.py) checks the stored rows against their
+stamp (``sha256``) and pastes every site; ``--check`` is the by-hand comparison with the wheels.
 """
 
 from __future__ import annotations
@@ -244,7 +254,12 @@ def _judge(text: str, path: str, exc: str | None) -> tuple[str, str]:
     ar = re.search(r"custom_all_reduce|quick_all_reduce|custom_ar", path)
     if ar:
         return "distributed", "custom_all_reduce"
-    if re.search(r"stream.*captur|captur.*stream|not (?:currently )?capturing|capture status", t):
+    # the capture itself invalidated (not a Python stream variable left unset: that is other)
+    if re.search(
+        r"capture (?:is |was |has been )?invalid|invalidated|not (?:currently )?capturing|"
+        r"capture status|capturing detected at an inappropriate time",
+        t,
+    ):
         return "stream_capture_invalid", "stream_capture_invalid"
     if re.search(
         r"not (?:yet )?supported|unsupported|does not support|doesn't support|do not support|"
