@@ -135,7 +135,8 @@ EVENT_KINDS: dict[str, EventKind] = {
         _kind(
             "error",
             "An exception or error line: class and capture marks from the signature table, the phase of "
-            "its innermost deciding frame (phase) and the phase the log lines had opened (log_phase).",
+            "its innermost deciding frame (phase) and the phase the log lines had opened (log_phase); "
+            "the engine raise site its text matches (site, package==version:path:line) and its cause.",
             engine="str",
             error_class="str",
             message="str",
@@ -146,6 +147,8 @@ EVENT_KINDS: dict[str, EventKind] = {
             secondary="bool",
             reason="str",
             frame_cause="str",  # the cause its innermost frames name (engines/frame_causes.py)
+            cause="str",
+            site="str",
         ),
         _kind(
             "phase",

@@ -123,7 +123,7 @@ def _cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[
 
 
 def test_unrelated_folder_exits_2_with_one_line(tmp_path: Path) -> None:
-    (tmp_path / "a.txt").write_text("shopping list\n- eggs\nValueError: not a server\n")
+    (tmp_path / "a.txt").write_text("shopping list\n- eggs\nthe server said no\n")
     (tmp_path / "b.md").write_text("# notes\nnothing here\n")
     res = CliRunner().invoke(
         main, ["analyze", str(tmp_path), "--no-html", "-o", str(tmp_path / "o")]
@@ -133,6 +133,19 @@ def test_unrelated_folder_exits_2_with_one_line(tmp_path: Path) -> None:
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 3 and "nothing recognised" in lines[-1]
     assert "a.txt: read, but made no run" in res.stderr and "b.md: not a log" in res.stderr
+
+
+def test_an_exception_line_anywhere_is_an_engine_error_run(tmp_path: Path) -> None:
+    """Issue 32 item 1: an error text is never "nothing recognised", whatever else the input
+    holds: a run with an engine error (GD105) whose engine and phase say they are unknown."""
+    (tmp_path / "a.txt").write_text("shopping list\n- eggs\nValueError: not a server\n")
+    res = CliRunner().invoke(
+        main,
+        ["analyze", str(tmp_path), "--no-html", "-o", str(tmp_path / "o"), "--fail-on", "never"],
+    )
+    assert res.exit_code == 0, res.stderr
+    assert "GD105" in res.stdout and "ValueError: not a server" in res.stdout
+    assert "unknown" in res.stdout
 
 
 def test_stdin_gzip_is_read_by_magic_bytes(tmp_path: Path) -> None:

@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 import yaml
 
+from diag.engines import atlas
+
 ErrorClass = Literal["oom", "stream_capture_invalid", "unsupported_op", "distributed", "other"]
 ERROR_CLASSES: tuple[ErrorClass, ...] = (
     "oom",
@@ -159,6 +161,8 @@ class Verdict:
     secondary: bool  # the class-giving row is a follow-on error
     signature: str | None  # id of the class-giving row
     code: str | None = None  # id of the first runtime code the text quotes (``cuda_1``), if any
+    cause: str | None = None  # the cause the engine's raise site gives (``data/raise_atlas.json``)
+    site: str | None = None  # that site, package==version:path:line
 
 
 @cache
@@ -255,10 +259,18 @@ class _Slot:
     error_class: ErrorClass
 
 
+@dataclass(frozen=True)
+class _AtlasSlot:
+    """The ``atlas:`` row: the engines' raise sites (``data/raise_atlas.json``) at that place."""
+
+
 @cache
-def _order() -> tuple[Signature | _Slot, ...]:
-    out: list[Signature | _Slot] = []
+def _order() -> tuple[Signature | _Slot | _AtlasSlot, ...]:
+    out: list[Signature | _Slot | _AtlasSlot] = []
     for row in _errors_yaml()["signatures"]:
+        if "atlas" in row:
+            out.append(_AtlasSlot())
+            continue
         cls = row.get("codes", row.get("class"))
         if cls is not None and cls not in ERROR_CLASSES:
             raise ValueError(f"errors.yaml: {row['id']}: unknown class {cls!r}")
@@ -288,7 +300,7 @@ def signatures() -> tuple[Signature, ...]:
     for row in _order():
         if isinstance(row, _Slot):
             out += [_code_signature(c) for c in runtime_codes() if c.error_class == row.error_class]
-        else:
+        elif isinstance(row, Signature):
             out.append(row)
     return tuple(out)
 
@@ -332,13 +344,23 @@ def judge(text: str) -> Verdict:
     """The class of an error text (``other`` when no row names one) and its capture marks."""
     codes = quoted_codes(text)
     hand = any(rx.search(text) for rx in _hand_any())  # the hand-written rows' prefilter
-    if not codes and not hand:
+    sites = atlas.matches(text)
+    if not codes and not hand and not sites:
         return Verdict("other", False, False, None)
     cls: ErrorClass | None = None
     capture = any(c.capture for c in codes)
     secondary = False
     sig_id = None
+    cause = site = None
     for row in _order():
+        if isinstance(row, _AtlasSlot):
+            if sites:
+                capture = capture or any(s.capture for s in sites)
+                best = next((s for s in sites if s.capture), sites[0])
+                site = best.source
+                if cls is None:  # the class and cause of the site, where no row before said
+                    cls, sig_id, cause = best.error_class, f"atlas:{site}", best.cause  # type: ignore[assignment]
+            continue
         if isinstance(row, _Slot):
             if cls is not None:
                 continue
@@ -352,7 +374,9 @@ def judge(text: str) -> Verdict:
         capture = capture or row.capture
         if cls is None and row.error_class is not None:
             cls, secondary, sig_id = row.error_class, row.secondary, row.id
-    return Verdict(cls or "other", capture, secondary, sig_id, codes[0].id if codes else None)
+    return Verdict(
+        cls or "other", capture, secondary, sig_id, codes[0].id if codes else None, cause, site
+    )
 
 
 def capture_only(text: str) -> bool:

@@ -23,6 +23,7 @@ from functools import lru_cache
 
 from lark import Lark, Token, Tree, UnexpectedInput
 
+from diag.engines import atlas
 from diag.engines import errors as sigs
 from diag.engines.frame_causes import class_and_cause
 from diag.engines.phases import CAPTURE_PHASES, engine_of_frames, phase_table, place
@@ -276,20 +277,44 @@ class TracebackBlock(Block):
         parsed = parse_traceback(self.lines)
         all_frames = parsed.frames
         engine = _engine(ctx, self.first, all_frames)
-        known = ctx.backend != "unknown" or engine_of_frames(all_frames) is not None
         if not parsed.exceptions:
             phase = place(all_frames)
-            if all_frames and (phase is not None or known):
+            tail = [ln.strip() for ln in self.lines if ln.strip() and not _FRAME_OR_CODE.match(ln)]
+            said = sigs.judge("\n".join(tail)) if tail else None
+            if said is not None and said.capture:
+                # no exception line, but the engine's own words under the frames say capture
+                # failed (SGLang's "Possible solutions" list): that is the error
+                ctx.emit(
+                    "error",
+                    self.first,
+                    engine=engine,
+                    error_class=said.error_class,
+                    message=_clip("\n".join(tail)),
+                    capture_related=True,
+                    explicit_capture=True,
+                    phase=phase,
+                    log_phase=self.log_phase,
+                    secondary=said.secondary,
+                    reason="the exception line is not in the log; the engine's capture-failure "
+                    "advice is",
+                    cause=said.cause,
+                    site=said.site,
+                )
+            elif all_frames:
                 cut = (
                     f"the log ends inside a traceback (line {self.last_lineno})"
                     if self.at_end
                     else f"traceback cut before its exception line (line {self.last_lineno})"
                 )
+                # no message to read: the class and cause are the frames' (custom all-reduce
+                # frames are a distributed failure whatever the cut hid)
+                error_class, frame_cause = class_and_cause("other", all_frames)
                 ctx.emit(
                     "error",
                     self.first,
                     engine=engine,
-                    error_class="other",
+                    error_class=error_class,
+                    frame_cause=frame_cause,
                     message=f"traceback in {phase or 'an unknown phase'}; the exception line "
                     f"is not in the log: {cut}",
                     capture_related=phase in CAPTURE_PHASES,
@@ -310,10 +335,8 @@ class TracebackBlock(Block):
             if sec.exception is None:
                 continue
             verdict = sigs.judge(sec.exception)
-            named = verdict.capture or verdict.error_class != "other" or verdict.code is not None
-            if not known and not named:
-                continue  # an unknown text's exception names nothing graphdiag knows (a
-                # runtime's error code is known, whatever the engine)
+            # every exception is an error event, whatever the text around it says of the
+            # engine: an error paste is never "nothing recognised" (GD105 says what is unknown)
             phase = place(sec.frames) or place(all_frames)
             error_class, frame_cause = class_and_cause(verdict.error_class, sec.frames)
             reason = None
@@ -333,9 +356,12 @@ class TracebackBlock(Block):
                 secondary=verdict.secondary,
                 reason=reason,
                 frame_cause=frame_cause,
+                cause=verdict.cause,
+                site=verdict.site,
             )
 
 
+_FRAME_OR_CODE = re.compile(r"^(?:\s|File \"|Traceback|During handling|The above exception)")
 _EMPTY_REASON = re.compile(r"graph failed:\s*$")
 
 
@@ -388,6 +414,16 @@ _SIGNATURE_WORDS = (
     *sigs.line_anchors(),  # a runtime code in its printed form
     "ail",
     "error",
+    *atlas.advice_anchors(),  # a line of an engine's capture-failure advice block
+)
+# an SGLang header line (no level) is judged for capture-explicit words only when it says
+# it failed (its batch lines name "cuda graph" on every step: they stay cheap)
+_SGLANG_ERROR_WORDS = ("rror", "ail", "xception", *atlas.advice_anchors())
+# a runtime's error print, whatever its code: an error line even when the code is not one the
+# table knows (a newer runtime's text, a code cut off)
+_RUNTIME_FORM = re.compile(
+    r"\b(?:CUDA error|Cuda error|CUDA Error|HIP error|NCCL error|ACL error|NPU function error|"
+    r"cuda(?:Error|_ERROR_)\w+|hipError\w+|nccl(?:Unhandled|Internal|System|Invalid|Remote)\w*Error)"
 )
 # what an error print says of itself, whatever printed it (a C++ CUDACHECK's "Failed: Cuda
 # error FILE:LINE 'msg'", a watchdog's "HIP error: ...", an exception line): a header-less line
@@ -451,6 +487,7 @@ class ErrorParser(LineParser):
         "NCCL WARN",
         "Search for `",
         "cannot be captured",
+        *atlas.advice_anchors(),  # the engines' capture-failure advice lines (raise_atlas.json)
         # phase-opening lines the engine parsers do not anchor on already
         "Memory profiling",
         "Model loading",
@@ -482,14 +519,24 @@ class ErrorParser(LineParser):
             "sglang",
             "glog",
         )
-        if erring and _EXC_LINE.match(stripped) and line.header in (None, "vllm", "pylog"):
-            # an exception line with its traceback above it cut off (or a quoted one)
+        if _EXC_LINE.match(stripped) and (
+            (erring and line.header in (None, "vllm", "pylog")) or line.header == "sglang"
+        ):
+            # an exception line with its traceback above it cut off (or a quoted one); SGLang
+            # prints no level, so its header line holding an exception is one
             return self._block(line, stripped, phase)
-        if (erring or _NCCL_LINE in msg) and any(w in msg for w in _SIGNATURE_WORDS):
+        sglang_error = line.header == "sglang" and any(w in msg for w in _SGLANG_ERROR_WORDS)
+        if (erring or _NCCL_LINE in msg or sglang_error) and any(
+            w in msg for w in _SIGNATURE_WORDS
+        ):
             verdict = sigs.judge(msg)
+            if not erring and _NCCL_LINE not in msg and not (verdict.capture or verdict.site):
+                return None  # an SGLang line (no level) is an error by an engine site's words
             if (
                 verdict.capture
                 or verdict.code is not None
+                or verdict.site is not None  # an engine's own error message (raise_atlas.json)
+                or (erring and _RUNTIME_FORM.search(msg) is not None)
                 or (
                     verdict.error_class != "other"
                     and (
@@ -511,6 +558,8 @@ class ErrorParser(LineParser):
                     log_phase=phase,
                     secondary=verdict.secondary,
                     reason=None,
+                    cause=verdict.cause,
+                    site=verdict.site,
                 )
         return None
 

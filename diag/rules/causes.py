@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from diag.engines.errors import signature
+from diag.engines.errors import judge, signature
 from diag.rules.base import Remedy
 from diag.rules.metrics import RunMetrics
 
@@ -102,6 +102,13 @@ SIGNATURES: tuple[Signature, ...] = (
 )
 
 
+# the causes a raise site may narrow a class to (tools/gen_raise_atlas.py names them)
+NARROWER: dict[str, tuple[str, ...]] = {
+    "custom_all_reduce": ("other", "distributed"),
+    "compile": ("other",),
+}
+
+
 def cause_of(error_class: str | None, message: str | None, frame_cause: str | None = None) -> Cause:
     """The remedy cause of an error: its class, narrowed by the message where a signature
     says more (an ``other`` that is an illegal memory access, a ``distributed`` that is a
@@ -109,6 +116,9 @@ def cause_of(error_class: str | None, message: str | None, frame_cause: str | No
     all-reduce, NCCL, an attention backend, a compile step; diag/engines/frame_causes.py)."""
     cls: Cause = error_class if error_class in CLASSES else "other"  # type: ignore[assignment]
     text = message or ""
+    site = judge(text).cause  # the engine raise site's own cause (raise_atlas.json)
+    if site in NARROWER and cls in NARROWER[site]:
+        return site  # type: ignore[return-value]
     for sig in SIGNATURES:
         if cls in sig.refines and sig.pattern.search(text):
             return sig.cause
