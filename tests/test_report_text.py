@@ -106,7 +106,11 @@ def test_markdown_of_every_fixture_incident_is_valid(incident: Path) -> None:
             strict=True,
         ):
             assert row[1] == f"{f.code} {f.name}"
-            assert " ".join(f.message.split()).replace("|", "") in row[3].replace("\\|", "")
+            said, cell = " ".join(f.message.split()).replace("|", ""), row[3].replace("\\|", "")
+            if cell.endswith("…"):  # a long message is cut to MAX_CELL (render/mdtable.py)
+                assert said.startswith(cell[:-1].rstrip()) and len(cell) >= 300, cell
+            else:
+                assert said in cell
     for table in found:
         assert all(len(r) == len(table[0]) for r in table)
     # the display YAML in the ticket parses and matches the report's records
