@@ -57,7 +57,8 @@ def _engine_advice(m: RunMetrics) -> str | None:
 
 
 class GD120(Rule):
-    """Graph capture memory competes with the KV-cache pool, on evidence of a squeeze.
+    """Graph capture memory competes with the KV-cache pool, on evidence of a squeeze, in a
+    pool under pressure.
 
     Evidence, each in numbers the log prints: the decode graphs' capture memory as a share
     of the KV pool (at least ``max_share``); the engine's own graph-memory estimate as a
@@ -65,8 +66,11 @@ class GD120(Rule):
     --gpu-memory-utilization by at least ``max_share`` of its value; or a saturated pool
     (retractions, preemptions) while graphs hold at least ``large_capture_gib``. Never on
     boilerplate text such as vLLM's "CUDA graphs can take additional 1~3 GiB memory per
-    GPU": a line without numbers is no squeeze. The message names only the figures the log
-    shows and says which of the others are missing.
+    GPU": a line without numbers is no squeeze. Only where the pool is under pressure: a run
+    whose token usage peaked below ``pressure_usage`` with nothing retracted or preempted
+    gets a run note instead (its graph memory was not missed); a log that shows no usage is
+    judged on the memory figures alone. The message names only the figures the log shows and
+    says which of the others are missing.
 
     Fires::
 
@@ -96,6 +100,11 @@ class GD120(Rule):
         ),
         "large_capture_gib": Threshold(
             1.0, "Capture memory above 1 GiB is worth reclaiming when the pool is saturated."
+        ),
+        "pressure_usage": Threshold(
+            0.8,
+            "A pool whose token usage stayed below 80 % with nothing retracted or preempted "
+            "never missed the memory the graphs hold: no squeeze to act on.",
         ),
     }
     remedies = (
@@ -182,10 +191,28 @@ class GD120(Rule):
         return out
 
     def fires(self, m: RunMetrics) -> bool:
-        return m.graph_on and bool(self.evidence_found(m))
+        return m.graph_on and bool(self.evidence_found(m)) and self._idle_pool(m) is None
+
+    def _idle_pool(self, m: RunMetrics) -> str | None:
+        """Why the pool shows no pressure (serving seen, usage low, nothing retracted or
+        preempted); None: under pressure, or the log does not show its usage."""
+        peak = m.kv_peak_usage
+        if m.retractions or m.preemptions or peak is None or peak >= self.t("pressure_usage"):
+            return None
+        return (
+            f"the KV pool's token usage peaked at {pct(peak)} with nothing retracted or "
+            "preempted, so the memory graphs hold was not missed"
+        )
 
     def held_back(self, m: RunMetrics) -> str | None:
-        """A saturated pool that cannot be laid at the graphs' door is still said."""
+        """A saturated pool that cannot be laid at the graphs' door is still said, and so is
+        graph memory that would be a squeeze on a pool under pressure."""
+        idle = self._idle_pool(m) if m.graph_on and self.evidence_found(m) else None
+        if idle is not None:
+            return (
+                f"Graph memory is large beside the KV pool ({'; '.join(self.evidence_found(m))}); "
+                f"not reported as {self.code} {self.name}: {idle}"
+            )
         if not (m.retractions or m.preemptions):
             return None
         big = m.largest_graph_gib
