@@ -11,7 +11,7 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,7 @@ from diag.facts.capture_totals import (
     unfinished_capture,
     unplaced_error,
 )
+from diag.facts.graphs import build_graphs, error_runner, name_error_runner
 from diag.facts.requests import request_table
 from diag.facts.run_record import (
     RECORD_KEYS as RECORD_KEYS,  # re-exported: the record's keys are read from here
@@ -77,7 +78,7 @@ DISABLING_REASONS = {
     "tensor_dump",
     "dp_attention",
 }
-DECODE_PHASES = {"decode", "verify", "all", "draft", "draft_extend"}
+DECODE_PHASES = {"decode", "verify", "all", "draft", "draft_extend", "draft_verify"}
 
 
 @dataclass
@@ -100,8 +101,7 @@ class RunFacts:
     # the run's snapshot graph-pool total (GiB), set once where artifacts are joined to runs
     # (see snapshot_graph_pool_gib); rules, advice and renderers read it from here
     snapshot_graph_pool_gib: float | None = None
-    # capture phases other than decode, and how kv_tokens is known (run JSON, beside record)
-    capture_phases: dict[str, float | None] = field(default_factory=dict)
+    # how kv_tokens is known (run JSON, beside record)
     kv_tokens_source: str | None = None
     # diag.facts.trace_join.TraceCheck: the run's profiler traces joined to its batches, set
     # where traces join runs (typed loosely: trace_join imports this module)
@@ -280,6 +280,8 @@ _LOG_CAPTURE_PHASE = {
     "piecewise": "capture_piecewise",
     "draft": "capture_draft",
     "draft_extend": "capture_draft",
+    "draft_verify": "capture_draft",
+    "draft_prefill": "capture_draft",
 }
 
 
@@ -461,11 +463,8 @@ def build_facts(run: Run) -> RunFacts:
     cap_time, cap_mem = _capture_totals(t)
     error, error_at = capture_error(t)
     kv_tokens, kv_source = kv_tokens_with_source(t, config, run.backend)
-    phases: dict[str, float | None] = {}
-    for group in ("piecewise", "draft"):
-        g_time, g_mem = _capture_totals(t, group)
-        phases[f"{group}_capture_time_s"] = g_time
-        phases[f"{group}_capture_mem_gib"] = g_mem
+    failed_in = error_runner(t, error)
+    error = name_error_runner(error, failed_in)
     record = RunRecord(
         graph_mode=mode,
         cudagraph_mode=cudagraph_mode(t, config, run.backend, mode),
@@ -487,6 +486,7 @@ def build_facts(run: Run) -> RunFacts:
         perf=_perf(t, batches),
         resolved_backend=config.attention_backend,
     )
+    record = replace(record, graphs=build_graphs(t, run.backend, record, steps, config, failed_in))
     return RunFacts(
         run,
         config,
@@ -499,7 +499,6 @@ def build_facts(run: Run) -> RunFacts:
         error_at,
         cls.inference_agreement(batches),
         request_table(t, batches),
-        capture_phases=phases,
         kv_tokens_source=kv_source,
         notes=_quiet_run_notes(t) if error is None else [],
     )

@@ -12,9 +12,10 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
 from diag.engines.errors import ErrorClass
+from diag.engines.runners import Model, Runner, Status, Unit
 
 GraphMode = Literal["enabled", "disabled", "unknown"]
-BatchSource = Literal["logged", "inferred", "mixed", "none"]
+BatchSource = Literal["logged", "inferred", "mixed", "metrics", "none"]
 PlacedBy = Literal["frames", "log", "none"]
 
 
@@ -30,6 +31,8 @@ class CaptureError:
     phase: str
     placed_by: PlacedBy
     reason: str | None = None  # why the error text alone places it (JSON only when known)
+    runner: str | None = None  # the graph runner whose capture failed (diag.facts.graphs)
+    model: str | None = None  # target | draft, with runner
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -42,6 +45,9 @@ class CaptureError:
         }
         if self.reason is not None:
             out["reason"] = self.reason
+        if self.runner is not None:
+            out["runner"] = self.runner
+            out["model"] = self.model
         return out
 
 
@@ -105,6 +111,27 @@ class BatchCounts:
 
 
 @dataclass(frozen=True)
+class GraphRunner:
+    """One graph runner of the run (INTERFACE.md's GRAPH): what it captured and served."""
+
+    runner: Runner
+    model: Model
+    backend: str | None  # as the engine names it, lower case
+    sizes: tuple[int, ...] | None
+    unit: Unit | None
+    capture_time_s: float | None
+    capture_mem_gib: float | None
+    status: Status
+    batches: BatchCounts = BatchCounts()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["sizes"] = list(self.sizes) if self.sizes is not None else None
+        out["batches"] = self.batches.to_json()
+        return out
+
+
+@dataclass(frozen=True)
 class Perf:
     """Latency figures a benchmark printed, and mean decode throughput in / out of the window."""
 
@@ -163,6 +190,7 @@ class RunRecord:
     padding_waste: float | None
     perf: Perf
     resolved_backend: str | None
+    graphs: tuple[GraphRunner, ...] = ()  # one per runner (diag.facts.graphs)
     # set where profiler traces join the run (diag.api); JSON only when set
     trace_verified: TraceVerified | None = None
 
@@ -184,7 +212,7 @@ class RunRecord:
             if hasattr(value, "to_json"):
                 value = value.to_json()
             elif isinstance(value, tuple):
-                value = list(value)
+                value = [v.to_json() if hasattr(v, "to_json") else v for v in value]
             out[f.name] = value
         return out
 

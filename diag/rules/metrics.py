@@ -20,6 +20,7 @@ from diag.engines import spec_for
 from diag.engines.spec import EngineConfig, EngineSpec
 from diag.events import EventTables
 from diag.facts import classify as cls
+from diag.facts.graphs import total
 from diag.facts.record import RunFacts, captured_size_count, sizing
 from diag.facts.verdict import EngineError
 from diag.model import Snapshot
@@ -269,6 +270,7 @@ def run_metrics(
     speed = _per_request_speed(batches)
     tp = cfg.tp_size
     spec = spec_for(facts.backend)
+    prefill_time, prefill_mem = total(rec.graphs, model="target", runner="prefill")
     trace = _trace_counts(facts)
     return RunMetrics(
         **trace,
@@ -281,8 +283,8 @@ def run_metrics(
         capture_error_message=rec.capture_error.message if rec.capture_error else None,
         capture_time_s=rec.capture_time_s,
         capture_mem_gib=rec.capture_mem_gib,
-        piecewise_capture_time_s=facts.capture_phases.get("piecewise_capture_time_s"),
-        piecewise_capture_mem_gib=facts.capture_phases.get("piecewise_capture_mem_gib"),
+        piecewise_capture_time_s=prefill_time,
+        piecewise_capture_mem_gib=prefill_mem,
         n_buckets=len(rec.graph_capture_sizes or ())
         or captured_size_count(t)
         or len(sizes)
@@ -334,7 +336,7 @@ def run_metrics(
         speed_out=speed[1],
         speed_samples_in=speed[2],
         speed_samples_out=speed[3],
-        draft_capture_time_s=facts.capture_phases.get("draft_capture_time_s"),
+        draft_capture_time_s=total(rec.graphs, model="draft")[0],
         profile_cuda_graph=cfg.profile_cuda_graph,
         ceiling_flag=spec.ceiling_flag(facts.engine_version, cfg.raw, None) if spec else "",
         graphs_off_flag=spec.graphs_off_flag(facts.engine_version, cfg.raw) if spec else "",
