@@ -223,6 +223,20 @@ EVENT_KINDS: dict[str, EventKind] = {
             origin="str",
         ),
         _kind(
+            "iteration",
+            "A per-iteration line (vLLM --enable-logging-iteration-details): the step's "
+            "context (prefill) and generation (decode) requests and tokens; host time.",
+            engine="str",
+            iteration="int",
+            ctx_reqs="int",
+            ctx_tokens="int",
+            gen_reqs="int",
+            gen_tokens="int",
+            elapsed_ms="float",
+            kv_usage="float",
+            engine_index="int",
+        ),
+        _kind(
             "request",
             "A request life-cycle line (received/added/finished/aborted).",
             engine="str",

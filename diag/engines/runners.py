@@ -36,6 +36,7 @@ PHASE_RUNNER: dict[str, tuple[Runner, Model]] = {
     "draft_prefill": ("prefill", "draft"),
 }
 
+
 def phase_of(runner: str, model: str) -> str | None:
     """The parsed phase name of a runner (the inverse of :data:`PHASE_RUNNER`)."""
     for phase, rm in PHASE_RUNNER.items():

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from diag.engines import EngineConfig
@@ -115,9 +116,12 @@ def _prefill_counts(tables: EventTables) -> BatchCounts:
     return _counts(graph, eager, int(flag.isna().sum()), "logged")
 
 
-def _mixed_counts(steps: DecodeSteps) -> BatchCounts:
-    """vLLM mixed (prefill + decode) steps by their logged mode (DEBUG step lines)."""
-    if steps.empty or "mixed" not in steps.frame.columns:
+def _mixed_counts(steps: DecodeSteps, ceiling: int | None, serves_mixed: bool) -> BatchCounts:
+    """vLLM mixed (prefill + decode) steps: by their logged mode (DEBUG step lines), else
+    inferred from their scheduled tokens (``Iteration`` lines): within the mixed set's
+    largest size a piecewise graph replays, above it the step runs eagerly (vllm==0.34.0:
+    vllm/v1/cudagraph_dispatcher.py)."""
+    if steps.empty:
         return BatchCounts()
     frame = steps.frame
     keep = steps.rank_rows()
@@ -126,13 +130,21 @@ def _mixed_counts(steps: DecodeSteps) -> BatchCounts:
         mixed &= keep
     if not mixed.any():
         return BatchCounts()
-    flag = frame["graph"].to_numpy()[mixed]
+    flag = frame["graph"].to_numpy()[mixed].astype(np.int64)
     weight = frame["batches"].to_numpy()[mixed]
+    tokens = frame["tokens"].to_numpy()[mixed]
+    guess = (flag < 0) & (tokens > 0)
+    if ceiling is not None and guess.any():
+        flag = flag.copy()
+        flag[guess] = np.where((tokens[guess] <= ceiling) & serves_mixed, 2, 3)
+    logged = bool(((flag == 0) | (flag == 1)).any())
+    inferred = bool((flag >= 2).any())
+    source = "mixed" if logged and inferred else "inferred" if inferred else "logged"
     return _counts(
-        int(weight[flag == 1].sum()),
-        int(weight[flag == 0].sum()),
+        int(weight[(flag == 1) | (flag == 2)].sum()),
+        int(weight[(flag == 0) | (flag == 3)].sum()),
         int(weight[flag < 0].sum()),
-        "logged",
+        source,
     )
 
 
@@ -200,7 +212,11 @@ def build_graphs(
         elif runner == "prefill" and model == "target" and engine == "sglang":
             batches = _prefill_counts(tables)
         elif runner == "mixed" and engine == "vllm":
-            batches = _mixed_counts(steps)
+            batches = _mixed_counts(
+                steps,
+                max(sizes) if sizes else None,
+                str(record.cudagraph_mode or "").upper() != "FULL_DECODE_ONLY",
+            )
         else:
             batches = BatchCounts()
         out.append(

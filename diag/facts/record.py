@@ -57,6 +57,7 @@ from diag.facts.run_record import (
 )
 from diag.facts.runs import Run
 from diag.facts.settings import engine_config
+from diag.facts.stalls import CaptureStall, capture_stalls
 from diag.facts.steps import DecodeSteps, decode_steps
 from diag.facts.verdict import RunState, run_state
 from diag.model import Snapshot
@@ -101,6 +102,8 @@ class RunFacts:
     # the run's snapshot graph-pool total (GiB), set once where artifacts are joined to runs
     # (see snapshot_graph_pool_gib); rules, advice and renderers read it from here
     snapshot_graph_pool_gib: float | None = None
+    # ranks stuck in a capture (diag.facts.stalls)
+    stalls: tuple[CaptureStall, ...] = ()
     # how kv_tokens is known (run JSON, beside record)
     kv_tokens_source: str | None = None
     # diag.facts.trace_join.TraceCheck: the run's profiler traces joined to its batches, set
@@ -246,7 +249,8 @@ def capture_sizes(tables: EventTables, config: EngineConfig) -> list[int] | None
     sizes = _rank0(tables["capture_sizes"])
     if not sizes.empty:
         listed = sizes[
-            sizes["sizes"].notna() & sizes["phase"].isin(["decode", "mixed", "metrics", "all"])
+            sizes["sizes"].notna()
+            & sizes["phase"].isin(["decode", "verify", "mixed", "metrics", "all"])
         ]
         if not listed.empty:
             return sorted(set(json.loads(listed["sizes"].iloc[-1])))
@@ -487,6 +491,7 @@ def build_facts(run: Run) -> RunFacts:
         resolved_backend=config.attention_backend,
     )
     record = replace(record, graphs=build_graphs(t, run.backend, record, steps, config, failed_in))
+    stalls = capture_stalls(t) if error is None else ()
     return RunFacts(
         run,
         config,
@@ -495,11 +500,12 @@ def build_facts(run: Run) -> RunFacts:
         batches,
         record,
         _ranks(run, batches),
-        run_state(t, record),
+        run_state(t, record, stalls),
         error_at,
         cls.inference_agreement(batches),
         request_table(t, batches),
         kv_tokens_source=kv_source,
+        stalls=stalls,
         notes=_quiet_run_notes(t) if error is None else [],
     )
 

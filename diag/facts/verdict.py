@@ -205,8 +205,9 @@ def _captured(t: EventTables, record: RunRecord) -> str | None:
     return None
 
 
-def run_state(t: EventTables, record: RunRecord) -> RunState:
-    """The verdict the run's own lines support (never ``warn``: that needs the rules)."""
+def run_state(t: EventTables, record: RunRecord, stalls: Sequence[Any] = ()) -> RunState:
+    """The verdict the run's own lines support (never ``warn``: that needs the rules); a
+    rank stuck in capture (``stalls``, diag.facts.stalls) makes it ``incomplete``."""
     err = record.capture_error
     if err is not None:
         phase = (err.phase or "unknown").replace("_", " ")
@@ -241,6 +242,13 @@ def run_state(t: EventTables, record: RunRecord) -> RunState:
             "startup_failed",
             f"the engine failed {failure.during}, {_BEFORE_SERVING}: {said}{after}",
             failure,
+        )
+    if stalls:
+        return RunState(
+            "incomplete",
+            "a rank is stuck in graph capture: "
+            + "; ".join(s.sentence() for s in stalls[:3])
+            + (f" (and {len(stalls) - 3} more)" if len(stalls) > 3 else ""),
         )
     cut = unfinished_capture(t)
     if cut is not None:

@@ -120,6 +120,8 @@ class RunMetrics:
     speed_samples_in: int
     speed_samples_out: int
     draft_capture_time_s: float | None = None
+    # ranks stuck in capture, each in one sentence (diag.facts.stalls)
+    capture_stalls: tuple[str, ...] = ()
     profile_cuda_graph: bool = False
     # the engine's own spellings for this version (diag/engines specs)
     ceiling_flag: str = ""  # sets the ceiling, no value
@@ -337,6 +339,7 @@ def run_metrics(
         speed_samples_in=speed[2],
         speed_samples_out=speed[3],
         draft_capture_time_s=total(rec.graphs, model="draft")[0],
+        capture_stalls=tuple(s.sentence() for s in facts.stalls),
         profile_cuda_graph=cfg.profile_cuda_graph,
         ceiling_flag=spec.ceiling_flag(facts.engine_version, cfg.raw, None) if spec else "",
         graphs_off_flag=spec.graphs_off_flag(facts.engine_version, cfg.raw) if spec else "",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from diag.rules.base import Rule
 from diag.rules.gd100_capture_failed import GD100
 from diag.rules.gd101_too_many_sizes import GD101
+from diag.rules.gd102_capture_stalled import GD102
 from diag.rules.gd105_engine_error import GD105
 from diag.rules.gd110_out_of_window import GD110
 from diag.rules.gd111_padding_waste import GD111
@@ -23,6 +24,7 @@ from diag.rules.gd181_graph_launches_without_ops import GD181
 RULES: tuple[type[Rule], ...] = (
     GD100,
     GD101,
+    GD102,
     GD105,
     GD110,
     GD111,

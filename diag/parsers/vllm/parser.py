@@ -26,6 +26,7 @@ from diag.parsers.vllm.patterns import (
 )
 from diag.parsers.vllm.runtime import (
     read_graph_status,
+    read_iteration,
     read_other,
     read_request,
     read_sizing,
@@ -78,6 +79,7 @@ class VLLMParser(LineParser):
         "Free memory on device",
         # runtime
         "Avg prompt throughput",
+        "Iteration(",
         "Unpadded Tokens",
         "- Mode:",
         "- Capture sizes:",
@@ -117,6 +119,8 @@ class VLLMParser(LineParser):
             return None
         if "Avg prompt throughput" in msg:
             read_stats(line, ctx)
+            return None
+        if "Iteration(" in msg and read_iteration(line, ctx):
             return None
         if "Running batch with cudagraph_mode" in msg:
             read_step(line, ctx)
