@@ -78,6 +78,7 @@ class EngineConfig:
     attn_tp: int = 1  # SGLang tp_size // dp_size under DP attention, else tp_size
     two_batch_overlap: bool = False  # SGLang
     padding: bool = True  # the engine's padding-off switch (SGLang --disable-cuda-graph-padding)
+    prefill_graphs_off: bool = False  # SGLang: the user turned prefill graphs off
     # steps one periodic batch line stands for (SGLang --decode-log-interval), and the seconds
     # one stats line covers (vLLM VLLM_LOG_STATS_INTERVAL); None where the engine has none
     steps_per_batch_line: int | None = None

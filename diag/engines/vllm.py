@@ -141,7 +141,11 @@ STATS_INTERVAL_S = 10.0
 def engine_settings(config: EngineConfig) -> EngineConfig:
     """Token budget, speculative tokens (the echo's ``speculative_config``: ``num_spec_tokens``
     from 0.10, ``num_speculative_tokens`` in the CLI spelling) and the stats interval."""
-    c = config.raw
+    c = dict(config.raw)
+    nested = c.get("speculative_config")
+    if isinstance(nested, dict):  # the echo's SpeculativeConfig(...) repr, read as a mapping
+        for key, value in nested.items():
+            c.setdefault(f"speculative_config.{key}", value)
     k = 0
     method = None
     for key in (

@@ -40,6 +40,7 @@ from diag.facts.capture_totals import (
     unfinished_capture,
     unplaced_error,
 )
+from diag.facts.config_eager import ConfigEager, config_eager
 from diag.facts.graphs import build_graphs, error_runner, name_error_runner
 from diag.facts.requests import request_table
 from diag.facts.run_record import (
@@ -104,6 +105,8 @@ class RunFacts:
     snapshot_graph_pool_gib: float | None = None
     # ranks stuck in a capture (diag.facts.stalls)
     stalls: tuple[CaptureStall, ...] = ()
+    # settings that sent batches eager, with the engine's line (diag.facts.config_eager)
+    config_eager: tuple[ConfigEager, ...] = ()
     # how kv_tokens is known (run JSON, beside record)
     kv_tokens_source: str | None = None
     # diag.facts.trace_join.TraceCheck: the run's profiler traces joined to its batches, set
@@ -506,6 +509,7 @@ def build_facts(run: Run) -> RunFacts:
         request_table(t, batches),
         kv_tokens_source=kv_source,
         stalls=stalls,
+        config_eager=config_eager(t, record, config, batches),
         notes=_quiet_run_notes(t) if error is None else [],
     )
 

@@ -46,8 +46,7 @@ class CaptureError:
         if self.reason is not None:
             out["reason"] = self.reason
         if self.runner is not None:
-            out["runner"] = self.runner
-            out["model"] = self.model
+            out.update(runner=self.runner, model=self.model)
         return out
 
 

@@ -20,6 +20,7 @@ from diag.engines import spec_for
 from diag.engines.spec import EngineConfig, EngineSpec
 from diag.events import EventTables
 from diag.facts import classify as cls
+from diag.facts.config_eager import ConfigEager
 from diag.facts.graphs import total
 from diag.facts.record import RunFacts, captured_size_count, sizing
 from diag.facts.verdict import EngineError
@@ -122,6 +123,9 @@ class RunMetrics:
     draft_capture_time_s: float | None = None
     # ranks stuck in capture, each in one sentence (diag.facts.stalls)
     capture_stalls: tuple[str, ...] = ()
+    # settings that sent batches eager (diag.facts.config_eager)
+    config_eager: tuple[ConfigEager, ...] = ()
+    capture_sizes: tuple[int, ...] = ()  # the run's window (logged, configured or default)
     profile_cuda_graph: bool = False
     # the engine's own spellings for this version (diag/engines specs)
     ceiling_flag: str = ""  # sets the ceiling, no value
@@ -340,6 +344,8 @@ def run_metrics(
         speed_samples_out=speed[3],
         draft_capture_time_s=total(rec.graphs, model="draft")[0],
         capture_stalls=tuple(s.sentence() for s in facts.stalls),
+        config_eager=facts.config_eager,
+        capture_sizes=tuple(sizes),
         profile_cuda_graph=cfg.profile_cuda_graph,
         ceiling_flag=spec.ceiling_flag(facts.engine_version, cfg.raw, None) if spec else "",
         graphs_off_flag=spec.graphs_off_flag(facts.engine_version, cfg.raw) if spec else "",

@@ -11,6 +11,7 @@ from diag.rules.gd105_engine_error import GD105
 from diag.rules.gd110_out_of_window import GD110
 from diag.rules.gd111_padding_waste import GD111
 from diag.rules.gd112_oversized_window import GD112
+from diag.rules.gd115_config_eager import GD115
 from diag.rules.gd120_kv_squeeze import GD120
 from diag.rules.gd130_prefill_node_graph_on import GD130
 from diag.rules.gd131_graph_disabled import GD131
@@ -29,6 +30,7 @@ RULES: tuple[type[Rule], ...] = (
     GD110,
     GD111,
     GD112,
+    GD115,
     GD120,
     GD130,
     GD131,
