@@ -59,6 +59,7 @@ from diag.facts.run_record import (
 from diag.facts.runs import Run
 from diag.facts.settings import engine_config
 from diag.facts.stalls import CaptureStall, capture_stalls
+from diag.facts.startup import Stage, startup_timeline
 from diag.facts.steps import DecodeSteps, decode_steps
 from diag.facts.verdict import RunState, run_state
 from diag.model import Snapshot
@@ -107,6 +108,8 @@ class RunFacts:
     stalls: tuple[CaptureStall, ...] = ()
     # settings that sent batches eager, with the engine's line (diag.facts.config_eager)
     config_eager: tuple[ConfigEager, ...] = ()
+    # the start-up timeline (diag.facts.startup)
+    startup: tuple[Stage, ...] = ()
     # how kv_tokens is known (run JSON, beside record)
     kv_tokens_source: str | None = None
     # diag.facts.trace_join.TraceCheck: the run's profiler traces joined to its batches, set
@@ -510,6 +513,7 @@ def build_facts(run: Run) -> RunFacts:
         kv_tokens_source=kv_source,
         stalls=stalls,
         config_eager=config_eager(t, record, config, batches),
+        startup=startup_timeline(t),
         notes=_quiet_run_notes(t) if error is None else [],
     )
 

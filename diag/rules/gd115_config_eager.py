@@ -52,7 +52,7 @@ class GD115(Rule):
     name = "config-eager"
     severity = "warning"
     trigger = "the engine's own line shows a setting that sends batches out of the graph window"
-    impact = 70
+    impact = 60  # as GD110 (ties: code order); both say the same batches ran eager
     evidence = "config_eager"
     thresholds = {}
     remedies = (

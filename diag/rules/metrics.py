@@ -23,6 +23,7 @@ from diag.facts import classify as cls
 from diag.facts.config_eager import ConfigEager
 from diag.facts.graphs import total
 from diag.facts.record import RunFacts, captured_size_count, sizing
+from diag.facts.startup import capture_share
 from diag.facts.verdict import EngineError
 from diag.model import Snapshot
 from diag.rules.advisories import Advisory
@@ -126,6 +127,8 @@ class RunMetrics:
     # settings that sent batches eager (diag.facts.config_eager)
     config_eager: tuple[ConfigEager, ...] = ()
     capture_sizes: tuple[int, ...] = ()  # the run's window (logged, configured or default)
+    # (capture seconds, start-up seconds to the first request) from the timeline
+    startup_capture: tuple[float, float] | None = None
     profile_cuda_graph: bool = False
     # the engine's own spellings for this version (diag/engines specs)
     ceiling_flag: str = ""  # sets the ceiling, no value
@@ -346,6 +349,7 @@ def run_metrics(
         capture_stalls=tuple(s.sentence() for s in facts.stalls),
         config_eager=facts.config_eager,
         capture_sizes=tuple(sizes),
+        startup_capture=capture_share(facts.startup),
         profile_cuda_graph=cfg.profile_cuda_graph,
         ceiling_flag=spec.ceiling_flag(facts.engine_version, cfg.raw, None) if spec else "",
         graphs_off_flag=spec.graphs_off_flag(facts.engine_version, cfg.raw) if spec else "",
