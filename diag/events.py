@@ -237,6 +237,17 @@ EVENT_KINDS: dict[str, EventKind] = {
             engine_index="int",
         ),
         _kind(
+            "metric",
+            "A graph counter sample of a /metrics scrape (SGLang cuda_graph_passes_total, vLLM "
+            "cudagraph_iterations): its mode label, tp_rank, value and scrape index.",
+            engine="str",
+            name="str",
+            mode="str",
+            tp_rank="int",
+            value="float",
+            scrape="int",
+        ),
+        _kind(
             "request",
             "A request life-cycle line (received/added/finished/aborted).",
             engine="str",

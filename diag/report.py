@@ -168,6 +168,10 @@ class RunReport:
             # beside the record (whose keys INTERFACE fixes): the start-up timeline, how
             # kv_tokens is known
             "startup": [clean_json(s.to_json()) for s in self.facts.startup],
+            # graph passes per mode from /metrics scrapes (totals, deltas between scrapes)
+            "metrics": (
+                None if self.facts.metric_counts is None else self.facts.metric_counts.to_json()
+            ),
             "kv_tokens_source": self.facts.kv_tokens_source,
             "ranks": [clean_json(r.to_json()) for r in self.facts.ranks],
             "findings": [f.to_dict() for f in self.findings],

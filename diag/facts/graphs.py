@@ -23,6 +23,7 @@ from diag.engines import EngineConfig
 from diag.engines.runners import PHASE_RUNNER, Model, Runner, Status, phase_of, unit_of
 from diag.events import EventTables
 from diag.facts.access import _rank0
+from diag.facts.metric_counts import MetricCounts
 from diag.facts.run_record import BatchCounts, CaptureError, GraphRunner, RunRecord
 from diag.facts.steps import DecodeSteps
 
@@ -167,6 +168,7 @@ def build_graphs(
     steps: DecodeSteps,
     config: EngineConfig,
     error_runner: tuple[Runner, Model] | None,
+    counted: MetricCounts | None = None,
 ) -> tuple[GraphRunner, ...]:
     """One entry per runner the logs show; the target decode (or verify) entry first."""
     phases = _phases(tables)
@@ -186,6 +188,10 @@ def build_graphs(
                 wanted.append((runner, model, {phase}))
             else:
                 next(w for w in wanted if w[0] == runner and w[1] == model)[2].add(phase)
+    if not wanted and counted is not None:  # a /metrics dump alone: the runners it counts
+        wanted.append(("decode", "target", {"decode"}))
+        if counted.has_prefill:
+            wanted.append(("prefill", "target", {"prefill"}))
     if not wanted and (record.graph_mode == "disabled" or spans_all or error_runner):
         runner0: Runner = "mixed" if engine == "vllm" else "decode"
         if error_runner is not None:
@@ -207,10 +213,17 @@ def build_graphs(
         time_s, mem = _time_mem(tables, which if is_main else which - {"all", "metrics"})
         disabled = record.graph_mode == "disabled" or (runner == "prefill" and disabled_prefill)
         status = _status(tables, which, error_runner == (runner, model), disabled)
+        if status == "unknown" and counted is not None:
+            tot = counted.totals
+            if (tot.prefill_graph if runner == "prefill" else tot.decode_graph) > 0:
+                status = "captured"  # the counters show passes served by this runner's graphs
         if is_main:
             batches = record.batches
         elif runner == "prefill" and model == "target" and engine == "sglang":
             batches = _prefill_counts(tables)
+            if batches.source == "none" and counted is not None and counted.has_prefill:
+                tot = counted.totals
+                batches = BatchCounts(tot.prefill_graph, tot.prefill_eager, 0, "metrics")
         elif runner == "mixed" and engine == "vllm":
             batches = _mixed_counts(
                 steps,

@@ -42,6 +42,7 @@ from diag.facts.capture_totals import (
 )
 from diag.facts.config_eager import ConfigEager, config_eager
 from diag.facts.graphs import build_graphs, error_runner, name_error_runner
+from diag.facts.metric_counts import MetricCounts, metric_counts, with_metric_counts
 from diag.facts.requests import request_table
 from diag.facts.run_record import (
     RECORD_KEYS as RECORD_KEYS,  # re-exported: the record's keys are read from here
@@ -110,6 +111,8 @@ class RunFacts:
     config_eager: tuple[ConfigEager, ...] = ()
     # the start-up timeline (diag.facts.startup)
     startup: tuple[Stage, ...] = ()
+    # batches per graph mode from /metrics counters (diag.facts.metric_counts)
+    metric_counts: MetricCounts | None = None
     # how kv_tokens is known (run JSON, beside record)
     kv_tokens_source: str | None = None
     # diag.facts.trace_join.TraceCheck: the run's profiler traces joined to its batches, set
@@ -496,7 +499,12 @@ def build_facts(run: Run) -> RunFacts:
         perf=_perf(t, batches),
         resolved_backend=config.attention_backend,
     )
-    record = replace(record, graphs=build_graphs(t, run.backend, record, steps, config, failed_in))
+    counted = metric_counts(t)
+    if counted is not None:
+        record = with_metric_counts(record, counted)
+    record = replace(
+        record, graphs=build_graphs(t, run.backend, record, steps, config, failed_in, counted)
+    )
     stalls = capture_stalls(t) if error is None else ()
     return RunFacts(
         run,
@@ -514,6 +522,7 @@ def build_facts(run: Run) -> RunFacts:
         stalls=stalls,
         config_eager=config_eager(t, record, config, batches),
         startup=startup_timeline(t),
+        metric_counts=counted,
         notes=_quiet_run_notes(t) if error is None else [],
     )
 

@@ -175,6 +175,8 @@ def _count(n: int, what: str) -> str:
 def _served(t: EventTables, batches: BatchCounts) -> str | None:
     """How the log shows the server serving, in words; None when it does not."""
     decided = batches.graph + batches.eager + batches.unknown
+    if decided and batches.source == "metrics":
+        return f"served {_count(decided, 'decode step')} by its /metrics counters"
     if decided:
         return f"served {_count(decided, 'decode batch')}"
     for kind, what in (
@@ -199,6 +201,10 @@ def _captured(t: EventTables, record: RunRecord) -> str | None:
     b = record.batches
     if b.graph and b.source in ("logged", "mixed"):
         return FLAGGED
+    if b.graph and b.source == "metrics":
+        return (
+            f"captured graphs (its /metrics counters show {b.graph:,} graph-served decode passes)"
+        )
     began = not (t["capture_begin"].empty and t["capture_progress"].empty)
     if began and unfinished_capture(t) is None:
         return "captured graphs (the capture ran to its end)"

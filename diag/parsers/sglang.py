@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from diag.normalize.prefix import LogLine
-from diag.parsers import periodic
+from diag.parsers import periodic, prometheus
 from diag.parsers.base import Block, Context, LineParser, num, parse_int_list, to_int
 from diag.parsers.configs import parse_kwargs
 
@@ -175,10 +175,13 @@ class SGLangParser(LineParser):
         "mem_fraction_static",
         "Registering",
         "cuda graph",
+        *prometheus.ANCHORS,
     )
 
     def feed(self, line: LogLine, ctx: Context) -> Block | None:
         msg = line.msg
+        if "cuda_graph_passes_total" in msg and prometheus.read_metric(line, ctx, ENGINE):
+            return None
         if "Decode batch" in msg or msg.startswith("#running-req:"):
             self._decode(line, ctx)
         elif "Prefill batch" in msg or "new fill batch" in msg:

@@ -50,12 +50,15 @@ USER_OFF_REASONS = frozenset({"enforce_eager", "mode_none", "skipping_capture", 
 # advisories that carry the engine's own numbers about graph memory against the KV pool
 NUMERIC_MEMORY_ADVISORIES = ("graph_memory_profiling", "capping_capture_sizes")
 
-EagerCause = Literal["above_ceiling", "unpadded_gap", "engine_reported_eager", "logged_eager"]
+EagerCause = Literal[
+    "above_ceiling", "unpadded_gap", "engine_reported_eager", "logged_eager", "counted_eager"
+]
 EAGER_LABELS: dict[str, str] = {
     "above_ceiling": "above the ceiling",
     "unpadded_gap": "between captured sizes with padding off",
     "engine_reported_eager": "flagged eager by the engine inside the window",
     "logged_eager": "flagged eager by the engine, window not in the log",
+    "counted_eager": "counted eager by the engine's /metrics counters, batch sizes not known",
 }
 
 
@@ -256,6 +259,8 @@ def run_metrics(
     counts = rec.batches
     shape = rec.decode_batch_shape
     eager_by_reason = _eager_by_reason(batches)
+    if counts.source == "metrics":  # no batch lines: the counters say how many, not why
+        eager_by_reason = {"counted_eager": float(counts.eager)}
 
     sizes = rec.graph_capture_sizes or facts.window.sizes or ()
     adv = t["advisory"]

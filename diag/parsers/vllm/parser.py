@@ -14,6 +14,7 @@ A new start-up (config echo, args echo, API server banner) resets the run state.
 from __future__ import annotations
 
 from diag.normalize.prefix import LogLine
+from diag.parsers import prometheus
 from diag.parsers.base import Block, Context, LineParser
 from diag.parsers.vllm.capture import read_capture, read_progress
 from diag.parsers.vllm.metrics_table import LOOSE_ROWS, MetricsTableBlock
@@ -80,6 +81,7 @@ class VLLMParser(LineParser):
         # runtime
         "Avg prompt throughput",
         "Iteration(",
+        *prometheus.ANCHORS,
         "Unpadded Tokens",
         "- Mode:",
         "- Capture sizes:",
@@ -119,6 +121,8 @@ class VLLMParser(LineParser):
             return None
         if "Avg prompt throughput" in msg:
             read_stats(line, ctx)
+            return None
+        if "cudagraph_iterations" in msg and prometheus.read_metric(line, ctx, ENGINE):
             return None
         if "Iteration(" in msg and read_iteration(line, ctx):
             return None
