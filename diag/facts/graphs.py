@@ -175,7 +175,10 @@ def build_graphs(
     wanted: list[tuple[Runner, Model, set[str]]] = []
     spans_all = "all" in phases or "metrics" in phases
     if engine == "vllm":
-        for runner, phase in _vllm_runners(tables, record.cudagraph_mode):
+        sets = _vllm_runners(tables, record.cudagraph_mode)
+        if config.encoder_budgets and not any(r == "encoder" for r, _ in sets):
+            sets.append(("encoder", "encoder"))  # cudagraph_mm_encoder with its budgets
+        for runner, phase in sets:
             wanted.append(
                 (runner, "target", {phase} | ({"all", "metrics"} if spans_all else set()))
             )
@@ -243,6 +246,9 @@ def build_graphs(
                 capture_mem_gib=mem,
                 status=status,
                 batches=batches,
+                specialized=("lora",)
+                if config.lora_specialized and runner in ("decode", "mixed")
+                else (),
             )
         )
     if (
@@ -303,13 +309,7 @@ def _vllm_sizes(
         if _text(row.get("mode")):
             backend = str(row["mode"])
     if runner == "encoder":
-        budgets = config.raw.get("encoder_cudagraph_token_budgets")
-        sizes = (
-            tuple(sorted(int(b) for b in budgets))
-            if isinstance(budgets, list) and budgets
-            else None
-        )
-        return sizes, backend or "full"
+        return config.encoder_budgets or None, backend or "full"
     mode = str(record.cudagraph_mode or "").upper()
     if backend is None:
         backend = "full" if runner == "decode" or mode == "FULL" else "piecewise"

@@ -122,11 +122,18 @@ class GraphRunner:
     capture_mem_gib: float | None
     status: Status
     batches: BatchCounts = BatchCounts()
+    # what each size is captured once per (vLLM "lora": with and without LoRA, twice the
+    # graphs and their memory); JSON only when set
+    specialized: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
         out["sizes"] = list(self.sizes) if self.sizes is not None else None
         out["batches"] = self.batches.to_json()
+        if self.specialized:
+            out["specialized"] = list(self.specialized)
+        else:
+            del out["specialized"]
         return out
 
 
