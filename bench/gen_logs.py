@@ -350,12 +350,29 @@ def vllm_lines(
             block = _VLLM_TRACEBACK.format(ts=ts, api=api, core=core).split("\n")
         else:
             block = [_vllm_steady(rng, ts, api, core, running, waiting)]
+            if "Avg prompt throughput" in block[0]:  # its iteration line (no draw: same stream)
+                block.append(_vllm_iteration(ts, api, len(block[0]), running, waiting))
             if rng.random() < 0.02:
                 running = max(1, min(256, running + rng.randint(-12, 12)))
                 waiting = max(0, waiting + rng.randint(-5, 5)) if running > 200 else 0
         for line in block:
             written += len(line) + 1
             yield line
+
+
+def _vllm_iteration(ts: str, api: str, n: int, running: int, waiting: int) -> str:
+    """An ``--enable-logging-iteration-details`` line (vllm==0.34.0:vllm/v1/metrics/
+    loggers.py:199-216), the two shapes alternating (0.20's core.py line ends at the time)."""
+    ctx = waiting % 3
+    head = f"{api} INFO {ts} [loggers.py:199] "
+    line = (
+        f"Iteration({n * 7 + running}): {ctx} context requests, {ctx * 517} context tokens, "
+        f"{running} generation requests, {running} generation tokens, "
+        f"iteration elapsed time: {running * 0.37:.2f} ms"
+    )
+    if n % 2:
+        return head + line
+    return head + f"Engine 000: {line}, GPU KV cache usage: {n % 100:.1f}%"
 
 
 def _vllm_steady(

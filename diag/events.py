@@ -227,6 +227,31 @@ EVENT_KINDS: dict[str, EventKind] = {
             origin="str",
         ),
         _kind(
+            "iteration",
+            "A per-iteration line (vLLM --enable-logging-iteration-details): the step's "
+            "context (prefill) and generation (decode) requests and tokens; host time.",
+            engine="str",
+            iteration="int",
+            ctx_reqs="int",
+            ctx_tokens="int",
+            gen_reqs="int",
+            gen_tokens="int",
+            elapsed_ms="float",
+            kv_usage="float",
+            engine_index="int",
+        ),
+        _kind(
+            "metric",
+            "A graph counter sample of a /metrics scrape (SGLang cuda_graph_passes_total, vLLM "
+            "cudagraph_iterations): its mode label, tp_rank, value and scrape index.",
+            engine="str",
+            name="str",
+            mode="str",
+            tp_rank="int",
+            value="float",
+            scrape="int",
+        ),
+        _kind(
             "request",
             "A request life-cycle line (received/added/finished/aborted).",
             engine="str",

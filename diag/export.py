@@ -29,8 +29,9 @@ from diag.ingest import Ingested
 STEP_KIND = "decode_step"
 
 #: where a decode step was read: the parsers' own origin names (diag.parsers: SGLang's
-#: decode line, vLLM's debug_step and metrics_table rows of graph_step, stats intervals)
-StepSource = Literal["decode_line", "debug_step", "metrics_table", "stats_interval"]
+#: decode line, vLLM's debug_step and metrics_table rows of graph_step, stats intervals,
+#: iteration lines)
+StepSource = Literal["decode_line", "debug_step", "metrics_table", "stats_interval", "iteration"]
 
 #: the decode_step columns and their types, the one declaration the Parquet schema and the
 #: jsonl/csv rows follow (int / float / bool / str; missing values are null)

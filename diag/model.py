@@ -12,7 +12,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-InputKind = Literal["log", "profile_table", "memory_snapshot", "unknown"]
+InputKind = Literal["log", "metrics", "profile_table", "memory_snapshot", "trace", "unknown"]
 InputState = Literal["ok", "partial", "skipped"]
 Severity = Literal["error", "warning", "info"]
 PoolKind = Literal["default", "graph"]

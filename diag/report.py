@@ -189,8 +189,13 @@ class RunReport:
             "year_source": self.facts.year_source,
             "startup_phase": self.facts.startup_phase,
             "record": clean_json(self.facts.record.to_json()),
-            # beside the record (whose keys INTERFACE fixes): other capture phases, KV source
-            **clean_json(self.facts.capture_phases),
+            # beside the record (whose keys INTERFACE fixes): the start-up timeline, how
+            # kv_tokens is known
+            "startup": [clean_json(s.to_json()) for s in self.facts.startup],
+            # graph passes per mode from /metrics scrapes (totals, deltas between scrapes)
+            "metrics": (
+                None if self.facts.metric_counts is None else self.facts.metric_counts.to_json()
+            ),
             "kv_tokens_source": self.facts.kv_tokens_source,
             "ranks": [clean_json(r.to_json()) for r in self.facts.ranks],
             "findings": [f.to_dict() for f in self.findings],

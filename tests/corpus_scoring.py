@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from diag.api import analyze
+from diag.facts.graphs import total
 from diag.facts.record import captured_size_count, sizing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,10 +77,11 @@ def observed(path: str) -> dict[str, Any]:
         "estimated_cudagraph_mem_gib": sizing(t, "graph_mem_est_gib"),
         "decode_batches_no_cg_field": int(decode["cuda_graph"].isna().sum()),
         # beside the record: captures other than the decode graphs (record keys are decode's)
-        "draft_capture_time_s": run.facts.capture_phases.get("draft_capture_time_s"),
-        "draft_capture_mem_gib": run.facts.capture_phases.get("draft_capture_mem_gib"),
-        "piecewise_capture_time_s": run.facts.capture_phases.get("piecewise_capture_time_s"),
-        "piecewise_capture_mem_gib": run.facts.capture_phases.get("piecewise_capture_mem_gib"),
+        # beside the record: captures other than the decode graphs (record keys are decode's)
+        "draft_capture_time_s": total(run.record.graphs, model="draft")[0],
+        "draft_capture_mem_gib": total(run.record.graphs, model="draft")[1],
+        "piecewise_capture_time_s": total(run.record.graphs, "target", "prefill")[0],
+        "piecewise_capture_mem_gib": total(run.record.graphs, "target", "prefill")[1],
     }
 
 

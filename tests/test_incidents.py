@@ -42,6 +42,8 @@ def test_incident_truth(name: str) -> None:
             assert {k: rec["batches"][k] for k in want} == want
         else:
             assert rec[key] == want, key
+    if "verdict" in truth:
+        assert report.runs[0].verdict == truth["verdict"], report.runs[0].verdict_reason
     fired = {f.code for f in report.findings}
     assert set(truth["must_fire"]) <= fired, f"missing {set(truth['must_fire']) - fired}"
     assert not (set(truth["must_not_fire"]) & fired), (

@@ -33,6 +33,7 @@ HEADS = {
     "sglang.prefill": b"Prefill batch",
     "vllm.step": b"Running batch with cudagraph_mode",
     "vllm.stats": b"Avg prompt throughput",
+    "vllm.iteration": b"Iteration(",
     "sglang.receive": b"Receive: ",
     "sglang.finish": b"Finish: ",
     "vllm.added": b"Added request",
@@ -144,6 +145,7 @@ REWORDS = {
     "sglang.prefill": ("#cached-token: ", "#cache-token: "),
     "vllm.step": ("batch_descriptor: ", "descriptor: "),
     "vllm.stats": ("GPU KV cache usage: ", "GPU cache usage: "),
+    "vllm.iteration": (" generation tokens, ", " decode tokens, "),
     # a required search (the id): a line without it is not read in bulk
     "sglang.receive": ("rid='", "req='"),
     # an optional search: the old wording leaves the field missing

@@ -79,6 +79,13 @@ class EngineConfig:
     attn_tp: int = 1  # SGLang tp_size // dp_size under DP attention, else tp_size
     two_batch_overlap: bool = False  # SGLang
     padding: bool = True  # the engine's padding-off switch (SGLang --disable-cuda-graph-padding)
+    prefill_graphs_off: bool = False  # SGLang: the user turned prefill graphs off
+    # vLLM: the multimodal encoder's graph budgets (compilation_config.
+    # encoder_cudagraph_token_budgets, with cudagraph_mm_encoder), tokens
+    encoder_budgets: tuple[int, ...] = ()
+    # graphs captured twice per size, with and without LoRA (vLLM cudagraph_specialize_lora
+    # with enable_lora: vllm==0.34.0:vllm/config/compilation.py:815-822)
+    lora_specialized: bool = False
     # steps one periodic batch line stands for (SGLang --decode-log-interval), and the seconds
     # one stats line covers (vLLM VLLM_LOG_STATS_INTERVAL); None where the engine has none
     steps_per_batch_line: int | None = None

@@ -165,6 +165,13 @@ SGLANG_FLAGS: dict[str, FlagSpan] = {
             "sglang==0.5.15:sglang/srt/model_executor/runner_backend_utils/__init__.py:15",
         ),
         FlagSpan(
+            "--cuda-graph-backend-prefill",
+            (0, 5, 15),
+            None,
+            "sglang==0.5.15:sglang/srt/model_executor/runner_backend_utils/__init__.py; "
+            "sglang==0.5.23:sglang/srt/arg_groups/fields/exec_.py:621",
+        ),
+        FlagSpan(
             "--disable-cuda-graph-padding",
             (0, 2, 15),
             None,

@@ -170,7 +170,22 @@ def engine_settings(config: EngineConfig) -> EngineConfig:
         attn_tp=max(1, tp // dp) if config.dp_attention else tp,
         two_batch_overlap=truthy(c.get("enable_two_batch_overlap")),
         steps_per_batch_line=as_int(c.get("decode_log_interval")) or DECODE_LOG_INTERVAL,
+        prefill_graphs_off=any(
+            (c.get(k) == v if isinstance(v, str) else truthy(c.get(k)))
+            for k, v in _USER_PREFILL_OFF
+        ),
     )
+
+
+#: the user's own switches that turn prefill graphs off (sglang==0.5.23:sglang/srt/arg_groups/
+#: fields/exec_.py:621 cuda_graph_backend_prefill, :660 disable_prefill_cuda_graph;
+#: piecewise-era --disable-piecewise-cuda-graph; --disable-cuda-graph)
+_USER_PREFILL_OFF: tuple[tuple[str, str | bool], ...] = (
+    ("cuda_graph_backend_prefill", "disabled"),
+    ("disable_prefill_cuda_graph", True),
+    ("disable_piecewise_cuda_graph", True),
+    ("disable_cuda_graph", True),
+)
 
 
 def capture_multiple(version: str | None, tbo: bool, dp_attention: bool, attn_tp: int) -> int:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from diag.engines.config import truthy
 from diag.engines.flags import accepts, span
 from diag.engines.spec import (
     AdviceRules,
@@ -141,7 +142,11 @@ STATS_INTERVAL_S = 10.0
 def engine_settings(config: EngineConfig) -> EngineConfig:
     """Token budget, speculative tokens (the echo's ``speculative_config``: ``num_spec_tokens``
     from 0.10, ``num_speculative_tokens`` in the CLI spelling) and the stats interval."""
-    c = config.raw
+    c = dict(config.raw)
+    nested = c.get("speculative_config")
+    if isinstance(nested, dict):  # the echo's SpeculativeConfig(...) repr, read as a mapping
+        for key, value in nested.items():
+            c.setdefault(f"speculative_config.{key}", value)
     k = 0
     method = None
     for key in (
@@ -152,8 +157,20 @@ def engine_settings(config: EngineConfig) -> EngineConfig:
         k = k or (as_int(c.get(key)) or 0)
     for key in ("speculative_config.method", "speculative_config.model"):
         method = method or (c.get(key) or None)
+    budgets = c.get("compilation_config.encoder_cudagraph_token_budgets") or c.get(
+        "encoder_cudagraph_token_budgets"
+    )
+    mm_on = truthy(c.get("compilation_config.cudagraph_mm_encoder")) or truthy(
+        c.get("cudagraph_mm_encoder")
+    )
+    lora = truthy(c.get("enable_lora")) or c.get("lora_config") not in (None, "None")
+    specialize = c.get("compilation_config.cudagraph_specialize_lora")
     return replace(
         config,
+        encoder_budgets=tuple(sorted(int(b) for b in budgets if as_int(b) is not None))
+        if mm_on and isinstance(budgets, list)
+        else (),
+        lora_specialized=lora and (specialize is None or truthy(specialize)),
         max_num_batched_tokens=as_int(c.get("max_num_batched_tokens")),
         spec_tokens=k,
         speculative_algorithm=str(method) if method and k else None,

@@ -63,6 +63,8 @@ LOG_CAPTURE_PHASE = {
     "piecewise": "capture_piecewise",
     "draft": "capture_draft",
     "draft_extend": "capture_draft",
+    "draft_verify": "capture_draft",
+    "draft_prefill": "capture_draft",
 }
 _ENDED = "capture_ended"  # a capture_end line: the phase after it is not capture
 

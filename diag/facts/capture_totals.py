@@ -15,7 +15,7 @@ from diag.facts.access import _first, _rank0, sizing
 CAPTURE_PHASE_GROUPS = {
     "decode": ("decode", "verify", "all", "mixed", "metrics"),
     "piecewise": ("prefill",),
-    "draft": ("draft", "draft_extend"),
+    "draft": ("draft", "draft_extend", "draft_verify", "draft_prefill"),
 }
 
 

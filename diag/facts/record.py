@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,9 @@ from diag.facts.capture_totals import (
     unfinished_capture,
     unplaced_error,
 )
+from diag.facts.config_eager import ConfigEager, config_eager
+from diag.facts.graphs import build_graphs, error_runner, name_error_runner
+from diag.facts.metric_counts import MetricCounts, metric_counts, with_metric_counts
 from diag.facts.requests import request_table
 from diag.facts.run_record import (
     RECORD_KEYS as RECORD_KEYS,  # re-exported: the record's keys are read from here
@@ -57,6 +60,8 @@ from diag.facts.run_record import (
 )
 from diag.facts.runs import Run
 from diag.facts.settings import engine_config
+from diag.facts.stalls import CaptureStall, capture_stalls
+from diag.facts.startup import Stage, startup_timeline
 from diag.facts.steps import DecodeSteps, clock_jump_note, decode_steps
 from diag.facts.verdict import RunState, run_state
 from diag.model import Snapshot
@@ -78,7 +83,7 @@ DISABLING_REASONS = {
     "tensor_dump",
     "dp_attention",
 }
-DECODE_PHASES = {"decode", "verify", "all", "draft", "draft_extend"}
+DECODE_PHASES = {"decode", "verify", "all", "draft", "draft_extend", "draft_verify"}
 
 
 @dataclass
@@ -101,8 +106,15 @@ class RunFacts:
     # the run's snapshot graph-pool total (GiB), set once where artifacts are joined to runs
     # (see snapshot_graph_pool_gib); rules, advice and renderers read it from here
     snapshot_graph_pool_gib: float | None = None
-    # capture phases other than decode, and how kv_tokens is known (run JSON, beside record)
-    capture_phases: dict[str, float | None] = field(default_factory=dict)
+    # ranks stuck in a capture (diag.facts.stalls)
+    stalls: tuple[CaptureStall, ...] = ()
+    # settings that sent batches eager, with the engine's line (diag.facts.config_eager)
+    config_eager: tuple[ConfigEager, ...] = ()
+    # the start-up timeline (diag.facts.startup)
+    startup: tuple[Stage, ...] = ()
+    # batches per graph mode from /metrics counters (diag.facts.metric_counts)
+    metric_counts: MetricCounts | None = None
+    # how kv_tokens is known (run JSON, beside record)
     kv_tokens_source: str | None = None
     # diag.facts.trace_join.TraceCheck: the run's profiler traces joined to its batches, set
     # where traces join runs (typed loosely: trace_join imports this module)
@@ -247,7 +259,8 @@ def capture_sizes(tables: EventTables, config: EngineConfig) -> list[int] | None
     sizes = _rank0(tables["capture_sizes"])
     if not sizes.empty:
         listed = sizes[
-            sizes["sizes"].notna() & sizes["phase"].isin(["decode", "mixed", "metrics", "all"])
+            sizes["sizes"].notna()
+            & sizes["phase"].isin(["decode", "verify", "mixed", "metrics", "all"])
         ]
         if not listed.empty:
             got = as_sizes(json.loads(listed["sizes"].iloc[-1]))
@@ -361,11 +374,8 @@ def build_facts(run: Run) -> RunFacts:
     cap_time, cap_mem = _capture_totals(t)
     error, error_at = capture_error(t)
     kv_tokens, kv_source = kv_tokens_with_source(t, config, run.backend)
-    phases: dict[str, float | None] = {}
-    for group in ("piecewise", "draft"):
-        g_time, g_mem = _capture_totals(t, group)
-        phases[f"{group}_capture_time_s"] = g_time
-        phases[f"{group}_capture_mem_gib"] = g_mem
+    failed_in = error_runner(t, error)
+    error = name_error_runner(error, failed_in)
     record = RunRecord(
         graph_mode=mode,
         cudagraph_mode=cudagraph_mode(t, config, run.backend, mode),
@@ -387,6 +397,13 @@ def build_facts(run: Run) -> RunFacts:
         perf=_perf(t, batches),
         resolved_backend=config.attention_backend,
     )
+    counted = metric_counts(t)
+    if counted is not None:
+        record = with_metric_counts(record, counted)
+    record = replace(
+        record, graphs=build_graphs(t, run.backend, record, steps, config, failed_in, counted)
+    )
+    stalls = capture_stalls(t) if error is None else ()
     return RunFacts(
         run,
         config,
@@ -395,13 +412,16 @@ def build_facts(run: Run) -> RunFacts:
         batches,
         record,
         _ranks(run, batches),
-        run_state(t, record),
+        run_state(t, record, stalls),
         error_at,
         agreement(batches, window.ceiling or ceiling),
         request_table(t, batches),
-        capture_phases=phases,
         kv_tokens_source=kv_source,
         notes=(_quiet_run_notes(t) if error is None else []) + _clock_notes(steps),
+        stalls=stalls,
+        config_eager=config_eager(t, record, config, batches),
+        startup=startup_timeline(t),
+        metric_counts=counted,
     )
 
 

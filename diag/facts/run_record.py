@@ -12,9 +12,10 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
 from diag.engines.errors import ErrorClass
+from diag.engines.runners import Model, Runner, Status, Unit
 
 GraphMode = Literal["enabled", "disabled", "unknown"]
-BatchSource = Literal["logged", "inferred", "mixed", "none"]
+BatchSource = Literal["logged", "inferred", "mixed", "metrics", "none"]
 # the evidence that decided a capture error (diag.facts.attribution): traceback frames, the
 # process's own phase, the neighbouring processes' capture lines, a cut capture bar, the
 # message's words, the engine's advice block, a capture-only runtime code
@@ -47,6 +48,8 @@ class CaptureError:
     confidence: Confidence = "certain"
     evidence: str = ""  # the deciding evidence, one sentence
     conflict: str | None = None  # the evidence against it, overruled (JSON only when some)
+    runner: str | None = None  # the graph runner whose capture failed (diag.facts.graphs)
+    model: str | None = None  # target | draft, with runner
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -63,6 +66,8 @@ class CaptureError:
             out["reason"] = self.reason
         if self.conflict is not None:
             out["conflict"] = self.conflict
+        if self.runner is not None:
+            out.update(runner=self.runner, model=self.model)
         return out
 
 
@@ -126,6 +131,34 @@ class BatchCounts:
 
 
 @dataclass(frozen=True)
+class GraphRunner:
+    """One graph runner of the run (INTERFACE.md's GRAPH): what it captured and served."""
+
+    runner: Runner
+    model: Model
+    backend: str | None  # as the engine names it, lower case
+    sizes: tuple[int, ...] | None
+    unit: Unit | None
+    capture_time_s: float | None
+    capture_mem_gib: float | None
+    status: Status
+    batches: BatchCounts = BatchCounts()
+    # what each size is captured once per (vLLM "lora": with and without LoRA, twice the
+    # graphs and their memory); JSON only when set
+    specialized: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["sizes"] = list(self.sizes) if self.sizes is not None else None
+        out["batches"] = self.batches.to_json()
+        if self.specialized:
+            out["specialized"] = list(self.specialized)
+        else:
+            del out["specialized"]
+        return out
+
+
+@dataclass(frozen=True)
 class Perf:
     """Latency figures a benchmark printed, and mean decode throughput in / out of the window."""
 
@@ -184,6 +217,7 @@ class RunRecord:
     padding_waste: float | None
     perf: Perf
     resolved_backend: str | None
+    graphs: tuple[GraphRunner, ...] = ()  # one per runner (diag.facts.graphs)
     # set where profiler traces join the run (diag.api); JSON only when set
     trace_verified: TraceVerified | None = None
 
@@ -205,7 +239,7 @@ class RunRecord:
             if hasattr(value, "to_json"):
                 value = value.to_json()
             elif isinstance(value, tuple):
-                value = list(value)
+                value = [v.to_json() if hasattr(v, "to_json") else v for v in value]
             out[f.name] = value
         return out
 

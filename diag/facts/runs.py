@@ -10,6 +10,7 @@ timestamps and read in reverse.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -242,7 +243,44 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
                     stream.year_source,
                 )
             )
-    return runs
+    return _join_metrics(runs)
+
+
+_METRICS_ONLY = frozenset({"metric", "input_note"})
+
+
+def _join_metrics(runs: list[Run]) -> list[Run]:
+    """A /metrics dump makes a stream of its own; beside a log of the same engine (same
+    folder) it joins that log's last run, as a snapshot does. Alone it stays a run."""
+    out: list[Run] = []
+    for run in runs:
+        kinds = {k for k, f in run.tables._frames.items() if not f.empty}
+        if not kinds or not kinds <= _METRICS_ONLY or "metric" not in kinds:
+            out.append(run)
+            continue
+        folders = {str(Path(s).parent) for s in run.sources}
+        host = next(
+            (
+                r
+                for r in reversed(runs)
+                if r is not run
+                and r.backend == run.backend
+                and not {k for k, f in r.tables._frames.items() if not f.empty} <= _METRICS_ONLY
+                and folders & {str(Path(s).parent) for s in r.sources}
+            ),
+            None,
+        )
+        if host is None:
+            out.append(run)
+            continue
+        frames = dict(host.tables._frames)
+        for kind, frame in run.tables._frames.items():
+            frames[kind] = (
+                pd.concat([frames[kind], frame], ignore_index=True) if kind in frames else frame
+            )
+        host.tables = EventTables(frames)
+        host.sources = [*host.sources, *[s for s in run.sources if s not in host.sources]]
+    return out
 
 
 def _boundaries(startup: pd.DataFrame | None) -> list[int]:

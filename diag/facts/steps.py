@@ -47,8 +47,8 @@ __all__ = [
     "step_time_from_throughput",
 ]
 
-Origin = Literal["decode_line", "graph_step", "stats_interval"]
-ORIGINS: tuple[Origin, ...] = ("decode_line", "graph_step", "stats_interval")
+Origin = Literal["decode_line", "graph_step", "stats_interval", "iteration"]
+ORIGINS: tuple[Origin, ...] = ("decode_line", "graph_step", "stats_interval", "iteration")
 COLUMNS = [
     "source",
     "line",
@@ -205,7 +205,9 @@ def from_tables(tables: EventTables, timing: StepTiming) -> DecodeSteps:
     """Per-step lines win over stats intervals (stats only stand in where none is logged)."""
     steps = tables["graph_step"]
     parts = [_batch_lines(tables["decode_batch"], timing), _step_lines(steps)]
-    if steps.empty:
+    if steps.empty:  # iteration lines stand in where no step line says the mode
+        parts.append(_iteration_lines(tables["iteration"]))
+    if steps.empty and parts[-1] is None:
         parts.append(_stats_lines(tables["stats"], timing))
     kept = [p for p in parts if p is not None]
     if not kept:
@@ -325,6 +327,36 @@ def _step_lines(frame: pd.DataFrame) -> pd.DataFrame | None:
         mixed=_num(frame, "uniform") == 0.0,
         step_time_s=_same(np.nan, n),
         usage=_same(np.nan, n),
+        gen_throughput=_same(np.nan, n),
+    )
+
+
+def _iteration_lines(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """vLLM ``Iteration(N)`` lines: one engine step each, its size the step's scheduled tokens
+    (vLLM's capture unit), no graph flag (the window decides: ``source: inferred``); a step
+    with context requests is a mixed step, a step of no tokens (a DP dummy) none at all.
+    The elapsed time is host time, not a GPU step time: not used as one."""
+    if frame.empty:
+        return None
+    ctx_t, gen_t = _num(frame, "ctx_tokens"), _num(frame, "gen_tokens")
+    tokens = np.nan_to_num(ctx_t, nan=0.0) + np.nan_to_num(gen_t, nan=0.0)
+    rows = frame[tokens > 0]
+    if rows.empty:
+        return None
+    tokens = tokens[tokens > 0]
+    n = len(rows)
+    return _frame(
+        rows,
+        "iteration",
+        requests=_same(np.int64(-1), n),
+        tokens=tokens.astype(np.int64),
+        padded=_same(np.int64(-1), n),
+        batches=_same(1.0, n),
+        steps=_same(1.0, n),
+        graph=_same(np.int8(-1), n),
+        mixed=_num(rows, "ctx_reqs") > 0,
+        step_time_s=_same(np.nan, n),
+        usage=_num(rows, "kv_usage") / 100.0,
         gen_throughput=_same(np.nan, n),
     )
 

@@ -197,6 +197,8 @@ def _count(n: int, what: str) -> str:
 def _served(t: EventTables, batches: BatchCounts) -> str | None:
     """How the log shows the server serving, in words; None when it does not."""
     decided = batches.graph + batches.eager + batches.unknown
+    if decided and batches.source == "metrics":
+        return f"served {_count(decided, 'decode step')} by its /metrics counters"
     if decided:
         return f"served {_count(decided, 'decode batch')}"
     for kind, what in (
@@ -221,14 +223,19 @@ def _captured(t: EventTables, record: RunRecord) -> str | None:
     b = record.batches
     if b.graph and b.source in ("logged", "mixed"):
         return FLAGGED
+    if b.graph and b.source == "metrics":
+        return (
+            f"captured graphs (its /metrics counters show {b.graph:,} graph-served decode passes)"
+        )
     began = not (t["capture_begin"].empty and t["capture_progress"].empty)
     if began and unfinished_capture(t) is None:
         return "captured graphs (the capture ran to its end)"
     return None
 
 
-def run_state(t: EventTables, record: RunRecord) -> RunState:
-    """The verdict the run's own lines support (never ``warn``: that needs the rules)."""
+def run_state(t: EventTables, record: RunRecord, stalls: Sequence[Any] = ()) -> RunState:
+    """The verdict the run's own lines support (never ``warn``: that needs the rules); a
+    rank stuck in capture (``stalls``, diag.facts.stalls) makes it ``incomplete``."""
     err = record.capture_error
     if err is not None:
         phase = (err.phase or "unknown").replace("_", " ")
@@ -240,7 +247,7 @@ def run_state(t: EventTables, record: RunRecord) -> RunState:
         )
     served = _served(t, record.batches)
     scoped, requests = request_errors(t)
-    state = _state(t, record, served, engine_error(t, scoped))
+    state = _state(t, record, served, engine_error(t, scoped), stalls)
     if requests is None:
         return state
     reason = state.reason
@@ -251,7 +258,11 @@ def run_state(t: EventTables, record: RunRecord) -> RunState:
 
 
 def _state(
-    t: EventTables, record: RunRecord, served: str | None, failure: EngineError | None
+    t: EventTables,
+    record: RunRecord,
+    served: str | None,
+    failure: EngineError | None,
+    stalls: Sequence[Any] = (),
 ) -> RunState:
     """The verdict of a run without a capture error (request errors left out)."""
     if failure is not None:
@@ -277,6 +288,13 @@ def _state(
             "startup_failed",
             f"the engine failed {failure.during}, {_BEFORE_SERVING}: {said}{after}",
             failure,
+        )
+    if stalls:
+        return RunState(
+            "incomplete",
+            "a rank is stuck in graph capture: "
+            + "; ".join(s.sentence() for s in stalls[:3])
+            + (f" (and {len(stalls) - 3} more)" if len(stalls) > 3 else ""),
         )
     cut = unfinished_capture(t)
     if cut is not None:

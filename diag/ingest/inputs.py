@@ -225,7 +225,7 @@ def open_input(
             if trace is not None:
                 found.traces.append(trace)
             return None
-        if info.kind != "log":
+        if info.kind not in ("log", "metrics"):  # a metrics dump is read as its engine's lines
             status.status, status.reason = "skipped", info.reason
             if isinstance(stream_obj, Transcoded):  # say what it was read as
                 status.reason = f"{info.reason} (read as {stream_obj.codec.upper()})"

@@ -184,6 +184,27 @@ VL_STATS = LineSpec(
     ),
     absent=("preemptions",),
 )
+# MRV2 / V1 --enable-logging-iteration-details (vllm==0.34.0:vllm/v1/metrics/loggers.py:
+# 199-216: "%sIteration(%d): %d context requests, %d context tokens, %d generation requests,
+# %d generation tokens, iteration elapsed time: %.2f ms%s, %s KV cache usage: %.1f%%%s", the
+# first %s "Engine %03d: ", the second " (dummy)" for a DP dummy step, the last
+# ", encoder inputs: %d, encoder output embeddings: %d"); the first form (vllm==0.20.0:
+# vllm/v1/engine/core.py) ends at the elapsed time. Elapsed time is host time, not GPU time.
+VL_ITERATION = LineSpec(
+    "vllm.iteration",
+    "vllm",
+    "iteration",
+    seq(
+        Opt(seq("Engine {engine_index:int}: ")),
+        "Iteration({iteration:int}): {ctx_reqs:int} context requests, "
+        "{ctx_tokens:int} context tokens, {gen_reqs:int} generation requests, "
+        "{gen_tokens:int} generation tokens, iteration elapsed time: {elapsed_ms:unum} ms",
+        Opt(seq(" (dummy)")),
+        Opt(seq(", {_:upper} KV cache usage: {kv_usage:unum}%")),
+        Opt(seq(", encoder inputs: {_:int}, encoder output embeddings: {_:int}")),
+        Tail(),
+    ),
+)
 
 # SGLang --log-requests (sglang==0.5.5:srt/managers/tokenizer_manager.py:426 and 987-989:
 # "Receive: obj=<GenerateReqInput repr>", "Finish: obj=<repr>[, out=<dict repr>]", each
@@ -286,6 +307,7 @@ LINES: dict[str, LineSpec] = {
         SG_FINISH,
         VL_STEP,
         VL_STATS,
+        VL_ITERATION,
         VL_ADDED,
         VL_RECEIVED,
         VL_METRICS_ROW,

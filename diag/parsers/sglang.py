@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from diag.normalize.prefix import LogLine
-from diag.parsers import periodic
+from diag.parsers import periodic, prometheus
 from diag.parsers.base import Block, Context, LineParser, num, parse_int_list, to_int
 from diag.parsers.configs import parse_kwargs
 
@@ -95,6 +95,8 @@ _DISABLED = (
     ("Cuda graph and server warmup are disabled", "tensor_dump"),
     ("The CUDA graph is disabled", "dp_attention"),
 )
+# runners whose tqdm bar reads "Capturing batches" (request-keyed graphs)
+_BATCH_BAR_PHASES = frozenset({"decode", "verify", "draft", "draft_verify", "draft_extend"})
 _PREFILL_GRAPH_DISABLED = (
     "Disable piecewise CUDA graph",
     "Disable prefill CUDA graph",
@@ -103,11 +105,21 @@ _PREFILL_GRAPH_DISABLED = (
 
 
 def _phase(role: str | None, kind: str | None) -> str:
+    """The capture's phase (diag/engines/runners.py maps it to a runner and model): the role
+    comes first, so ``Capture draft extend ...`` is the draft's extend runner, not a target
+    prefill (sglang==0.5.23: srt/speculative/eagle_worker_v2.py:634, cuda_graph_setup.py:683
+    ``{role} prefill``, :752 ``{role} verify``)."""
     kind = (kind or "").strip().lower()
+    if role == "draft" or kind.startswith("draft") or kind.startswith("frozen"):
+        if "extend" in kind:
+            return "draft_extend"
+        if kind == "verify":
+            return "draft_verify"
+        if kind == "prefill":
+            return "draft_prefill"
+        return "draft"
     if kind in ("piecewise", "prefill", "extend"):
         return "prefill"
-    if role == "draft" or kind.startswith("draft") or kind.startswith("frozen"):
-        return "draft_extend" if "extend" in kind else "draft"
     if kind == "verify":
         return "verify"
     return "decode"
@@ -128,6 +140,7 @@ class SGLangState:
     """Per-stream state: the capture phase each rank has open (tqdm bars carry no phase)."""
 
     open_phase: dict[str, str] = field(default_factory=dict)  # rank -> phase
+    open_backend: dict[str, str] = field(default_factory=dict)  # rank -> backend= of its begin
 
 
 class SGLangParser(LineParser):
@@ -162,10 +175,13 @@ class SGLangParser(LineParser):
         "mem_fraction_static",
         "Registering",
         "cuda graph",
+        *prometheus.ANCHORS,
     )
 
     def feed(self, line: LogLine, ctx: Context) -> Block | None:
         msg = line.msg
+        if "cuda_graph_passes_total" in msg and prometheus.read_metric(line, ctx, ENGINE):
+            return None
         if "Decode batch" in msg or msg.startswith("#running-req:"):
             self._decode(line, ctx)
         elif "Prefill batch" in msg or "new fill batch" in msg:
@@ -248,6 +264,10 @@ class SGLangParser(LineParser):
             if desc.startswith("Compiling"):
                 return
             phase = "decode" if desc == "Capturing batches" else "prefill"
+            opened = ctx.state_of(SGLangState).open_phase
+            now = opened.get(line.rank or "") or next(iter(opened.values()), None)
+            if phase == "decode" and now in _BATCH_BAR_PHASES:
+                phase = now  # the bar of the runner whose begin line is open (verify, draft)
             size = to_int(m.group("bs") or m.group("nt"))
             ctx.emit(
                 "capture_progress",
@@ -280,7 +300,8 @@ class SGLangParser(LineParser):
 
     def _capture(self, line: LogLine, ctx: Context) -> None:
         msg = line.msg
-        opened: dict[str, str] = ctx.state_of(SGLangState).open_phase
+        state = ctx.state_of(SGLangState)
+        opened: dict[str, str] = state.open_phase
         m = _BEGIN.search(msg)
         if m:
             phase = _phase(m.group("role"), m.group("kind"))
@@ -308,10 +329,29 @@ class SGLangParser(LineParser):
                     largest=max(sizes),
                 )
             opened[line.rank or ""] = phase
+            backend = _BACKEND.search(msg)
+            if backend:
+                state.open_backend[line.rank or ""] = backend.group(1)
+            else:
+                state.open_backend.pop(line.rank or "", None)
             return
         m = _END.search(msg)
         if m:
             phase = _phase(m.group("role"), m.group("kind"))
+            # sglang==0.5.23 cuda_graph_setup.py:787-790 moved the decode list to the end line
+            bs = _BS_LIST.search(msg)
+            sizes = parse_int_list(bs.group(1)) if bs else None
+            if sizes:
+                ctx.emit(
+                    "capture_sizes",
+                    line,
+                    engine=ENGINE,
+                    phase=phase,
+                    mode=state.open_backend.get(line.rank or ""),
+                    sizes=sizes,
+                    count=len(sizes),
+                    largest=max(sizes),
+                )
             ctx.emit(
                 "capture_end",
                 line,
@@ -322,6 +362,7 @@ class SGLangParser(LineParser):
                 avail_mem_gib=_f(_AVAIL, msg),
             )
             opened.pop(line.rank or "", None)
+            state.open_backend.pop(line.rank or "", None)
             return
         m = _SIZES.search(msg)
         if m:

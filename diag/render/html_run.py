@@ -34,6 +34,7 @@ from diag.render.html_panels import (
     throughput_panels,
 )
 from diag.render.numbers import fmt_bytes, fmt_num, fmt_pct, joined
+from diag.render.runners import RUNNER_COLUMNS, runner_rows, startup_view
 from diag.render.sizes import compact_sizes
 from diag.render.view import Card, Panel, RunRow
 from diag.report import RunReport
@@ -383,6 +384,10 @@ def run_view(
         "eager": eager_view(run),
         "panels": [p for make in RUN_PANELS for p in make(ctx)],
         "ranks": ranks_view(run),
+        "graphs": {"columns": RUNNER_COLUMNS, "rows": runner_rows(run)}
+        if run.record.graphs
+        else None,
+        "startup": startup_view(run),
         "profiles": [profile_view(p, open_=i < 2) for i, p in enumerate(profiles)],
         "snapshots": [snapshot_view(s) for s in snapshots],
         "notes": notes,

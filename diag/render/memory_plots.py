@@ -204,6 +204,8 @@ CAPTURE_PHASE_WORDS = {
     "piecewise": "piecewise graphs",
     "draft": "draft graphs",
     "draft_extend": "draft-extend graphs",
+    "draft_verify": "draft verify graphs",
+    "draft_prefill": "draft prefill graphs",
 }
 
 

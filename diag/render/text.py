@@ -19,6 +19,7 @@ from diag.render.fleet import fleet_summary, fleet_text
 from diag.render.inputs import input_lines, run_input_notes
 from diag.render.mdtable import md_cell, md_table
 from diag.render.plots import prepare_batches, throughput_table
+from diag.render.runners import runner_lines, startup_line
 from diag.render.sizes import compact_sizes
 from diag.report import Report, RunReport
 from diag.rules.engine import finding_key
@@ -186,6 +187,10 @@ def record_lines(run: RunReport) -> list[str]:
     tput = throughput_line(run)
     if tput:
         lines.append(tput)
+    lines += runner_lines(run)
+    boot = startup_line(run)
+    if boot:
+        lines.append(boot)
     return lines
 
 

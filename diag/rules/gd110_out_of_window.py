@@ -88,6 +88,13 @@ class GD110(Rule):
     }
     remedies = (
         Remedy(
+            "The counters say how many decode passes ran eager, not which: add the server log "
+            "(its Decode batch lines flag each batch and its capture line lists the sizes) to "
+            "size the window from the batches.",
+            engine="sglang",
+            causes=("counted_eager",),
+        ),
+        Remedy(
             "Raise the capture ceiling (the version's ceiling flag) to the advised ceiling "
             "`graphdiag recommend` prints, or pass its bucket set.",
             engine="sglang",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diag.rules.base import Remedy, Rule, Threshold, num
+from diag.rules.base import Remedy, Rule, Threshold, num, pct
 from diag.rules.metrics import RunMetrics
 
 
@@ -21,7 +21,8 @@ def _phases(m: RunMetrics) -> list[tuple[str, float]]:
 class GD140(Rule):
     """Capture time delays first availability, and every restart.
 
-    Counts every capture phase of the start-up (decode graphs, piecewise prefill, draft
+    The message gives the capture's share of the start-up timeline (first line to first
+    request served) where the log shows both. Counts every capture phase of the start-up (decode graphs, piecewise prefill, draft
     model) since all of them delay serving, and names each. Time grows with the number of
     sizes, torch.compile and the profiler (--enable-profile-cuda-graph inflates it); those
     remedies are offered only when the log shows them on.
@@ -86,4 +87,8 @@ class GD140(Rule):
     def message(self, m: RunMetrics) -> str:
         parts = ", ".join(f"{label} {num(v)} s" for label, v in _phases(m))
         sizes = f" over {m.n_buckets} decode sizes" if m.n_buckets else ""
-        return f"Capture took {num(self.total(m) or 0)} s ({parts}){sizes}"
+        boot = ""
+        if m.startup_capture is not None:
+            cap, whole = m.startup_capture
+            boot = f"; capture is {pct(cap / whole)} of the {num(whole)} s start-up to the first request"
+        return f"Capture took {num(self.total(m) or 0)} s ({parts}){sizes}{boot}"

@@ -20,8 +20,11 @@ from diag.engines import spec_for
 from diag.engines.spec import EngineConfig, EngineSpec
 from diag.events import EventTables
 from diag.facts import classify as cls
+from diag.facts.config_eager import ConfigEager
+from diag.facts.graphs import total
 from diag.facts.record import RunFacts, captured_size_count, sizing
 from diag.facts.request_errors import RequestErrors
+from diag.facts.startup import capture_share
 from diag.facts.verdict import EngineError
 from diag.model import Snapshot
 from diag.rules.advisories import Advisory
@@ -48,12 +51,15 @@ USER_OFF_REASONS = frozenset({"enforce_eager", "mode_none", "skipping_capture", 
 # advisories that carry the engine's own numbers about graph memory against the KV pool
 NUMERIC_MEMORY_ADVISORIES = ("graph_memory_profiling", "capping_capture_sizes")
 
-EagerCause = Literal["above_ceiling", "unpadded_gap", "engine_reported_eager", "logged_eager"]
+EagerCause = Literal[
+    "above_ceiling", "unpadded_gap", "engine_reported_eager", "logged_eager", "counted_eager"
+]
 EAGER_LABELS: dict[str, str] = {
     "above_ceiling": "above the ceiling",
     "unpadded_gap": "between captured sizes with padding off",
     "engine_reported_eager": "flagged eager by the engine inside the window",
     "logged_eager": "flagged eager by the engine, window not in the log",
+    "counted_eager": "counted eager by the engine's /metrics counters, batch sizes not known",
 }
 
 
@@ -120,6 +126,13 @@ class RunMetrics:
     speed_samples_in: int
     speed_samples_out: int
     draft_capture_time_s: float | None = None
+    # ranks stuck in capture, each in one sentence (diag.facts.stalls)
+    capture_stalls: tuple[str, ...] = ()
+    # settings that sent batches eager (diag.facts.config_eager)
+    config_eager: tuple[ConfigEager, ...] = ()
+    capture_sizes: tuple[int, ...] = ()  # the run's window (logged, configured or default)
+    # (capture seconds, start-up seconds to the first request) from the timeline
+    startup_capture: tuple[float, float] | None = None
     profile_cuda_graph: bool = False
     # the engine's own spellings for this version (diag/engines specs)
     ceiling_flag: str = ""  # sets the ceiling, no value
@@ -256,6 +269,8 @@ def run_metrics(
     counts = rec.batches
     shape = rec.decode_batch_shape
     eager_by_reason = _eager_by_reason(batches)
+    if counts.source == "metrics":  # no batch lines: the counters say how many, not why
+        eager_by_reason = {"counted_eager": float(counts.eager)}
 
     sizes = rec.graph_capture_sizes or facts.window.sizes or ()
     adv = t["advisory"]
@@ -279,6 +294,7 @@ def run_metrics(
     speed = _per_request_speed(batches)
     tp = cfg.tp_size
     spec = spec_for(facts.backend)
+    prefill_time, prefill_mem = total(rec.graphs, model="target", runner="prefill")
     trace = _trace_counts(facts)
     return RunMetrics(
         **trace,
@@ -291,8 +307,8 @@ def run_metrics(
         capture_error_message=rec.capture_error.message if rec.capture_error else None,
         capture_time_s=rec.capture_time_s,
         capture_mem_gib=rec.capture_mem_gib,
-        piecewise_capture_time_s=facts.capture_phases.get("piecewise_capture_time_s"),
-        piecewise_capture_mem_gib=facts.capture_phases.get("piecewise_capture_mem_gib"),
+        piecewise_capture_time_s=prefill_time,
+        piecewise_capture_mem_gib=prefill_mem,
         n_buckets=len(rec.graph_capture_sizes or ())
         or captured_size_count(t)
         or len(sizes)
@@ -344,7 +360,11 @@ def run_metrics(
         speed_out=speed[1],
         speed_samples_in=speed[2],
         speed_samples_out=speed[3],
-        draft_capture_time_s=facts.capture_phases.get("draft_capture_time_s"),
+        draft_capture_time_s=total(rec.graphs, model="draft")[0],
+        capture_stalls=tuple(s.sentence() for s in facts.stalls),
+        config_eager=facts.config_eager,
+        capture_sizes=tuple(sizes),
+        startup_capture=capture_share(facts.startup),
         profile_cuda_graph=cfg.profile_cuda_graph,
         ceiling_flag=spec.ceiling_flag(facts.engine_version, cfg.raw, None) if spec else "",
         graphs_off_flag=spec.graphs_off_flag(facts.engine_version, cfg.raw) if spec else "",

@@ -6,11 +6,13 @@ from __future__ import annotations
 from diag.rules.base import Rule
 from diag.rules.gd100_capture_failed import GD100
 from diag.rules.gd101_too_many_sizes import GD101
+from diag.rules.gd102_capture_stalled import GD102
 from diag.rules.gd105_engine_error import GD105
 from diag.rules.gd106_request_errors import GD106
 from diag.rules.gd110_out_of_window import GD110
 from diag.rules.gd111_padding_waste import GD111
 from diag.rules.gd112_oversized_window import GD112
+from diag.rules.gd115_config_eager import GD115
 from diag.rules.gd120_kv_squeeze import GD120
 from diag.rules.gd130_prefill_node_graph_on import GD130
 from diag.rules.gd131_graph_disabled import GD131
@@ -25,11 +27,13 @@ from diag.rules.gd182_logged_inferred_disagree import GD182
 RULES: tuple[type[Rule], ...] = (
     GD100,
     GD101,
+    GD102,
     GD105,
     GD106,
     GD110,
     GD111,
     GD112,
+    GD115,
     GD120,
     GD130,
     GD131,

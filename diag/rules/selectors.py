@@ -195,6 +195,18 @@ def capture_time(f: RunFacts) -> list[Evidence]:
     return _dedupe(_ev(f.tables["capture_begin"], 1) + _ev(ends, 2))
 
 
+@selector("capture_stall")
+def capture_stall(f: RunFacts) -> list[Evidence]:
+    """The begin line of each rank stuck in capture."""
+    return _dedupe([Evidence(s.path, s.line, "") for s in f.stalls])
+
+
+@selector("config_eager")
+def config_eager(f: RunFacts) -> list[Evidence]:
+    """The engine's own line for each setting that sent batches eager."""
+    return _dedupe([Evidence(c.path, c.line, "") for c in f.config_eager])
+
+
 @selector("downgrade")
 def downgrade(f: RunFacts) -> list[Evidence]:
     t = f.tables

@@ -43,7 +43,7 @@ class InputError(Exception):
 
 @dataclass
 class Sniff:
-    kind: str  # log | profile_table | memory_snapshot | trace | unknown
+    kind: str  # log | metrics | profile_table | memory_snapshot | trace | unknown
     backend: str  # vllm | sglang | unknown
     compressed: bool
     reason: str | None = None  # why unknown
@@ -191,8 +191,18 @@ def sniff(head: bytes, compressed: bool) -> Sniff:
     # a table file names operators ("sglang::...") but has no engine log header lines
     if _TABLE_HEAD.search(head) and b"Self CPU" in head and not _LOG_HEADER.search(head):
         return Sniff("profile_table", "unknown", compressed)
+    m = _PROMETHEUS.match(head)
+    if m:  # a /metrics scrape (curl :30000/metrics > metrics.txt): read by the engine parser
+        return Sniff("metrics", m.group(1).decode(), compressed)
     backend = detect_backend(head)
     return Sniff("log", backend, compressed)
+
+
+# Prometheus text exposition of an engine's /metrics: the first non-blank line is a HELP or
+# TYPE comment or a sample of an engine metric ("sglang:...", "vllm:...")
+_PROMETHEUS = re.compile(
+    rb"\s*(?:# (?:HELP|TYPE) |)(sglang|vllm):[A-Za-z_][\w:]*(?:\{[^}\n]*\})?[ \t]"
+)
 
 
 def _binary_ratio(sample: bytes) -> float:

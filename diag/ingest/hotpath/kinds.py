@@ -239,6 +239,7 @@ SGLANG_KINDS: tuple[Kind, ...] = (
 VLLM_KINDS: tuple[Kind, ...] = (
     declared(periodic.VL_STEP),
     declared(periodic.VL_STATS),
+    declared(periodic.VL_ITERATION),
     declared(periodic.VL_RECEIVED, _VL_REQ_BRANCHES),
     declared(periodic.VL_ADDED, _VL_REQ_BRANCHES),
 )

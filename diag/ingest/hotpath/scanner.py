@@ -40,7 +40,7 @@ from diag.parsers.base import BulkRows
 from diag.parsers.scan import StreamScanner
 
 #: the event kinds the hot path can emit
-BULK_KINDS = ("decode_batch", "prefill_batch", "request", "stats", "graph_step")
+BULK_KINDS = ("decode_batch", "prefill_batch", "request", "stats", "graph_step", "iteration")
 
 #: set to 0 to read every line with the per-line parsers (the oracle); see ``hotpath_enabled``
 ENV_SWITCH = "GRAPHDIAG_HOTPATH"

@@ -14,6 +14,7 @@ A new start-up (config echo, args echo, API server banner) resets the run state.
 from __future__ import annotations
 
 from diag.normalize.prefix import LogLine
+from diag.parsers import prometheus
 from diag.parsers.base import Block, Context, LineParser
 from diag.parsers.vllm.capture import read_capture, read_progress
 from diag.parsers.vllm.metrics_table import LOOSE_ROWS, MetricsTableBlock
@@ -26,6 +27,7 @@ from diag.parsers.vllm.patterns import (
 )
 from diag.parsers.vllm.runtime import (
     read_graph_status,
+    read_iteration,
     read_other,
     read_request,
     read_sizing,
@@ -86,6 +88,8 @@ class VLLMParser(LineParser):
         "Free memory on device",
         # runtime
         "Avg prompt throughput",
+        "Iteration(",
+        *prometheus.ANCHORS,
         "Unpadded Tokens",
         "- Mode:",
         "- Capture sizes:",
@@ -125,6 +129,10 @@ class VLLMParser(LineParser):
             return None
         if "Avg prompt throughput" in msg:
             read_stats(line, ctx)
+            return None
+        if "cudagraph_iterations" in msg and prometheus.read_metric(line, ctx, ENGINE):
+            return None
+        if "Iteration(" in msg and read_iteration(line, ctx):
             return None
         if "Running batch with cudagraph_mode" in msg:
             read_step(line, ctx)

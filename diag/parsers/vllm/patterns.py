@@ -118,6 +118,7 @@ STEP = re.compile(
 # the declared shapes (diag/parsers/periodic.py), matched at the message start
 FAST_STEP = re.compile(periodic.VL_STEP.regex("python"), re.ASCII)
 FAST_STATS = re.compile(periodic.VL_STATS.regex("python"), re.ASCII)
+FAST_ITERATION = re.compile(periodic.VL_ITERATION.regex("python"), re.ASCII)
 FAST_ADDED = re.compile(periodic.VL_ADDED.regex("python"), re.ASCII)
 FAST_RECEIVED = re.compile(periodic.VL_RECEIVED.regex("python"), re.ASCII)
 

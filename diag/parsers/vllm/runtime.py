@@ -28,6 +28,7 @@ from diag.parsers.vllm.patterns import (
     EST_GRAPH,
     EXC_LINE,
     FAST_ADDED,
+    FAST_ITERATION,
     FAST_RECEIVED,
     FAST_STATS,
     FAST_STEP,
@@ -343,6 +344,16 @@ def read_error(line: LogLine, ctx: Context) -> None:
         capture_related=warmup,
         explicit_capture=False,
     )
+
+
+def read_iteration(line: LogLine, ctx: Context) -> bool:
+    """An ``Iteration(N)`` line (periodic.VL_ITERATION): one engine step's requests and
+    tokens; a line of another shape is not read (no field search: it is not a sample)."""
+    fast = FAST_ITERATION.match(line.msg)
+    if fast is None:
+        return False
+    ctx.emit("iteration", line, engine=ENGINE, **periodic.VL_ITERATION.read(fast))
+    return True
 
 
 def read_stats(line: LogLine, ctx: Context) -> None:

@@ -1,0 +1,118 @@
+"""Batches the configuration pushed out of the graph window, with the engine's own line.
+
+Not batch size but a setting decides these: vLLM truncating ``max_cudagraph_capture_size``
+to the ladder below it while speculative decoding multiplies a verify step's tokens by
+``1 + k`` (vllm==0.34.0:vllm/config/vllm.py:2506-2527 "Truncating max_cudagraph_capture_size
+to %d"; vllm-project/vllm PR 37865: 42 -> 40 with 6 speculative tokens, 25 -> 133 tok/s once
+fixed), and SGLang turning its prefill graphs off for a feature or for memory
+(sglang==0.5.23:srt/model_executor/model_runner_components/cuda_graph_setup.py: "Disable
+prefill CUDA graph because ...", "Disabling auto-selected prefill CUDA graph: ..."). Each
+says which batches it pushed out and the change that brings them back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from diag.engines import EngineConfig
+from diag.events import EventTables
+from diag.facts.access import _rank0
+from diag.facts.run_record import RunRecord
+
+
+@dataclass(frozen=True)
+class ConfigEager:
+    """One setting that sent batches eager: what, the engine's line, the batches, the fix."""
+
+    kind: str  # truncated_ceiling_spec | prefill_graph_disabled
+    path: str
+    line: int
+    said: str  # the engine's own words
+    runner: str
+    batches_out: int  # batches the logs show pushed out (eager)
+    batches_seen: int  # batches of that runner the logs show
+    detail: str  # the arithmetic, in words
+    needed: int | None = None  # the size that brings them back (vLLM: tokens)
+
+
+def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return frame.to_dict("records") if not frame.empty else []
+
+
+def _truncation(
+    tables: EventTables, record: RunRecord, config: EngineConfig, batches: pd.DataFrame
+) -> ConfigEager | None:
+    adv = tables["advisory"]
+    rows = [r for r in _rows(adv) if r.get("topic") == "truncating_capture_size"]
+    k = config.spec_tokens
+    if not rows or k <= 0 or pd.isna(rows[-1].get("value")):
+        return None
+    row = rows[-1]
+    cap = int(row["value"])
+    per_step = 1 + k
+    needed = config.max_running * per_step if config.max_running else None
+    out = seen = 0
+    if not batches.empty:
+        size = batches["batch_size"].to_numpy(dtype=float, na_value=np.nan)
+        eager = (batches["verdict"].astype(object) == "eager").to_numpy(dtype=bool)
+        weight = (
+            batches["weight"].to_numpy(dtype=float, na_value=1.0)
+            if "weight" in batches
+            else np.ones(len(size))
+        )
+        weight = np.nan_to_num(weight, nan=1.0)
+        seen = int(weight[~np.isnan(size)].sum())
+        out = int(weight[eager & (size > cap)].sum())
+    if not out and not (needed is not None and needed > cap):
+        return None
+    reqs = cap // per_step
+    detail = (
+        f"with {k} speculative tokens a verify step of n requests carries n x {per_step} "
+        f"tokens, so verify steps of more than {reqs} requests run eager"
+    )
+    if needed is not None:
+        detail += f" (max_num_seqs {config.max_running} needs {needed} tokens)"
+    return ConfigEager(
+        "truncated_ceiling_spec",
+        str(row["source"]),
+        int(row["line"]),
+        str(row["text"]),
+        "decode",
+        out,
+        seen,
+        detail,
+        needed,
+    )
+
+
+def _prefill_disabled(tables: EventTables, config: EngineConfig) -> ConfigEager | None:
+    frame = tables["graph_disabled"]
+    rows = [r for r in _rows(frame) if r.get("reason") == "prefill_graph_only"]
+    if not rows or config.prefill_graphs_off:
+        return None
+    row = rows[0]
+    pre = _rank0(tables["prefill_batch"])
+    flag = pre["cuda_graph"] if not pre.empty else pd.Series(dtype=object)
+    out = int((flag == False).sum())  # noqa: E712
+    return ConfigEager(
+        "prefill_graph_disabled",
+        str(row["source"]),
+        int(row["line"]),
+        str(row["text"]),
+        "prefill",
+        out,
+        len(pre),
+        "every prefill batch runs eager while the prefill runner has no graphs",
+    )
+
+
+def config_eager(
+    tables: EventTables, record: RunRecord, config: EngineConfig, batches: pd.DataFrame
+) -> tuple[ConfigEager, ...]:
+    """The settings that pushed batches out of the window, each with its engine line."""
+    found = [_truncation(tables, record, config, batches), _prefill_disabled(tables, config)]
+    return tuple(f for f in found if f is not None)

@@ -1,0 +1,210 @@
+"""The start-up timeline of a run: weights, memory profiling, KV allocation, compile, each
+runner's capture, readiness and the first request served, each with its duration and the
+line that shows it (INTERFACE.md's ``startup``).
+
+Stages come from the phase markers (diag/engines/data/phases.yaml), the engines' capture
+begin/end lines (one stage per runner, rank 0's; the engine's own ``elapsed`` where it prints
+one), vLLM's ``init engine ... (compilation: X s)`` and the first serving line. A stage the
+engine does not time lasts until the next stage begins. ``first_request``'s seconds are the
+time from the first start-up line to it (the time to first service).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from diag.engines.runners import PHASE_RUNNER
+from diag.events import EventTables
+from diag.facts.access import is_rank0
+
+#: phase markers -> timeline stages (capture phases come from the capture lines instead)
+_MARKER_STAGE = {
+    "weights": "weights",
+    "memory_profiling": "memory_profile",
+    "kv_allocation": "kv_alloc",
+    "serving": "ready",
+}
+_SERVING = ("prefill_batch", "decode_batch", "iteration", "graph_step", "request")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One start-up stage."""
+
+    stage: str  # weights | memory_profile | kv_alloc | compile | capture | ready | first_request
+    runner: str | None  # capture: "target decode", "draft extend", ...; else None
+    start: float | None  # epoch seconds of its first line
+    seconds: float | None
+    path: str
+    line: int
+    order: int  # the line's place in the run (sorting)
+    timed_by: str  # "engine" (printed), "lines" (to the next stage), "since_start"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "runner": self.runner,
+            "start": self.start,
+            "seconds": self.seconds,
+            "evidence": {"path": self.path, "line": self.line},
+        }
+
+
+def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return frame.to_dict("records") if not frame.empty else []
+
+
+def _ts(row: dict[str, Any]) -> float | None:
+    v = row.get("ts")
+    return None if v is None or pd.isna(v) else float(v)
+
+
+def _order(row: dict[str, Any]) -> int:
+    return int(row.get("_order", row["line"]))
+
+
+def _rank0(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    mine = [r for r in rows if is_rank0(r.get("rank") if isinstance(r.get("rank"), str) else None)]
+    return mine or rows
+
+
+def _runner_name(phase: str) -> str:
+    if phase in PHASE_RUNNER:
+        runner, model = PHASE_RUNNER[phase]
+        return f"{model} {runner}"
+    return "every graph set" if phase in ("all", "metrics") else phase
+
+
+def _captures(tables: EventTables) -> list[Stage]:
+    begins = _rank0(_rows(tables["capture_begin"]))
+    ends = _rank0(_rows(tables["capture_end"]))
+    out = []
+    for b in begins:
+        phase = str(b.get("phase") or "")
+        end = next(
+            (
+                e
+                for e in sorted(ends, key=_order)
+                if _order(e) > _order(b) and e.get("phase") == phase
+            ),
+            None,
+        )
+        secs, timed = None, "lines"
+        if end is not None and end.get("time_s") is not None and not pd.isna(end["time_s"]):
+            secs, timed = round(float(end["time_s"]), 3), "engine"
+        elif end is not None and _ts(end) is not None and _ts(b) is not None:
+            secs = round(float(_ts(end) - _ts(b)), 3)  # type: ignore[operator]
+        out.append(
+            Stage(
+                "capture",
+                _runner_name(phase),
+                _ts(b),
+                secs,
+                str(b["source"]),
+                int(b["line"]),
+                _order(b),
+                timed if secs is not None else "lines",
+            )
+        )
+    return out
+
+
+def startup_timeline(tables: EventTables) -> tuple[Stage, ...]:
+    """The run's start-up stages in order (empty where the log shows none)."""
+    stages: list[Stage] = []
+    seen: set[str] = set()
+    for row in sorted(_rank0(_rows(tables["phase"])), key=_order):
+        stage = _MARKER_STAGE.get(str(row.get("phase")))
+        if stage is None or stage in seen:
+            continue
+        seen.add(stage)
+        stages.append(
+            Stage(
+                stage,
+                None,
+                _ts(row),
+                None,
+                str(row["source"]),
+                int(row["line"]),
+                _order(row),
+                "lines",
+            )
+        )
+    stages += _captures(tables)
+    sizing = [r for r in _rows(tables["sizing"]) if r.get("name") == "compilation_s"]
+    if sizing:
+        r = sizing[0]
+        stages.append(
+            Stage(
+                "compile",
+                None,
+                None,
+                round(float(r["value"]), 3),
+                str(r["source"]),
+                int(r["line"]),
+                _order(r),
+                "engine",
+            )
+        )
+    if not stages:
+        return ()
+    stages.sort(key=lambda s: s.order)
+    first = next((s.start for s in stages if s.start is not None), None)
+    served = [
+        r
+        for k in _SERVING
+        for r in _rows(tables[k])
+        if k != "request" or r.get("action") != "received"
+    ]
+    if served:
+        r = min(served, key=_order)
+        t = _ts(r)
+        stages.append(
+            Stage(
+                "first_request",
+                None,
+                t,
+                round(t - first, 3) if t is not None and first is not None else None,
+                str(r["source"]),
+                int(r["line"]),
+                _order(r),
+                "since_start",
+            )
+        )
+    return tuple(_fill(stages))
+
+
+def _fill(stages: list[Stage]) -> list[Stage]:
+    """A stage the engine does not time lasts until the next stage with a stamp begins."""
+    out = []
+    for i, s in enumerate(stages):
+        if s.seconds is None and s.start is not None and s.stage not in ("ready",):
+            nxt = next((n.start for n in stages[i + 1 :] if n.start is not None), None)
+            if nxt is not None and nxt >= s.start:
+                s = Stage(
+                    s.stage,
+                    s.runner,
+                    s.start,
+                    round(nxt - s.start, 3),
+                    s.path,
+                    s.line,
+                    s.order,
+                    "lines",
+                )
+        out.append(s)
+    return out
+
+
+def capture_share(stages: tuple[Stage, ...]) -> tuple[float, float] | None:
+    """(capture seconds, start-up seconds to the first request or readiness): GD140's share."""
+    cap = sum(s.seconds or 0.0 for s in stages if s.stage == "capture")
+    starts = [s.start for s in stages if s.start is not None]
+    end = next((s.start for s in stages if s.stage == "first_request"), None) or next(
+        (s.start for s in stages if s.stage == "ready"), None
+    )
+    if not cap or not starts or end is None or end <= min(starts):
+        return None
+    return cap, end - min(starts)
