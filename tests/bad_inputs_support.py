@@ -171,6 +171,26 @@ def make_invalid_utf8(folder: Path) -> Path:
     return path
 
 
+#: the command with its peak resident memory on stderr (``PEAK_KIB n``) from the kernel's
+#: high-water mark of this program's own memory (``VmHWM``: reset by exec, unlike
+#: ``ru_maxrss``, which keeps the forking test process's size)
+HWM_WRAPPER = (
+    "import atexit, sys\n"
+    "def _peak():\n"
+    "    for ln in open('/proc/self/status'):\n"
+    "        if ln.startswith('VmHWM:'):\n"
+    "            sys.stderr.write('PEAK_KIB %s\\n' % ln.split()[1])\n"
+    "atexit.register(_peak)\n"
+    "from diag.cli import main\n"
+    "sys.argv[0] = 'graphdiag'\n"
+    "main()\n"
+)
+
+
+def peak_mib(stderr: str) -> float:
+    return int(stderr.split("PEAK_KIB ")[1].split()[0]) / 1024
+
+
 RSS_WRAPPER = (
     "import atexit, resource, sys\n"
     "atexit.register(lambda: sys.stderr.write("

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from diag.artifacts.safe_pickle import Budget, SnapshotError, read_plain_pickle
-from tests.bad_inputs_support import GOOD, GOOD_BATCHES, RSS_WRAPPER
+from tests.bad_inputs_support import GOOD, GOOD_BATCHES, HWM_WRAPPER, peak_mib
 from tests.conftest import ROOT
 
 
@@ -48,7 +48,7 @@ def test_the_whole_command_refuses_it_and_analyses_the_log(tmp_path: Path) -> No
     bad.write_bytes(shared_blocks_pickle())
     start = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-c", RSS_WRAPPER, "analyze", str(folder), "-o", str(tmp_path / "r")]
+        [sys.executable, "-c", HWM_WRAPPER, "analyze", str(folder), "-o", str(tmp_path / "r")]
         + ["--no-html", "--format", "json", "-q"],
         capture_output=True,
         timeout=120,
@@ -63,7 +63,7 @@ def test_the_whole_command_refuses_it_and_analyses_the_log(tmp_path: Path) -> No
     assert str(bad) not in entry["reason"]  # the path is said once, by the listing
     (run,) = [r for r in doc["runs"] if str(folder / "server.log") in r["sources"]]
     assert (run["record"]["batches"]["graph"], run["record"]["batches"]["eager"]) == GOOD_BATCHES
-    rss_mib = int(stderr.split("MAXRSS_KIB ")[1].split()[0]) / 1024
+    rss_mib = peak_mib(stderr)
     assert rss_mib < 300, f"{rss_mib:.0f} MiB"
     assert elapsed < 60, f"{elapsed:.1f} s"  # (5 s on a quiet machine; CI shares its cores)
 

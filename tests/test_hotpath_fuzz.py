@@ -15,7 +15,8 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from hypothesis import given
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from diag.events import EventSink
@@ -216,3 +217,112 @@ def test_searched_fields_in_free_text_read_alike(data: st.DataObject) -> None:
             line = line[:at] + snippet + line[at:]
         lines.append(line)
     same("sglang", b"\n".join(lines) + b"\n")
+
+
+# ------------------------------------------------- whole command: plain and gz, real sizes
+# (issue 36 item 4) the bulk path at the region minimum and block sizes real inputs see (no
+# oracle switch): every mutated log gives the same event tables per line and in bulk, and the
+# same report plain and gzipped (gzip input was read in 256 KiB steps that never reached the
+# bulk path's minimum region, so its copies were read per line).
+from diag.api import analyze as _analyze  # noqa: E402
+from diag.ingest import ingest as _ingest  # noqa: E402
+from diag.render.serialize import to_json as _to_json  # noqa: E402
+
+_WHOLE_BYTES = 600 << 10  # past the 256 KiB head: a head region and a block region
+
+
+@cache
+def _whole_log(engine: str) -> bytes:
+    make = gen_logs.sglang_lines if engine == "sglang" else gen_logs.vllm_lines
+    return "".join(ln + "\n" for ln in make(_WHOLE_BYTES, seed=5)).encode()
+
+
+def _report(path: Path) -> dict[str, object]:
+    import json
+
+    doc = json.loads(_to_json(_analyze([str(path)], generated_at="fixed", jobs=1)))
+    text = json.dumps(doc).replace(str(path), "LOG")
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+@st.composite
+def _mutated_log(draw: st.DrawFn) -> tuple[str, bytes]:
+    engine = draw(st.sampled_from(("sglang", "vllm")))
+    data = _whole_log(engine)
+    lines = data.split(b"\n")
+    for _ in range(draw(st.integers(1, 8))):
+        i = draw(st.integers(0, len(lines) - 1))
+        lines[i] = draw(mutate_bytes(lines[i]))
+    spot = draw(st.sampled_from(("\u00a0", "\u3000", "\u2009"))).encode()
+    j = draw(st.integers(0, len(lines) - 1))
+    k = draw(st.integers(0, max(len(lines[j]) - 1, 0)))
+    lines[j] = lines[j][:k] + spot + lines[j][k:]
+    return engine, b"\n".join(lines)
+
+
+@settings(max_examples=30, deadline=None)
+@given(case=_mutated_log())
+def test_whole_command_plain_and_gz_and_both_paths_agree(case: tuple[str, bytes]) -> None:
+    import gzip
+    import tempfile
+
+    engine, data = case
+    with tempfile.TemporaryDirectory(prefix="gd-fuzz-") as tmp:
+        plain = Path(tmp) / "server.log"
+        plain.write_bytes(data)
+        gz = Path(tmp) / "copy" / "server.log.gz"
+        gz.parent.mkdir()
+        gz.write_bytes(gzip.compress(data, compresslevel=1))
+        for path in (plain, gz):
+            pure = _ingest([str(path)], jobs=1, hotpath=False).tables
+            hot = _ingest([str(path)], jobs=1, hotpath=True).tables
+            assert_same_tables(pure, hot, f"{engine} {path.name}")
+        a, b = _report(plain), _report(gz)
+        assert a["runs"] == b["runs"], engine
+
+
+def test_gz_input_reaches_the_bulk_path(tmp_path: Path) -> None:
+    import gzip
+
+    from diag.ingest.hotpath.scanner import HotScanner
+
+    data = _whole_log("sglang")
+    gz = tmp_path / "server.log.gz"
+    gz.write_bytes(gzip.compress(data, compresslevel=1))
+    seen: list[int] = []
+    real = HotScanner.scan_blocks
+
+    def spy(self: HotScanner, *a: object, **k: object) -> int:
+        n = real(self, *a, **k)  # type: ignore[arg-type]
+        seen.append(self.bulk_rows)
+        return n
+
+    HotScanner.scan_blocks = spy  # type: ignore[method-assign]
+    try:
+        _ingest([str(gz)], jobs=1, hotpath=True)
+    finally:
+        HotScanner.scan_blocks = real  # type: ignore[method-assign]
+    plain_rows = len(data.split(b"Decode batch")) - 1
+    assert seen and seen[-1] > plain_rows // 2, (seen, plain_rows)
+
+
+_PYLOG_LINE = (
+    "2025-12-04 20:35:5{s} INFO 151972 [{hdr}] Decode batch, #running-req: {bs}, #token: 5, "
+    "token usage: 0.01, cuda graph: True, gen throughput (token/s): 1.0, #queue-req: 0, \n"
+)
+
+
+@pytest.mark.parametrize("space", ["\u00a0", "\u3000", "\u2009"])
+@pytest.mark.parametrize("where", ["sched{}x.py:222", "sched.py{}:222", "sched.py:{}222"])
+def test_a_unicode_space_in_a_header_file_gives_one_rank_on_both_paths(
+    tmp_path: Path, space: str, where: str
+) -> None:
+    """SGLANG_LOGGING_CONFIG_PATH headers ("[TP1 file.py:N]"): a Unicode space inside the
+    file name was a space to the per-line regex (\\s) and a name byte to the C scanner."""
+    from tests.test_hotpath_oracle import both
+
+    hdr = "TP1 " + where.format(space)
+    path = tmp_path / "x.log"
+    path.write_text("".join(_PYLOG_LINE.format(s=i, bs=i + 1, hdr=hdr) for i in range(5)))
+    pure, hot = both([str(path)])
+    assert_same_tables(pure, hot, repr(hdr))

@@ -15,7 +15,7 @@ import pytest
 
 from diag.ingest.inputs import NulCount
 from diag.sources.readers import Hole, data_from, iter_range
-from tests.bad_inputs_support import GOOD, GOOD_BATCHES, RSS_WRAPPER, cli
+from tests.bad_inputs_support import GOOD, GOOD_BATCHES, HWM_WRAPPER, cli, peak_mib
 from tests.conftest import ROOT
 
 MIB = 1 << 20
@@ -81,7 +81,7 @@ def test_a_64_mib_hole_in_the_middle_costs_constant_memory(tmp_path: Path) -> No
     interpreter and its libraries, whatever the hole's size."""
     log = _holed(tmp_path / "server.log", 0, 64 * MIB, 0, sparse=True)
     proc = subprocess.run(
-        [sys.executable, "-c", RSS_WRAPPER, "analyze", str(log), "-o", str(tmp_path / "r")]
+        [sys.executable, "-c", HWM_WRAPPER, "analyze", str(log), "-o", str(tmp_path / "r")]
         + ["--no-html", "--format", "json", "-q", "-j", "1"],
         capture_output=True,
         timeout=300,
@@ -91,5 +91,5 @@ def test_a_64_mib_hole_in_the_middle_costs_constant_memory(tmp_path: Path) -> No
     assert proc.returncode in (0, 1), stderr
     doc = json.loads(proc.stdout)
     assert _batches(doc, log) == GOOD_BATCHES
-    rss_mib = int(stderr.split("MAXRSS_KIB ")[1].split()[0]) / 1024
+    rss_mib = peak_mib(stderr)
     assert rss_mib < 250, f"{rss_mib:.0f} MiB"

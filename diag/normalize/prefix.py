@@ -88,11 +88,13 @@ _UNRANKED_WORKER = re.compile(r"^(?:VllmWorkerProcess|RayWorker\w*|pid=\d+)$")
 # ---------------------------------------------------------------- engine headers
 SGLANG_HEADER = re.compile(
     r"^\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<ms>\d{1,6}))?"
-    r"(?P<ranks>(?: [A-Z][A-Z_]*-?\d+)*)\] ?"
+    r"(?P<ranks>(?: [A-Z][A-Z_]*-?\d+)*)\] ?",
+    re.ASCII,  # (\d, \s: ASCII digits and spaces only, as the C scanner reads them)
 )
 VLLM_HEADER = re.compile(
     r"^(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)"
-    r"(?:[.,]\d+)?\s+\[?(?P<file>[^\]\s:]+):(?P<ln>\d+)\] ?"
+    r"(?:[.,]\d+)?\s+\[?(?P<file>[^\]\s:]+):(?P<ln>\d+)\] ?",
+    re.ASCII,
 )
 _PYLOG = re.compile(
     r"^(?P<date>\d{4}-\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<ms>\d+))?"
@@ -100,7 +102,8 @@ _PYLOG = re.compile(
     # SGLang's rank prefix (sglang==0.5.5:sglang/srt/utils/common.py:1153 puts it after the
     # time, "[%(asctime)s{prefix}]") in the bracket of a SGLANG_LOGGING_CONFIG_PATH format,
     # before the file: "[DP3 TP3 EP3 scheduler_metrics_mixin.py:222]"
-    r"(?:\[(?P<ranks>(?:[A-Z][A-Z_]*-?\d+ )*))?(?P<file>[^\]\s:]+):(?P<ln>\d+)\]?(?: - )?\s?"
+    r"(?:\[(?P<ranks>(?:[A-Z][A-Z_]*-?\d+ )*))?(?P<file>[^\]\s:]+):(?P<ln>\d+)\]?(?: - )?\s?",
+    re.ASCII,  # a U+00A0 in "file.py:N" is part of the name on every path (issue 36)
 )
 _GLOG = re.compile(r"^(?P<lvl>[IWEF])(?P<md>\d{4}) (?P<hms>\d\d:\d\d:\d\d)\.\d+\s+\d+ \S+:\d+\] ")
 _OLD_SGLANG_TAG = re.compile(r"^\[gpu(?:_id)?=(\d+)\] ")

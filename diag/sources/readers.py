@@ -244,7 +244,7 @@ def detect_backend(text: bytes) -> str:
 
 BLOCK_BYTES = 8 * 1024 * 1024
 # compressed inputs are read with read1 (one decompression step per call, nothing lost at a
-# truncated end) in blocks of at most this size
+# truncated end) in steps of at most this size, gathered into BLOCK_BYTES blocks
 GZIP_BLOCK_BYTES = 256 * 1024
 
 
@@ -309,18 +309,18 @@ def iter_blocks(
     The scanner finds candidate lines with one regex over each block, so big blocks are
     what makes skipping irrelevant lines nearly free.
     """
-    read = (
-        stream.read1 if isinstance(stream, gzip.GzipFile) else stream.read
-    )  # read1: see read_head
+    gz = isinstance(stream, gzip.GzipFile)
     if size is None:
-        size = GZIP_BLOCK_BYTES if isinstance(stream, gzip.GzipFile) else BLOCK_BYTES
-    plain = not isinstance(stream, gzip.GzipFile) and hasattr(stream, "seekable")
-    plain = plain and stream.seekable()
+        size = BLOCK_BYTES
+    plain = not gz and hasattr(stream, "seekable") and stream.seekable()
     if head:
         yield head
+    if gz:  # decompressed steps gathered into blocks of the plain file's size (one answer)
+        yield from _gzip_blocks(stream, size, errors)
+        return
     while True:
         try:
-            block = read(size)
+            block = stream.read(size)
         except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
             errors.append(_gzip_reason(exc))
             return
@@ -333,6 +333,32 @@ def iter_blocks(
             if nxt > pos:
                 stream.seek(nxt)
                 yield _hole(nxt - pos)
+
+
+def _gzip_blocks(stream: Any, size: int, errors: list[str]) -> Iterator[bytes]:
+    """A gzip stream's bytes in blocks of ``size``, read with ``read1`` (see
+    :func:`read_head`): a truncated stream yields everything decompressed before the cut.
+    Blocks of the plain file's size let the bulk path see compressed input as it sees the
+    plain copy (256 KiB steps never reached its minimum region)."""
+    chunks: list[bytes] = []
+    n = 0
+    while True:
+        try:
+            chunk = stream.read1(GZIP_BLOCK_BYTES)
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+            if chunks:
+                yield b"".join(chunks)
+            errors.append(_gzip_reason(exc))
+            return
+        if not chunk:
+            break
+        chunks.append(chunk)
+        n += len(chunk)
+        if n >= size:
+            yield b"".join(chunks)
+            chunks, n = [], 0
+    if chunks:
+        yield b"".join(chunks)
 
 
 def iter_range(
