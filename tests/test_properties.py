@@ -333,7 +333,8 @@ def _normalised(folder: Path, parts: list[tuple[str, int]]) -> dict[str, Any]:
                 and isinstance(value.get("line"), int)
             ):
                 value = {**value, "line": offset[value["path"]] + value["line"], "path": "<log>"}
-            return {k: walk(v) for k, v in value.items()}
+            # (a run's ``label`` is its file's own name: x.log, x.log.gz, by design)
+            return {k: walk(v) for k, v in value.items() if k != "label"}
         if isinstance(value, list):
             return [walk(v) for v in value]
         if isinstance(value, str):

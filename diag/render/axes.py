@@ -138,7 +138,9 @@ class TimeAxis:
         if self.t0 is None or self.t1 is None:
             return None
         lo, hi = self.t0, self.t1
-        if hi - lo < MIN_SPAN_S:
+        if hi - lo < MIN_SPAN_S and self.kind == "elapsed":
+            hi = lo + MIN_SPAN_S  # time since the first sample never runs below zero
+        elif hi - lo < MIN_SPAN_S:
             mid = (lo + hi) / 2
             lo, hi = mid - MIN_SPAN_S / 2, mid + MIN_SPAN_S / 2
         pad = (hi - lo) * 0.03

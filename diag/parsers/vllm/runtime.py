@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from diag.engines import errors as sigs
 from diag.normalize.prefix import LogLine
 from diag.parsers import periodic
 from diag.parsers.base import Context, num, parse_int_list, to_int
@@ -437,5 +438,10 @@ def _error_parser_covers(line: LogLine) -> bool:
     if line.header is None and EXC_LINE.match(msg):
         return True
     if line.level in ("ERROR", "CRITICAL") or line.header not in ("vllm", "sglang", "glog"):
-        return bool(STANDALONE_OOM.search(msg) or (explicit_capture(msg) and "failed" in msg))
+        return bool(
+            STANDALONE_OOM.search(msg)
+            or (explicit_capture(msg) and "failed" in msg)
+            # an engine raise site's own words (raise_atlas.json): ErrorParser's since the atlas
+            or (line.level in ("ERROR", "CRITICAL") and sigs.judge(msg).site is not None)
+        )
     return False
