@@ -16,8 +16,8 @@ from diag.advise.cost_model import (
     DEFAULT_CAPTURE_GIB_PER_GRAPH,
     DEFAULT_CAPTURE_S_PER_GRAPH,
     DEFAULT_EAGER_PENALTY_S,
-    DEFAULT_LIFETIME_H,
     DEFAULT_SLOT_STEP_S,
+    DEFAULT_STARTS_PER_DAY,
     SATURATED_USAGE,
     CostParameters,
     Param,
@@ -39,7 +39,7 @@ from diag.advise.traffic import (
 )
 from diag.facts.steps import DEFAULT_BASE_STEP_S
 
-__all__ = ["LineFit", "fit_parameters"]
+__all__ = ["LineFit", "fit_parameters", "starts_param"]
 
 
 MIN_FIT_SIZES = 4  # a slope through fewer distinct step sizes is not a measurement
@@ -121,7 +121,7 @@ def fit_parameters(
     engine: Engine,
     *,
     spec_tokens: int = 0,
-    lifetime_h: float | None = None,
+    starts_per_day: float | None = None,
 ) -> CostParameters:
     """Parameters from the runs' own numbers where they have them, documented defaults elsewhere.
 
@@ -258,14 +258,7 @@ def fit_parameters(
         sat = Param(
             0.0, "share of steps", "default", "no KV usage in the lines: pool assumed not full"
         )
-    life = Param(
-        lifetime_h or DEFAULT_LIFETIME_H,
-        "h",
-        "default",
-        "capture is paid once per server start; one restart a day assumed"
-        if lifetime_h is None
-        else "given by the caller",
-    )
+    starts = starts_param(starts_per_day)
     hours = sum(e.traffic.span_h() for e in evidence)
     sized = [every_row(s >= 1) for s in cols.size]
     steps = masked_sum(cols.steps, sized)
@@ -291,12 +284,26 @@ def fit_parameters(
         per_gib,
         pool,
         sat,
-        life,
+        starts,
         sph,
         measured_sizes=tuple(sorted(set(cap.sizes))),
         measured_time_s=cap.time_s,
         measured_mem_gib=cap.mem_gib if cap.mem_gib is not None and cap.mem_gib > 0 else None,
     )
+
+
+def starts_param(starts_per_day: float | None) -> Param:
+    """The start rate: capture is paid on every start, and no log says how often the server
+    starts (restarts, autoscaling, rolling deploys), so it is the user's input."""
+    if starts_per_day is None:
+        return Param(
+            DEFAULT_STARTS_PER_DAY,
+            "starts/day",
+            "default",
+            "capture is paid on every server start; one start a day assumed "
+            "(--starts-per-day gives yours: autoscaling, rolling deploys, restarts)",
+        )
+    return Param(float(starts_per_day), "starts/day", "given", "given with --starts-per-day")
 
 
 EAGER_PRIOR_WHY = (

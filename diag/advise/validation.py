@@ -12,6 +12,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import NamedTuple
 
 import numpy as np
 
@@ -20,7 +21,15 @@ from diag.advise.cost_model import CostParameters, set_cost
 from diag.advise.grouping import joined, step_histogram
 from diag.advise.limits import EngineLimits, ceiling_policy
 
-__all__ = ["DEFAULT_FOLDS", "MAX_RUN_FOLDS", "MIN_BLOCK_LINES", "Fold", "heldout", "make_folds"]
+__all__ = [
+    "DEFAULT_FOLDS",
+    "MAX_RUN_FOLDS",
+    "MIN_BLOCK_LINES",
+    "Fold",
+    "HeldOut",
+    "heldout",
+    "make_folds",
+]
 
 DEFAULT_FOLDS = 5
 MAX_RUN_FOLDS = 10  # a fleet (pods of one config): folds of runs, not one per run (quadratic)
@@ -96,6 +105,16 @@ def make_folds(
     return out, how
 
 
+class HeldOut(NamedTuple):
+    """Held-out figures weighted by held-out steps; ``capture_s_h`` is the capture part of
+    ``total_s_h`` (measured seconds x start rate, not fitted: the decision prices it apart)."""
+
+    coverage: float
+    waste: float | None
+    total_s_h: float
+    capture_s_h: float
+
+
 def heldout(
     folds: Sequence[Fold],
     k: int,
@@ -107,13 +126,13 @@ def heldout(
     solvers: Solvers | None = None,
     used: UsedSizes | None = None,
     fixed: Sequence[int] | None = None,
-) -> tuple[float, float | None, float]:
+) -> HeldOut:
     """Held-out coverage, waste and cost (GPU-s/h), weighted by held-out steps: of the set
     fitted on each fold's other folds, or of one ``fixed`` set (the current one) priced on
     the same held-out folds."""
     if not folds:
-        return math.nan, None, math.nan
-    cov = tot = pad_num = pad_den = 0.0
+        return HeldOut(math.nan, None, math.nan, math.nan)
+    cov = tot = cap = pad_num = pad_den = 0.0
     weight = 0.0
     for f in folds:
         sizes = (
@@ -127,9 +146,11 @@ def heldout(
         w = f.running[-1]  # sum(f.test.values())
         cov += c.coverage * w
         tot += c.total_s_h * w
+        cap += c.capture_s_h * w
         if c.padding_waste is not None:
             served = f.steps_up_to(max(sizes))
             pad_num += c.padding_waste * served
             pad_den += served
         weight += w
-    return cov / weight, (pad_num / pad_den if pad_den else None), tot / weight
+    waste = pad_num / pad_den if pad_den else None
+    return HeldOut(cov / weight, waste, tot / weight, cap / weight)

@@ -4,6 +4,17 @@ from __future__ import annotations
 
 from diag.rules.base import Remedy, Rule, Threshold, num, pct
 from diag.rules.metrics import RunMetrics
+from diag.rules.quotes import advice_withheld, advised_set, start_rate
+
+
+def _fewer(m: RunMetrics) -> str | None:
+    """The bucket advice's answer, the one GD112 and `recommend` give: its set, or why it
+    keeps today's; None without advice (the generic remedy then)."""
+    withheld = advice_withheld(m)
+    if withheld is not None:
+        return f"Capturing fewer sizes is not advised: {withheld}.{start_rate(m)}"
+    s = advised_set(m)
+    return f"Capture fewer sizes: {s}.{start_rate(m)}" if s else None
 
 
 def _phases(m: RunMetrics) -> list[tuple[str, float]]:
@@ -67,12 +78,14 @@ class GD140(Rule):
             "Capture fewer sizes with --cuda-graph-bs; `graphdiag recommend` gives the set.",
             engine="sglang",
             flags=("--cuda-graph-bs",),
+            specific=_fewer,
         ),
         Remedy(
             "Capture fewer sizes with a cudagraph_capture_sizes list in --compilation-config, "
             "and keep the compile cache (VLLM_CACHE_ROOT) across restarts.",
             engine="vllm",
             flags=("cudagraph_capture_sizes",),
+            specific=_fewer,
         ),
     )
 
