@@ -44,6 +44,12 @@ __all__ = ["LineFit", "fit_parameters", "starts_param"]
 
 MIN_FIT_SIZES = 4  # a slope through fewer distinct step sizes is not a measurement
 MIN_SLOPE_T = 2.0  # a slope within two standard errors of zero cannot be told from zero
+# A decode step reads every weight once whatever its batch and spends ~2 FLOPs per weight per
+# token, so its time doubles only near the GPU's FLOP-to-byte ratio in tokens (bf16: A100
+# 312 TFLOP/s / 2.0 TB/s = 156, H100 SXM 989 / 3.35 = 295, L4 121 / 0.3 = 403): a fitted line
+# on which the step doubles within 16 tokens is not what a padded slot costs (step times that
+# grow with the running count: intervals the steps did not fill, prefill riding along)
+MIN_DOUBLING_TOKENS = 16.0
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,15 @@ def _fit_line(size: np.ndarray, t: np.ndarray) -> LineFit | None:
     return LineFit(a, b, se, len(uniq))
 
 
+def _doubling(fit: LineFit, per_slot: int) -> str | None:
+    """'6.2 tokens' where the fitted step time doubles within fewer than
+    :data:`MIN_DOUBLING_TOKENS` tokens (an implausible padding cost), else None."""
+    if fit.b <= 0:
+        return None
+    tokens = fit.a / fit.b * per_slot
+    return f"{tokens:.3g} tokens" if tokens < MIN_DOUBLING_TOKENS else None
+
+
 def _intercept_for(size: np.ndarray, t: np.ndarray, slope: float) -> float | None:
     """The intercept that goes with a given slope: median of ``t - slope * size``."""
     ok = np.isfinite(t) & (t > 0) & (size >= 1)
@@ -142,7 +157,8 @@ def fit_parameters(
         "509 requests 64 ms/step; memory-bound decode)"
         + (f", x{per_slot} draft tokens per request" if per_slot > 1 else "")
     )
-    if fit is not None and fit.slope_known():
+    implausible = fit is not None and fit.slope_known() and _doubling(fit, per_slot) is not None
+    if fit is not None and fit.slope_known() and not implausible:
         base = Param(fit.a, "s/step", "run", f"intercept of a line fitted to the {fit_why}")
         slot = Param(
             fit.b,
@@ -154,6 +170,13 @@ def fit_parameters(
     else:
         if fit is None:
             why_not = "fewer than 3 lines with a step time"
+        elif implausible:
+            why_not = (
+                f"the fitted slope {fit.b * 1e3:.3g} ms per {unit} over {fit.sizes} sizes is not a "
+                f"padding cost: on it the step time ({fit.a * 1e3:.3g} ms at no batch) would "
+                f"double within {_doubling(fit, per_slot)}, where a decode step doubles only near "
+                f"the GPU's FLOP-to-byte ratio (hundreds of tokens)"
+            )
         elif fit.sizes < MIN_FIT_SIZES:
             why_not = (
                 f"the step times cover {fit.sizes} size(s) only (fewer than {MIN_FIT_SIZES}): "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diag.rules.base import Remedy, Rule, Threshold
+from diag.rules.base import Remedy, Rule, Standstill, Threshold
 from diag.rules.metrics import RunMetrics
 from diag.rules.quotes import (
     advice_withheld,
@@ -17,7 +17,7 @@ from diag.rules.quotes import (
 def _lower(m: RunMetrics) -> str | None:
     withheld = advice_withheld(m)
     if withheld is not None:
-        return f"{withheld_lead(m, 'Lowering')}: {withheld}.{start_rate(m)}"
+        return Standstill(f"{withheld_lead(m, 'Lowering')}: {withheld}.{start_rate(m)}")
     ceiling = advised_ceiling(m)
     if ceiling is None:
         return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diag.rules.base import Remedy, Rule, Threshold, num, pct
+from diag.rules.base import Remedy, Rule, Standstill, Threshold, num, pct
 from diag.rules.metrics import RunMetrics
 from diag.rules.quotes import advice_withheld, advised_set, start_rate
 
@@ -12,7 +12,7 @@ def _fewer(m: RunMetrics) -> str | None:
     keeps today's; None without advice (the generic remedy then)."""
     withheld = advice_withheld(m)
     if withheld is not None:
-        return f"Capturing fewer sizes is not advised: {withheld}.{start_rate(m)}"
+        return Standstill(f"Capturing fewer sizes is not advised: {withheld}.{start_rate(m)}")
     s = advised_set(m)
     return f"Capture fewer sizes: {s}.{start_rate(m)}" if s else None
 
