@@ -279,23 +279,32 @@ def advise(
     best = min(key)
     pick = next(i for i, v in enumerate(key) if v <= best + eps)
     chosen = rows[pick]
-    if baseline:  # the pick's budget again, with the used current sizes put back, validated so
-        used = UsedSizes(baseline, params, limits.padding, max_k)
-        k = budgets[pick]
-        back = fit_set(hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept, solvers, used)
-        fitted = set(chosen.sizes)
-        if back != chosen.sizes:
-            h = heldout(
-                fold_list, k, forced_min, grid_for, params, limits.padding, kept, solvers, used
-            )
-            cost = set_cost(back, hist, params, padding=limits.padding)
-            chosen = _row(back, cost, h)
-            rows.append(chosen)
-            key.append(h.total_s_h if math.isfinite(h.total_s_h) else cost.total_s_h)
-            pick = len(rows) - 1
+    # the pick's budget again, with the used current sizes put back and the small sizes a
+    # quiet hour needs (diag.advise.quiet), validated so
+    used = UsedSizes(baseline, params, limits.padding, max_k, quiet=True)
+    k = budgets[pick]
+    back = fit_set(hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept, solvers, used)
+    fitted = set(chosen.sizes)
+    if back != chosen.sizes:
+        h = heldout(fold_list, k, forced_min, grid_for, params, limits.padding, kept, solvers, used)
+        cost = set_cost(back, hist, params, padding=limits.padding)
+        chosen = _row(back, cost, h)
+        rows.append(chosen)
+        key.append(h.total_s_h if math.isfinite(h.total_s_h) else cost.total_s_h)
+        pick = len(rows) - 1
+        added = set(back) - fitted
+        in_use = {s for s in added if s in baseline and hist.get(s, 0.0) > 0}
+        if in_use:
             notes.append(
-                f"current sizes the traffic uses kept ({_named_sizes(set(back) - fitted)}): "
+                f"current sizes the traffic uses kept ({_named_sizes(in_use)}): "
                 "dropping them costs more in padding than their graphs cost"
+            )
+        if added - in_use:
+            floor = min(s for s in back if s > forced_min and s not in added - in_use)
+            notes.append(
+                f"small sizes kept for a quiet hour ({_named_sizes(added - in_use)}): each "
+                f"costs less to capture than the padding it saves when batches fall below "
+                f"{floor} {limits.unit}, which this traffic did not show"
             )
     if not fold_list:
         how = "not validated (in sample only)"
