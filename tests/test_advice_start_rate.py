@@ -111,14 +111,19 @@ def test_the_start_rate_is_an_option_of_analyze_and_recommend(tmp_path: Path) ->
     assert bad.exit_code == 2 and "starts-per-day" in bad.stderr
 
 
+@pytest.mark.parametrize("starts", [None, 24.0])
 @pytest.mark.parametrize("name", NAMES)
-def test_recommend_is_never_dearer_and_gd112_gd140_say_the_same(name: str) -> None:
+def test_recommend_is_never_dearer_and_gd112_gd140_say_the_same(
+    name: str, starts: float | None
+) -> None:
     """Done-when of issue 34: on every fixture incident the advised set costs no more than the
-    current one at the stated start rate, and GD112 / GD140 give recommend's answer."""
-    rep, rec = _analysed(name)
+    current one at the stated start rate (the default, and hourly starts), and GD112 / GD140
+    give recommend's answer."""
+    rep, rec = _analysed(name, starts)
     if rec is None or rec.get("node") == "prefill":
         return
     d = rec["decision"]
+    assert rec["starts_per_day"]["value"] == (starts or 1.0)
     assert rec["recommended"]["cost_s_h"] <= rec["current"]["cost_s_h"] + 1e-9
     if d["kind"] == "change":
         assert d["candidate_cost_s_h"] < d["current_cost_s_h"] - d["margin_s_h"]

@@ -428,7 +428,15 @@ def _decide(
     )
     source: Baseline = "current" if limits.current_sizes else "default"
     decision = decide(
-        cand_key, base_key, source, busy_s_h, basis, missing, differing=differing, rate=rate
+        cand_key,
+        base_key,
+        source,
+        busy_s_h,
+        basis,
+        missing,
+        differing=differing,
+        rate=rate,
+        in_sample=(chosen.cost.total_s_h, cost.total_s_h),
     )
     if decision.kind == "change":
         return decision, chosen

@@ -261,10 +261,12 @@ def decide(
     *,
     differing: float = 1.0,
     rate: StartRate | None = None,
+    in_sample: tuple[float, float] | None = None,
 ) -> Decision:
     """Change only when the candidate wins by the margin; missing evidence withholds advice.
     ``differing``: the share of decode time the two sets price apart (the fit's resolution
-    applies there only); ``rate``: the capture part, said with the decision."""
+    applies there only); ``rate``: the capture part, said with the decision; ``in_sample``:
+    (candidate, baseline) on all the traffic, where the candidate must not cost more."""
     margin = margin_s_h(baseline_s_h or 0.0, busy_s_h, differing)
     what = "the current set" if baseline == "current" else "the engine's default set"
     if missing:
@@ -283,6 +285,14 @@ def decide(
         )
     words = _margin_words(baseline_s_h, busy_s_h, differing)
     saved = baseline_s_h - candidate_s_h
+    if saved > margin and in_sample is not None and in_sample[0] > in_sample[1] + 1e-9:
+        why = (
+            f"the best candidate saves {saved:,.2f} GPU-s/h on {basis} traffic but costs "
+            f"{in_sample[0] - in_sample[1]:,.2f} GPU-s/h more on all of it ({in_sample[0]:,.2f} "
+            f"against {in_sample[1]:,.2f} GPU-s/h): a change is never dearer than {what} on "
+            "the traffic the logs show"
+        )  # (no start rate said: the held-out break-even is not what decided)
+        return Decision("keep", why, baseline_s_h, candidate_s_h, margin, basis, baseline)
     if saved > margin:
         why = (
             f"cheaper than {what} by {saved:,.2f} GPU-s/h on {basis} traffic "
