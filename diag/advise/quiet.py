@@ -58,19 +58,26 @@ def keep_quiet_sizes(
     per_size_h = steps_h / floor  # the quiet hour's steps, evenly over batch sizes 1..floor
     out = tuple(sorted(set(sizes)))
     base = set_cost(out, hist, params, padding=padding)
-    fixed = base.capture_s_h + base.memory_s_h
+    # the graph memory term is linear in the set's graph memory (the traffic's busy time
+    # does not change with sizes below it), so each trial is priced without the histogram
+    per_gib = base.memory_s_h / base.capture_gib if base.capture_gib > 0 else 0.0
+    per_start = params.starts_per_hour()
+
+    def spent(trial: Sequence[int]) -> float:
+        return params.capture_time_s(trial) * per_start + params.capture_gib(trial) * per_gib
+
+    fixed = spent(out)
     while max_k is None or len(out) < max_k:
-        best: tuple[float, int, tuple[int, ...], float] | None = None
+        best: tuple[float, tuple[int, ...], float] | None = None
         for s in grid:
             if s >= floor or s <= forced_min or s in out:
                 continue
             trial = tuple(sorted({*out, s}))
-            c = set_cost(trial, hist, params, padding=padding)
-            spent = c.capture_s_h + c.memory_s_h - fixed
-            net = _saving_s_h(out, s, per_size_h, slot_s) - spent
+            cost = spent(trial)
+            net = _saving_s_h(out, s, per_size_h, slot_s) - (cost - fixed)
             if net > 0 and (best is None or net > best[0]):
-                best = (net, s, trial, c.capture_s_h + c.memory_s_h)
+                best = (net, trial, cost)
         if best is None:
             break
-        out, fixed = best[2], best[3]
+        out, fixed = best[1], best[2]
     return out

@@ -36,7 +36,9 @@ class GD140(Rule):
     request served) where the log shows both. Counts every capture phase of the start-up (decode graphs, piecewise prefill, draft
     model) since all of them delay serving, and names each. Time grows with the number of
     sizes, torch.compile and the profiler (--enable-profile-cuda-graph inflates it); those
-    remedies are offered only when the log shows them on.
+    remedies are offered only when the log shows them on. Capturing fewer sizes is the bucket
+    advice's answer, the set ``graphdiag recommend`` and GD112 name (or its reason to keep
+    today's), priced at the server's start rate, with the rate at which keeping would win.
 
     Fires::
 
