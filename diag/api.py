@@ -41,6 +41,7 @@ def analyze(
     jobs: int | None = None,
     tz: tzinfo | None = None,
     stage: StageFn | None = None,
+    starts_per_day: float | None = None,
 ) -> Report:
     """Read the inputs, build facts per run, run the rules, return the :class:`Report`.
 
@@ -50,7 +51,8 @@ def analyze(
     ``tz``: the zone of log time stamps that carry none (``--tz``), to meet profiler traces'
     epoch times; None reads them as UTC. ``stage(name, done, total)`` hears of each step
     (files counted while groups are read, runs where a step goes run by run), so a meter
-    moves through the whole analysis."""
+    moves through the whole analysis. ``starts_per_day``: how often the server starts, which
+    prices capture time in the bucket advice (None: the stated default, one a day)."""
 
     def tell(name: str, done: int = 0, total: int = 0) -> None:
         if stage is not None:
@@ -68,6 +70,7 @@ def analyze(
             rules_file,
             generated_at or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             tell,
+            starts_per_day=starts_per_day,
         )
 
 

@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("diag.facts",),
     ("diag.advise",),
     ("diag.rules",),
-    ("diag.report",),
+    ("diag.report", "diag.comparison"),
     ("diag.render",),
     # orchestration and outputs over everything below
     (

@@ -109,8 +109,12 @@ def test_promise_equals_measurement_on_replayed_traffic(
     d = rec["decision"]
     if d["kind"] == "keep":  # no set within the budget beats today's by the margin: said so
         assert rec["recommended"]["sizes"] == rec["current"]["sizes"] and rec["flags"] == ""
-        assert d["candidate_cost_s_h"] > d["current_cost_s_h"] - d["margin_s_h"]
-        assert f"{d['current_cost_s_h']:,.2f}" in d["why"] and k is not None
+        # short of the margin held out, or dearer on all the traffic (never dearer in sample)
+        assert (
+            d["candidate_cost_s_h"] > d["current_cost_s_h"] - d["margin_s_h"]
+            or "more on all of it" in d["why"]
+        )
+        assert k is not None
         return
     assert d["kind"] == "change"
     assert d["candidate_cost_s_h"] < d["current_cost_s_h"] - d["margin_s_h"]

@@ -46,6 +46,7 @@ from diag.advise.decision import (
     Decision,
     Evidence,
     decide,
+    start_rate,
 )
 from diag.advise.fitting import fit_parameters
 from diag.advise.grouping import joined, step_histogram
@@ -57,7 +58,15 @@ from diag.advise.limits import (
     conventional_grid,
 )
 from diag.advise.traffic import Engine, RunEvidence, Traffic, engine_size
-from diag.advise.validation import DEFAULT_FOLDS, MIN_BLOCK_LINES, Fold, heldout, make_folds
+from diag.advise.validation import (
+    DEFAULT_FOLDS,
+    MIN_BLOCK_LINES,
+    Fold,
+    HeldOut,
+    heldout,
+    make_folds,
+)
+from diag.facts.pricing import serve
 
 __all__ = [
     "Advice",
@@ -91,6 +100,7 @@ class FrontierRow:
     heldout_waste: float | None
     heldout_total_s_h: float
     recommended: bool = False
+    heldout_capture_s_h: float = math.nan  # the capture part of heldout_total_s_h
 
     def to_dict(self) -> dict[str, object]:
         c = self.cost
@@ -181,13 +191,13 @@ def advise(
     max_k: int | None = None,
     folds: int = DEFAULT_FOLDS,
     tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
-    lifetime_h: float | None = None,
+    starts_per_day: float | None = None,
 ) -> Advice:
     """Frontier over K and the recommended set for the pooled runs of one server."""
     if not runs:
         raise ValueError("no runs to advise on")
     params = fit_parameters(
-        runs, limits.engine, spec_tokens=limits.spec_tokens, lifetime_h=lifetime_h
+        runs, limits.engine, spec_tokens=limits.spec_tokens, starts_per_day=starts_per_day
     )
     per_run = []
     has_tokens = False
@@ -253,20 +263,9 @@ def advise(
             break
         seen.add(sizes)
         budgets.append(k)
-        hc, hw, ht = heldout(
-            fold_list, k, forced_min, grid_for, params, limits.padding, kept, solvers
-        )
-        rows.append(
-            FrontierRow(
-                len(sizes),
-                sizes,
-                True,
-                set_cost(sizes, hist, params, padding=limits.padding),
-                hc,
-                hw,
-                ht,
-            )
-        )
+        h = heldout(fold_list, k, forced_min, grid_for, params, limits.padding, kept, solvers)
+        cost = set_cost(sizes, hist, params, padding=limits.padding)
+        rows.append(_row(sizes, cost, h))
     key = [
         r.heldout_total_s_h if math.isfinite(r.heldout_total_s_h) else r.cost.total_s_h
         for r in rows
@@ -280,23 +279,32 @@ def advise(
     best = min(key)
     pick = next(i for i, v in enumerate(key) if v <= best + eps)
     chosen = rows[pick]
-    if baseline:  # the pick's budget again, with the used current sizes put back, validated so
-        used = UsedSizes(baseline, params, limits.padding, max_k)
-        k = budgets[pick]
-        back = fit_set(hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept, solvers, used)
-        fitted = set(chosen.sizes)
-        if back != chosen.sizes:
-            hc, hw, ht = heldout(
-                fold_list, k, forced_min, grid_for, params, limits.padding, kept, solvers, used
-            )
-            cost = set_cost(back, hist, params, padding=limits.padding)
-            chosen = FrontierRow(len(back), back, True, cost, hc, hw, ht)
-            rows.append(chosen)
-            key.append(ht if math.isfinite(ht) else cost.total_s_h)
-            pick = len(rows) - 1
+    # the pick's budget again, with the used current sizes put back and the small sizes a
+    # quiet hour needs (diag.advise.quiet), validated so
+    used = UsedSizes(baseline, params, limits.padding, max_k, quiet=True)
+    k = budgets[pick]
+    back = fit_set(hist, k, fit_ceiling, forced_min, grid_for(fit_ceiling), kept, solvers, used)
+    fitted = set(chosen.sizes)
+    if back != chosen.sizes:
+        h = heldout(fold_list, k, forced_min, grid_for, params, limits.padding, kept, solvers, used)
+        cost = set_cost(back, hist, params, padding=limits.padding)
+        chosen = _row(back, cost, h)
+        rows.append(chosen)
+        key.append(h.total_s_h if math.isfinite(h.total_s_h) else cost.total_s_h)
+        pick = len(rows) - 1
+        added = set(back) - fitted
+        in_use = {s for s in added if s in baseline and hist.get(s, 0.0) > 0}
+        if in_use:
             notes.append(
-                f"current sizes the traffic uses kept ({_named_sizes(set(back) - fitted)}): "
+                f"current sizes the traffic uses kept ({_named_sizes(in_use)}): "
                 "dropping them costs more in padding than their graphs cost"
+            )
+        if added - in_use:
+            floor = min(s for s in back if s > forced_min and s not in added - in_use)
+            notes.append(
+                f"small sizes kept for a quiet hour ({_named_sizes(added - in_use)}): each "
+                f"costs less to capture than the padding it saves when batches fall below "
+                f"{floor} {limits.unit}, which this traffic did not show"
             )
     if not fold_list:
         how = "not validated (in sample only)"
@@ -340,6 +348,21 @@ def advise(
     )
 
 
+def _row(
+    sizes: tuple[int, ...], cost: SetCost, h: HeldOut, conventional: bool = True
+) -> FrontierRow:
+    return FrontierRow(
+        len(sizes),
+        sizes,
+        conventional,
+        cost,
+        h.coverage,
+        h.waste,
+        h.total_s_h,
+        heldout_capture_s_h=h.capture_s_h,
+    )
+
+
 def _named_sizes(sizes: set[int]) -> str:
     return ", ".join(map(str, sorted(sizes)))
 
@@ -370,26 +393,78 @@ def _decide(
     grid: Sequence[int],
 ) -> tuple[Decision, FrontierRow]:
     """The frontier's pick against the baseline (current set, else the engine's default list)
-    under the same cost on the same held-out folds; the baseline row where it is kept."""
+    under the same cost on the same held-out folds; the baseline row where it is kept.
+    Capture time is priced apart from the fitted terms: the pasted set's measured-and-scaled
+    capture seconds x the start rate, so the start rates at which the change wins are exact."""
     basis: Basis = "held-out" if folds else "in sample"
     missing = evidence.missing(limits.rules.more_evidence(limits.version))
     if not baseline:
         return decide(chosen_key, None, None, busy_s_h, basis, missing), chosen
     cost = set_cost(baseline, hist, params, padding=limits.padding)
-    hc, hw, ht = heldout(folds, 0, 1, lambda c: None, params, limits.padding, fixed=baseline)
-    base_key = ht if math.isfinite(ht) else cost.total_s_h
-    if not math.isfinite(chosen_key) or not math.isfinite(ht):
+    h = heldout(folds, 0, 1, lambda c: None, params, limits.padding, fixed=baseline)
+    base_key = h.total_s_h if math.isfinite(h.total_s_h) else cost.total_s_h
+    cand_cap_h = chosen.heldout_capture_s_h
+    if not math.isfinite(chosen_key) or not math.isfinite(h.total_s_h):
         basis = "in sample"
-        chosen_key = chosen.cost.total_s_h
+        chosen_key, base_key = chosen.cost.total_s_h, cost.total_s_h
+        cand_cap_h, base_cap_h = chosen.cost.capture_s_h, cost.capture_s_h
+    else:
+        base_cap_h = h.capture_s_h
+    # the capture part at the pasted sets' own capture seconds (the held-out folds fit
+    # slightly different sets; what a start pays is the set pasted)
+    per_h = params.starts_per_hour()
+    cand_fit, base_fit = chosen_key - cand_cap_h, base_key - base_cap_h
+    cand_key = cand_fit + chosen.cost.capture_time_s * per_h
+    base_key = base_fit + cost.capture_time_s * per_h
+    differing = _differing_share(chosen.sizes, baseline, hist, params, limits.padding)
+    resolution = TIE_TOLERANCE * busy_s_h * differing
+    rate = start_rate(
+        cand_fit,
+        base_fit,
+        chosen.cost.capture_time_s,
+        cost.capture_time_s,
+        float(params.starts_per_day.value or 0.0),
+        resolution,
+    )
     source: Baseline = "current" if limits.current_sizes else "default"
-    decision = decide(chosen_key, base_key, source, busy_s_h, basis, missing)
+    decision = decide(
+        cand_key,
+        base_key,
+        source,
+        busy_s_h,
+        basis,
+        missing,
+        differing=differing,
+        rate=rate,
+        in_sample=(chosen.cost.total_s_h, cost.total_s_h),
+    )
     if decision.kind == "change":
         return decision, chosen
     members = set(grid)
-    row = FrontierRow(
-        len(baseline), baseline, all(s in members for s in baseline), cost, hc, hw, ht
-    )
+    row = _row(baseline, cost, h, all(s in members for s in baseline))
     return decision, row
+
+
+def _differing_share(
+    a: Sequence[int],
+    b: Sequence[int],
+    hist: dict[int, float],
+    params: CostParameters,
+    padding: bool,
+) -> float:
+    """Share of decode GPU time in steps the two sets serve differently (another bucket, or
+    graph in one and eager in the other): only there can the step-time fit's error move the
+    comparison."""
+    if not hist:
+        return 1.0
+    xs = np.fromiter(hist.keys(), dtype=np.int64, count=len(hist))
+    ws = np.fromiter(hist.values(), dtype=float, count=len(hist))
+    ba, sa = serve(np.array(sorted(set(a)), dtype=np.int64), xs, ws, padding=padding)
+    bb, sb = serve(np.array(sorted(set(b)), dtype=np.int64), xs, ws, padding=padding)
+    apart = (sa != sb) | (sa & (ba != bb))
+    busy = ws * params.step_s(xs.astype(float))
+    total = float(busy.sum())
+    return float(busy[apart].sum()) / total if total > 0 else 1.0
 
 
 def _engine_notes(limits: EngineLimits) -> list[str]:

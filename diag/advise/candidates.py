@@ -15,6 +15,7 @@ from diag.advise.buckets import BucketSolver
 from diag.advise.cost_model import CostParameters
 from diag.advise.decision import keep_used_sizes
 from diag.advise.grouping import int_histogram
+from diag.advise.quiet import keep_quiet_sizes
 
 __all__ = ["Solvers", "UsedSizes", "allowed_in", "fit_set"]
 
@@ -32,6 +33,7 @@ class UsedSizes:
     params: CostParameters
     padding: bool
     max_k: int | None  # the caller's budget (--max-buckets): never exceeded to keep a size
+    quiet: bool = False  # also the grid's small sizes a quiet hour needs (diag.advise.quiet)
 
 
 # solvers of one advise call: (id(hist), ceiling, forced, grid) -> (hist, solver); the hist
@@ -70,6 +72,10 @@ def fit_set(
             solvers[key] = (hist, solver)
     plan = solver.plan(max(k, len(forced)))
     out = tuple(sorted(set(plan.sizes) | {s for s in kept if s > ceiling}))
-    if used is None or not used.sizes:
+    if used is None:
         return out
-    return keep_used_sizes(out, hist, used.sizes, ceiling, used.params, used.padding, used.max_k)
+    if used.sizes:
+        out = keep_used_sizes(out, hist, used.sizes, ceiling, used.params, used.padding, used.max_k)
+    if used.quiet and grid is not None:
+        out = keep_quiet_sizes(out, hist, grid, forced_min, used.params, used.padding, used.max_k)
+    return out

@@ -8,8 +8,9 @@ do the same step, so the factor is common and changes no choice):
 * padded compute  ``sum_b steps_h(b) * (bucket(b) - b) * slot_step_s`` over graph-served steps;
 * eager penalty   ``sum_b steps_h(b) * eager_penalty_s`` over steps no graph serves (above the
   ceiling, or between sizes when padding is off);
-* capture time    ``capture_time(S) / lifetime_h``: paid once per server start, amortised over
-  the hours a server lives between restarts;
+* capture time    ``capture_time(S) * starts_per_day / 24``: paid on every server start (restarts,
+  autoscaling, rolling deploys), priced exactly: measured capture seconds times the start rate,
+  an input (``--starts-per-day``, default :data:`DEFAULT_STARTS_PER_DAY`), never fitted;
 * graph memory    ``saturated_share * tokens_lost(S) / kv_pool_tokens * busy_s_h``: graph memory
   converted to KV tokens (``kv_tokens_per_gib``); while the pool is full, throughput is bound by
   KV capacity, so losing a share of the pool costs that share of the decode GPU time. While the
@@ -33,6 +34,7 @@ from diag.advise.traffic import Source
 from diag.facts.pricing import serve, tally
 
 __all__ = [
+    "DEFAULT_STARTS_PER_DAY",
     "CostParameters",
     "Param",
     "SetCost",
@@ -48,7 +50,7 @@ DEFAULT_SLOT_STEP_S = 4e-5
 DEFAULT_EAGER_PENALTY_S = 0.005
 DEFAULT_CAPTURE_S_PER_GRAPH = 0.2
 DEFAULT_CAPTURE_GIB_PER_GRAPH = 0.02
-DEFAULT_LIFETIME_H = 24.0
+DEFAULT_STARTS_PER_DAY = 1.0  # one (re)start a day unless told (--starts-per-day)
 SATURATED_USAGE = 0.95
 
 
@@ -77,7 +79,7 @@ class CostParameters:
     kv_tokens_per_gib: Param
     kv_pool_tokens: Param
     saturated_share: Param
-    lifetime_h: Param
+    starts_per_day: Param
     steps_per_hour: Param
     # The measured capture the per-graph figures come from (scaled by size, see estimate_capture_time).
     measured_sizes: tuple[int, ...] = ()
@@ -102,6 +104,11 @@ class CostParameters:
         if est is not None:
             return est
         return float(self.capture_gib_per_graph.value or 0.0) * len(set(sizes))
+
+    def starts_per_hour(self) -> float:
+        """Server starts per hour, each paying the whole capture."""
+        v = self.starts_per_day.value
+        return (DEFAULT_STARTS_PER_DAY if v is None else float(v)) / 24.0
 
     def step_s(self, size: np.ndarray) -> np.ndarray:
         """Graph step time at ``size`` (linear fit)."""
@@ -203,7 +210,7 @@ def set_cost(
     eager = float(ws[~served].sum()) * float(params.eager_penalty_s.value or 0.0) * per_h
     cap_gib = params.capture_gib(ss.tolist()) if len(ss) else 0.0
     cap_t = params.capture_time_s(ss.tolist()) if len(ss) else 0.0
-    capture = cap_t / float(params.lifetime_h.value or DEFAULT_LIFETIME_H)
+    capture = cap_t * params.starts_per_hour()
     per_gib, pool = params.kv_tokens_per_gib.value, params.kv_pool_tokens.value
     lost = cap_gib * per_gib if per_gib else None
     memory = 0.0

@@ -16,8 +16,8 @@ from diag.advise.cost_model import (
     DEFAULT_CAPTURE_GIB_PER_GRAPH,
     DEFAULT_CAPTURE_S_PER_GRAPH,
     DEFAULT_EAGER_PENALTY_S,
-    DEFAULT_LIFETIME_H,
     DEFAULT_SLOT_STEP_S,
+    DEFAULT_STARTS_PER_DAY,
     SATURATED_USAGE,
     CostParameters,
     Param,
@@ -39,11 +39,17 @@ from diag.advise.traffic import (
 )
 from diag.facts.steps import DEFAULT_BASE_STEP_S
 
-__all__ = ["LineFit", "fit_parameters"]
+__all__ = ["LineFit", "fit_parameters", "starts_param"]
 
 
 MIN_FIT_SIZES = 4  # a slope through fewer distinct step sizes is not a measurement
 MIN_SLOPE_T = 2.0  # a slope within two standard errors of zero cannot be told from zero
+# A decode step reads every weight once whatever its batch and spends ~2 FLOPs per weight per
+# token, so its time doubles only near the GPU's FLOP-to-byte ratio in tokens (bf16: A100
+# 312 TFLOP/s / 2.0 TB/s = 156, H100 SXM 989 / 3.35 = 295, L4 121 / 0.3 = 403): a fitted line
+# on which the step doubles within 16 tokens is not what a padded slot costs (step times that
+# grow with the running count: intervals the steps did not fill, prefill riding along)
+MIN_DOUBLING_TOKENS = 16.0
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,15 @@ def _fit_line(size: np.ndarray, t: np.ndarray) -> LineFit | None:
     return LineFit(a, b, se, len(uniq))
 
 
+def _doubling(fit: LineFit, per_slot: int) -> str | None:
+    """'6.2 tokens' where the fitted step time doubles within fewer than
+    :data:`MIN_DOUBLING_TOKENS` tokens (an implausible padding cost), else None."""
+    if fit.b <= 0:
+        return None
+    tokens = fit.a / fit.b * per_slot
+    return f"{tokens:.3g} tokens" if tokens < MIN_DOUBLING_TOKENS else None
+
+
 def _intercept_for(size: np.ndarray, t: np.ndarray, slope: float) -> float | None:
     """The intercept that goes with a given slope: median of ``t - slope * size``."""
     ok = np.isfinite(t) & (t > 0) & (size >= 1)
@@ -121,7 +136,7 @@ def fit_parameters(
     engine: Engine,
     *,
     spec_tokens: int = 0,
-    lifetime_h: float | None = None,
+    starts_per_day: float | None = None,
 ) -> CostParameters:
     """Parameters from the runs' own numbers where they have them, documented defaults elsewhere.
 
@@ -142,7 +157,8 @@ def fit_parameters(
         "509 requests 64 ms/step; memory-bound decode)"
         + (f", x{per_slot} draft tokens per request" if per_slot > 1 else "")
     )
-    if fit is not None and fit.slope_known():
+    implausible = fit is not None and fit.slope_known() and _doubling(fit, per_slot) is not None
+    if fit is not None and fit.slope_known() and not implausible:
         base = Param(fit.a, "s/step", "run", f"intercept of a line fitted to the {fit_why}")
         slot = Param(
             fit.b,
@@ -154,6 +170,13 @@ def fit_parameters(
     else:
         if fit is None:
             why_not = "fewer than 3 lines with a step time"
+        elif implausible:
+            why_not = (
+                f"the fitted slope {fit.b * 1e3:.3g} ms per {unit} over {fit.sizes} sizes is not a "
+                f"padding cost: on it the step time ({fit.a * 1e3:.3g} ms at no batch) would "
+                f"double within {_doubling(fit, per_slot)}, where a decode step doubles only near "
+                f"the GPU's FLOP-to-byte ratio (hundreds of tokens)"
+            )
         elif fit.sizes < MIN_FIT_SIZES:
             why_not = (
                 f"the step times cover {fit.sizes} size(s) only (fewer than {MIN_FIT_SIZES}): "
@@ -258,14 +281,7 @@ def fit_parameters(
         sat = Param(
             0.0, "share of steps", "default", "no KV usage in the lines: pool assumed not full"
         )
-    life = Param(
-        lifetime_h or DEFAULT_LIFETIME_H,
-        "h",
-        "default",
-        "capture is paid once per server start; one restart a day assumed"
-        if lifetime_h is None
-        else "given by the caller",
-    )
+    starts = starts_param(starts_per_day)
     hours = sum(e.traffic.span_h() for e in evidence)
     sized = [every_row(s >= 1) for s in cols.size]
     steps = masked_sum(cols.steps, sized)
@@ -291,12 +307,26 @@ def fit_parameters(
         per_gib,
         pool,
         sat,
-        life,
+        starts,
         sph,
         measured_sizes=tuple(sorted(set(cap.sizes))),
         measured_time_s=cap.time_s,
         measured_mem_gib=cap.mem_gib if cap.mem_gib is not None and cap.mem_gib > 0 else None,
     )
+
+
+def starts_param(starts_per_day: float | None) -> Param:
+    """The start rate: capture is paid on every start, and no log says how often the server
+    starts (restarts, autoscaling, rolling deploys), so it is the user's input."""
+    if starts_per_day is None:
+        return Param(
+            DEFAULT_STARTS_PER_DAY,
+            "starts/day",
+            "default",
+            "capture is paid on every server start; one start a day assumed "
+            "(--starts-per-day gives yours: autoscaling, rolling deploys, restarts)",
+        )
+    return Param(float(starts_per_day), "starts/day", "given", "given with --starts-per-day")
 
 
 EAGER_PRIOR_WHY = (

@@ -127,6 +127,7 @@ def _advice_for(
     engine: str,
     max_buckets: int | None,
     min_coverage: float | None,
+    starts_per_day: float | None = None,
 ) -> tuple[Advice, list[RunFacts]]:
     """The advice analyze attached where it is the same question, else the same function
     with the user's options."""
@@ -147,12 +148,19 @@ def _advice_for(
         and main_advice.parameters.capture_gib_per_graph.source != "snapshot"
     )
     same_options = max_buckets is None and min_coverage is None
+    if main_advice is not None and starts_per_day is not None:
+        same_options &= main_advice.parameters.starts_per_day.value == starts_per_day
     if one_server and same_options and main_advice is not None and not new_snapshot:
         # the very advice analyze computed for this server (rules quote the same object)
         got = main_advice, with_advice
     else:
         got = advise_group(
-            decode, snapshots, engine=engine, max_k=max_buckets, min_coverage=min_coverage
+            decode,
+            snapshots,
+            engine=engine,
+            max_k=max_buckets,
+            min_coverage=min_coverage,
+            starts_per_day=starts_per_day,
         )
     if got is None:
         raise NoDecodeBatches(
@@ -182,6 +190,7 @@ def recommend(
     engine: str | None = None,
     max_buckets: int | None = None,
     min_coverage: float | None = None,
+    starts_per_day: float | None = None,
 ) -> dict[str, Any]:
     """The INTERFACE ``recommend`` document for the decode runs of ``runs`` (pooled, validated
     across each other), from their :class:`Advice`. Raises :class:`NoDecodeBatches` when there
@@ -197,7 +206,9 @@ def recommend(
     if not decode or all(f.batches.empty for f in decode):
         if prefill:
             return _prefill_advice(prefill[0], engine, snapshots)
-    adv, used = _advice_for(runs, decode, snapshots, engine, max_buckets, min_coverage)
+    adv, used = _advice_for(
+        runs, decode, snapshots, engine, max_buckets, min_coverage, starts_per_day
+    )
     main = used[-1]
     same = main.backend == engine
     version = main.engine_version if same else None
@@ -318,6 +329,7 @@ def recommend(
         "decision": None if decision is None else decision.to_dict(),
         "evidence": None if adv.evidence is None else adv.evidence.to_dict(),
         "cost_unit": "GPU-seconds per hour of the observed traffic, per rank",
+        "starts_per_day": p.starts_per_day.to_dict(),
         "flags": flags,
         "notes": notes,
     }
@@ -432,7 +444,9 @@ def _prefill_advice(
 
 
 def recommend_run(
-    run: RunReport, snapshots: Sequence[Snapshot] | None = None
+    run: RunReport,
+    snapshots: Sequence[Snapshot] | None = None,
+    starts_per_day: float | None = None,
 ) -> dict[str, Any] | None:
     """The run's recommendation from its own advice (None where there is none and it is not
     a prefill node); never raises: analyze must not fail over advice."""
@@ -441,14 +455,16 @@ def recommend_run(
     if run.advice is None and run.facts.record.prefill_node is not True:
         return None
     try:
-        return recommend([run], snapshots)
+        return recommend([run], snapshots, starts_per_day=starts_per_day)
     except ValueError:
         return None
 
 
 def attach_recommendations(
-    runs: Sequence[RunReport], snapshots: Sequence[Snapshot] | None = None
+    runs: Sequence[RunReport],
+    snapshots: Sequence[Snapshot] | None = None,
+    starts_per_day: float | None = None,
 ) -> None:
     """Fill ``RunReport.recommendation`` for every run (called by ``diag.api.analyze``)."""
     for run in runs:
-        run.recommendation = recommend_run(run, snapshots)
+        run.recommendation = recommend_run(run, snapshots, starts_per_day)

@@ -241,6 +241,7 @@ def advise_group(
     min_coverage: float | None = None,
     max_k: int | None = None,
     known: dict[str, RunEvidence | None] | None = None,
+    starts_per_day: float | None = None,
 ) -> tuple[Advice, list[RunFacts]] | None:
     """One frontier for runs pooled as one server: limits from the latest run (the config the
     next start uses), ``engine`` the one to speak for (default: the latest run's),
@@ -267,6 +268,7 @@ def advise_group(
             max_ceiling=max_ceiling,
             min_coverage=min_coverage,
             max_k=max_k,
+            starts_per_day=starts_per_day,
         )
     except ValueError:  # degenerate input: analyze and recommend must not fail over advice
         return None
@@ -296,18 +298,20 @@ def advise_runs(
     facts: Sequence[RunFacts],
     snapshots: Sequence[Snapshot] | None = None,
     known: dict[str, RunEvidence | None] | None = None,
+    starts_per_day: float | None = None,
 ) -> dict[str, Advice]:
     """The advice per run id, for every run of a known engine with decode traffic.
 
     One frontier per server (see :func:`server_groups`), validated across its runs; each
     run's ``current`` is its own set priced on its own traffic. ``known``: filled with each
     run's :func:`run_evidence` by run id, for a later step that reads the same evidence
-    (the fleet summary's binned traffic) instead of building it again.
+    (the fleet summary's binned traffic) instead of building it again. ``starts_per_day``:
+    how often the server starts (each start pays the capture), None the stated default.
     """
     out: dict[str, Advice] = {}
     known = {} if known is None else known
     for group in server_groups(facts):
-        got = advise_group(group, snapshots, known=known)
+        got = advise_group(group, snapshots, known=known, starts_per_day=starts_per_day)
         if got is None:
             continue
         adv, used = got

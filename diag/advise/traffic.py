@@ -25,7 +25,9 @@ __all__ = [
 ]
 
 Engine = Literal["vllm", "sglang"]
-Source = Literal["run", "snapshot", "default"]  # where a figure came from
+Source = Literal[
+    "run", "snapshot", "default", "given"
+]  # where a figure came from ("given": the user)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import NamedTuple
 
 import numpy as np
 
@@ -20,7 +21,16 @@ from diag.advise.cost_model import CostParameters, set_cost
 from diag.advise.grouping import joined, step_histogram
 from diag.advise.limits import EngineLimits, ceiling_policy
 
-__all__ = ["DEFAULT_FOLDS", "MAX_RUN_FOLDS", "MIN_BLOCK_LINES", "Fold", "heldout", "make_folds"]
+__all__ = [
+    "DEFAULT_FOLDS",
+    "quietest_window",
+    "MAX_RUN_FOLDS",
+    "MIN_BLOCK_LINES",
+    "Fold",
+    "HeldOut",
+    "heldout",
+    "make_folds",
+]
 
 DEFAULT_FOLDS = 5
 MAX_RUN_FOLDS = 10  # a fleet (pods of one config): folds of runs, not one per run (quadratic)
@@ -53,14 +63,19 @@ class Fold:
         return self.running[bisect_right(self.sizes, top)]
 
 
+Part = tuple[np.ndarray, np.ndarray]  # sizes, steps
+
+
 def make_folds(
     runs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
     limits: EngineLimits,
     n_blocks: int,
     ceil_kw: dict[str, object],
 ) -> tuple[list[Fold], str]:
-    """Leave-one-run-out with several runs, else contiguous time blocks of one run."""
-    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    """Leave-one-run-out with several runs, else contiguous time blocks of one run and, as a
+    fold of its own, its quietest window (:func:`quietest_window`): whole time windows, never
+    random steps, so a set is priced on the hour it was not fitted to."""
+    pairs: list[tuple[list[Part], Part]] = []  # (fit on, held out)
     if len(runs) > MAX_RUN_FOLDS:  # a fleet: runs dealt round-robin into folds
         parts = [
             (
@@ -69,31 +84,80 @@ def make_folds(
             )
             for j in range(MAX_RUN_FOLDS)
         ]
+        pairs = _leave_one_out(parts)
         how = (
             f"{MAX_RUN_FOLDS} folds over {len(runs)} runs (every {MAX_RUN_FOLDS}th run held out "
             "together, fit on the others)"
         )
     elif len(runs) > 1:
-        parts = [(s, w) for s, w, _ in runs]
+        pairs = _leave_one_out([(s, w) for s, w, _ in runs])
         how = f"leave-one-run-out over {len(runs)} runs"
     else:
         s, w, t = runs[0]
         order = np.argsort(t, kind="stable")
         blocks = np.array_split(order, max(1, min(n_blocks, len(order) // MIN_BLOCK_LINES)))
         parts = [(s[b], w[b]) for b in blocks if len(b)]
+        pairs = _leave_one_out(parts)
         how = f"{len(parts)} time blocks (fit on the others, price the held-out one)"
+        bounds = np.cumsum([0] + [len(b) for b in blocks])
+        quiet = quietest_window(s[order], w[order], len(order) // (2 * max(1, n_blocks)))
+        if len(parts) > 1 and quiet is not None and not _is_block(quiet, bounds):
+            lo, hi = quiet
+            inside, outside = order[lo:hi], np.r_[order[:lo], order[hi:]]
+            pairs.append(([(s[outside], w[outside])], (s[inside], w[inside])))
+            how = (
+                f"{len(parts)} time blocks and the quietest window of {hi - lo} lines "
+                "(fit on the others, price the held-out one)"
+            )
     out: list[Fold] = []
-    for i in range(len(parts)):
-        rest = [p for j, p in enumerate(parts) if j != i]
+    for rest, test in pairs:
         if not rest:
             continue
         ts = joined([p[0] for p in rest])
         tw = joined([p[1] for p in rest])
-        if not (ts >= 1).any() or not (parts[i][0] >= 1).any():
+        if not (ts >= 1).any() or not (test[0] >= 1).any():
             continue
         c, _ = ceiling_policy(ts, tw, limits, **ceil_kw)  # type: ignore[arg-type]
-        out.append(Fold(step_histogram(ts, tw), step_histogram(*parts[i]), c))
+        out.append(Fold(step_histogram(ts, tw), step_histogram(*test), c))
     return out, how
+
+
+def _leave_one_out(parts: Sequence[Part]) -> list[tuple[list[Part], Part]]:
+    return [([p for j, p in enumerate(parts) if j != i], parts[i]) for i in range(len(parts))]
+
+
+def _is_block(window: tuple[int, int], bounds: np.ndarray) -> bool:
+    """Is the window one of the contiguous blocks already held out?"""
+    lo, hi = window
+    return any(int(a) == lo and int(b) == hi for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def quietest_window(sizes: np.ndarray, steps: np.ndarray, length: int) -> tuple[int, int] | None:
+    """(start, end) of the ``length`` consecutive lines (in time order, at least
+    :data:`MIN_BLOCK_LINES`) with the lowest mean batch size weighted by steps: the quiet hour a
+    set must hold on too. None where the run is shorter than two such windows."""
+    length = max(length, MIN_BLOCK_LINES)
+    if len(sizes) < 2 * length:
+        return None
+    ok = sizes >= 1
+    wz = np.where(ok, steps.astype(float), 0.0)
+    num = np.concatenate([[0.0], np.cumsum(wz * np.where(ok, sizes, 0))])
+    den = np.concatenate([[0.0], np.cumsum(wz)])
+    win_num, win_den = num[length:] - num[:-length], den[length:] - den[:-length]
+    mean = np.full(len(win_den), np.inf)
+    np.divide(win_num, win_den, out=mean, where=win_den > 0)
+    lo = int(np.argmin(mean))
+    return (lo, lo + length) if np.isfinite(mean[lo]) else None
+
+
+class HeldOut(NamedTuple):
+    """Held-out figures weighted by held-out steps; ``capture_s_h`` is the capture part of
+    ``total_s_h`` (measured seconds x start rate, not fitted: the decision prices it apart)."""
+
+    coverage: float
+    waste: float | None
+    total_s_h: float
+    capture_s_h: float
 
 
 def heldout(
@@ -107,13 +171,13 @@ def heldout(
     solvers: Solvers | None = None,
     used: UsedSizes | None = None,
     fixed: Sequence[int] | None = None,
-) -> tuple[float, float | None, float]:
+) -> HeldOut:
     """Held-out coverage, waste and cost (GPU-s/h), weighted by held-out steps: of the set
     fitted on each fold's other folds, or of one ``fixed`` set (the current one) priced on
     the same held-out folds."""
     if not folds:
-        return math.nan, None, math.nan
-    cov = tot = pad_num = pad_den = 0.0
+        return HeldOut(math.nan, None, math.nan, math.nan)
+    cov = tot = cap = pad_num = pad_den = 0.0
     weight = 0.0
     for f in folds:
         sizes = (
@@ -127,9 +191,11 @@ def heldout(
         w = f.running[-1]  # sum(f.test.values())
         cov += c.coverage * w
         tot += c.total_s_h * w
+        cap += c.capture_s_h * w
         if c.padding_waste is not None:
             served = f.steps_up_to(max(sizes))
             pad_num += c.padding_waste * served
             pad_den += served
         weight += w
-    return cov / weight, (pad_num / pad_den if pad_den else None), tot / weight
+    waste = pad_num / pad_den if pad_den else None
+    return HeldOut(cov / weight, waste, tot / weight, cap / weight)

@@ -13,13 +13,21 @@ from typing import Any
 
 import click
 
-from diag.cli.common import Progress, format_option, quiet_option, report_inputs, warn
+from diag.cli.common import (
+    Progress,
+    format_option,
+    quiet_option,
+    report_inputs,
+    starts_option,
+    warn,
+)
 
 RECOMMEND_EPILOG = """\b
 Examples:
   graphdiag recommend logs/
   graphdiag recommend server.log --max-buckets 8
   graphdiag recommend logs/ --coverage 0.99 --format json > buckets.json
+  graphdiag recommend logs/ --starts-per-day 24   # an autoscaled server starting hourly
   kubectl logs pod/sglang-0 | graphdiag recommend - --engine sglang
 
 \b
@@ -50,12 +58,14 @@ readable input; 130/143 interrupted.
 """
 
 
-def _analyze(paths: list[str], quiet: bool, what: str = "") -> Any:
+def _analyze(
+    paths: list[str], quiet: bool, what: str = "", starts_per_day: float | None = None
+) -> Any:
     """Analyse one path set; exit 2 when no input of it could be read."""
     from diag.api import analyze
 
     progress = Progress(quiet)
-    report = analyze(paths, progress=progress, stage=progress.stage)
+    report = analyze(paths, progress=progress, stage=progress.stage, starts_per_day=starts_per_day)
     progress.finish()
     prefix = f"{what}: " if what else ""
     report_inputs(report.inputs, prefix, all_inputs=True)
@@ -87,6 +97,7 @@ def _analyze(paths: list[str], quiet: bool, what: str = "") -> Any:
     help="Let the ceiling drop to the size covering this share of decode steps "
     "(default: the observed peak plus 10% headroom).",
 )
+@starts_option
 @format_option(["text", "json"])
 @quiet_option()
 def recommend(
@@ -94,6 +105,7 @@ def recommend(
     engine: str | None,
     max_buckets: int | None,
     coverage: float | None,
+    starts_per_day: float | None,
     fmt: str,
     quiet: bool,
 ) -> None:
@@ -102,7 +114,7 @@ def recommend(
     from diag.advise.recommend import recommend as make
     from diag.render.recommend_text import render_text
 
-    report = _analyze(list(paths), quiet)
+    report = _analyze(list(paths), quiet, starts_per_day=starts_per_day)
     try:
         rec = make(
             report.runs,
@@ -110,6 +122,7 @@ def recommend(
             engine=engine,
             max_buckets=max_buckets,
             min_coverage=coverage,
+            starts_per_day=starts_per_day,
         )
     except RecommendError as exc:
         warn(str(exc))

@@ -18,6 +18,7 @@ from diag.cli.common import (
     jobs_option,
     quiet_option,
     report_input_lines,
+    starts_option,
     warn,
 )
 
@@ -147,6 +148,7 @@ def parse_tz(text: str) -> tzinfo:
     help="With --cluster: PATH is a glob each worker evaluates and reads itself (logs read "
     "where they lie); paths are shown as <worker name>:<path>.",
 )
+@starts_option
 @jobs_option
 @quiet_option()
 def analyze(
@@ -159,6 +161,7 @@ def analyze(
     tz: str | None,
     cluster: str | None,
     on_workers: bool,
+    starts_per_day: float | None,
     jobs: int,
     quiet: bool,
 ) -> None:
@@ -176,7 +179,9 @@ def analyze(
     progress = Progress(quiet)
     try:
         if cluster is not None:
-            report = _on_cluster(paths, cluster, on_workers, rules_file, zone, progress)
+            report = _on_cluster(
+                paths, cluster, on_workers, rules_file, zone, progress, starts_per_day
+            )
         else:
             report = run_analysis(
                 list(paths),
@@ -185,6 +190,7 @@ def analyze(
                 jobs=jobs or None,
                 tz=zone,
                 stage=progress.stage,
+                starts_per_day=starts_per_day,
             )
         if not report.readable() or not report.recognised():
             progress.finish()
@@ -260,6 +266,7 @@ def _on_cluster(
     rules_file: str | None,
     zone: tzinfo | None,
     progress: Progress,
+    starts_per_day: float | None = None,
 ) -> Report:
     """The report read by a Dask cluster's tasks; one line and exit 2 without Dask or a
     scheduler."""
@@ -279,6 +286,7 @@ def _on_cluster(
             rules_file=rules_file,
             tz=zone,
             stage=progress.stage,
+            starts_per_day=starts_per_day,
         )
     finally:
         conn.close()

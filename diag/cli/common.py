@@ -109,6 +109,20 @@ def quiet_option(help: str | None = "No progress on stderr.") -> Callable[[F], F
     return deco
 
 
+def starts_option(f: F) -> F:
+    """``--starts-per-day R``: how often the server starts; capture time is paid on every
+    start, and no log says how often that is (autoscaling, rolling deploys, restarts)."""
+    return click.option(
+        "--starts-per-day",
+        "starts_per_day",
+        type=click.FloatRange(min=0.0, min_open=True, max=1e6),
+        default=None,
+        metavar="R",
+        help="Server starts a day (restarts, autoscaling, rolling deploys): each pays the "
+        "whole capture, which the bucket advice prices (default: 1).",
+    )(f)
+
+
 FORMAT_HELP = {
     "text": "text: a terminal summary",
     "json": "json: the JSON report",

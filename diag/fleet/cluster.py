@@ -84,6 +84,7 @@ def analyze_on_cluster(
     tz: tzinfo | None = None,
     generated_at: str | None = None,
     stage: StageFn | None = None,
+    starts_per_day: float | None = None,
 ) -> Report:
     """The report of ``paths`` with every group read by a task of ``client``'s cluster."""
 
@@ -126,6 +127,7 @@ def analyze_on_cluster(
         generated_at or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         tell,
         lambda wanted: _read_lines(client, wanted, {j.prefix: j.worker for j in jobs}),
+        starts_per_day=starts_per_day,
     )
 
 

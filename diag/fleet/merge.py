@@ -37,6 +37,7 @@ def merge_groups(
     generated_at: str,
     tell: Tell,
     read: LineReader | None = None,
+    starts_per_day: float | None = None,
 ) -> Report:
     """One report of every group's facts (each part's run list is let go once judged; a
     run's packed facts stay, as what its report unpacks them from). ``read``: how evidence
@@ -57,7 +58,7 @@ def merge_groups(
     tell("advice (bucket sets)", 0, 0)
     lights = [r.light for part in parts for r in part.runs]
     evidence: dict[str, RunEvidence | None] = {}  # each run's, built once for both steps
-    advice = advise_runs(lights, snapshots, evidence)
+    advice = advise_runs(lights, snapshots, evidence, starts_per_day)
     total = len(lights)
     fleet = total > 1
     # the fleet summary's per-run value (binned traffic) from the same evidence, each let go
@@ -82,7 +83,7 @@ def merge_groups(
         tell("evidence", 0, 0)
         resolve_evidence(mine, read)
         tell("recommendations", 0, 0)
-        attach_recommendations(mine, snapshots)
+        attach_recommendations(mine, snapshots, starts_per_day)
         runs += mine
     tables = [part.tables for part in parts]
     return Report(

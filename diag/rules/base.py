@@ -28,6 +28,19 @@ Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 
 
+class Standstill(str):
+    """A remedy that changes nothing on the server (keep the set, check, wait for more
+    traffic): said, but a finding whose every remedy is one is no warning (issue 34: a
+    warning carries a change to make; :meth:`diag.rules.engine.RuleEngine` lowers it)."""
+
+    __slots__ = ()
+
+
+def acts(remedy: str) -> bool:
+    """Does this remedy text change something (not a :class:`Standstill`)?"""
+    return not isinstance(remedy, Standstill)
+
+
 @dataclass(frozen=True)
 class Threshold:
     value: float
@@ -55,6 +68,7 @@ class Remedy:
     in_effect: Callable[[RunMetrics], bool] | None = None
     specific: Callable[[RunMetrics], str | None] | None = None
     source: str = ""  # where the engine documents it, when not a flag cite
+    acts: bool = True  # False: a check or a keep, no change to make (a Standstill)
 
     def applies(self, m: RunMetrics, cause: str | None) -> bool:
         if self.engine is not None and self.engine != m.backend:
@@ -79,8 +93,8 @@ class Remedy:
         if self.specific is not None:
             text = self.specific(m)
             if text:
-                return text
-        return self.text
+                return text if self.acts else Standstill(text)
+        return self.text if self.acts else Standstill(self.text)
 
     def catalogue(self) -> dict[str, Any]:
         rng = ""

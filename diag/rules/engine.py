@@ -23,10 +23,13 @@ import yaml
 
 from diag.facts.record import RunFacts
 from diag.model import Finding, Snapshot
-from diag.rules.base import SEVERITIES, Rule, Severity
+from diag.rules.base import SEVERITIES, Rule, Severity, acts
 from diag.rules.metrics import RunMetrics, run_metrics
 from diag.rules.registry import BY_CODE, RULES
 from diag.rules.selectors import SELECTORS
+
+# what a warning lowered to info says (no remedy of it changes anything on the server)
+NOTHING_TO_CHANGE = "reported at info, not warning: nothing the log shows says what to change"
 
 if TYPE_CHECKING:
     from diag.advise.bucket_sets import Advice
@@ -102,6 +105,10 @@ class RuleEngine:
         for rule in fired:
             f = findings[rule.code]
             f.remediation = rule.adjust(m, findings, f.remediation)
+        for f in findings.values():
+            if f.severity == "warning" and not any(acts(r) for r in f.remediation):
+                f.severity = "info"
+                f.message += f"; {NOTHING_TO_CHANGE}"
         return list(findings.values())
 
 

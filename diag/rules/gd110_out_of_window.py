@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from diag.model import Finding
-from diag.rules.base import Remedy, Rule, Threshold, pct
+from diag.rules.base import Remedy, Rule, Standstill, Threshold, pct
 from diag.rules.metrics import RunMetrics
 from diag.rules.quotes import advice_withheld, advised_ceiling, advised_set, withheld_lead
 
@@ -13,7 +13,7 @@ from diag.rules.quotes import advice_withheld, advised_ceiling, advised_set, wit
 def _raise(m: RunMetrics) -> str | None:
     withheld = advice_withheld(m)
     if withheld is not None:
-        return f"{withheld_lead(m, 'Raising')}: {withheld}."
+        return Standstill(f"{withheld_lead(m, 'Raising')}: {withheld}.")
     ceiling = advised_ceiling(m)
     a = m.sizing
     if ceiling is None or a is None:
@@ -130,6 +130,7 @@ class GD110(Rule):
             "captured for.",
             engine="sglang",
             causes=("engine_reported_eager",),
+            acts=False,
         ),
         Remedy(
             "Raise the capture ceiling in tokens (the version's ceiling flag) to the advised "
@@ -159,6 +160,7 @@ class GD110(Rule):
             "counts or DP padding across ranks; check which applies to the request mix.",
             engine="vllm",
             causes=("engine_reported_eager",),
+            acts=False,
         ),
     )
 

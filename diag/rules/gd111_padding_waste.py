@@ -38,11 +38,13 @@ class GD111(Rule):
     size, not as a share of a few slots in tiny batches (padding a 5-request batch to 8 costs
     nearly nothing: small decode steps are bound by weight reads). It fires only where the
     run's own step times show that padding costs time: the advice's step-time slope fitted
-    on the run's graph steps and above its standard error (never the default slope), and
-    the padded slots' GPU time at that slope at least ``max_padded_time_share`` of decode
-    GPU time. Padded slots without a measured slope are a run note, not a finding. It never
-    advises adding buckets while graph memory squeezes the KV pool (GD120 fired): then it
-    says to leave the set alone and ranks below GD120.
+    on the run's graph steps, above its standard error and of a plausible size (never the
+    default slope), and the padded slots' GPU time at that slope at least
+    ``max_padded_time_share`` of decode GPU time; and only where the bucket advice changes
+    the set (a warning carries a change to make: where the advice keeps today's set, padding
+    is cheaper than the change by its own prices, and that is a run note). Padded slots
+    without a measured slope are a run note, not a finding. While graph memory squeezes the
+    KV pool (GD120 fired) it advises no bucket beyond GD120's set.
 
     Fires::
 
@@ -63,7 +65,7 @@ class GD111(Rule):
     code = "GD111"
     name = "padding-waste"
     severity = "warning"
-    trigger = "graphs on, at least min_graph_batches graph batches, a step-time slope measured on the run's graph steps (above its standard error), and padding costing max_padded_time_share of decode GPU time at that slope"
+    trigger = "graphs on, at least min_graph_batches graph batches, a step-time slope measured on the run's graph steps (above its standard error, and one on which a step does not double within 16 tokens), padding costing max_padded_time_share of decode GPU time at that slope, and bucket advice that changes the set"
     impact = 30
     evidence = "padded_batches"
     thresholds = {
@@ -98,16 +100,28 @@ class GD111(Rule):
         ),
     )
 
-    def fires(self, m: RunMetrics) -> bool:
-        if not m.graph_on or m.batches_graph < self.t("min_graph_batches"):
-            return False
-        share = _padding_time_share(m)
-        return share is not None and share >= self.t("max_padded_time_share")
-
-    def held_back(self, m: RunMetrics) -> str | None:
-        """Many padded slots whose cost the run's step times do not show are still said."""
+    def _costly(self, m: RunMetrics) -> float | None:
+        """The padding's share of decode GPU time where it reaches the threshold."""
         if not m.graph_on or m.batches_graph < self.t("min_graph_batches"):
             return None
+        share = _padding_time_share(m)
+        return share if share is not None and share >= self.t("max_padded_time_share") else None
+
+    def fires(self, m: RunMetrics) -> bool:
+        return self._costly(m) is not None and m.sizing is not None
+
+    def held_back(self, m: RunMetrics) -> str | None:
+        """Many padded slots whose cost the run's step times do not show are still said, and
+        so is costly padding the bucket advice does not change."""
+        if not m.graph_on or m.batches_graph < self.t("min_graph_batches"):
+            return None
+        share = self._costly(m)
+        if share is not None and m.sizing is None:
+            withheld = advice_withheld(m) or "the run has no bucket advice"
+            return (
+                f"padding costs {pct(share)} of decode GPU time by the run's step times; not "
+                f"reported as {self.code} {self.name}: {withheld}"
+            )
         if _padding_time_share(m) is not None:
             return None
         if m.padding_waste is None or m.padding_waste < self.t("max_waste"):
@@ -142,27 +156,15 @@ class GD111(Rule):
         )
 
     def adjust(self, m: RunMetrics, fired: Mapping[str, Finding], remedies: list[str]) -> list[str]:
-        if "GD120" not in fired:
-            return remedies
         a = m.sizing
-        if a is not None and a.current is not None:
-            new, old = a.recommended.cost.padding_waste, a.current.padding_waste
-            pads = ""
-            if new is not None and old is not None:
-                word = comparative(new, old, "less", "more", "as much", 0.0005)
-                pads = f", and pads {word} than today's: {pct(new)} of slots against {pct(old)}"
-            return [
-                "Take only the set GD120 advises (it prices graph memory against the squeezed "
-                f"KV pool{pads}); add no buckets beyond it while the pool is squeezed."
-            ]
-        withheld = advice_withheld(m)
-        if withheld is not None:
-            return [
-                f"Keep the bucket set as it is: {withheld}; graph memory already squeezes the KV "
-                "pool (GD120), apply GD120's remedy first, then re-measure padding."
-            ]
+        if "GD120" not in fired or a is None or a.current is None:
+            return remedies
+        new, old = a.recommended.cost.padding_waste, a.current.padding_waste
+        pads = ""
+        if new is not None and old is not None:
+            word = comparative(new, old, "less", "more", "as much", 0.0005)
+            pads = f", and pads {word} than today's: {pct(new)} of slots against {pct(old)}"
         return [
-            "Keep the bucket set as it is for now: graph memory already squeezes the KV pool "
-            "(GD120), and more buckets would take more of it; apply GD120's remedy first, then "
-            "re-measure padding."
+            "Take only the set GD120 advises (it prices graph memory against the squeezed "
+            f"KV pool{pads}); add no buckets beyond it while the pool is squeezed."
         ]

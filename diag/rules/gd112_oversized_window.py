@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from diag.rules.base import Remedy, Rule, Threshold
+from diag.rules.base import Remedy, Rule, Standstill, Threshold
 from diag.rules.metrics import RunMetrics
 from diag.rules.quotes import (
     advice_withheld,
     advised_ceiling,
     advised_set,
     decode_capture_cost,
+    start_rate,
     withheld_lead,
 )
 
@@ -16,12 +17,16 @@ from diag.rules.quotes import (
 def _lower(m: RunMetrics) -> str | None:
     withheld = advice_withheld(m)
     if withheld is not None:
-        return f"{withheld_lead(m, 'Lowering')}: {withheld}."
+        return Standstill(f"{withheld_lead(m, 'Lowering')}: {withheld}.{start_rate(m)}")
     ceiling = advised_ceiling(m)
     if ceiling is None:
         return None
     s = advised_set(m)
-    return f"Lower the capture ceiling to {ceiling}" + (f": capture {s}" if s else "") + "."
+    return (
+        f"Lower the capture ceiling to {ceiling}"
+        + (f": capture {s}" if s else "")
+        + f".{start_rate(m)}"
+    )
 
 
 def _lower_flag(m: RunMetrics) -> str | None:

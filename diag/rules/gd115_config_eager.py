@@ -82,6 +82,7 @@ class GD115(Rule):
                 (c := _kind(m, "prefill_graph_disabled")) is not None
                 and "auto-selected" not in c.said
             ),
+            acts=False,
         ),
     )
 

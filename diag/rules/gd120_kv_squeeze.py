@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 
 from diag.model import Finding
-from diag.rules.base import Remedy, Rule, Threshold, num, pct
+from diag.rules.base import Remedy, Rule, Standstill, Threshold, acts, num, pct
 from diag.rules.metrics import RunMetrics
 from diag.rules.quotes import advice_withheld, advised_set
 
@@ -22,7 +22,9 @@ def _shrink(m: RunMetrics) -> str | None:
         return None
     withheld = advice_withheld(m)
     if withheld is not None:
-        return f"{KEEP}: {withheld}; dropping buckets is not where KV memory comes back."
+        return Standstill(
+            f"{KEEP}: {withheld}; dropping buckets is not where KV memory comes back."
+        )
     s = advised_set(m)
     if s is None:
         return None
@@ -126,6 +128,7 @@ class GD120(Rule):
             "Then re-check --mem-fraction-static: graph memory comes out of what it leaves.",
             engine="sglang",
             flags=("--mem-fraction-static",),
+            acts=False,
         ),
         Remedy(
             "Shrink the bucket set first with a cudagraph_capture_sizes list in "
@@ -144,10 +147,11 @@ class GD120(Rule):
         for i, text in enumerate(out):
             if not text.startswith(KEEP):
                 continue
-            mem = [j for j, r in enumerate(out) if j != i and MEMORY_SETTING.search(r)]
+            mem = [j for j, r in enumerate(out) if j != i and acts(r) and MEMORY_SETTING.search(r)]
             if mem:
                 where = "above" if mem[0] < i else "below"
-                out[i] = text + f" Win KV memory back with the memory setting {where} instead."
+                said = text + f" Win KV memory back with the memory setting {where} instead."
+                out[i] = said if acts(text) else Standstill(said)
         return out
 
     def evidence_found(self, m: RunMetrics) -> list[str]:

@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
-from diag.rules.base import Remedy, Rule, Threshold, num, pct
+from diag.rules.base import Remedy, Rule, Standstill, Threshold, num, pct
 from diag.rules.metrics import RunMetrics
+from diag.rules.quotes import advice_withheld, advised_set, start_rate
+
+
+def _fewer(m: RunMetrics) -> str | None:
+    """The bucket advice's answer, the one GD112 and `recommend` give: its set, or why it
+    keeps today's; None without advice (the generic remedy then)."""
+    withheld = advice_withheld(m)
+    if withheld is not None:
+        return Standstill(f"Capturing fewer sizes is not advised: {withheld}.{start_rate(m)}")
+    s = advised_set(m)
+    return f"Capture fewer sizes: {s}.{start_rate(m)}" if s else None
 
 
 def _phases(m: RunMetrics) -> list[tuple[str, float]]:
@@ -25,7 +36,9 @@ class GD140(Rule):
     request served) where the log shows both. Counts every capture phase of the start-up (decode graphs, piecewise prefill, draft
     model) since all of them delay serving, and names each. Time grows with the number of
     sizes, torch.compile and the profiler (--enable-profile-cuda-graph inflates it); those
-    remedies are offered only when the log shows them on.
+    remedies are offered only when the log shows them on. Capturing fewer sizes is the bucket
+    advice's answer, the set ``graphdiag recommend`` and GD112 name (or its reason to keep
+    today's), priced at the server's start rate, with the rate at which keeping would win.
 
     Fires::
 
@@ -67,12 +80,14 @@ class GD140(Rule):
             "Capture fewer sizes with --cuda-graph-bs; `graphdiag recommend` gives the set.",
             engine="sglang",
             flags=("--cuda-graph-bs",),
+            specific=_fewer,
         ),
         Remedy(
             "Capture fewer sizes with a cudagraph_capture_sizes list in --compilation-config, "
             "and keep the compile cache (VLLM_CACHE_ROOT) across restarts.",
             engine="vllm",
             flags=("cudagraph_capture_sizes",),
+            specific=_fewer,
         ),
     )
 

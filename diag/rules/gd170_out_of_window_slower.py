@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from diag.model import Finding
-from diag.rules.base import Remedy, Rule, Threshold, num, pct
+from diag.rules.base import Remedy, Rule, Standstill, Threshold, acts, num, pct
 from diag.rules.metrics import RunMetrics
 
 
@@ -67,4 +67,6 @@ class GD170(Rule):
         gd110 = fired.get("GD110")
         if gd110 is None or not gd110.remediation:
             return remedies
-        return [f"Apply GD110's remedy: {gd110.remediation[0]}"]
+        first = gd110.remediation[0]
+        text = f"Apply GD110's remedy: {first}"
+        return [text if acts(first) else Standstill(text)]

@@ -94,6 +94,7 @@ class GD180(Rule):
             "Check that the log and the trace come from the same server and clock: for a log "
             "stamped in local time, give graphdiag analyze its zone (the tz option, e.g. "
             "Asia/Shanghai or +08:00), or the join pairs the wrong steps.",
+            acts=False,
         ),
     )
 

@@ -27,6 +27,21 @@ def advised_set(m: RunMetrics) -> str | None:
     )
 
 
+def start_rate(m: RunMetrics) -> str:
+    """' Priced at 1 start a day: keeping the current set would win below 0.22 starts a day
+    (...); graphdiag's --starts-per-day sets the rate.', or '' where the advice compares no
+    set (the sentence follows a remedy's own)."""
+    d = m.advice.decision if m.advice is not None else None
+    if d is None or d.rate is None or d.start_rate_words is None or d.baseline is None:
+        return ""
+    what = "the current set" if d.baseline == "current" else "the engine's default set"
+    r = d.rate.starts_per_day
+    return (
+        f" Priced at {r:g} start{'s' if r != 1 else ''} a day: {d.rate.words(what)}; "
+        "graphdiag's starts-per-day option sets your rate."
+    )
+
+
 def advised_ceiling(m: RunMetrics) -> str | None:
     """'96 requests (<flag>)', or None without advice that changes the set."""
     a = m.sizing
