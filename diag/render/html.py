@@ -94,13 +94,13 @@ def _card(f: Finding, row: RunRow) -> FindingCard:
 
 
 def _groups(pairs: list[tuple[Finding, RunRow]]) -> list[FindingGroup]:
-    """One row per (code, first remedy): the first instance's message, the others folded."""
-    keyed: dict[tuple[str, str | None, str], list[tuple[Finding, RunRow]]] = {}
+    """One row per (code, cause): the first instance's message and remedy, the other runs'
+    own messages and remedies folded under it (their numbers differ run by run)."""
+    keyed: dict[tuple[str, str | None], list[tuple[Finding, RunRow]]] = {}
     for f, row in pairs:  # the cause too: runs whose causes differ never share a row
-        key = (f.code, f.cause, f.remediation[0] if f.remediation else "")
-        keyed.setdefault(key, []).append((f, row))
+        keyed.setdefault((f.code, f.cause), []).append((f, row))
     out = []
-    for (_, _, remedy), items in keyed.items():
+    for items in keyed.values():
         f0, _ = items[0]
         runs = list(dict.fromkeys((r.anchor, r.name, f"#{r.index}") for _, r in items))
         out.append(
@@ -109,9 +109,12 @@ def _groups(pairs: list[tuple[Finding, RunRow]]) -> list[FindingGroup]:
                 code=f0.code,
                 name=f0.name,
                 message=f0.message if len(runs) == 1 else f"{f0.message} ({runs[0][1]})",
-                remedy=remedy or None,
+                remedy=f0.remediation[0] if f0.remediation else None,
                 runs=runs,
-                others=[(r.anchor, r.name, f.message) for f, r in items[1:]],
+                others=[
+                    (r.anchor, r.name, f.message, f.remediation[0] if f.remediation else None)
+                    for f, r in items[1:]
+                ],
             )
         )
     return sorted(out, key=lambda g: (SEVERITY_ORDER[g.severity], -len(g.runs), g.code))

@@ -114,7 +114,7 @@ class FindingCard:
 
 @dataclass(frozen=True)
 class FindingGroup:
-    """One (code, first remedy) over every run it hits, for many-run reports."""
+    """One (code, cause) over every run it hits, for many-run reports."""
 
     severity: str
     code: str
@@ -122,7 +122,8 @@ class FindingGroup:
     message: str
     remedy: str | None
     runs: Sequence[tuple[str, str, str]]  # (anchor, name, "#n" as the runs table numbers it)
-    others: Sequence[tuple[str, str, str]] = field(default_factory=tuple)  # anchor, name, msg
+    # anchor, name, message, first remedy of each other run
+    others: Sequence[tuple[str, str, str, str | None]] = field(default_factory=tuple)
 
 
 @dataclass(frozen=True)
