@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from diag.ingest.hotpath.native import count_newlines
 from diag.normalize.lines import clean
-from diag.sources.discover import InputFile
+from diag.sources.discover import InputFile, rotation_key
 from diag.sources.readers import LineAnchor, lines_at, open_binary, read_head
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,9 +82,13 @@ def read_all(
     return {path: read_lines(path, lines, known.get(path, ())) for path, lines in wanted.items()}
 
 
-def resolve_evidence(runs: list[RunReport], read: LineReader = read_all) -> None:
+def resolve_evidence(
+    runs: list[RunReport], read: LineReader = read_all, chain: Mapping[str, str] | None = None
+) -> None:
     """Fill each finding's evidence text from its file; ``read`` reads the files (a
-    cluster reads them where they lie, ``diag.fleet.cluster``)."""
+    cluster reads them where they lie, ``diag.fleet.cluster``). ``chain``: each file's
+    successor in its rotated set, where a traceback cut by rotation goes on."""
+    after = chain or {}
     wanted: dict[str, set[int]] = defaultdict(set)
     for run in runs:
         for finding in run.findings:
@@ -92,23 +96,45 @@ def resolve_evidence(runs: list[RunReport], read: LineReader = read_all) -> None
                 wanted[ev.path].add(ev.line)
                 if ev.seek and ev.line > 0:
                     wanted[ev.path].update(range(ev.line + 1, ev.line + SEEK_LINES))
+                    following = after.get(ev.path)
+                    if following:  # a traceback cut by rotation ends in the next file
+                        wanted[following].update(range(1, SEEK_LINES))
     texts = read(wanted) if wanted else {}
     for run in runs:
         for finding in run.findings:
             for ev in finding.evidence:
                 lines = texts.get(ev.path, {})
                 if ev.seek and ev.line > 0:
-                    ev.line = _sought(lines, ev.line, ev.seek)
+                    found = _sought(lines, ev.line, ev.seek)
+                    following = after.get(ev.path)
+                    if found is None and following and ev.line + SEEK_LINES > max(lines, default=0):
+                        rest = _sought(texts.get(following, {}), 1, ev.seek)
+                        if rest is not None:
+                            ev.path, ev.line, lines = following, rest, texts[following]
+                    elif found is not None:
+                        ev.line = found
                 text = lines.get(ev.line)
                 if text is not None:
                     ev.text = text
 
 
-def _sought(lines: Mapping[int, str], start: int, seek: str) -> int:
+def rotation_chain(paths: Sequence[str]) -> dict[str, str]:
+    """Each file's successor within its rotated set (``paths`` in reading order, oldest
+    first, as discovery orders a set: ``diag.sources.discover.rotation_key``)."""
+    from pathlib import PurePath
+
+    def chain_of(path: str) -> str:
+        p = PurePath(path)
+        return str(p.parent / rotation_key(p.name)[0])
+
+    return {a: b for a, b in zip(paths, paths[1:], strict=False) if chain_of(a) == chain_of(b)}
+
+
+def _sought(lines: Mapping[int, str], start: int, seek: str) -> int | None:
     """The first line from ``start`` on holding ``seek`` (the exception line of the
-    traceback that begins there); ``start`` when none within reach does."""
+    traceback that begins there); None when none within reach does."""
     for n in range(start, start + SEEK_LINES):
         text = lines.get(n)
         if text is not None and seek in text:
             return n
-    return start
+    return None

@@ -111,6 +111,7 @@ class _Signal:
     phase: str  # a phases.yaml phase, or _ENDED
     line: int
     ts: float
+    at: str  # PATH:LINE as a sentence quotes it (a run may span rotated files)
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ class _Bar:
     line: int
     ts: float
     rank: str  # "": a bar no process prefix names (tqdm to stderr)
+    at: str
 
 
 class Timeline:
@@ -144,7 +146,9 @@ class Timeline:
             if done is not None and total is not None:
                 phase = _capture_phase(row.get("phase"))
                 rank = _text(row.get("rank")) or ""
-                bars.append(_Bar(_key(row), done, total, phase, int(row["line"]), _ts(row), rank))
+                bars.append(
+                    _Bar(_key(row), done, total, phase, int(row["line"]), _ts(row), rank, _at(row))
+                )
         self.signals = sorted(sig, key=lambda s: s.key)
         self.bars = sorted(bars, key=lambda b: b.key)
 
@@ -224,7 +228,7 @@ def _positional(row: dict[str, Any], key: int, timeline: Timeline) -> list[Evide
                 "process_phase",
                 inside,
                 "strong",
-                f"its process ({who}) was in {where} (line {last.line})",
+                f"its process ({who}) was in {where} ({last.at})",
                 last.phase if inside else None,
                 last.key,
             )
@@ -239,7 +243,7 @@ def _positional(row: dict[str, Any], key: int, timeline: Timeline) -> list[Evide
                 "capture_bar",
                 True,
                 "strong",
-                f"a capture bar stopped at {bar.done}/{bar.total} just before it (line {bar.line})",
+                f"a capture bar stopped at {bar.done}/{bar.total} just before it ({bar.at})",
                 bar.phase,
                 bar.key,
             )
@@ -265,7 +269,7 @@ def _positional(row: dict[str, Any], key: int, timeline: Timeline) -> list[Evide
                 True,
                 "weak",
                 f"{'its process is not named' if not rank else f'its process ({rank}) shows no phase'}"
-                f", and {names} had begun a capture just before it (line {s.line})",
+                f", and {names} had begun a capture just before it ({s.at})",
                 s.phase,
                 s.key,
             )
@@ -283,7 +287,7 @@ def _positional(row: dict[str, Any], key: int, timeline: Timeline) -> list[Evide
                 "neighbours",
                 False,
                 "weak",
-                f"{s.rank or 'the un-prefixed lines'} had moved on to {_words(s.phase)} (line {s.line})",
+                f"{s.rank or 'the un-prefixed lines'} had moved on to {_words(s.phase)} ({s.at})",
                 None,
                 s.key,
             )
@@ -405,7 +409,12 @@ def _capture_phase(p: Any) -> str:
 
 
 def _signal(row: dict[str, Any], phase: str) -> _Signal:
-    return _Signal(_key(row), _text(row.get("rank")) or "", phase, int(row["line"]), _ts(row))
+    rank = _text(row.get("rank")) or ""
+    return _Signal(_key(row), rank, phase, int(row["line"]), _ts(row), _at(row))
+
+
+def _at(row: dict[str, Any]) -> str:
+    return f"{row.get('source') or 'line'}:{int(row['line'])}"
 
 
 def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:

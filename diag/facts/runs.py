@@ -33,6 +33,12 @@ class Run:
     year_source: str = "unknown"  # where year-less lines got their year: log | mtime | unknown
 
 
+# clock steps a member of a rotated set needs before it is read newest-first: rotation cuts
+# at any line, and a tail of a few lines whose one step goes back holds a late line, not a
+# viewer's export (a lone file keeps one step: real newest-first pastes are that short)
+MIN_REVERSED_STEPS_IN_SET = 2
+
+
 def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
     """Sources whose timestamps mostly decrease with the line number."""
     if len(sources) == 1:  # one file: no concat and per-source filter (thousands of streams)
@@ -59,7 +65,7 @@ def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
             d = np.diff(part["ts"].to_numpy())
             d = d[d != 0]
             # newest-first viewers: (almost) every step back in time; a stray late line is not enough
-            if len(d) >= 1 and (d < 0).mean() > 0.6:
+            if len(d) >= MIN_REVERSED_STEPS_IN_SET and (d < 0).mean() > 0.6:
                 out.add(src)
     return out
 

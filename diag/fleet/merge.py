@@ -21,7 +21,7 @@ from diag.advise.run_advice import advise_runs
 from diag.advise.traffic import RunEvidence
 from diag.event_frames import release_freed_memory
 from diag.events import EventTables
-from diag.evidence import LineReader, read_all, resolve_evidence
+from diag.evidence import LineReader, read_all, resolve_evidence, rotation_chain
 from diag.fleet.partial import GroupFacts, unpack
 from diag.model import InputStatus
 from diag.report import Report, RunReport
@@ -53,6 +53,7 @@ def merge_groups(
     inputs = [InputStatus(p.path, status="skipped", reason=p.reason) for p in problems]
     inputs += [i for part in parts for i in part.inputs]
     snapshots = [s for part in parts for s in part.snapshots]
+    chain = rotation_chain([i.path for i in inputs if i.kind == "log"])
     engine = RuleEngine.load(rules_file)
     # advice first, from facts alone: the rules and every renderer quote it (issue 14)
     tell("advice (bucket sets)", 0, 0)
@@ -81,7 +82,7 @@ def merge_groups(
             mine.append(RunReport(f, findings, advice=got, fleet=run_fleet, restore=packed.facts))
         part.runs = []
         tell("evidence", 0, 0)
-        resolve_evidence(mine, read)
+        resolve_evidence(mine, read, chain)
         tell("recommendations", 0, 0)
         attach_recommendations(mine, snapshots, starts_per_day)
         runs += mine
