@@ -93,3 +93,61 @@ def test_wrapped_outside_sites_stay_outside(form: str, tmp_path: Path) -> None:
     got = _run(tmp_path, texts)
     wrong = [outside[int(n[1:])].source for n, (_, gd100, _) in got.items() if gd100]
     assert not wrong, wrong
+
+
+# ---------------------------------------------------------------- plugins' "not supported" texts
+# The kernels' own refusals (flashinfer's DISPATCH defaults, torch-npu's missing aclnn kernel;
+# rows flashinfer_unsupported_dispatch / npu_op_api_missing of errors.yaml) and a bare
+# NotImplementedError: class unsupported_op wherever they are, a capture failure only where the
+# evidence places them in capture (the engine's capture wrapper, a capture frame).
+PLUGIN_TEXTS = {
+    "flashinfer_head_dim": "Error in function 'VariableLengthMergeStates' at /usr/local/lib/"
+    "python3.12/site-packages/flashinfer/data/include/flashinfer/attention/cascade.cuh:697: "
+    "Unsupported head_dim: 106",
+    "flashinfer_group_size": "Error in function 'BatchDecodeWithPagedKVCacheDispatched' at "
+    "/opt/venv/lib/python3.11/site-packages/flashinfer/data/include/flashinfer/utils.cuh:166: "
+    "Unsupported group_size: 5",
+    "npu_op_api": "aclnnLightningIndexer or aclnnLightningIndexerGetWorkspaceSize not in "
+    "libopapi.so, or libopapi.so not found.",
+}
+CAPTURE_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/usr/local/lib/python3.12/site-packages/sglang/srt/model_executor/'
+    'cuda_graph_runner.py", line 480, in capture\n'
+    "    graph, output_buffers = self.capture_one_batch_size(bs, forward)\n"
+)
+SERVING_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/usr/local/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", '
+    "line 1021, in event_loop_normal\n"
+    "    result = self.run_batch(batch)\n"
+)
+
+
+def _plugin_pastes(inside: bool) -> dict[str, str]:
+    out = {}
+    for name, msg in PLUGIN_TEXTS.items():
+        head = f"Exception: Capture cuda graph failed: {msg}" if inside else f"RuntimeError: {msg}"
+        for form in FORMS:
+            out[f"{name}-{form}"] = paste(head, form)
+        frames = CAPTURE_FRAMES if inside else SERVING_FRAMES
+        out[f"{name}-frames"] = frames + f"RuntimeError: {msg}\n"
+    frames = CAPTURE_FRAMES if inside else SERVING_FRAMES
+    out["notimplemented-frames"] = (
+        frames + '  File "/usr/local/lib/python3.12/site-packages/vllm/model_executor/'
+        'custom_op.py", line 23, in forward_native\n    raise NotImplementedError\n'
+        "NotImplementedError\n"
+    )
+    return out
+
+
+def test_plugin_refusals_in_capture_are_unsupported_op_capture_failures(tmp_path: Path) -> None:
+    got = _run(tmp_path, _plugin_pastes(inside=True))
+    bad = {n: g for n, g in got.items() if g[:2] != ("unsupported_op", True) or g[2] != 1}
+    assert not bad, bad
+
+
+def test_plugin_refusals_outside_capture_are_not_capture_failures(tmp_path: Path) -> None:
+    got = _run(tmp_path, _plugin_pastes(inside=False))
+    bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
+    assert not bad, bad
