@@ -151,3 +151,57 @@ def test_plugin_refusals_outside_capture_are_not_capture_failures(tmp_path: Path
     got = _run(tmp_path, _plugin_pastes(inside=False))
     bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
     assert not bad, bad
+
+
+# ---------------------------------------------------------------- un-prefixed custom all-reduce
+# vLLM's / sgl-kernel's C++ CUDACHECK prints ``Failed: Cuda error <file>:<line> '<text>'`` with
+# no process prefix (errors.yaml custom_ar_cudacheck): its process is unknown, so the ranks'
+# own lines just before it decide. Ranks capturing -> a likely capture failure of class
+# distributed; ranks loading weights (no capture begun) -> not a capture failure.
+AR_LINE = "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:455 'invalid argument'"
+SGLANG_LOAD = (
+    "[2026-06-01 12:00:01 TP{r}] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, "
+    "avail mem=60.10 GB, mem usage=14.96 GB."
+)
+SGLANG_BEGIN = (
+    "[2026-06-01 12:00:05 TP{r}] Capture cuda graph begin. This can take up to several minutes. "
+    "avail mem=50.12 GB"
+)
+VLLM_LOAD = (
+    "(VllmWorker TP{r} pid=220{r}) INFO 06-01 12:00:01 [gpu_model_runner.py:2007] Model loading "
+    "took 7.12 GiB and 5.40 seconds"
+)
+VLLM_BEGIN = (
+    "(VllmWorker TP{r} pid=220{r}) Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):   "
+    "0%|          | 0/67 [00:00<?, ?it/s]"
+)
+AR_FORMS = {"bare": "{}", "quoted": "> {}", "kubectl": "2026-06-01T12:00:06.123456789Z {}"}
+
+
+def _ar_pastes(capturing: bool) -> dict[str, str]:
+    out = {}
+    for engine, (load, begin) in {
+        "sglang": (SGLANG_LOAD, SGLANG_BEGIN),
+        "vllm": (VLLM_LOAD, VLLM_BEGIN),
+    }.items():
+        lines = [load.format(r=r) for r in (0, 1)]
+        if capturing:
+            lines += [begin.format(r=r) for r in (0, 1)]
+        lines += [AR_LINE, AR_LINE]
+        for form, wrap in AR_FORMS.items():
+            out[f"{engine}-{form}"] = "".join(wrap.format(ln) + "\n" for ln in lines)
+    return out
+
+
+def test_unprefixed_custom_ar_error_while_ranks_capture_is_a_capture_failure(
+    tmp_path: Path,
+) -> None:
+    got = _run(tmp_path, _ar_pastes(capturing=True))
+    bad = {n: g for n, g in got.items() if g != ("distributed", True, 1)}
+    assert not bad, bad
+
+
+def test_unprefixed_custom_ar_error_while_ranks_load_is_not(tmp_path: Path) -> None:
+    got = _run(tmp_path, _ar_pastes(capturing=False))
+    bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
+    assert not bad, bad
