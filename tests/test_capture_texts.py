@@ -205,3 +205,58 @@ def test_unprefixed_custom_ar_error_while_ranks_load_is_not(tmp_path: Path) -> N
     got = _run(tmp_path, _ar_pastes(capturing=False))
     bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
     assert not bad, bad
+
+
+# ---------------------------------------------------------------- evidence per rank
+# TP1 begins capture while TP0 fails building its attention backend (an OOM in the backend's
+# workspace, before TP0 captured anything): TP0's own frames place its error before capture,
+# so it is no capture failure whatever TP1 was doing. The same OOM under TP0's capture frames is.
+TP_LINES = (
+    "[2026-06-11 05:11:58 TP1] Memory pool end. avail mem=0.49 GB",
+    "[2026-06-11 05:11:58 TP1] Capture cuda graph begin. This can take up to several minutes. "
+    "avail mem=0.08 GB",
+)
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 384.00 MiB. GPU 0 has a total "
+    "capacity of 23.56 GiB of which 338.75 MiB is free."
+)
+_SG = "/usr/local/lib/python3.12/site-packages/sglang/srt"
+INIT_FRAMES = (
+    f'  File "{_SG}/model_executor/model_runner.py", line 766, in initialize\n'
+    "    self.init_attention_backend()\n"
+    f'  File "{_SG}/model_executor/model_runner.py", line 2408, in init_attention_backend\n'
+    "    self.attn_backend = self._get_attention_backend()\n"
+    f'  File "{_SG}/layers/attention/flashinfer_backend.py", line 202, in __init__\n'
+    "    global_workspace_buffer = torch.empty(\n"
+)
+CAPTURE_OOM_FRAMES = (
+    f'  File "{_SG}/model_executor/cuda_graph_runner.py", line 480, in capture\n'
+    "    graph, output_buffers = self.capture_one_batch_size(bs, forward)\n"
+)
+
+
+def _tp_pastes(frames: str) -> dict[str, str]:
+    lines = [
+        *TP_LINES,
+        "[2026-06-11 05:11:58 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        *frames.rstrip("\n").split("\n"),
+        OOM,
+    ]
+    return {
+        form: "".join(wrap.format(ln) + "\n" for ln in lines)
+        for form, wrap in (("bare", "{}"), ("kubectl", "2026-06-11T05:11:58.5Z {}"))
+    }
+
+
+def test_an_oom_in_tp0s_backend_init_while_tp1_captures_is_not_a_capture_failure(
+    tmp_path: Path,
+) -> None:
+    got = _run(tmp_path, _tp_pastes(INIT_FRAMES))
+    bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
+    assert not bad, bad
+
+
+def test_the_same_oom_under_tp0s_capture_frames_is(tmp_path: Path) -> None:
+    got = _run(tmp_path, _tp_pastes(CAPTURE_OOM_FRAMES))
+    bad = {n: g for n, g in got.items() if g != ("oom", True, 1)}
+    assert not bad, bad
