@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from diag.api import analyze
 from diag.engines import atlas
+from tests.test_hotpath_oracle import assert_same_tables, both
 from tests.test_raise_atlas import VALUES, _run
 
 DATA = Path(__file__).resolve().parent.parent / "diag" / "engines" / "data"
@@ -260,3 +262,25 @@ def test_the_same_oom_under_tp0s_capture_frames_is(tmp_path: Path) -> None:
     got = _run(tmp_path, _tp_pastes(CAPTURE_OOM_FRAMES))
     bad = {n: g for n, g in got.items() if g != ("oom", True, 1)}
     assert not bad, bad
+
+
+# ---------------------------------------------------------------- CANN's error-report lines
+CANN = (
+    "        TraceBack (most recent call last):",
+    "        Stream sync failed, stream_id=12.[FUNC:StreamSynchronize][FILE:api_impl.cc][LINE:1701]",
+    "        rtStreamSynchronize execution failed, reason=driver error:resource alloc fail"
+    "[FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:61]",
+)
+
+
+def test_cann_error_report_lines_make_an_engine_error_run(tmp_path: Path) -> None:
+    """A vLLM worker's ERROR lines holding only CANN's report lines (the exception cut off) are
+    an engine error, on both read paths: never "nothing recognised"."""
+    head = "(Worker_TP3 pid=78100) ERROR 04-20 21:27:00 [multiproc_executor.py:932] "
+    path = tmp_path / "cann.log"
+    path.write_text("".join(head + ln + "\n" for ln in CANN), encoding="utf-8")
+    report = analyze([str(path)], generated_at="fixed")
+    assert len(report.runs) == 1
+    assert any(f.code == "GD105" for f in report.runs[0].findings)
+    pure, hot = both([str(path)])
+    assert_same_tables(pure, hot, "cann")
