@@ -340,8 +340,16 @@ def _hand_any() -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile("|".join(f"(?:{p})" for p in g)) for g in groups if g)
 
 
+_WRAP = re.compile(r"[ \t]*\n[ \t]*")  # a hard line break and the indentation around it
+
+
 def judge(text: str) -> Verdict:
-    """The class of an error text (``other`` when no row names one) and its capture marks."""
+    """The class of an error text (``other`` when no row names one) and its capture marks.
+
+    A message hard-wrapped across lines (a terminal or a forum paste) is read as well with its
+    line breaks closed, so a phrase split over two lines still matches its row."""
+    if "\n" in text:
+        text = text + "\n" + _WRAP.sub(" ", text)
     codes = quoted_codes(text)
     hand = any(rx.search(text) for rx in _hand_any())  # the hand-written rows' prefilter
     sites = atlas.matches(text)

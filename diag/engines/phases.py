@@ -24,6 +24,7 @@ Phase = Literal[
     "weights",
     "memory_profiling",
     "kv_allocation",
+    "backend_init",  # the attention backends built after the KV pool, before any capture
     "capture_decode",
     "capture_piecewise",
     "capture_draft",

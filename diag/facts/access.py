@@ -19,11 +19,24 @@ def is_rank0(rank: str | None) -> bool:
     return all(int(n) == 0 for n in re.findall(r"-?\d+", rank))
 
 
+def _rank_number(rank: object) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", rank)) if isinstance(rank, str) else ()
+
+
 def _rank0(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rank 0's rows; where no row is rank 0 (every line behind a Ray / wrapper pid, TP0's
+    lines cut), the lowest rank's: TP1 before TP2, and of processes named by their pid alone
+    the lowest pid, the driver that spawned the others (never the sum over all ranks)."""
     if frame.empty:
         return frame
     mask = frame["rank"].map(is_rank0).to_numpy(dtype=bool)  # ranks may be categorical
-    return frame[mask] if mask.any() and not mask.all() else frame  # (all rank 0: no copy)
+    if not mask.any():
+        ranks = [r for r in pd.unique(frame["rank"]) if isinstance(r, str) and r]
+        if len(ranks) > 1:
+            low = min(ranks, key=lambda r: (_rank_number(r), r))
+            return frame[(frame["rank"] == low).to_numpy(dtype=bool)]
+        return frame
+    return frame[mask] if not mask.all() else frame  # (all rank 0: no copy)
 
 
 def rank_rows(frame: pd.DataFrame) -> dict[str, np.ndarray]:

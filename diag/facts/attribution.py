@@ -401,6 +401,7 @@ def _words(phase: str) -> str:
         "capture_decode": "decode graph capture",
         "capture_piecewise": "piecewise graph capture",
         "capture_draft": "draft graph capture",
+        "backend_init": "the attention backends' initialisation (before capture)",
     }.get(phase, phase.replace("_", " "))
 
 

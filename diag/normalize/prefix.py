@@ -285,6 +285,10 @@ def peel_engine_header(line: LogLine, rest: str) -> None:
         p = PROCESS_HEADER.match(rest)
         if p:
             line.proc = p.group("proc") or f"pid={p.group('pid')}"
+            if pid_rank is not None and line.rank == pid_rank:
+                # a second process prefix inside a pid-only one: the outer is a wrapper around
+                # the whole stream (a Ray actor / task); the inner names the worker
+                line.rank = pid_rank = None
             # V0 non-driver workers / ray actors name no rank: keep them apart from the driver (rank 0)
             named = line.rank or proc_rank(p.group("proc") or "")
             if not named and _UNRANKED_WORKER.match(line.proc):

@@ -424,6 +424,7 @@ _SGLANG_ERROR_WORDS = ("rror", "ail", "xception", *atlas.advice_anchors())
 _RUNTIME_FORM = re.compile(
     r"\b(?:CUDA error|Cuda error|CUDA Error|HIP error|NCCL error|ACL error|NPU function error|"
     r"cuda(?:Error|_ERROR_)\w+|hipError\w+|nccl(?:Unhandled|Internal|System|Invalid|Remote)\w*Error)"
+    r"|\[FUNC:\w+\]\[FILE:[\w.]+\]\[LINE:\d+\]"  # CANN's report lines (torch-npu's "TraceBack")
 )
 # what an error print says of itself, whatever printed it (a C++ CUDACHECK's "Failed: Cuda
 # error FILE:LINE 'msg'", a watchdog's "HIP error: ...", an exception line): a header-less line

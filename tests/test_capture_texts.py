@@ -1,0 +1,286 @@
+"""torch's and the runtimes' capture-only messages, pasted the ways users bring them.
+
+The texts are the signature table's own (``errors.yaml``: every capture row's ``says``, cited
+there from torch's / torch-npu's / NCCL's binaries and source) and the runtimes' capture codes
+(``runtime_codes.json``: cudaGetErrorString / hipGetErrorString 900-908 and the ACL capture
+codes, in torch's ``CUDA error: ...`` form). Each is pasted bare, hard-wrapped at 40 columns (a
+terminal or a forum reply), behind a process prefix, and hard-wrapped behind the prefix on
+every line: each must be a capture failure (GD100) of the row's class. The negative: engine
+messages raised outside capture code (the atlas's ``outside`` sites), hard-wrapped the same
+way, must not become capture failures by the joining of their lines.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from diag.api import analyze
+from diag.engines import atlas
+from tests.test_hotpath_oracle import assert_same_tables, both
+from tests.test_raise_atlas import VALUES, _run
+
+DATA = Path(__file__).resolve().parent.parent / "diag" / "engines" / "data"
+PREFIX = "(RayWorkerWrapper pid=4242) "
+FORMS = ("bare", "wrapped", "prefixed", "wrapped_prefixed")
+
+
+def _texts() -> list[tuple[str, str, str | None]]:
+    """(id, exception line, class) of every capture-only text the tables hold."""
+    rows = yaml.safe_load((DATA / "errors.yaml").read_text(encoding="utf-8"))["signatures"]
+    out = []
+    for r in rows:
+        if not r.get("capture"):
+            continue
+        for j, say in enumerate(r.get("says", ())):
+            if len(say.strip()) >= 20:  # a fragment ("during capturing stage") is no message
+                out.append((f"{r['id']}-{j}", f"RuntimeError: {say.strip()}", r.get("class")))
+    codes = json.loads((DATA / "runtime_codes.json").read_text(encoding="utf-8"))["codes"]
+    for c in codes:
+        if c["capture"] and c["runtime"] == "cuda":
+            out.append((c["name"], f"RuntimeError: CUDA error: {c['message']}", c["class"]))
+    return out
+
+
+def paste(head: str, form: str) -> str:
+    lines = textwrap.wrap(head, 40) if form.startswith("wrapped") else [head]
+    pre = PREFIX if form.endswith("prefixed") else ""
+    return "".join(pre + ln + "\n" for ln in lines)
+
+
+TEXTS = _texts()
+
+
+def test_the_tables_hold_the_capture_texts() -> None:
+    """The texts the brief names are there, so the paste test below covers them."""
+    joined = "\n".join(h for _, h, _ in TEXTS)
+    for words in (
+        "Cannot copy between CPU and CUDA tensors during CUDA graph capture",
+        "operation not permitted when stream is capturing",
+        "operation failed due to a previous error during capture",
+        "CUDA graphs must be captured on a non-default stream",
+        "Capture must end on the same stream it began on",
+        "Attempting uncaptured free of a captured allocation",
+    ):
+        assert words in joined, words
+    assert len(TEXTS) >= 30
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_capture_texts_are_capture_failures_of_their_class(form: str, tmp_path: Path) -> None:
+    got = _run(tmp_path, {name: paste(head, form) for name, head, _ in TEXTS})
+    bad = []
+    for name, _, cls in TEXTS:
+        err_cls, gd100, runs = got[name]
+        if runs != 1 or not gd100 or (cls is not None and err_cls != cls):
+            bad.append((name, cls, got[name]))
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("form", ("wrapped", "wrapped_prefixed"))
+def test_wrapped_outside_sites_stay_outside(form: str, tmp_path: Path) -> None:
+    outside = [
+        s
+        for s in atlas.sites()
+        if s.scope == "outside" and s.level == "raise" and len(s.render(VALUES)) >= 60
+    ][:60]
+    assert len(outside) >= 30
+    texts = {
+        f"o{i}": paste(f"{s.exc_type}: {s.render(VALUES)}", form) for i, s in enumerate(outside)
+    }
+    got = _run(tmp_path, texts)
+    wrong = [outside[int(n[1:])].source for n, (_, gd100, _) in got.items() if gd100]
+    assert not wrong, wrong
+
+
+# ---------------------------------------------------------------- plugins' "not supported" texts
+# The kernels' own refusals (flashinfer's DISPATCH defaults, torch-npu's missing aclnn kernel;
+# rows flashinfer_unsupported_dispatch / npu_op_api_missing of errors.yaml) and a bare
+# NotImplementedError: class unsupported_op wherever they are, a capture failure only where the
+# evidence places them in capture (the engine's capture wrapper, a capture frame).
+PLUGIN_TEXTS = {
+    "flashinfer_head_dim": "Error in function 'VariableLengthMergeStates' at /usr/local/lib/"
+    "python3.12/site-packages/flashinfer/data/include/flashinfer/attention/cascade.cuh:697: "
+    "Unsupported head_dim: 106",
+    "flashinfer_group_size": "Error in function 'BatchDecodeWithPagedKVCacheDispatched' at "
+    "/opt/venv/lib/python3.11/site-packages/flashinfer/data/include/flashinfer/utils.cuh:166: "
+    "Unsupported group_size: 5",
+    "npu_op_api": "aclnnLightningIndexer or aclnnLightningIndexerGetWorkspaceSize not in "
+    "libopapi.so, or libopapi.so not found.",
+}
+CAPTURE_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/usr/local/lib/python3.12/site-packages/sglang/srt/model_executor/'
+    'cuda_graph_runner.py", line 480, in capture\n'
+    "    graph, output_buffers = self.capture_one_batch_size(bs, forward)\n"
+)
+SERVING_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/usr/local/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", '
+    "line 1021, in event_loop_normal\n"
+    "    result = self.run_batch(batch)\n"
+)
+
+
+def _plugin_pastes(inside: bool) -> dict[str, str]:
+    out = {}
+    for name, msg in PLUGIN_TEXTS.items():
+        head = f"Exception: Capture cuda graph failed: {msg}" if inside else f"RuntimeError: {msg}"
+        for form in FORMS:
+            out[f"{name}-{form}"] = paste(head, form)
+        frames = CAPTURE_FRAMES if inside else SERVING_FRAMES
+        out[f"{name}-frames"] = frames + f"RuntimeError: {msg}\n"
+    frames = CAPTURE_FRAMES if inside else SERVING_FRAMES
+    out["notimplemented-frames"] = (
+        frames + '  File "/usr/local/lib/python3.12/site-packages/vllm/model_executor/'
+        'custom_op.py", line 23, in forward_native\n    raise NotImplementedError\n'
+        "NotImplementedError\n"
+    )
+    return out
+
+
+def test_plugin_refusals_in_capture_are_unsupported_op_capture_failures(tmp_path: Path) -> None:
+    got = _run(tmp_path, _plugin_pastes(inside=True))
+    bad = {n: g for n, g in got.items() if g[:2] != ("unsupported_op", True) or g[2] != 1}
+    assert not bad, bad
+
+
+def test_plugin_refusals_outside_capture_are_not_capture_failures(tmp_path: Path) -> None:
+    got = _run(tmp_path, _plugin_pastes(inside=False))
+    bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
+    assert not bad, bad
+
+
+# ---------------------------------------------------------------- un-prefixed custom all-reduce
+# vLLM's / sgl-kernel's C++ CUDACHECK prints ``Failed: Cuda error <file>:<line> '<text>'`` with
+# no process prefix (errors.yaml custom_ar_cudacheck): its process is unknown, so the ranks'
+# own lines just before it decide. Ranks capturing -> a likely capture failure of class
+# distributed; ranks loading weights (no capture begun) -> not a capture failure.
+AR_LINE = "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:455 'invalid argument'"
+SGLANG_LOAD = (
+    "[2026-06-01 12:00:01 TP{r}] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, "
+    "avail mem=60.10 GB, mem usage=14.96 GB."
+)
+SGLANG_BEGIN = (
+    "[2026-06-01 12:00:05 TP{r}] Capture cuda graph begin. This can take up to several minutes. "
+    "avail mem=50.12 GB"
+)
+VLLM_LOAD = (
+    "(VllmWorker TP{r} pid=220{r}) INFO 06-01 12:00:01 [gpu_model_runner.py:2007] Model loading "
+    "took 7.12 GiB and 5.40 seconds"
+)
+VLLM_BEGIN = (
+    "(VllmWorker TP{r} pid=220{r}) Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):   "
+    "0%|          | 0/67 [00:00<?, ?it/s]"
+)
+AR_FORMS = {"bare": "{}", "quoted": "> {}", "kubectl": "2026-06-01T12:00:06.123456789Z {}"}
+
+
+def _ar_pastes(capturing: bool) -> dict[str, str]:
+    out = {}
+    for engine, (load, begin) in {
+        "sglang": (SGLANG_LOAD, SGLANG_BEGIN),
+        "vllm": (VLLM_LOAD, VLLM_BEGIN),
+    }.items():
+        lines = [load.format(r=r) for r in (0, 1)]
+        if capturing:
+            lines += [begin.format(r=r) for r in (0, 1)]
+        lines += [AR_LINE, AR_LINE]
+        for form, wrap in AR_FORMS.items():
+            out[f"{engine}-{form}"] = "".join(wrap.format(ln) + "\n" for ln in lines)
+    return out
+
+
+def test_unprefixed_custom_ar_error_while_ranks_capture_is_a_capture_failure(
+    tmp_path: Path,
+) -> None:
+    got = _run(tmp_path, _ar_pastes(capturing=True))
+    bad = {n: g for n, g in got.items() if g != ("distributed", True, 1)}
+    assert not bad, bad
+
+
+def test_unprefixed_custom_ar_error_while_ranks_load_is_not(tmp_path: Path) -> None:
+    got = _run(tmp_path, _ar_pastes(capturing=False))
+    bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
+    assert not bad, bad
+
+
+# ---------------------------------------------------------------- evidence per rank
+# TP1 begins capture while TP0 fails building its attention backend (an OOM in the backend's
+# workspace, before TP0 captured anything): TP0's own frames place its error before capture,
+# so it is no capture failure whatever TP1 was doing. The same OOM under TP0's capture frames is.
+TP_LINES = (
+    "[2026-06-11 05:11:58 TP1] Memory pool end. avail mem=0.49 GB",
+    "[2026-06-11 05:11:58 TP1] Capture cuda graph begin. This can take up to several minutes. "
+    "avail mem=0.08 GB",
+)
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 384.00 MiB. GPU 0 has a total "
+    "capacity of 23.56 GiB of which 338.75 MiB is free."
+)
+_SG = "/usr/local/lib/python3.12/site-packages/sglang/srt"
+INIT_FRAMES = (
+    f'  File "{_SG}/model_executor/model_runner.py", line 766, in initialize\n'
+    "    self.init_attention_backend()\n"
+    f'  File "{_SG}/model_executor/model_runner.py", line 2408, in init_attention_backend\n'
+    "    self.attn_backend = self._get_attention_backend()\n"
+    f'  File "{_SG}/layers/attention/flashinfer_backend.py", line 202, in __init__\n'
+    "    global_workspace_buffer = torch.empty(\n"
+)
+CAPTURE_OOM_FRAMES = (
+    f'  File "{_SG}/model_executor/cuda_graph_runner.py", line 480, in capture\n'
+    "    graph, output_buffers = self.capture_one_batch_size(bs, forward)\n"
+)
+
+
+def _tp_pastes(frames: str) -> dict[str, str]:
+    lines = [
+        *TP_LINES,
+        "[2026-06-11 05:11:58 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        *frames.rstrip("\n").split("\n"),
+        OOM,
+    ]
+    return {
+        form: "".join(wrap.format(ln) + "\n" for ln in lines)
+        for form, wrap in (("bare", "{}"), ("kubectl", "2026-06-11T05:11:58.5Z {}"))
+    }
+
+
+def test_an_oom_in_tp0s_backend_init_while_tp1_captures_is_not_a_capture_failure(
+    tmp_path: Path,
+) -> None:
+    got = _run(tmp_path, _tp_pastes(INIT_FRAMES))
+    bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
+    assert not bad, bad
+
+
+def test_the_same_oom_under_tp0s_capture_frames_is(tmp_path: Path) -> None:
+    got = _run(tmp_path, _tp_pastes(CAPTURE_OOM_FRAMES))
+    bad = {n: g for n, g in got.items() if g != ("oom", True, 1)}
+    assert not bad, bad
+
+
+# ---------------------------------------------------------------- CANN's error-report lines
+CANN = (
+    "        TraceBack (most recent call last):",
+    "        Stream sync failed, stream_id=12.[FUNC:StreamSynchronize][FILE:api_impl.cc][LINE:1701]",
+    "        rtStreamSynchronize execution failed, reason=driver error:resource alloc fail"
+    "[FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:61]",
+)
+
+
+def test_cann_error_report_lines_make_an_engine_error_run(tmp_path: Path) -> None:
+    """A vLLM worker's ERROR lines holding only CANN's report lines (the exception cut off) are
+    an engine error, on both read paths: never "nothing recognised"."""
+    head = "(Worker_TP3 pid=78100) ERROR 04-20 21:27:00 [multiproc_executor.py:932] "
+    path = tmp_path / "cann.log"
+    path.write_text("".join(head + ln + "\n" for ln in CANN), encoding="utf-8")
+    report = analyze([str(path)], generated_at="fixed")
+    assert len(report.runs) == 1
+    assert any(f.code == "GD105" for f in report.runs[0].findings)
+    pure, hot = both([str(path)])
+    assert_same_tables(pure, hot, "cann")
