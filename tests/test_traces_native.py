@@ -169,3 +169,18 @@ def test_events_missing_fields_are_counted(tmp_path: Path, native: bool) -> None
 def test_not_a_trace_is_one_reason(tmp_path: Path, text: str, reason: str) -> None:
     with pytest.raises(tr.TraceError, match=reason):
         read_trace(_write(tmp_path / "x.json", text))
+
+
+@pytest.mark.parametrize("native", [pytest.param(True, marks=needs_c), False])
+def test_a_stray_closer_between_events_is_walked_past(tmp_path: Path, native: bool) -> None:
+    """A '}' where an event belongs (a mutation of a generated trace found it): the Python
+    reader met it again and again, forever; each reader now ends, in well under a second."""
+    import time
+
+    text = _generated(tmp_path).read_text()
+    cut = text.index('\n  {', len(text) // 3) + 1
+    path = _write(tmp_path / "stray.json", text[:cut] + "},\n  " + text[cut:])
+    start = time.process_time()
+    raw = read_trace(path, native=native)
+    assert time.process_time() - start < 5
+    assert raw.events > 0 and raw.problems  # read up to (or past) the break, which is said

@@ -130,6 +130,9 @@ def decode_value(buf: Buffer, limit: int) -> Any:
 def skip_value(buf: Buffer) -> None:
     """Walk past one value without building it: strings, nesting, escapes, across blocks."""
     first = buf.peek()
+    if first in "}]":  # a stray closer where a value belongs: it is the value walked past
+        buf.pos += 1  # (never zero characters: the caller would meet it again, forever)
+        return
     if first not in '{["':
         while True:
             m = _SCALAR_END.search(buf.s, buf.pos)
