@@ -178,7 +178,7 @@ def test_a_stray_closer_between_events_is_walked_past(tmp_path: Path, native: bo
     import time
 
     text = _generated(tmp_path).read_text()
-    cut = text.index('\n  {', len(text) // 3) + 1
+    cut = text.index("\n  {", len(text) // 3) + 1
     path = _write(tmp_path / "stray.json", text[:cut] + "},\n  " + text[cut:])
     start = time.process_time()
     raw = read_trace(path, native=native)
