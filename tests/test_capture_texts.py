@@ -43,6 +43,9 @@ def _texts() -> list[tuple[str, str, str | None]]:
     for c in codes:
         if c["capture"] and c["runtime"] == "cuda":
             out.append((c["name"], f"RuntimeError: CUDA error: {c['message']}", c["class"]))
+        if c["capture"] and c["runtime"] == "acl":  # CANN's ACL_LOG_CALL_ERROR form
+            text = f"RuntimeError: synchronize stream failed, runtime result = {c['code']}"
+            out.append((c["name"], text, c["class"]))
     return out
 
 
@@ -282,5 +285,24 @@ def test_cann_error_report_lines_make_an_engine_error_run(tmp_path: Path) -> Non
     report = analyze([str(path)], generated_at="fixed")
     assert len(report.runs) == 1
     assert any(f.code == "GD105" for f in report.runs[0].findings)
+    assert not any(f.code == "GD100" for f in report.runs[0].findings)  # no capture function
     pure, hot = both([str(path)])
     assert_same_tables(pure, hot, "cann")
+
+
+def test_acl_codes_outside_capture_in_canns_form_are_not_capture_failures(tmp_path: Path) -> None:
+    """The negative of the ``runtime result = N`` rows above: the same form quoting an ACL code
+    that is not a capture code (a memory or stream error) is an engine error, no GD100."""
+    codes = json.loads((DATA / "runtime_codes.json").read_text(encoding="utf-8"))["codes"]
+    acl = [c for c in codes if c["runtime"] == "acl" and not c["capture"]][:12]
+    assert len(acl) >= 10
+    texts = {
+        f"{c['name']}-{form}": paste(
+            f"RuntimeError: synchronize stream failed, runtime result = {c['code']}", form
+        )
+        for c in acl
+        for form in FORMS
+    }
+    got = _run(tmp_path, texts)
+    bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
+    assert not bad, bad
