@@ -306,3 +306,15 @@ def test_acl_codes_outside_capture_in_canns_form_are_not_capture_failures(tmp_pa
     got = _run(tmp_path, texts)
     bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
     assert not bad, bad
+
+
+def test_aiters_workspace_check_outside_capture_is_not_a_capture_failure(tmp_path: Path) -> None:
+    """aiter's opus_splitk_ws_sync_to_device raises the same first sentence with no capture
+    advice (any stream, any time): an engine error, not GD100 (the row needs the capture half)."""
+    head = (
+        "RuntimeError: [AITER] /workspace/aiter/csrc/opus_gemm/opus_gemm.cu:598 "
+        "splitk workspace not initialized for the current CUDA stream."
+    )
+    got = _run(tmp_path, {form: paste(head, form) for form in FORMS})
+    bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
+    assert not bad, bad
