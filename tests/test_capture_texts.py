@@ -318,3 +318,47 @@ def test_aiters_workspace_check_outside_capture_is_not_a_capture_failure(tmp_pat
     got = _run(tmp_path, {form: paste(head, form) for form in FORMS})
     bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
     assert not bad, bad
+
+
+# ---------------------------------------------------------------- graph-mode resolution frames
+# vLLM 0.11's initialize_cudagraph_capture (called from capture_model) and vllm-ascend 0.11's
+# initialize_aclgraph_capture (from _capture_model) run inside capture (phases.yaml): any error
+# under them is a capture failure; the same error under initialize_kv_cache is not.
+GRAPH_INIT = {
+    "vllm": (
+        "/usr/local/lib/python3.12/site-packages/vllm/v1/worker/gpu_model_runner.py",
+        "initialize_cudagraph_capture",
+    ),
+    "ascend": (
+        "/vllm-workspace/vllm-ascend/vllm_ascend/worker/model_runner_v1.py",
+        "initialize_aclgraph_capture",
+    ),
+}
+WORKER = "(Worker_TP1 pid=4367) ERROR 06-17 11:49:59 [multiproc_executor.py:671] "
+
+
+def _graph_init_pastes(inside: bool) -> dict[str, str]:
+    out = {}
+    for name, (path, func) in GRAPH_INIT.items():
+        tb = [
+            "Traceback (most recent call last):",
+            f'  File "{path}", line 3423, in {func if inside else "initialize_kv_cache"}',
+            "    if builder.cudagraph_support.value < min_cg_support.value:",
+            "AttributeError: 'GDNAttentionMetadataBuilder' object has no attribute "
+            "'cudagraph_support'",
+        ]
+        for form, pre in (("bare", ""), ("prefixed", WORKER)):
+            out[f"{name}-{form}"] = "".join(pre + ln + "\n" for ln in tb)
+    return out
+
+
+def test_an_error_under_graph_mode_resolution_is_a_capture_failure(tmp_path: Path) -> None:
+    got = _run(tmp_path, _graph_init_pastes(inside=True))
+    bad = {n: g for n, g in got.items() if g != ("other", True, 1)}
+    assert not bad, bad
+
+
+def test_the_same_error_under_kv_cache_init_is_not(tmp_path: Path) -> None:
+    got = _run(tmp_path, _graph_init_pastes(inside=False))
+    bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
+    assert not bad, bad
