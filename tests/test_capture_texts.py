@@ -362,3 +362,35 @@ def test_the_same_error_under_kv_cache_init_is_not(tmp_path: Path) -> None:
     got = _run(tmp_path, _graph_init_pastes(inside=False))
     bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
     assert not bad, bad
+
+
+# ---------------------------------------------------------------- replay frames after capture
+# sglang.bench_one_batch's decode/extend steps run after load_model built the runner and
+# captured its graphs: an error under them, even right after every rank's capture lines, is no
+# capture failure; the same error under the capture runner's frame is.
+BENCH_FRAMES = (
+    '  File "/sgl-workspace/sglang/python/sglang/bench_one_batch.py", line 281, in decode\n'
+    "    logits_output, _ = model_runner.forward(forward_batch)\n"
+)
+
+
+def _bench_pastes(frames: str) -> dict[str, str]:
+    ranks = [f"[2025-03-27 01:05:13 TP{r}] Registering 3936 cuda graph addresses" for r in (0, 1)]
+    tb = ["Traceback (most recent call last):", *frames.rstrip("\n").split("\n")]
+    exc = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    return {
+        "bare": "\n".join([*ranks, *tb, exc]) + "\n",
+        "cut": "\n".join([*ranks, *tb]) + "\n",  # the exception line not pasted
+    }
+
+
+def test_an_error_under_bench_one_batch_replay_is_not_a_capture_failure(tmp_path: Path) -> None:
+    got = _run(tmp_path, _bench_pastes(BENCH_FRAMES))
+    bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
+    assert not bad, bad
+
+
+def test_the_same_error_under_the_capture_runner_is(tmp_path: Path) -> None:
+    got = _run(tmp_path, _bench_pastes(CAPTURE_FRAMES.split("\n", 1)[1]))
+    bad = {n: g for n, g in got.items() if not g[1] or g[2] != 1}
+    assert not bad, bad
