@@ -394,3 +394,36 @@ def test_the_same_error_under_the_capture_runner_is(tmp_path: Path) -> None:
     got = _run(tmp_path, _bench_pastes(CAPTURE_FRAMES.split("\n", 1)[1]))
     bad = {n: g for n, g in got.items() if not g[1] or g[2] != 1}
     assert not bad, bad
+
+
+# ---------------------------------------------------------------- torch's OOM text, second half
+# torch's allocator message "CUDA out of memory. Tried to allocate X. GPU n has a total capacity
+# of ..." quoted or wrapped from its second half on (errors.yaml torch_cuda_oom): an OOM error
+# event on both read paths, a capture failure only where the process was capturing.
+OOM_HALF = (
+    "Tried to allocate 136.00 MiB. GPU 0 has a total capacity of 22.36 GiB of which 120.88 MiB "
+    "is free. Of the allocated memory 20.1 GiB is allocated by PyTorch."
+)
+
+
+def test_torchs_oom_second_half_is_an_oom_error_not_a_capture_failure(tmp_path: Path) -> None:
+    got = _run(tmp_path, {form: paste(OOM_HALF, form) for form in FORMS})
+    bad = {n: g for n, g in got.items() if g != (None, False, 1)}
+    assert not bad, bad
+    path = tmp_path / "half.log"
+    path.write_text(paste(OOM_HALF, "wrapped_prefixed"), encoding="utf-8")
+    pure, hot = both([str(path)])
+    assert_same_tables(pure, hot, "oom-half")
+
+
+def test_torchs_oom_second_half_while_capturing_is_a_capture_failure(tmp_path: Path) -> None:
+    err = "(VllmWorker TP0 pid=2200) ERROR 06-01 12:00:06 [multiproc_executor.py:671] "
+    texts = {
+        form: VLLM_BEGIN.format(r=0)
+        + "\n"
+        + "".join(err + ln for ln in paste(OOM_HALF, form).splitlines(True))
+        for form in ("bare", "wrapped")
+    }
+    got = _run(tmp_path, texts)
+    bad = {n: g for n, g in got.items() if g != ("oom", True, 1)}
+    assert not bad, bad
