@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -427,3 +428,59 @@ def test_torchs_oom_second_half_while_capturing_is_a_capture_failure(tmp_path: P
     got = _run(tmp_path, texts)
     bad = {n: g for n, g in got.items() if g != ("oom", True, 1)}
     assert not bad, bad
+
+
+# ---------------------------------------------------------------- the other all-reduce paths
+# frame_causes.yaml: sglang's custom all-reduce v2 and the ROCm quick all-reduce run only under
+# use_custom_allreduce (cause custom_all_reduce: --disable-custom-all-reduce is the remedy); the
+# symmetric-memory, FlashInfer, MSCCL++ and all-to-all communicators are class distributed.
+_SP = "/usr/local/lib/python3.12/site-packages"
+AR_FRAMES = {
+    "vllm-quick": (f"{_SP}/vllm/distributed/device_communicators/quick_all_reduce.py", True),
+    "sglang-v2": (
+        f"{_SP}/sglang/srt/distributed/device_communicators/custom_all_reduce_v2.py",
+        True,
+    ),
+    "vllm-symm": (f"{_SP}/vllm/distributed/device_communicators/symm_mem.py", False),
+    "flashinfer-comm": (f"{_SP}/flashinfer/comm/allreduce.py", False),
+    "vllm-all2all": (f"{_SP}/vllm/distributed/device_communicators/all2all.py", False),
+}
+OUTER = {
+    True: f'  File "{_SP}/vllm/v1/worker/gpu_model_runner.py", line 4100, in capture_model\n'
+    "    self._capture_cudagraphs(x)\n",
+    False: f'  File "{_SP}/vllm/v1/worker/gpu_model_runner.py", line 3100, in execute_model\n'
+    "    out = self.model(x)\n",
+}
+
+
+def _ar_frame_report(tmp_path: Path, path: str, capturing: bool) -> tuple[Any, ...]:
+    log = tmp_path / f"{abs(hash((path, capturing)))}.log"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        + OUTER[capturing]
+        + f'  File "{path}", line 250, in all_reduce\n'
+        + "    out = self._op(inp)\n"
+        + "RuntimeError: CUDA error: invalid argument\n",
+        encoding="utf-8",
+    )
+    run = analyze([str(log)], generated_at="fixed").runs[0]
+    gd100 = [f for f in run.findings if f.code == "GD100"]
+    err = run.record.to_json()["capture_error"]
+    return (err["class"] if err else None), gd100
+
+
+@pytest.mark.parametrize("name", sorted(AR_FRAMES))
+def test_an_all_reduce_frame_in_capture_is_a_distributed_capture_failure(
+    name: str, tmp_path: Path
+) -> None:
+    path, custom = AR_FRAMES[name]
+    cls, gd100 = _ar_frame_report(tmp_path, path, capturing=True)
+    assert cls == "distributed" and len(gd100) == 1
+    first = gd100[0].remediation[0] if gd100[0].remediation else ""
+    assert ("--disable-custom-all-reduce" in first) == custom, gd100[0].remediation
+
+
+@pytest.mark.parametrize("name", sorted(AR_FRAMES))
+def test_the_same_frame_while_serving_is_not(name: str, tmp_path: Path) -> None:
+    cls, gd100 = _ar_frame_report(tmp_path, AR_FRAMES[name][0], capturing=False)
+    assert cls is None and not gd100
