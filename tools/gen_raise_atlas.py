@@ -14,7 +14,8 @@ and ``.format`` field a wildcard. Each site gets
             ``if torch.cuda.is_current_stream_capturing():`` / ``assert not capturing(), msg``:
             raised only while capturing, class unsupported_op unless it names another) AND no
             site outside that code prints the same template: the message alone then says
-            "capture". FlashInfer is read for its capture-guarded sites only. Logger warnings are kept (``level: warning``) but never capture
+            "capture". FlashInfer and torch (beyond torch/cuda/graphs.py) are read for their
+            capture-guarded sites only. Logger warnings are kept (``level: warning``) but never capture
             evidence: a warning in capture code is mostly a fallback to eager, not a failure.
   class     one rule over the message and the file (``_judge``): memory -> oom, a capture/stream
             state -> stream_capture_invalid, not supported -> unsupported_op, collectives /
@@ -31,13 +32,13 @@ each; vllm-ascend's PyPI release is an sdist whose build does not finish here, s
 v0.23.0 = 5cb98caa is read; vllm-gaudi has no PyPI release: its repository at 091bbadd)::
 
     pip download --no-deps vllm==0.34.0 vllm==0.11.0 sglang==0.5.23 sglang==0.5.7 sglang==0.5.3 \
-        flashinfer-python==0.7.4
+        flashinfer-python==0.7.4 torch==2.14.1
     python tools/gen_raise_atlas.py \
         --pkg vllm==0.34.0=/x/vllm --pkg vllm==0.11.0=/x/v011 --pkg sglang==0.5.23=/x/sglang \
         --pkg sglang==0.5.7=/x/sg057 --pkg sglang==0.5.3=/x/sg053 \
         --pkg vllm-ascend==0.23.0=/x/ascend \
         --pkg vllm-gaudi==github:vllm-project/vllm-gaudi@091bbadd=/x/gaudi \
-        --pkg flashinfer-python==0.7.4=/x/flashinfer \
+        --pkg flashinfer-python==0.7.4=/x/flashinfer --pkg torch==2.14.1=/x/torch \
         --wheel /x/vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl --wheel ... \
         > diag/engines/data/raise_atlas.json
     python tools/gen_raise_atlas.py ... --check   # exit 1 when the stored rows differ
@@ -146,6 +147,9 @@ SCOPES: dict[str, tuple[tuple[str, str], ...]] = {
         ("vllm_ascend/attention/*.py", "graph"),
         ("vllm_ascend/platform.py", "graph"),
     ),
+    # torch: its graph API, and (by CAPTURING) the capture-guarded raises anywhere; Inductor's
+    # cudagraph_trees internals are assertions of its own state, not a user's evidence
+    "torch": (("torch/cuda/graphs.py", "all"),),
     "vllm-gaudi": (
         ("vllm_gaudi/v1/worker/hpu_model_runner.py", "graph"),
         ("vllm_gaudi/v1/worker/hpu_worker.py", "graph"),
@@ -172,7 +176,7 @@ EXC_NAME = re.compile(r"(?:Error|Exception|Failure|Interrupt|Exit)$")
 LOG_LEVELS = {"error": "error", "exception": "error", "critical": "error", "warning": "warning"}
 MIN_LITERAL = 12  # below this a template is too generic to be anyone's evidence
 MIN_CAPTURE_LITERAL = 24  # a capture mark from a message that does not name the graph itself
-SKIP_DIRS = re.compile(r"(?:^|/)(?:tests?|benchmarks?|examples)/")
+SKIP_DIRS = re.compile(r"(?:^|/)(?:tests?|testing|benchmarks?|examples)/")
 WILD = "\x00"  # the wildcard's place while a template is built
 
 
