@@ -484,3 +484,20 @@ def test_an_all_reduce_frame_in_capture_is_a_distributed_capture_failure(
 def test_the_same_frame_while_serving_is_not(name: str, tmp_path: Path) -> None:
     cls, gd100 = _ar_frame_report(tmp_path, AR_FRAMES[name][0], capturing=False)
     assert cls is None and not gd100
+
+
+def test_canns_capture_reason_in_its_report_line_is_a_capture_failure(tmp_path: Path) -> None:
+    """CANN's own text for a capture error (errors.yaml cann_capture_texts), after ``reason=``
+    in its report line on a vLLM worker's ERROR line: GD100 stream_capture_invalid, on both
+    read paths; the same report line with a non-capture reason is not (the test above)."""
+    head = "(Worker_TP1 pid=4367) ERROR 06-17 11:49:59 [multiproc_executor.py:962]        "
+    line = (
+        "rtMemcpy execution failed, reason=operation not permitted when a stream is capturing "
+        "and the specified capture mode is not relaxed"
+        "[FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:61]"
+    )
+    got = _run(tmp_path, {"bare": line + "\n", "worker": head + line + "\n"})
+    assert got == {"bare": ("stream_capture_invalid", True, 1), "worker": got["bare"]}, got
+    path = tmp_path / "worker.log"
+    pure, hot = both([str(path)])
+    assert_same_tables(pure, hot, "cann-capture")
