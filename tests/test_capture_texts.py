@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -43,6 +44,9 @@ def _texts() -> list[tuple[str, str, str | None]]:
     for c in codes:
         if c["capture"] and c["runtime"] == "cuda":
             out.append((c["name"], f"RuntimeError: CUDA error: {c['message']}", c["class"]))
+        if c["capture"] and c["runtime"] == "acl":  # CANN's ACL_LOG_CALL_ERROR form
+            text = f"RuntimeError: synchronize stream failed, runtime result = {c['code']}"
+            out.append((c["name"], text, c["class"]))
     return out
 
 
@@ -282,5 +286,218 @@ def test_cann_error_report_lines_make_an_engine_error_run(tmp_path: Path) -> Non
     report = analyze([str(path)], generated_at="fixed")
     assert len(report.runs) == 1
     assert any(f.code == "GD105" for f in report.runs[0].findings)
+    assert not any(f.code == "GD100" for f in report.runs[0].findings)  # no capture function
     pure, hot = both([str(path)])
     assert_same_tables(pure, hot, "cann")
+
+
+def test_acl_codes_outside_capture_in_canns_form_are_not_capture_failures(tmp_path: Path) -> None:
+    """The negative of the ``runtime result = N`` rows above: the same form quoting an ACL code
+    that is not a capture code (a memory or stream error) is an engine error, no GD100."""
+    codes = json.loads((DATA / "runtime_codes.json").read_text(encoding="utf-8"))["codes"]
+    acl = [c for c in codes if c["runtime"] == "acl" and not c["capture"]][:12]
+    assert len(acl) >= 10
+    texts = {
+        f"{c['name']}-{form}": paste(
+            f"RuntimeError: synchronize stream failed, runtime result = {c['code']}", form
+        )
+        for c in acl
+        for form in FORMS
+    }
+    got = _run(tmp_path, texts)
+    bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
+    assert not bad, bad
+
+
+def test_aiters_workspace_check_outside_capture_is_not_a_capture_failure(tmp_path: Path) -> None:
+    """aiter's opus_splitk_ws_sync_to_device raises the same first sentence with no capture
+    advice (any stream, any time): an engine error, not GD100 (the row needs the capture half)."""
+    head = (
+        "RuntimeError: [AITER] /workspace/aiter/csrc/opus_gemm/opus_gemm.cu:598 "
+        "splitk workspace not initialized for the current CUDA stream."
+    )
+    got = _run(tmp_path, {form: paste(head, form) for form in FORMS})
+    bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
+    assert not bad, bad
+
+
+# ---------------------------------------------------------------- graph-mode resolution frames
+# vLLM 0.11's initialize_cudagraph_capture (called from capture_model) and vllm-ascend 0.11's
+# initialize_aclgraph_capture (from _capture_model) run inside capture (phases.yaml): any error
+# under them is a capture failure; the same error under initialize_kv_cache is not.
+GRAPH_INIT = {
+    "vllm": (
+        "/usr/local/lib/python3.12/site-packages/vllm/v1/worker/gpu_model_runner.py",
+        "initialize_cudagraph_capture",
+    ),
+    "ascend": (
+        "/vllm-workspace/vllm-ascend/vllm_ascend/worker/model_runner_v1.py",
+        "initialize_aclgraph_capture",
+    ),
+}
+WORKER = "(Worker_TP1 pid=4367) ERROR 06-17 11:49:59 [multiproc_executor.py:671] "
+
+
+def _graph_init_pastes(inside: bool) -> dict[str, str]:
+    out = {}
+    for name, (path, func) in GRAPH_INIT.items():
+        tb = [
+            "Traceback (most recent call last):",
+            f'  File "{path}", line 3423, in {func if inside else "initialize_kv_cache"}',
+            "    if builder.cudagraph_support.value < min_cg_support.value:",
+            "AttributeError: 'GDNAttentionMetadataBuilder' object has no attribute "
+            "'cudagraph_support'",
+        ]
+        for form, pre in (("bare", ""), ("prefixed", WORKER)):
+            out[f"{name}-{form}"] = "".join(pre + ln + "\n" for ln in tb)
+    return out
+
+
+def test_an_error_under_graph_mode_resolution_is_a_capture_failure(tmp_path: Path) -> None:
+    got = _run(tmp_path, _graph_init_pastes(inside=True))
+    bad = {n: g for n, g in got.items() if g != ("other", True, 1)}
+    assert not bad, bad
+
+
+def test_the_same_error_under_kv_cache_init_is_not(tmp_path: Path) -> None:
+    got = _run(tmp_path, _graph_init_pastes(inside=False))
+    bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
+    assert not bad, bad
+
+
+# ---------------------------------------------------------------- replay frames after capture
+# sglang.bench_one_batch's decode/extend steps run after load_model built the runner and
+# captured its graphs: an error under them, even right after every rank's capture lines, is no
+# capture failure; the same error under the capture runner's frame is.
+BENCH_FRAMES = (
+    '  File "/sgl-workspace/sglang/python/sglang/bench_one_batch.py", line 281, in decode\n'
+    "    logits_output, _ = model_runner.forward(forward_batch)\n"
+)
+
+
+def _bench_pastes(frames: str) -> dict[str, str]:
+    ranks = [f"[2025-03-27 01:05:13 TP{r}] Registering 3936 cuda graph addresses" for r in (0, 1)]
+    tb = ["Traceback (most recent call last):", *frames.rstrip("\n").split("\n")]
+    exc = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    return {
+        "bare": "\n".join([*ranks, *tb, exc]) + "\n",
+        "cut": "\n".join([*ranks, *tb]) + "\n",  # the exception line not pasted
+    }
+
+
+def test_an_error_under_bench_one_batch_replay_is_not_a_capture_failure(tmp_path: Path) -> None:
+    got = _run(tmp_path, _bench_pastes(BENCH_FRAMES))
+    bad = {n: g for n, g in got.items() if g[1] or g[2] != 1}
+    assert not bad, bad
+
+
+def test_the_same_error_under_the_capture_runner_is(tmp_path: Path) -> None:
+    got = _run(tmp_path, _bench_pastes(CAPTURE_FRAMES.split("\n", 1)[1]))
+    bad = {n: g for n, g in got.items() if not g[1] or g[2] != 1}
+    assert not bad, bad
+
+
+# ---------------------------------------------------------------- torch's OOM text, second half
+# torch's allocator message "CUDA out of memory. Tried to allocate X. GPU n has a total capacity
+# of ..." quoted or wrapped from its second half on (errors.yaml torch_cuda_oom): an OOM error
+# event on both read paths, a capture failure only where the process was capturing.
+OOM_HALF = (
+    "Tried to allocate 136.00 MiB. GPU 0 has a total capacity of 22.36 GiB of which 120.88 MiB "
+    "is free. Of the allocated memory 20.1 GiB is allocated by PyTorch."
+)
+
+
+def test_torchs_oom_second_half_is_an_oom_error_not_a_capture_failure(tmp_path: Path) -> None:
+    got = _run(tmp_path, {form: paste(OOM_HALF, form) for form in FORMS})
+    bad = {n: g for n, g in got.items() if g != (None, False, 1)}
+    assert not bad, bad
+    path = tmp_path / "half.log"
+    path.write_text(paste(OOM_HALF, "wrapped_prefixed"), encoding="utf-8")
+    pure, hot = both([str(path)])
+    assert_same_tables(pure, hot, "oom-half")
+
+
+def test_torchs_oom_second_half_while_capturing_is_a_capture_failure(tmp_path: Path) -> None:
+    err = "(VllmWorker TP0 pid=2200) ERROR 06-01 12:00:06 [multiproc_executor.py:671] "
+    texts = {
+        form: VLLM_BEGIN.format(r=0)
+        + "\n"
+        + "".join(err + ln for ln in paste(OOM_HALF, form).splitlines(True))
+        for form in ("bare", "wrapped")
+    }
+    got = _run(tmp_path, texts)
+    bad = {n: g for n, g in got.items() if g != ("oom", True, 1)}
+    assert not bad, bad
+
+
+# ---------------------------------------------------------------- the other all-reduce paths
+# frame_causes.yaml: sglang's custom all-reduce v2 and the ROCm quick all-reduce run only under
+# use_custom_allreduce (cause custom_all_reduce: --disable-custom-all-reduce is the remedy); the
+# symmetric-memory, FlashInfer, MSCCL++ and all-to-all communicators are class distributed.
+_SP = "/usr/local/lib/python3.12/site-packages"
+AR_FRAMES = {
+    "vllm-quick": (f"{_SP}/vllm/distributed/device_communicators/quick_all_reduce.py", True),
+    "sglang-v2": (
+        f"{_SP}/sglang/srt/distributed/device_communicators/custom_all_reduce_v2.py",
+        True,
+    ),
+    "vllm-symm": (f"{_SP}/vllm/distributed/device_communicators/symm_mem.py", False),
+    "flashinfer-comm": (f"{_SP}/flashinfer/comm/allreduce.py", False),
+    "vllm-all2all": (f"{_SP}/vllm/distributed/device_communicators/all2all.py", False),
+}
+OUTER = {
+    True: f'  File "{_SP}/vllm/v1/worker/gpu_model_runner.py", line 4100, in capture_model\n'
+    "    self._capture_cudagraphs(x)\n",
+    False: f'  File "{_SP}/vllm/v1/worker/gpu_model_runner.py", line 3100, in execute_model\n'
+    "    out = self.model(x)\n",
+}
+
+
+def _ar_frame_report(tmp_path: Path, path: str, capturing: bool) -> tuple[Any, ...]:
+    log = tmp_path / f"{abs(hash((path, capturing)))}.log"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        + OUTER[capturing]
+        + f'  File "{path}", line 250, in all_reduce\n'
+        + "    out = self._op(inp)\n"
+        + "RuntimeError: CUDA error: invalid argument\n",
+        encoding="utf-8",
+    )
+    run = analyze([str(log)], generated_at="fixed").runs[0]
+    gd100 = [f for f in run.findings if f.code == "GD100"]
+    err = run.record.to_json()["capture_error"]
+    return (err["class"] if err else None), gd100
+
+
+@pytest.mark.parametrize("name", sorted(AR_FRAMES))
+def test_an_all_reduce_frame_in_capture_is_a_distributed_capture_failure(
+    name: str, tmp_path: Path
+) -> None:
+    path, custom = AR_FRAMES[name]
+    cls, gd100 = _ar_frame_report(tmp_path, path, capturing=True)
+    assert cls == "distributed" and len(gd100) == 1
+    first = gd100[0].remediation[0] if gd100[0].remediation else ""
+    assert ("--disable-custom-all-reduce" in first) == custom, gd100[0].remediation
+
+
+@pytest.mark.parametrize("name", sorted(AR_FRAMES))
+def test_the_same_frame_while_serving_is_not(name: str, tmp_path: Path) -> None:
+    cls, gd100 = _ar_frame_report(tmp_path, AR_FRAMES[name][0], capturing=False)
+    assert cls is None and not gd100
+
+
+def test_canns_capture_reason_in_its_report_line_is_a_capture_failure(tmp_path: Path) -> None:
+    """CANN's own text for a capture error (errors.yaml cann_capture_texts), after ``reason=``
+    in its report line on a vLLM worker's ERROR line: GD100 stream_capture_invalid, on both
+    read paths; the same report line with a non-capture reason is not (the test above)."""
+    head = "(Worker_TP1 pid=4367) ERROR 06-17 11:49:59 [multiproc_executor.py:962]        "
+    line = (
+        "rtMemcpy execution failed, reason=operation not permitted when a stream is capturing "
+        "and the specified capture mode is not relaxed"
+        "[FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:61]"
+    )
+    got = _run(tmp_path, {"bare": line + "\n", "worker": head + line + "\n"})
+    assert got == {"bare": ("stream_capture_invalid", True, 1), "worker": got["bare"]}, got
+    path = tmp_path / "worker.log"
+    pure, hot = both([str(path)])
+    assert_same_tables(pure, hot, "cann-capture")

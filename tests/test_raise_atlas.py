@@ -190,3 +190,46 @@ def test_frame_conflicts_are_few() -> None:
     """The capture sites whose own frame names another phase stay the exception."""
     conflicts = [s.source for s in CAPTURE if _frame_elsewhere(s)]
     assert len(conflicts) <= len(CAPTURE) // 50, conflicts
+
+
+def test_capture_guarded_branches_are_read_anywhere(tmp_path: Path) -> None:
+    """The generator's rule (tools/gen_raise_atlas.py CAPTURING): a raise in the branch a
+    "stream is capturing" test opens, or ``assert not capturing(), msg``, is a capture site in
+    any module of the package (unsupported_op unless its words name another class); the other
+    branch, and a def nested under the branch, are not."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(
+        "gen_raise_atlas", Path(__file__).resolve().parent.parent / "tools" / "gen_raise_atlas.py"
+    )
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = gen  # its dataclasses look their module up
+    spec.loader.exec_module(gen)
+    mod = tmp_path / "flashinfer" / "ops" / "kern.py"
+    mod.parent.mkdir(parents=True)
+    mod.write_text(
+        "import torch\n"
+        "def run(x):\n"
+        "    if torch.cuda.is_current_stream_capturing():\n"
+        "        raise RuntimeError('the kernel plan must be built before CUDA graph capture')\n"
+        "    else:\n"
+        "        raise RuntimeError('the kernel plan is stale for this batch geometry now')\n"
+        "def grow(ws):\n"
+        "    assert not _is_capturing(), 'the workspace cannot grow while a stream is recorded'\n"
+        "    if not torch.cuda.is_current_stream_capturing():\n"
+        "        raise ValueError('an eager-only workspace path was given a bad tensor')\n"
+        "    if x and get_is_capture_mode():\n"
+        "        def later():\n"
+        "            raise RuntimeError('a nested helper defined under the capture branch')\n"
+        "        raise RuntimeError('out of memory growing the workspace while capturing')\n",
+        encoding="utf-8",
+    )
+    sites, _, _, _ = gen.scan("flashinfer-python==0.0.0", tmp_path)
+    got = {s.template: (s.capture, s.error_class) for s in sites}
+    assert got == {
+        "the kernel plan must be built before CUDA graph capture": (True, "unsupported_op"),
+        "the workspace cannot grow while a stream is recorded": (True, "unsupported_op"),
+        "out of memory growing the workspace while capturing": (True, "oom"),
+    }

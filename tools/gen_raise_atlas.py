@@ -9,9 +9,13 @@ A message becomes a template: its literal parts, with every f-string field, ``%`
 and ``.format`` field a wildcard. Each site gets
 
   capture   true when the site is in capture/graph-mode code (a capture-dedicated module, a
-            function whose name says capture/graph, or a message that names the graph mode)
-            AND no site outside that code prints the same template: the message alone then
-            says "capture". Logger warnings are kept (``level: warning``) but never capture
+            function whose name says capture/graph, a message that names the graph mode, or
+            anywhere in the package a branch opened by a "stream is capturing" test such as
+            ``if torch.cuda.is_current_stream_capturing():`` / ``assert not capturing(), msg``:
+            raised only while capturing, class unsupported_op unless it names another) AND no
+            site outside that code prints the same template: the message alone then says
+            "capture". FlashInfer and torch (beyond torch/cuda/graphs.py) are read for their
+            capture-guarded sites only. Logger warnings are kept (``level: warning``) but never capture
             evidence: a warning in capture code is mostly a fallback to eager, not a failure.
   class     one rule over the message and the file (``_judge``): memory -> oom, a capture/stream
             state -> stream_capture_invalid, not supported -> unsupported_op, collectives /
@@ -27,12 +31,14 @@ its message: one vocabulary. The stored atlas was made from (ROOT = the unpacked
 each; vllm-ascend's PyPI release is an sdist whose build does not finish here, so its tag
 v0.23.0 = 5cb98caa is read; vllm-gaudi has no PyPI release: its repository at 091bbadd)::
 
-    pip download --no-deps vllm==0.34.0 vllm==0.11.0 sglang==0.5.23 sglang==0.5.7 sglang==0.5.3
+    pip download --no-deps vllm==0.34.0 vllm==0.11.0 sglang==0.5.23 sglang==0.5.7 sglang==0.5.3 \
+        flashinfer-python==0.7.4 torch==2.14.1
     python tools/gen_raise_atlas.py \
         --pkg vllm==0.34.0=/x/vllm --pkg vllm==0.11.0=/x/v011 --pkg sglang==0.5.23=/x/sglang \
         --pkg sglang==0.5.7=/x/sg057 --pkg sglang==0.5.3=/x/sg053 \
         --pkg vllm-ascend==0.23.0=/x/ascend \
         --pkg vllm-gaudi==github:vllm-project/vllm-gaudi@091bbadd=/x/gaudi \
+        --pkg flashinfer-python==0.7.4=/x/flashinfer --pkg torch==2.14.1=/x/torch \
         --wheel /x/vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl --wheel ... \
         > diag/engines/data/raise_atlas.json
     python tools/gen_raise_atlas.py ... --check   # exit 1 when the stored rows differ
@@ -141,6 +147,9 @@ SCOPES: dict[str, tuple[tuple[str, str], ...]] = {
         ("vllm_ascend/attention/*.py", "graph"),
         ("vllm_ascend/platform.py", "graph"),
     ),
+    # torch: its graph API, and (by CAPTURING) the capture-guarded raises anywhere; Inductor's
+    # cudagraph_trees internals are assertions of its own state, not a user's evidence
+    "torch": (("torch/cuda/graphs.py", "all"),),
     "vllm-gaudi": (
         ("vllm_gaudi/v1/worker/hpu_model_runner.py", "graph"),
         ("vllm_gaudi/v1/worker/hpu_worker.py", "graph"),
@@ -154,13 +163,20 @@ GRAPH_WORDS = re.compile(
     r"capture[ _-](?:size|bs|batch)|piecewise|acl[ _-]?graph|npu[ _-]?graph|hpu[ _-]?graph|"
     r"graph mode|FULL_AND_PIECEWISE|FULL_DECODE_ONLY|enforce[_-]eager"
 )
+# a call that asks "is a stream capturing now?" (torch's and the engines' own helpers): a raise
+# in the branch it opens (or an ``assert not <it>``) is raised only while capturing, wherever the
+# module is (attention backends, MoE layers, FlashInfer): its site is capture evidence
+CAPTURING = re.compile(
+    r"^_?(?:is_current_stream_capturing|is_capturing|capturing|is_cuda_graph_capturing|"
+    r"is_cuda_graph_capture_active|is_stream_capturing|get_is_capture_mode)$"
+)
 ADVICE = re.compile(r"CAPTURE_FAILED_MSG$")
 MIN_ADVICE = 20
 EXC_NAME = re.compile(r"(?:Error|Exception|Failure|Interrupt|Exit)$")
 LOG_LEVELS = {"error": "error", "exception": "error", "critical": "error", "warning": "warning"}
 MIN_LITERAL = 12  # below this a template is too generic to be anyone's evidence
 MIN_CAPTURE_LITERAL = 24  # a capture mark from a message that does not name the graph itself
-SKIP_DIRS = re.compile(r"(?:^|/)(?:tests?|benchmarks?|examples)/")
+SKIP_DIRS = re.compile(r"(?:^|/)(?:tests?|testing|benchmarks?|examples)/")
 WILD = "\x00"  # the wildcard's place while a template is built
 
 
@@ -281,14 +297,27 @@ class _Walker(ast.NodeVisitor):
         self.label, self.rel, self.mode = label, rel, mode
         self.stack: list[str] = []
         self.names: list[dict[str, ast.AST]] = [{}]
-        self.found: list[tuple[str, str | None, str, str, int, bool]] = []
+        self.found: list[tuple[str, str | None, str, str, int, bool, bool]] = []
+        self.guard = 0  # how many capture-only branches enclose the node being visited
 
     def _func(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
         self.stack.append(node.name)
         self.names.append({})
+        guard, self.guard = self.guard, 0  # a def under a branch does not run there
         self.generic_visit(node)
+        self.guard = guard
         self.names.pop()
         self.stack.pop()
+
+    def visit_If(self, node: ast.If) -> None:
+        """The branch a capturing test opens is capture-only (``if not capturing():`` its else)."""
+        self.visit(node.test)
+        side = _capture_side(node.test)
+        for branch, name in ((node.body, "body"), (node.orelse, "orelse")):
+            self.guard += side == name
+            for child in branch:
+                self.visit(child)
+            self.guard -= side == name
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _func  # type: ignore[assignment]
 
@@ -316,7 +345,7 @@ class _Walker(ast.NodeVisitor):
         text = _fmt_parts(text.replace(WILD, "{}"), False)  # it is filled with .format
         for no, line in enumerate(text.split("\n")):
             if len(line.replace(WILD, "").strip()) >= MIN_ADVICE:
-                self.found.append((line, None, "advice", "", node.value.lineno + no, True))
+                self.found.append((line, None, "advice", "", node.value.lineno + no, True, False))
 
     def _scope(self) -> dict[str, ast.AST]:
         """The names a message may be built from: the function's, then the module's."""
@@ -329,7 +358,8 @@ class _Walker(ast.NodeVisitor):
         in_graph = self.mode == "all" or (
             self.mode == "graph" and (GRAPH_FUNC.search(func.lower()) or GRAPH_WORDS.search(msg))
         )
-        self.found.append((msg, exc, level, func, line, bool(in_graph)))
+        guarded = self.guard > 0
+        self.found.append((msg, exc, level, func, line, bool(in_graph) or guarded, guarded))
 
     def visit_Raise(self, node: ast.Raise) -> None:
         exc = node.exc
@@ -341,7 +371,11 @@ class _Walker(ast.NodeVisitor):
 
     def visit_Assert(self, node: ast.Assert) -> None:
         if node.msg is not None:
+            # ``assert not capturing(), msg`` fails only while a stream captures
+            fails_capturing = _capture_side(node.test) == "orelse"
+            self.guard += fails_capturing
             self._add(_text(node.msg, self._scope()), "AssertionError", "raise", node.lineno)
+            self.guard -= fails_capturing
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -355,6 +389,19 @@ class _Walker(ast.NodeVisitor):
         ):
             self._add(_text(node.args[0], self._scope()), None, LOG_LEVELS[f.attr], node.lineno)
         self.generic_visit(node)
+
+
+def _capture_side(test: ast.AST) -> str | None:
+    """Which branch of ``if test`` runs only while capturing: "body" for ``capturing()`` (alone
+    or and-ed), "orelse" for ``not capturing()``, None for any other test."""
+    if isinstance(test, ast.Call):
+        name = _callee(test.func)
+        return "body" if name is not None and CAPTURING.match(name) else None
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return "orelse" if _capture_side(test.operand) == "body" else None
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return "body" if any(_capture_side(v) == "body" for v in test.values) else None
+    return None
 
 
 def _callee(f: ast.AST) -> str | None:
@@ -390,14 +437,20 @@ def scan(label: str, root: Path) -> tuple[list[Site], list[tuple[str, ...]], int
         mode = _mode(package, rel)
         w = _Walker(label, rel, mode or "none")
         w.visit(tree)
-        for msg, exc, level, func, line, in_graph in w.found:
+        for msg, exc, level, func, line, in_graph, guarded in w.found:
             parts = _parts(msg.strip())
-            if mode is None or not in_graph:
+            if mode is None and guarded and level != "warning":
+                pass  # a capture-only branch outside the scoped modules: its own site
+            elif mode is None or not in_graph:
                 everywhere.append(tuple(parts))
-            if mode is None or (mode != "plain" and not in_graph):
+            if (mode is None and not (guarded and level != "warning")) or (
+                mode not in (None, "plain") and not in_graph
+            ):
                 continue
             if mode == "plain" and GRAPH_WORDS.search(msg):
                 continue
+            if mode == "plain" and guarded:
+                continue  # a capture branch in a non-capture module: neither side's evidence
             literal = "".join(parts)
             if len(literal.strip()) < MIN_LITERAL or max(len(p) for p in parts) < 8:
                 generic += 1
@@ -413,6 +466,10 @@ def scan(label: str, root: Path) -> tuple[list[Site], list[tuple[str, ...]], int
             ):
                 capture = False  # "Invalid forward mode": too short to say capture on its own
             cls, cause = _judge(literal, rel, exc)
+            if guarded and cls == "other":
+                # an op that refuses to run while a stream captures (torch's own such checks
+                # are unsupported_op in errors.yaml: one vocabulary)
+                cls, cause = "unsupported_op", "unsupported_op"
             sites.append(
                 Site(
                     template=WILD.join(parts)

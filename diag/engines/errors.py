@@ -399,6 +399,8 @@ def recognised(text: str) -> bool:
 
 
 def line_anchors() -> tuple[str, ...]:
-    """Literals one of which every line a runtime code is printed in holds: a parser that feeds
-    only lines with an anchor feeds these."""
-    return tuple(sorted({a for m in _matchers() for a in m.anchors}))
+    """Literals one of which every line a runtime code is printed in holds (and a row's own
+    ``anchors:``, for a text with no error word): a parser that feeds only lines with an anchor
+    feeds these."""
+    rows = (a for r in _errors_yaml()["signatures"] for a in r.get("anchors", ()))
+    return tuple(sorted({*(a for m in _matchers() for a in m.anchors), *rows}))
