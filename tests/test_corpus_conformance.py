@@ -22,8 +22,11 @@ from tests.corpus_scoring import MINED, SETS, score_set
 #: per set: (share of labelled fields, capture-error F1) it must reach, and how many excerpts
 #: whose label has something to find may make no run at all.
 #: real-4 and mined: the figures main reaches with the evidence attribution and the raise-site
-#: atlas merged (fields and F1 rounded down: real-4 94.9 %, F1 0.846; mined 97.3 %, F1 0.762,
-#: 4 excerpts with no run). The target is 0.97 / F1 0.95 / no such excerpt (issue 32).
+#: atlas merged (fields and F1 rounded down: real-4 94.9 %, F1 0.846). mined: lowered from
+#: 0.97 / 0.76 when 13 more excerpts were mined and labelled blind (tests/corpus/mined/README.md):
+#: 115 excerpts at 96.7 %, F1 0.731, 4 excerpts with no run; the new ones alone 93.0 %, F1 0.600
+#: (4 un-prefixed custom all-reduce failures missed). The target is 0.97 / F1 0.95 / no such
+#: excerpt (issue 32).
 THRESHOLDS: dict[str, tuple[float, float, int]] = {
     "real": (0.98, 0.97, 0),
     "real-2": (0.98, 0.97, 0),
