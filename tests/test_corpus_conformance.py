@@ -32,7 +32,7 @@ THRESHOLDS: dict[str, tuple[float, float, int]] = {
     "real-2": (0.98, 0.97, 0),
     "real-3": (0.98, 0.97, 0),
     "real-4": (0.955, 0.92, 0),
-    "mined": (0.98, 0.97, 1),
+    "mined": (0.97, 0.91, 1),
 }
 
 
