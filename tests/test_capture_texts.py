@@ -160,11 +160,20 @@ def test_plugin_refusals_outside_capture_are_not_capture_failures(tmp_path: Path
 
 
 # ---------------------------------------------------------------- un-prefixed custom all-reduce
-# vLLM's / sgl-kernel's C++ CUDACHECK prints ``Failed: Cuda error <file>:<line> '<text>'`` with
-# no process prefix (errors.yaml custom_ar_cudacheck): its process is unknown, so the ranks'
-# own lines just before it decide. Ranks capturing -> a likely capture failure of class
-# distributed; ranks loading weights (no capture begun) -> not a capture failure.
-AR_LINE = "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:455 'invalid argument'"
+# vLLM's C++ CUDACHECK prints ``Failed: Cuda error <file>:<line> '<text>'`` with no process
+# prefix (errors.yaml custom_ar_cudacheck): its process is unknown, so where the check itself
+# runs both in capture and serving (every all-reduce's cudaStreamIsCapturing; a line that is
+# only capture is test_native_sites'), the ranks' own lines just before it decide. Ranks
+# capturing -> a likely capture failure of class distributed; ranks loading weights (no capture
+# begun) -> not a capture failure.
+AR_CHECK = next(
+    s
+    for s in json.loads((DATA / "native_sites.json").read_text(encoding="utf-8"))["sites"]
+    if s["func"] == "allreduce" and s["call"] == "cudaStreamIsCapturing"
+)
+AR_LINE = (
+    f"Failed: Cuda error /workspace/{AR_CHECK['file']}:{AR_CHECK['lines'][0]} 'invalid argument'"
+)
 SGLANG_LOAD = (
     "[2026-06-01 12:00:01 TP{r}] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, "
     "avail mem=60.10 GB, mem usage=14.96 GB."

@@ -15,6 +15,7 @@ from functools import cache
 import yaml
 
 from diag.engines import errors as sigs
+from diag.engines import native_sites
 from diag.engines.errors import DATA
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -72,3 +73,9 @@ def capture_words(text: str) -> sigs.Signature | None:
         (s for s in sigs.signatures() if s.code is None and s.capture and s.regex.search(text)),
         None,
     )
+
+
+def capture_check(text: str) -> native_sites.NativeVerdict | None:
+    """The native check the text prints, where every release runs it only during capture."""
+    found = native_sites.judge_printed(text)
+    return found if found is not None and found.capture else None

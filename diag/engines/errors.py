@@ -7,7 +7,8 @@ The runtimes' own codes (CUDA, HIP, NCCL, ACL) are the generated table
 ``data/runtime_codes.json``; ``errors.yaml`` says where in the order each class of them stands
 and how each runtime prints a code (``printed:``), so a code is recognised in its printed form
 only (a bare "invalid argument" is nothing). The first matching row with a class decides the
-class; prefixes and phases play no part here.
+class; prefixes and phases play no part here. A native check's printed FILE:LINE is read
+back to the check it names (``native_sites``): capture where every release agrees.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, Literal
 
 import yaml
 
-from diag.engines import atlas
+from diag.engines import atlas, native_sites
 
 ErrorClass = Literal["oom", "stream_capture_invalid", "unsupported_op", "distributed", "other"]
 ERROR_CLASSES: tuple[ErrorClass, ...] = (
@@ -382,6 +383,10 @@ def judge(text: str) -> Verdict:
         capture = capture or row.capture
         if cls is None and row.error_class is not None:
             cls, secondary, sig_id = row.error_class, row.secondary, row.id
+    native = native_sites.judge_printed(text)  # a CUDACHECK's FILE:LINE, read back to its call
+    if native is not None:
+        capture = capture or native.capture
+        site = site or native.source
     return Verdict(
         cls or "other", capture, secondary, sig_id, codes[0].id if codes else None, cause, site
     )

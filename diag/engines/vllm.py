@@ -37,10 +37,13 @@ def capture_unit(version: str | None) -> str:
     return "sequences" if (parse_version(version) or NEWEST) < V1_DEFAULT_SINCE else "tokens"
 
 
+# VllmWorker-N: the name the multiprocessing executor gives each worker process, quoted by
+# its "Worker proc %s died unexpectedly" (vllm==0.34.0:vllm/v1/executor/multiproc_executor.py:
+# 882, 405)
 MARKERS = re.compile(
     rb"vllm|vLLM|model_runner\.py|gpu_model_runner|Avg prompt throughput|# GPU blocks|"
     rb"# cuda blocks|KV cache size: [\d,]+ tokens|Graph capturing finished|"
-    rb"Capturing CUDA graph|Maximum concurrency for|\(EngineCore|\(VllmWorker|"
+    rb"Capturing CUDA graph|Maximum concurrency for|\(EngineCore|\(VllmWorker|VllmWorker-\d|"
     rb"(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d"
 )
 

@@ -193,10 +193,17 @@ def collect(row: dict[str, Any], timeline: Timeline) -> list[Evidence]:
         )
     elif _flag(row.get("explicit_capture")):  # (d)
         sig = words.capture_words(message)
-        named = f" ({sig.id})" if sig is not None else ""
-        out.append(
-            Evidence("message", True, "proof", f"its text is raised only while capturing{named}")
-        )
+        check = words.capture_check(message) if sig is None else None
+        if check is not None:
+            site = check.sites[0]
+            said = (
+                f"it prints the CUDA check at {site.file}:{site.line} ({site.func}: {site.call}), "
+                f"which runs only during capture in every vLLM release with a check there "
+                f"({', '.join(s.versions for s in check.sites)})"
+            )
+        else:
+            said = "its text is raised only while capturing" + (f" ({sig.id})" if sig else "")
+        out.append(Evidence("message", True, "proof", said))
     if (other := words.outside_capture(message)) is not None:  # (g) its words
         out.append(
             Evidence(

@@ -176,7 +176,7 @@ CAUSE_FIRST_STEPS: tuple[Remedy, ...] = (
     ),
     Remedy(
         "Turn the engine's custom all-reduce off with --disable-custom-all-reduce: the failing "
-        "CUDA check is in its own all-reduce kernel, and NCCL then does the all-reduce.",
+        "CUDA check is in its own all-reduce code, and NCCL then does the all-reduce.",
         causes=("custom_all_reduce",),
         flags=("--disable-custom-all-reduce",),
         in_effect=custom_all_reduce_off,

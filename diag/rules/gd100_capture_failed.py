@@ -207,7 +207,7 @@ class GD100(Rule):
         Remedy(
             "Fix the NCCL/gloo transport first (network, NCCL_SOCKET_IFNAME, firewall): lowering "
             "memory does not help a distributed failure.",
-            causes=("distributed", "custom_all_reduce"),
+            causes=("distributed",),  # not the custom all-reduce: it talks CUDA IPC, no sockets
             in_effect=lambda m: _nccl_not_capturable(m),
         ),
         Remedy(

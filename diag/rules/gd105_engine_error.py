@@ -140,7 +140,7 @@ class GD105(Rule):
         Remedy(
             "Fix the NCCL/gloo transport first (network, NCCL_SOCKET_IFNAME, firewall): memory "
             "settings do not help a distributed failure.",
-            causes=("distributed", "custom_all_reduce"),
+            causes=("distributed",),  # not the custom all-reduce: it talks CUDA IPC, no sockets
         ),
         Remedy(
             "Read the traceback: its innermost frame names the failing component (the first "
