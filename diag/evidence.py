@@ -96,8 +96,9 @@ def resolve_evidence(
                 wanted[ev.path].add(ev.line)
                 if ev.seek and ev.line > 0:
                     wanted[ev.path].update(range(ev.line + 1, ev.line + SEEK_LINES))
-                    following = after.get(ev.path)
-                    if following:  # a traceback cut by rotation ends in the next file
+                    # a traceback cut by rotation ends in a later file: each file holds at
+                    # least a line, so the reach is SEEK_LINES files at most
+                    for following in _successors(after, ev.path, SEEK_LINES):
                         wanted[following].update(range(1, SEEK_LINES))
     texts = read(wanted) if wanted else {}
     for run in runs:
@@ -105,14 +106,18 @@ def resolve_evidence(
             for ev in finding.evidence:
                 lines = texts.get(ev.path, {})
                 if ev.seek and ev.line > 0:
-                    found = _sought(lines, ev.line, ev.seek)
-                    following = after.get(ev.path)
-                    if found is None and following and ev.line + SEEK_LINES > max(lines, default=0):
-                        rest = _sought(texts.get(following, {}), 1, ev.seek)
-                        if rest is not None:
-                            ev.path, ev.line, lines = following, rest, texts[following]
-                    elif found is not None:
+                    found = _sought(lines, ev.line, ev.seek, SEEK_LINES)
+                    if found is not None:
                         ev.line = found
+                    else:  # on through the rotated set, within what is left of the reach
+                        reach = ev.line + SEEK_LINES - 1 - max(lines, default=ev.line)
+                        for following in _successors(after, ev.path, SEEK_LINES):
+                            more = texts.get(following, {})
+                            rest = _sought(more, 1, ev.seek, reach) if reach > 0 else None
+                            if rest is not None:
+                                ev.path, ev.line, lines = following, rest, more
+                                break
+                            reach -= max(more, default=0)
                 text = lines.get(ev.line)
                 if text is not None:
                     ev.text = text
@@ -130,10 +135,18 @@ def rotation_chain(paths: Sequence[str]) -> dict[str, str]:
     return {a: b for a, b in zip(paths, paths[1:], strict=False) if chain_of(a) == chain_of(b)}
 
 
-def _sought(lines: Mapping[int, str], start: int, seek: str) -> int | None:
-    """The first line from ``start`` on holding ``seek`` (the exception line of the
-    traceback that begins there); None when none within reach does."""
-    for n in range(start, start + SEEK_LINES):
+def _successors(after: Mapping[str, str], path: str, most: int) -> list[str]:
+    """The files after ``path`` in its rotated set, the next first, ``most`` at most."""
+    out: list[str] = []
+    while len(out) < most and (path := after.get(path, "")):
+        out.append(path)
+    return out
+
+
+def _sought(lines: Mapping[int, str], start: int, seek: str, reach: int) -> int | None:
+    """The first of ``reach`` lines from ``start`` on holding ``seek`` (the exception line of
+    the traceback that begins there); None when none within reach does."""
+    for n in range(start, start + reach):
         text = lines.get(n)
         if text is not None and seek in text:
             return n

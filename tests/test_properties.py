@@ -356,8 +356,10 @@ def _normalised(folder: Path, parts: list[tuple[str, int]]) -> dict[str, Any]:
 @fuzz(8)
 @given(st.sampled_from(ROTATION_INCIDENTS), st.integers(0, 10**6), st.integers(0, 10**6))
 # found by local runs: the cut between a traceback's first line and its exception line (the
-# evidence is sought on in the next file), and a 19-line tail whose one clock step goes back
+# evidence is sought on in the next file), the same cut with a one-line file between the two
+# (sought on through it), and a 19-line tail whose one clock step goes back
 @example("sglang-capture-oom", 0, 19)
+@example("sglang-capture-oom", 167, 242)
 @example("vllm-capture-oom", 0, 6)
 def test_whole_gzipped_and_rotated_give_the_same_analysis(name: str, a: int, b: int) -> None:
     lines = incident_lines(name)
