@@ -240,3 +240,19 @@ def clean_json(value: Any) -> Any:
     if value is not None and type(value).__name__ == "NAType":
         return None
     return value
+
+
+_SENTENCE_END = (".", ":", "!", "?", ")", "]", "'", '"')
+
+
+def headline(message: str) -> str:
+    """An error message's first line, with the lines a hard wrap cut it into joined back: a
+    line that ends mid-sentence goes on in the next (a terminal's or a forum's fold), a line
+    that ends a sentence ends the headline (SGLang's "Possible solutions" after it)."""
+    lines = [ln.strip() for ln in message.strip().split("\n")]
+    out = lines[0]
+    for ln in lines[1:]:
+        if not ln or out.endswith(_SENTENCE_END):
+            break
+        out = f"{out} {ln}"
+    return out

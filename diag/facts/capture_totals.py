@@ -8,6 +8,7 @@ from diag.engines import EngineConfig, spec_for
 from diag.engines.config import as_count as _as_int
 from diag.events import EventTables
 from diag.facts.access import _first, _rank0, sizing
+from diag.model import headline
 
 # capture phases by what they serve: the record's capture_time_s / capture_mem_gib are the
 # decode graphs' (what --disable-cuda-graph on a prefill node recovers, what bucket advice
@@ -121,7 +122,7 @@ def unplaced_error(tables: EventTables) -> str | None:
     )
     where = f"placed in {phase.replace('_', ' ')}" if phase else "in no phase the log shows"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    message = str(row["message"]).split("\n", 1)[0]
+    message = headline(str(row["message"]))
     return (
         f"an error at line {int(row['line'])} of {row['source']}{more} is not read as a capture "
         f"error, {where}: {message}"

@@ -64,7 +64,7 @@ from diag.facts.stalls import CaptureStall, capture_stalls
 from diag.facts.startup import Stage, startup_timeline
 from diag.facts.steps import DecodeSteps, clock_jump_note, decode_steps
 from diag.facts.verdict import RunState, run_state
-from diag.model import Snapshot
+from diag.model import Snapshot, headline
 
 DISABLING_REASONS = {
     "enforce_eager",
@@ -296,7 +296,7 @@ def capture_error(tables: EventTables) -> tuple[CaptureError | None, tuple[str, 
     row, verdict, decided = placed.row, placed.attribution, placed.decided
     out = CaptureError(
         error_class=row["error_class"],
-        message=str(row["message"]).split("\n", 1)[0],
+        message=headline(str(row["message"])),
         path=str(row["source"]),
         line=int(row["line"]),
         phase=placed.phase,

@@ -28,7 +28,7 @@ from diag.events import EventTables
 from diag.facts.capture_totals import unfinished_capture
 from diag.facts.request_errors import RequestErrors, request_scoped, summarise
 from diag.facts.run_record import BatchCounts, RunRecord
-from diag.model import Finding
+from diag.model import Finding, headline
 
 Verdict = Literal["ok", "warn", "capture_failed", "startup_failed", "serving_failed", "incomplete"]
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
@@ -63,7 +63,7 @@ class EngineError:
 
     @property
     def headline(self) -> str:
-        return self.message.split("\n", 1)[0].strip()
+        return headline(self.message)
 
     @property
     def at(self) -> str:

@@ -303,7 +303,7 @@ class GD100(Rule):
             out += "; before it the log shows the NCCL library failed to load"
         if m.capture_error_evidence is not None:
             confidence, evidence, conflict = m.capture_error_evidence
-            out += f". {confidence.capitalize()} a capture failure: {evidence}"
+            out = out.rstrip(".") + f". {confidence.capitalize()} a capture failure: {evidence}"
             if conflict:
                 out += f" ({conflict})"
         return out
