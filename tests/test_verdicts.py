@@ -300,7 +300,8 @@ def test_the_verdict_and_its_reason_read_the_same_in_every_surface(tmp_path: Pat
 
 def test_a_figure_in_the_reason_is_the_record_s_own(tmp_path: Path) -> None:
     """The capture time a reason quotes is the record's capture_time_s (decode graphs, rank
-    0), not a sum over every capture: the healthy log with a draft capture added."""
+    0), not a sum over every capture, and it says so (GD140 names each capture apart): the
+    healthy log with a draft capture added."""
     lines = SGLANG_HEALTHY.read_text().splitlines(keepends=True)
     end = next(i for i, ln in enumerate(lines) if "Capture cuda graph end" in ln)
     draft = (
@@ -312,7 +313,7 @@ def test_a_figure_in_the_reason_is_the_record_s_own(tmp_path: Path) -> None:
     )
     _, run = _one(log)
     assert run.record.to_json()["capture_time_s"] == 6.2
-    assert "captured graphs in 6.2 s" in run.verdict_reason, run.verdict_reason
+    assert "captured decode graphs in 6.2 s" in run.verdict_reason, run.verdict_reason
 
 
 SGLANG_SERVING_CRASH = """\

@@ -20,6 +20,7 @@ from diag.model import Stream
 
 # markers that begin a start-up; "ready" only marks the end of one
 SPLIT_MARKERS = {"server_args", "engine_config", "args", "api_server", "init_distributed"}
+_PER_RUNNER = frozenset({"init_distributed"})  # printed by each model runner, draft ones too
 _FILE_STRIDE = 10**10
 
 
@@ -299,8 +300,16 @@ def _boundaries(startup: pd.DataFrame | None) -> list[int]:
     by_order = np.argsort(keys, kind="quicksort")  # as sort_values("_order") orders them
     markers = startup["marker"].to_numpy()[by_order].tolist()
     ranks = startup["rank"].to_numpy()[by_order].tolist()
+    # every SGLang ModelRunner says "Init torch distributed begin.", a speculative draft
+    # runner's as well as its target's (sglang==0.5.3:srt/model_executor/model_runner.py:285,
+    # 626): it marks a launch only in a log that shows no launch line of its own
+    splits = (
+        SPLIT_MARKERS
+        if SPLIT_MARKERS.isdisjoint(set(markers) - _PER_RUNNER)
+        else (SPLIT_MARKERS - _PER_RUNNER)
+    )
     for marker, rank, order in zip(markers, ranks, keys[by_order].tolist(), strict=True):
-        if marker not in SPLIT_MARKERS:
+        if marker not in splits:
             continue
         key = (marker, rank)
         if key in seen:

@@ -219,7 +219,12 @@ def _captured(t: EventTables, record: RunRecord) -> str | None:
     """How the log shows graphs captured, in words; None when it does not."""
     if not t["capture_end"].empty:
         secs = record.capture_time_s  # the record's one figure, as every surface prints it
-        return "captured graphs" + (f" in {secs:g} s" if secs is not None else "")
+        if secs is None:
+            return "captured graphs"
+        # other runners' captures (piecewise prefill, draft) are apart from that figure, as
+        # GD140's breakdown says: name what it counts
+        others = len([g for g in record.graphs if g.capture_time_s is not None]) > 1
+        return f"captured {'decode graphs' if others else 'graphs'} in {secs:g} s"
     b = record.batches
     if b.graph and b.source in ("logged", "mixed"):
         return FLAGGED
@@ -247,7 +252,17 @@ def run_state(t: EventTables, record: RunRecord, stalls: Sequence[Any] = ()) -> 
         )
     served = _served(t, record.batches)
     scoped, requests = request_errors(t)
-    state = _state(t, record, served, engine_error(t, scoped), stalls)
+    stop, stopping = _shutdown(t)
+    state = _state(t, record, served, engine_error(t, scoped | stopping), stalls)
+    if stop is not None and stopping.any() and state.verdict == "ok":
+        n = int(stopping.sum())
+        state = RunState(
+            state.verdict,
+            f"{state.reason}; stopped on request (SIGTERM) at {stop}: "
+            + ("the error line after it is" if n == 1 else f"the {n:,} error lines after it are")
+            + " the shutdown's, not a failure",
+            state.engine_error,
+        )
     if requests is None:
         return state
     reason = state.reason
@@ -255,6 +270,23 @@ def run_state(t: EventTables, record: RunRecord, stalls: Sequence[Any] = ()) -> 
         went_on = ", and it went on serving" if requests.served_after else ""
         reason += f"; {requests.summary()}{went_on}"
     return RunState(state.verdict, reason, state.engine_error, requests)
+
+
+def _shutdown(t: EventTables) -> tuple[str | None, np.ndarray]:
+    """Where the operator asked the server to stop (PATH:LINE, None if the log does not say
+    so) and the mask of the error rows after it: a child killed by that signal and the
+    clean-up's SIGQUIT report are the stop, not an engine failure."""
+    errors = t["error"]
+    startup = t["startup"]
+    none = np.zeros(len(errors), bool)
+    if errors.empty or startup.empty or "marker" not in startup.columns:
+        return None, none
+    asked = startup[startup["marker"] == "shutdown_requested"]
+    if asked.empty:
+        return None, none
+    first = int(np.argmin(_order(asked)))
+    row = asked.iloc[first]
+    return f"{row['source']}:{int(row['line'])}", _order(errors) > int(_order(asked)[first])
 
 
 def _state(

@@ -170,6 +170,7 @@ class SGLangParser(LineParser):
         "Memory Usage is saved",
         "fired up and ready",
         "Init torch distributed begin",
+        "SIGTERM received",
         "Receive:",
         "Finish:",
         "mem_fraction_static",
@@ -462,6 +463,10 @@ class SGLangParser(LineParser):
             ctx.emit("startup", line, engine=ENGINE, marker="init_distributed")
         elif "fired up and ready" in msg:
             ctx.emit("startup", line, engine=ENGINE, marker="ready")
+        elif "SIGTERM received" in msg and "shutting down" in msg:
+            # the operator's stop (sglang==0.5.23:srt/managers/tokenizer_manager.py:4068
+            # SignalHandler.sigterm_handler; 0.5.3:1864): what fails after it is the shutdown's
+            ctx.emit("startup", line, engine=ENGINE, marker="shutdown_requested")
         elif "Memory Usage is saved" in msg:
             ctx.emit(
                 "advisory",
