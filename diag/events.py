@@ -149,6 +149,7 @@ EVENT_KINDS: dict[str, EventKind] = {
             frame_cause="str",  # the cause its innermost frames name (engines/frame_causes.py)
             cause="str",
             site="str",
+            graph_frame="str",  # an op that runs only in a graph: "phase|func" (phases.yaml graph)
         ),
         _kind(
             "phase",

@@ -31,7 +31,7 @@ THRESHOLDS: dict[str, tuple[float, float, int]] = {
     "real": (0.98, 0.97, 0),
     "real-2": (0.98, 0.97, 0),
     "real-3": (0.98, 0.97, 0),
-    "real-4": (0.97, 0.94, 0),
+    "real-4": (0.97, 0.96, 0),
     "mined": (0.98, 0.98, 1),
 }
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from diag.engines.errors import judge
 from diag.parsers.configs import parse_kwargs, parse_value
-from diag.parsers.traceback import classify, parse_traceback
+from diag.parsers.traceback import parse_traceback
 
 
 def test_server_args_repr() -> None:
@@ -89,4 +90,4 @@ def test_traceback_frames_and_chained_exception() -> None:
     ],
 )
 def test_error_classes(message: str, cls: str) -> None:
-    assert classify(message) == cls
+    assert judge(message).error_class == cls

@@ -6,6 +6,8 @@ the innermost *decisive* frame. Graph wrappers (vLLM ``CUDAGraphWrapper.__call__
 unless a row's ``code`` regex names the source line of their capture branch (the line a
 traceback prints under the frame): that line runs only while a graph is captured.
 Dispatch frames (engine-core init, worker RPC loops) carry whatever phase they call.
+Graph frames (an op that runs only inside a captured or replayed graph) never decide either:
+``graph_frame`` names them, and the run's own lines say which of the two it was.
 ``LogMarkers`` say which phase a log line opens, for errors no frame places.
 """
 
@@ -35,7 +37,7 @@ Phase = Literal[
 ]
 REQUEST_PHASE = "request"  # frames of one request's handler (diag/facts/request_errors.py)
 CAPTURE_PHASES: frozenset[str] = frozenset({"capture_decode", "capture_piecewise", "capture_draft"})
-Role = Literal["decisive", "wrapper", "dispatch"]
+Role = Literal["decisive", "wrapper", "dispatch", "graph"]
 DATA = Path(__file__).resolve().parent / "data"
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: 100x faster at start-up
 
@@ -180,6 +182,28 @@ def place(frames: list[str], engines: tuple[str, ...] = ("vllm", "sglang")) -> s
                     phase = rule.phase
                 break
     return phase
+
+
+def graph_frame(
+    frames: list[str], engines: tuple[str, ...] = ("vllm", "sglang")
+) -> tuple[FrameRule, str] | None:
+    """The innermost frame that runs only inside a graph, captured or replayed (role
+    ``graph``): at start-up it places the error in that graph's capture, while serving in its
+    replay (diag/facts/attribution.py weighs it against the run's serving lines). The rule
+    and the frame's function."""
+    found: tuple[FrameRule, str] | None = None
+    for frame in frames:
+        parts = split_frame_code(frame)
+        if parts is None:
+            continue
+        own = _package_engine(parts[0])
+        for table in [phase_table(e) for e in engines if own is None or e == own]:
+            rule = table.frame_role(*parts)
+            if rule is not None:
+                if rule.role == "graph":
+                    found = rule, parts[1]
+                break
+    return found
 
 
 @cache

@@ -35,6 +35,7 @@ import pandas as pd
 from diag.engines import capture_evidence as words
 from diag.engines.phases import CAPTURE_PHASES
 from diag.events import EventTables
+from diag.facts.verdict import SERVING_KINDS
 
 Confidence = Literal["certain", "likely", "no"]
 EvidenceKind = Literal[
@@ -151,6 +152,22 @@ class Timeline:
                 )
         self.signals = sorted(sig, key=lambda s: s.key)
         self.bars = sorted(bars, key=lambda b: b.key)
+        # where serving shows first: a batch, stats or step line, or a serving phase line
+        served = [_key(r) for k in SERVING_KINDS for r in _rows(tables[k])]
+        served += [s.key for s in sig if s.phase == "serving"]
+        self.first_serving = min(served, default=None)
+        self._serving_at = next(
+            (
+                _at(r)
+                for k in SERVING_KINDS
+                for r in _rows(tables[k])
+                if _key(r) == self.first_serving
+            ),
+            None,
+        )
+
+    def serving_at(self) -> str:
+        return self._serving_at or "a serving phase line"
 
     def before(self, key: int) -> list[_Signal]:
         return [s for s in self.signals if s.key <= key]
@@ -170,6 +187,25 @@ def collect(row: dict[str, Any], timeline: Timeline) -> list[Evidence]:
                 "proof",
                 f"its innermost deciding traceback frame is in {_words(frame_phase)}",
                 frame_phase,
+            )
+        )
+    elif (graph := _text(row.get("graph_frame"))) is not None:  # (a) an op only graphs run
+        phase, func = graph.split("|", 1)
+        first = timeline.first_serving
+        replay = first is not None and first < key
+        out.append(
+            Evidence(
+                "frames",
+                not replay,
+                "strong",
+                f"its frame {func} runs only inside a {_words(phase).removesuffix(' capture')}, "
+                "captured at start-up or replayed while serving, and "
+                + (
+                    f"the server was serving before it ({timeline.serving_at()}): a replay"
+                    if replay
+                    else "no serving line comes before it: its capture"
+                ),
+                None if replay else phase,
             )
         )
     if (row_ := words.advice_block(message)) is not None:  # (e)

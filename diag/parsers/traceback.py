@@ -26,7 +26,7 @@ from lark import Lark, Token, Tree, UnexpectedInput
 from diag.engines import atlas
 from diag.engines import errors as sigs
 from diag.engines.frame_causes import class_and_cause
-from diag.engines.phases import CAPTURE_PHASES, engine_of_frames, phase_table, place
+from diag.engines.phases import CAPTURE_PHASES, engine_of_frames, graph_frame, phase_table, place
 from diag.normalize.lines import ENTITY_ANCHORS
 from diag.normalize.prefix import LogLine
 from diag.parsers.base import Block, Context, LineParser
@@ -44,11 +44,6 @@ class PhaseState:
     opened: dict[str, str] = field(default_factory=dict)  # process key -> phase
     recent: list[str] = field(default_factory=list)
     latest: str | None = None
-
-
-def classify(message: str, frames: str = "") -> str:
-    """The capture-error class of an error text (see ``diag/engines/data/errors.yaml``)."""
-    return sigs.judge(message).error_class
 
 
 def explicit_capture(message: str) -> bool:
@@ -338,6 +333,7 @@ class TracebackBlock(Block):
             # every exception is an error event, whatever the text around it says of the
             # engine: an error paste is never "nothing recognised" (GD105 says what is unknown)
             phase = place(sec.frames) or place(all_frames)
+            graph = None if phase else graph_frame(sec.frames) or graph_frame(all_frames)
             error_class, frame_cause = class_and_cause(verdict.error_class, sec.frames)
             reason = None
             head = sec.exception.split("\n", 1)[0]
@@ -358,6 +354,7 @@ class TracebackBlock(Block):
                 frame_cause=frame_cause,
                 cause=verdict.cause,
                 site=verdict.site,
+                graph_frame=f"{graph[0].phase}|{graph[1]}" if graph else None,
             )
 
 
