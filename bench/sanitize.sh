@@ -8,8 +8,10 @@
 # (tests/test_hotpath_fuzz.py), the bulk-vs-per-line oracle (tests/test_hotpath_oracle.py,
 # not the slow ones) and the declared shapes of every era, plain and prefixed
 # (tests/test_periodic_shapes.py), the metrics-table rows inside and outside their block
-# (tests/test_metrics_table_bulk.py). Any sanitizer report fails it (the runtimes abort; the log is searched
-# for reports as well).
+# (tests/test_metrics_table_bulk.py), and the trace pre-scan (_tracescan.c) against the
+# text reader on real and broken traces (tests/test_traces_native.py and
+# tests/test_trace_agreement.py). Any sanitizer report fails it (the runtimes abort; the log
+# is searched for reports as well).
 #
 #   bench/sanitize.sh [pytest args ...]      e.g.  bench/sanitize.sh -x -k fuzz
 #
@@ -52,7 +54,8 @@ set +e
 LD_PRELOAD="$ASAN:$UBSAN" python -m pytest -q -p no:cacheprovider -m "not slow" \
   tests/test_hotpath_native.py tests/test_periodic_spec.py tests/test_hotpath_triggers.py \
   tests/test_hotpath_fuzz.py tests/test_hotpath_oracle.py tests/test_periodic_shapes.py \
-  tests/test_metrics_table_bulk.py "$@" 2>&1 | tee "$WORK/run.log"
+  tests/test_metrics_table_bulk.py tests/test_traces_native.py tests/test_trace_agreement.py \
+  "$@" 2>&1 | tee "$WORK/run.log"
 status=${PIPESTATUS[0]}
 set -e
 if grep -qE "ERROR: AddressSanitizer|runtime error:|SUMMARY: (Address|UndefinedBehavior)Sanitizer" \

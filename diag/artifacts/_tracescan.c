@@ -252,8 +252,11 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                 else if (depth == 2 && in_args && which2) corr_at = i;
                 which = K_OTHER;
                 which2 = 0;
+                /* a literal ends at structure too: "1{" is a number and an object, as the
+                   text reader's walk (trace_json.skip_value) reads it */
                 while (i + 1 < n && b[i + 1] != ',' && b[i + 1] != '}' && b[i + 1] != ']' &&
-                       b[i + 1] != ' ' && b[i + 1] != '\n' && b[i + 1] != '"')
+                       b[i + 1] != '{' && b[i + 1] != '[' && b[i + 1] != ' ' &&
+                       b[i + 1] != '\n' && b[i + 1] != '"')
                     i++;
             }
             i++;

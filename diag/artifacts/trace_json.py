@@ -30,7 +30,7 @@ class Buffer:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.s = ""
         self.pos = 0
-        self.offset = 0  # characters dropped before ``s``
+        self.offset = 0  # bytes dropped before ``s``: positions are bytes on both trace paths
         self.eof = False
 
     def more(self) -> bool:
@@ -47,7 +47,7 @@ class Buffer:
         return False
 
     def _append(self, text: str) -> None:
-        self.offset += self.pos
+        self.offset += _utf8_len(self.s[: self.pos])
         self.s = self.s[self.pos :] + text
         self.pos = 0
 
@@ -57,7 +57,7 @@ class Buffer:
         pending, _ = self._decoder.getstate()
         rest = self.s[self.pos :].encode("utf-8", "surrogatepass") + pending
         self._decoder.reset()
-        self.offset += self.pos
+        self.offset += _utf8_len(self.s[: self.pos])
         self.s, self.pos = "", 0
         return rest
 
@@ -68,7 +68,8 @@ class Buffer:
         return block
 
     def put_bytes(self, rest: bytes, consumed: int) -> None:
-        """Back to text after the event array: ``rest`` is what follows it."""
+        """Back to text: ``rest`` is what follows the bytes taken, ``consumed`` bytes on (after
+        the event array, or where the C scan hands a break over to the text reader)."""
         self.eof = False
         self.offset += consumed
         self.s, self.pos = self._decoder.decode(rest), 0
@@ -82,8 +83,14 @@ class Buffer:
             if not self.more():
                 return ""
 
-    def at(self) -> int:
-        return self.offset + self.pos
+    def at(self, pos: int | None = None) -> int:
+        """The byte position of ``pos`` (the cursor by default) in the document (an invalid
+        byte counts as its replacement character's three)."""
+        return self.offset + _utf8_len(self.s[: self.pos if pos is None else pos])
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 class Skipped(Exception):
@@ -109,11 +116,11 @@ def decode_value(buf: Buffer, limit: int) -> Any:
             raise Skipped("a value nested too deeply to decode") from None
         except json.JSONDecodeError as exc:
             if buf.eof:
-                raise Cut(f"the document ends inside a value at character {buf.at()}") from None
+                raise Cut(f"the document ends inside a value at byte {buf.at()}") from None
             if not _incomplete(buf, exc):
                 start = buf.at()
                 skip_value(buf)
-                raise Skipped(f"malformed JSON at character {start} ({exc.msg})") from None
+                raise Skipped(f"malformed JSON at byte {start} ({exc.msg})") from None
             if len(buf.s) - buf.pos > limit:
                 start = buf.at()
                 skip_value(buf)

@@ -318,7 +318,7 @@ def _document(buf: Buffer, keep: _Keeper, native: bool) -> None:
             keep.out.problems.append(str(exc))
             return
         if buf.peek() != ":":
-            raise TraceError(f"not a JSON object at character {buf.at()}")
+            raise TraceError(f"not a JSON object at byte {buf.at()}")
         buf.pos += 1
         if key == "traceEvents" and buf.peek() == "[":
             buf.pos += 1
@@ -353,7 +353,7 @@ def _events(buf: Buffer, keep: _Keeper) -> None:
                     buf.pos = end
                     keep.out.events += 1
                     if end - pos > MAX_VALUE_CHARS:
-                        _note(keep.out, _too_big(buf.offset + pos))
+                        _note(keep.out, _too_big(buf.at(pos)))
                         continue
                     add(obj)
                     continue
@@ -382,11 +382,15 @@ def _events(buf: Buffer, keep: _Keeper) -> None:
 
 def _events_native(buf: Buffer, keep: _Keeper) -> None:
     """The event array with the C pre-scan: only the events it keeps are decoded, from
-    their bytes; the same results as :func:`_events` (tests/test_traces_native.py)."""
+    their bytes; the same results as :func:`_events` (tests/test_traces_native.py,
+    tests/test_trace_agreement.py). Where the scan meets what is not an event, or the end of
+    the document inside the array, the rest goes to :func:`_events`: one recovery rule and
+    one wording for both paths."""
     assert _tracescan is not None
     scan, add = _tracescan.scan, keep.add
     out = keep.out
     data = buf.take_bytes()
+    base = buf.offset  # the document's bytes before ``data``'s first
     pos = 0
     consumed = 0  # bytes dropped before ``data``
     while True:
@@ -395,28 +399,32 @@ def _events_native(buf: Buffer, keep: _Keeper) -> None:
         )
         out.events += objects
         if big:
-            _note(out, _too_big(consumed + big_at))
+            _note(out, _too_big(base + consumed + big_at))
         out.o_corr.frombytes(corr)
         out.o_ts.frombytes(ts)
         out.o_dur.frombytes(dur)
         r = memoryview(ranges).cast("q")
         for k in range(0, len(r), 3):
-            for obj in _decode_run(out, data, r[k], r[k + 1], r[k + 2], consumed):
+            for obj in _decode_run(out, data, r[k], r[k + 1], r[k + 2], base + consumed):
                 add(obj)
         if status == 1:
             buf.put_bytes(data[pos:], consumed + pos)
             return
-        if status == 2:
-            raise Cut(f"not an event at byte {consumed + pos} of traceEvents")
+        if status == 2:  # not an event: the text reader skips it and reads on
+            buf.put_bytes(data[pos:], consumed + pos)
+            _events(buf, keep)
+            return
         if len(data) - pos > MAX_VALUE_CHARS:
-            start = consumed + pos
+            start = base + consumed + pos
             data, pos, consumed = _skip_native(buf, data, pos, consumed)
             out.events += 1
             _note(out, _too_big(start))
             continue
         block = buf.next_block()
-        if block is None:
-            raise Cut("the document ends inside traceEvents")
+        if block is None:  # the document ends in the array: the text reader says where
+            buf.put_bytes(data[pos:], consumed + pos)
+            _events(buf, keep)
+            return
         consumed += pos
         data, pos = data[pos:] + block, 0
 
@@ -447,7 +455,8 @@ def _decode_run(
         except json.JSONDecodeError as exc:
             _note(
                 out,
-                f"an event skipped: malformed JSON at byte {consumed + start + pos} ({exc.msg})",
+                f"an event skipped: malformed JSON at byte "
+                f"{consumed + start + len(text[:pos].encode())} ({exc.msg})",
             )
         else:
             objs.append(obj)
