@@ -7,7 +7,8 @@ every line: the digits change, the words do not. Two structures show where it en
 - an engine header further into a line (:func:`diag.normalize.prefix.peel` reports what
   stood before it as ``LogLine.unlisted``);
 - a traceback frame, ``File "...", line N, in f``, which Python prints at the start of its
-  line after two spaces, so whatever stands before those two spaces is a prefix.
+  line after two spaces, so whatever stands before those two spaces is a prefix (before the
+  one space that separates it, where a paste lost the indentation).
 
 The shape (digits generalised, level words and padding free) is then stripped from the
 header-less lines of the stream that start with it: the code and caret lines, exception
@@ -78,6 +79,8 @@ def unprefix(line: LogLine, state: PrefixShapes) -> None:
         m = _FRAME.search(msg)
         if m is not None and m.start() > 2 and msg[m.start() - 2 : m.start()] == "  ":
             state.learn(msg[: m.start() - 2])
+        elif m is not None and m.start() > 1 and msg[m.start() - 1] == " ":
+            state.learn(msg[: m.start()])  # a paste that lost the frame's indentation
     for pattern in reversed(state.shapes):
         m = _compiled(pattern).match(msg)
         if m is not None and m.end() > 0:
