@@ -107,11 +107,34 @@ FILTERED_CATS = tuple(
 BLOCK_BYTES = 4 * 1024 * 1024
 MAX_VALUE_CHARS = 16 * 1024 * 1024  # a value longer than this is walked past, not decoded
 MAX_PROBLEMS = 5  # skipped events listed one line each; the count says the rest
+# the reading budget: what is kept grows with the trace (24-41 bytes a GPU op or launch, a
+# Python object a span), so a trace built to exhaust memory stops here with its reason. A
+# serving trace of 5-9 M events per rank (torch-traces.md §5) keeps about a million.
+MAX_KEPT = 3_000_000  # launches + GPU ops; real traces keep ~12 % of their events (~1 M of 9 M)
+MAX_SPANS = 100_000  # step and capture spans, capture API calls
 UNRESOLVED = ("", "INVALID")  # launch names that leave the decision to args.cbid
 
 
 class TraceError(Exception):
     """A trace that cannot be read at all; the message is the one-line reason."""
+
+
+class OverBudget(Exception):
+    """The trace keeps more than the reading budget: what was read stands, the rest is not
+    read; the message is the reason."""
+
+
+def _budget(out: RawTrace) -> None:
+    if len(out.o_corr) + len(out.l_corr) > MAX_KEPT:
+        raise OverBudget(
+            f"read up to the reading budget: the trace holds more than {MAX_KEPT:,} launches "
+            "and GPU ops; the rest is not read"
+        )
+    if len(out.spans) + len(out.capture_calls) > MAX_SPANS:
+        raise OverBudget(
+            f"read up to the reading budget: the trace holds more than {MAX_SPANS:,} step "
+            "and capture spans; the rest is not read"
+        )
 
 
 @dataclass
@@ -183,6 +206,8 @@ class _Keeper:
             out.o_corr.append(corr)
             out.o_ts.append(ts)
             out.o_dur.append(dur)
+            if len(out.o_corr) + len(out.l_corr) > MAX_KEPT:
+                _budget(out)
         elif cat in LAUNCH_CATS:
             self._launch(ev)
         elif cat in SPAN_CATS:
@@ -193,6 +218,8 @@ class _Keeper:
                     self.miss("step span without ts or dur")
                     return
                 out.spans.append(Span(name, _int(ev.get("pid")), _int(ev.get("tid")), ts, dur))
+                if len(out.spans) > MAX_SPANS:
+                    _budget(out)
 
     def _launch(self, ev: dict[str, Any]) -> None:
         out = self.out
@@ -220,6 +247,8 @@ class _Keeper:
                 ts = ev.get("ts")
                 if call is not None and _num(ts):
                     out.capture_calls.append((call, _int(ev.get("pid")), ts))
+                    if len(out.capture_calls) > MAX_SPANS:
+                        _budget(out)
             return
         corr = args.get("correlation") if type(args) is dict else None
         ts, dur = ev.get("ts"), ev.get("dur")
@@ -232,6 +261,8 @@ class _Keeper:
         out.l_pid.append(_int(ev.get("pid")))
         out.l_tid.append(_int(ev.get("tid")))
         out.l_graph.append(kind)
+        if len(out.o_corr) + len(out.l_corr) > MAX_KEPT:
+            _budget(out)
 
 
 def _launch_kind(name: Any) -> int:
@@ -281,6 +312,8 @@ def read_trace(
         _document(buf, _Keeper(out), native and _tracescan is not None)
     except Cut as exc:
         out.problems.append(errors[0] if errors else str(exc))
+    except OverBudget as exc:
+        out.problems.append(str(exc))
     finally:
         if own:
             stream.close()
@@ -403,6 +436,7 @@ def _events_native(buf: Buffer, keep: _Keeper) -> None:
         out.o_corr.frombytes(corr)
         out.o_ts.frombytes(ts)
         out.o_dur.frombytes(dur)
+        _budget(out)
         r = memoryview(ranges).cast("q")
         for k in range(0, len(r), 3):
             for obj in _decode_run(out, data, r[k], r[k + 1], r[k + 2], base + consumed):
