@@ -2,10 +2,13 @@
 problems in the same words, positions in bytes of the document on both (issue 36).
 
 A seeded fuzz over a generated serving trace (fixtures/gen/traces.py): cut at any byte, its
-gzip cut at any byte, and a token that is no event put between two events (a scalar, a
-stray closer, a quote, an object or array opened and never closed, an event cut after a
-number glued to the next event). Where the C scan meets what is not an event, or the end
-inside the array, it hands the rest to the text reader: one recovery rule, one wording.
+gzip cut at any byte, a token that is no event put between two events (a scalar, a stray
+closer, a quote, an object or array opened and never closed, an event cut after a number
+glued to the next event), and byte edits anywhere (a JSON token or an invalid byte put in,
+a range deleted or repeated). Where the C scan meets what is not an event, or the end inside
+the array, it hands the rest to the text reader; an event it cannot prove well-formed (a
+strict subset of the grammar, _tracescan.c valid_json) goes to the decoder rather than being
+dropped or read in C: one recovery rule, one wording.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from gen.traces import serving_steps, trace_chunks, write_trace
 pytestmark = pytest.mark.skipif(tr._tracescan is None, reason="C extension not built")
 TOKENS = (b"1,", b'"x",', b"null,", b"[1,2],", b"]", b"}", b'"', b"{", b"[", b"tru", b",,")
 TOKENS += (b'{"cat": "kernel", "ts": 1',)  # a GPU op cut after a number: "1{" glues on
+EDITS = (b"{", b"}", b"[", b"]", b'"', b"\\", b",", b":", b"NaN", b"1e999", b"\xff", b"\x00")
 
 
 def _read(path: Path, native: bool) -> tuple[Any, ...]:
@@ -50,9 +54,11 @@ def test_both_readers_agree_on_broken_traces(trace: bytes, seed: int, tmp_path: 
     bounds = [m.end() for m in re.finditer(rb"\},\s*", trace)]
     packed = gzip.compress(trace, mtime=0)
     differ = []
-    for k in range(20):
-        kind = k % 3
-        if kind == 0:
+    for k in range(24):
+        kind = k % 4
+        if kind == 3:
+            data = _edit(trace, rng)
+        elif kind == 0:
             data = trace[: rng.randrange(len(trace))]
         elif kind == 1:
             at = rng.choice(bounds)
@@ -65,6 +71,21 @@ def test_both_readers_agree_on_broken_traces(trace: bytes, seed: int, tmp_path: 
         if native != text:
             differ.append((k, kind, str(native)[:300], str(text)[:300]))
     assert not differ, differ
+
+
+def _edit(trace: bytes, rng: random.Random) -> bytes:
+    out = bytearray(trace)
+    for _ in range(rng.randint(1, 4)):
+        at = rng.randrange(len(out))
+        op = rng.randrange(3)
+        if op == 0:
+            out[at:at] = rng.choice(EDITS)
+        elif op == 1:
+            del out[at : at + rng.randint(1, 40)]
+        else:
+            src = rng.randrange(len(out))
+            out[at:at] = out[src : src + rng.randint(1, 200)]
+    return bytes(out)
 
 
 def test_positions_are_bytes_on_both_paths(trace: bytes, tmp_path: Path) -> None:

@@ -24,6 +24,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -152,6 +153,111 @@ static int is_gpu_cat(span_t cat, PyObject *gpu) {
     return 0;
 }
 
+/* Is b[i:end) one JSON object in a strict subset of the grammar Python's json reads (no
+ * NaN/Infinity, no control character in a string, escapes \" \\ \/ \b \f \n \r \t \uXXXX)?
+ * Only such an event is dropped or read here without the decoder; any other goes to the
+ * decoder, so both readers say the same of a malformed event (tests/test_trace_agreement.py). */
+static int valid_json(const char *b, Py_ssize_t i, Py_ssize_t end) {
+    enum { VALUE, KEY_OR_END, KEY, COLON, NEXT, VALUE_OR_END } st = VALUE;
+    char stack[64];
+    int depth = 0;
+    while (i < end) {
+        unsigned char c = (unsigned char)b[i];
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+            i++;
+            continue;
+        }
+        if (st == COLON) {
+            if (c != ':') return 0;
+            st = VALUE;
+            i++;
+            continue;
+        }
+        if (st == NEXT) {
+            if (c == ',') {
+                st = stack[depth - 1] == '{' ? KEY : VALUE;
+                i++;
+                continue;
+            }
+            if ((c == '}' && stack[depth - 1] == '{') || (c == ']' && stack[depth - 1] == '[')) {
+                i++;
+                if (--depth == 0) return i == end;
+                continue;
+            }
+            return 0;
+        }
+        if ((st == KEY_OR_END && c == '}') || (st == VALUE_OR_END && c == ']')) {
+            i++;
+            if (--depth == 0) return i == end;
+            st = NEXT;
+            continue;
+        }
+        if (c == '"') {
+            Py_ssize_t j = i + 1;
+            for (;;) {
+                if (j >= end) return 0;
+                unsigned char d = (unsigned char)b[j];
+                if (d == '"') break;
+                if (d < 0x20) return 0;
+                if (d == '\\') {
+                    if (j + 1 >= end) return 0;
+                    char e = b[j + 1];
+                    if (e == 'u') {
+                        if (j + 5 >= end) return 0;
+                        for (int k = 2; k < 6; k++)
+                            if (!isxdigit((unsigned char)b[j + k])) return 0;
+                        j += 6;
+                        continue;
+                    }
+                    if (!strchr("\"\\/bfnrt", e) || e == '\0') return 0;
+                    j += 2;
+                    continue;
+                }
+                j++;
+            }
+            i = j + 1;
+            st = (st == KEY || st == KEY_OR_END) ? COLON : NEXT;
+            continue;
+        }
+        if (st == KEY || st == KEY_OR_END) return 0;
+        if (c == '{' || c == '[') {
+            if (depth == 64) return 0;
+            stack[depth++] = (char)c;
+            st = c == '{' ? KEY_OR_END : VALUE_OR_END;
+            i++;
+            continue;
+        }
+        if (depth == 0) return 0; /* an event is an object */
+        if (c == 't' || c == 'f' || c == 'n') {
+            const char *w = c == 't' ? "true" : c == 'f' ? "false" : "null";
+            size_t n = strlen(w);
+            if (end - i < (Py_ssize_t)n || memcmp(b + i, w, n) != 0) return 0;
+            i += (Py_ssize_t)n;
+            st = NEXT;
+            continue;
+        }
+        /* -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+        if (c == '-') i++;
+        if (i >= end || !isdigit((unsigned char)b[i])) return 0;
+        if (b[i] == '0') i++;
+        else
+            while (i < end && isdigit((unsigned char)b[i])) i++;
+        if (i < end && b[i] == '.') {
+            i++;
+            if (i >= end || !isdigit((unsigned char)b[i])) return 0;
+            while (i < end && isdigit((unsigned char)b[i])) i++;
+        }
+        if (i < end && (b[i] == 'e' || b[i] == 'E')) {
+            i++;
+            if (i < end && (b[i] == '+' || b[i] == '-')) i++;
+            if (i >= end || !isdigit((unsigned char)b[i])) return 0;
+            while (i < end && isdigit((unsigned char)b[i])) i++;
+        }
+        st = NEXT;
+    }
+    return 0;
+}
+
 static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos;
@@ -270,7 +376,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             prev_kept = 0;
             continue;
         }
-        if (has_cat && has_ph && span_eq(ph, "X", 1) && is_gpu_cat(cat, gpu) && ts_at >= 0 &&
+        int sure = valid_json(b, start, i); /* else the decoder reads it, and says why not */
+        if (sure && has_cat && has_ph && span_eq(ph, "X", 1) && is_gpu_cat(cat, gpu) && ts_at >= 0 &&
             dur_at >= 0 && corr_at >= 0) {
             double t, d;
             long long cr;
@@ -281,7 +388,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                 continue;
             }
         }
-        if (!keep_event(cat, has_cat, name, has_name, drop, filtered)) {
+        if (sure && !keep_event(cat, has_cat, name, has_name, drop, filtered)) {
             prev_kept = 0;
         } else if (prev_kept) {
             ranges.v[ranges.n - 2] = (long long)i;
