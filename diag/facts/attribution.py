@@ -152,22 +152,18 @@ class Timeline:
                 )
         self.signals = sorted(sig, key=lambda s: s.key)
         self.bars = sorted(bars, key=lambda b: b.key)
-        # where serving shows first: a batch, stats or step line, or a serving phase line
-        served = [_key(r) for k in SERVING_KINDS for r in _rows(tables[k])]
-        served += [s.key for s in sig if s.phase == "serving"]
-        self.first_serving = min(served, default=None)
-        self._serving_at = next(
-            (
-                _at(r)
-                for k in SERVING_KINDS
-                for r in _rows(tables[k])
-                if _key(r) == self.first_serving
-            ),
-            None,
-        )
-
-    def serving_at(self) -> str:
-        return self._serving_at or "a serving phase line"
+        # where serving shows first: a batch, stats or step line, or a serving phase line (the
+        # first row of each serving table by its order: a big log has millions of them)
+        firsts = [(s.key, s.at) for s in sig if s.phase == "serving"]
+        for kind in SERVING_KINDS:
+            frame = tables[kind]
+            if not frame.empty:
+                order = frame["_order" if "_order" in frame.columns else "line"].to_numpy()
+                row = frame.iloc[int(order.argmin())]
+                firsts.append((int(order.min()), _at(row.to_dict())))
+        first = min(firsts, default=None)
+        self.first_serving = first[0] if first else None
+        self.serving_at = first[1] if first else ""
 
     def before(self, key: int) -> list[_Signal]:
         return [s for s in self.signals if s.key <= key]
@@ -201,7 +197,7 @@ def collect(row: dict[str, Any], timeline: Timeline) -> list[Evidence]:
                 f"its frame {func} runs only inside a {_words(phase).removesuffix(' capture')}, "
                 "captured at start-up or replayed while serving, and "
                 + (
-                    f"the server was serving before it ({timeline.serving_at()}): a replay"
+                    f"the server was serving before it ({timeline.serving_at}): a replay"
                     if replay
                     else "no serving line comes before it: its capture"
                 ),
