@@ -47,6 +47,9 @@ def _texts() -> list[tuple[str, str, str | None]]:
         if c["capture"] and c["runtime"] == "acl":  # CANN's ACL_LOG_CALL_ERROR form
             text = f"RuntimeError: synchronize stream failed, runtime result = {c['code']}"
             out.append((c["name"], text, c["class"]))
+            # the CANN runtime's own error line (errcode_manage.cc GetErrorDesc)
+            text = f"rtStreamSynchronize: ErrCode={c['code']}, desc=[stream is captured]"
+            out.append((f"{c['name']}-errcode", text, c["class"]))
     return out
 
 
