@@ -29,13 +29,16 @@ from tests.corpus_scoring import MINED, SETS, score_set
 #: excerpt (issue 32). Third round (11 more, labelled blind; README "Third round"): main's code
 #: at 7eca86a reads the 126 at 98.0 %, F1 0.928, 2 excerpts with no run (was 0.98 / 0.98 / 1 on
 #: the 115); the 11 new alone 97.3 %, F1 0.500 (a CANN plog pair and an HPU V0 warm-up traceback
-#: missed, an XPU SYCL-graph error found as other, labelled stream_capture_invalid).
+#: missed, an XPU SYCL-graph error found as other, labelled stream_capture_invalid); the
+#: second helper's 12 (one dropped at the merge: a source the first had used) blind 7/0/2 on
+#: the new. Merged, with the CANN runtime's ErrCode form read: 137 excerpts, 44 capture
+#: failures, 98.2 %, F1 0.941 (tp 40, fp 1, fn 4), 2 with no run.
 THRESHOLDS: dict[str, tuple[float, float, int]] = {
     "real": (0.98, 0.97, 0),
     "real-2": (0.98, 0.97, 0),
     "real-3": (0.98, 0.97, 0),
     "real-4": (0.97, 0.96, 0),
-    "mined": (0.98, 0.92, 2),
+    "mined": (0.98, 0.94, 2),
 }
 
 
