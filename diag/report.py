@@ -112,6 +112,8 @@ class RunReport:
     cut: Cut | None = None  # an input of the run not read whole (Report: mark_cuts)
     # the run's name on every surface (run_labels, set once by the Report holding it)
     label: str = ""
+    # notes of rules held back on this run (RuleEngine.judge), after the facts' own
+    rule_notes: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -121,8 +123,10 @@ class RunReport:
         advice: Advice | None = None,
         fleet: FleetRun | None = None,
         restore: Callable[[], RunFacts] | None = None,
+        rule_notes: tuple[str, ...] = (),
     ) -> None:
         self.held = HeldFacts(facts, restore)
+        self.rule_notes = rule_notes
         self.findings = findings if findings is not None else []
         self.recommendation = recommendation
         self.advice = advice
@@ -149,6 +153,11 @@ class RunReport:
     @property
     def record(self) -> RunRecord:
         return self.facts.record
+
+    @property
+    def notes(self) -> list[str]:
+        """The run's notes: its facts' (joins included), then the rules' held back."""
+        return [*self.facts.notes, *self.rule_notes]
 
     @property
     def verdict(self) -> Verdict:
@@ -205,7 +214,7 @@ class RunReport:
             },
             "requests": clean_json(request_summary(self.facts.requests)),
             "memory_check": clean_json(self.facts.memory_check),
-            "notes": list(self.facts.notes),
+            "notes": self.notes,
         }
         if self.recommendation is not None:
             out["recommendation"] = clean_json(self.recommendation)

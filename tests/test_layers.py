@@ -34,10 +34,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("diag.rules",),
     ("diag.report", "diag.comparison"),
     ("diag.render",),
+    # the stages in order (diag.pipeline), and the evidence lines its report stage reads
+    ("diag.evidence", "diag.pipeline"),
     # orchestration and outputs over everything below
     (
         "diag.api",
-        "diag.evidence",
         "diag.export",
         "diag.export_parquet",
         "diag.output",

@@ -370,7 +370,7 @@ def run_view(
         snapshots=snapshots,
         load_bin_s=load_bin_s,
     )
-    notes = [n for n in facts.notes if not (snapshots and n.startswith("snapshot "))]
+    notes = [n for n in run.notes if not (snapshots and n.startswith("snapshot "))]
     flags = (run.recommendation or {}).get("flags")
     return {
         "row": row,

@@ -230,7 +230,7 @@ def render_text(report: Report) -> str:
         out.append("Runs:")
     for run in report.runs:
         out.extend(wrap(verdict(run), WIDTH, subsequent_indent="     "))
-        notes = run.facts.notes + run_input_notes(report, run.facts.run.sources)
+        notes = run.notes + run_input_notes(report, run.facts.run.sources)
         lines = [verdict_line(run), *record_lines(run)]
         for line in lines + [f"note: {n}" for n in notes]:
             out.extend(wrap(line, WIDTH, initial_indent="     ", subsequent_indent="       "))

@@ -82,15 +82,30 @@ class RuleEngine:
         snapshots: Sequence[Snapshot] | None = None,
         advice: Advice | None = None,
     ) -> list[Finding]:
-        m = run_metrics(facts, snapshots, advice)
-        return self.evaluate_metrics(m, facts)
+        return self.judge(facts, snapshots, advice)[0]
 
-    def evaluate_metrics(self, m: RunMetrics, facts: RunFacts) -> list[Finding]:
+    def judge(
+        self,
+        facts: RunFacts,
+        snapshots: Sequence[Snapshot] | None = None,
+        advice: Advice | None = None,
+    ) -> tuple[list[Finding], tuple[str, ...]]:
+        """The findings, and the notes of rules held back (a signal no rule could report,
+        said rather than dropped; those the facts already note left out)."""
+        m = run_metrics(facts, snapshots, advice)
         fired = [r for r in sorted(self.rules, key=_order_key) if r.fires(m)]
+        notes: list[str] = []
         for rule in self.rules:
             note = None if rule in fired else rule.held_back(m)
-            if note is not None and note not in facts.notes:
-                facts.notes.append(note)
+            if note is not None and note not in facts.notes and note not in notes:
+                notes.append(note)
+        return self.evaluate_metrics(m, facts, fired), tuple(notes)
+
+    def evaluate_metrics(
+        self, m: RunMetrics, facts: RunFacts, fired: list[Rule] | None = None
+    ) -> list[Finding]:
+        if fired is None:
+            fired = [r for r in sorted(self.rules, key=_order_key) if r.fires(m)]
         findings: dict[str, Finding] = {}
         for rule in fired:
             findings[rule.code] = Finding(
