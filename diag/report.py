@@ -25,6 +25,7 @@ from diag.facts.requests import request_summary
 from diag.facts.run_record import RunRecord
 from diag.facts.verdict import Cut, RunState, Verdict, judge
 from diag.model import SEVERITY_ORDER, Evidence, Finding, InputStatus, Snapshot, clean_json
+from diag.summary import FleetSummary, fleet_summary
 
 SCHEMA = "graphdiag.report/1"
 
@@ -230,6 +231,9 @@ class Report:
     tables: EventTables
     generated_at: str | None = None
     traces: list[TraceAnalysis] = field(default_factory=list)  # torch-profiler traces
+    # two runs or more: groups, outliers, one bucket set (diag.summary), made once here, once
+    # every run is judged; the renderers only read it
+    fleet: FleetSummary | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         note_inputs_without_runs(self.inputs, self.runs)
@@ -237,6 +241,7 @@ class Report:
         labels = run_labels([r.id for r in self.runs])
         for r in self.runs:
             r.label = labels[r.id]
+        self.fleet = fleet_summary(self.runs)
 
     def inputs_to_show(self) -> list[InputStatus]:
         """Inputs a reader must hear about: not fully read, or read without making a run

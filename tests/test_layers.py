@@ -21,8 +21,9 @@ import pytest
 from tests.conftest import ROOT
 
 LAYERS: list[tuple[str, ...]] = [
-    # leaves: shared records, tool version, package data, engine specs (pure data)
-    ("diag.model", "diag.about", "diag.resources", "diag.engines"),
+    # leaves: shared records, tool version, package data, engine specs (pure data), how a
+    # figure reads (every layer that writes one: rules, advice, renderers)
+    ("diag.model", "diag.about", "diag.resources", "diag.engines", "diag.figures"),
     # bytes in: files, prefixes and physical lines, artifact formats (snapshots, tables)
     ("diag.sources", "diag.normalize", "diag.artifacts"),
     # the event-table schema the parsers write into
@@ -32,7 +33,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("diag.facts",),
     ("diag.advise",),
     ("diag.rules",),
-    ("diag.report", "diag.comparison"),
+    # the fleet summary (made with the report), the report, the comparison of two
+    ("diag.summary", "diag.report", "diag.comparison"),
     ("diag.render",),
     # the stages in order (diag.pipeline), and the evidence lines its report stage reads
     ("diag.evidence", "diag.pipeline"),

@@ -42,7 +42,7 @@ MATCH_COLUMNS = [
 ]
 
 
-@dataclass
+@dataclass(frozen=True)
 class TraceCheck:
     """What the run's traces say about its decode batches."""
 

@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from diag.facts.classify import Reason
-from diag.facts.figures import share
 from diag.facts.load import load_timeline
+from diag.figures import share
 from diag.model import Snapshot
 from diag.render import memory_plots, plots
 from diag.render.axes import time_axis

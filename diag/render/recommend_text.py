@@ -1,7 +1,7 @@
 """`graphdiag recommend` as a terminal summary, read from the recommend document alone.
 
 The two sets side by side, the decision, the flags to paste, the frontier and the
-parameters; every figure formatted as analyze formats it (:mod:`diag.facts.figures`)."""
+parameters; every figure formatted as analyze formats it (:mod:`diag.figures`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from diag.advise.recommend import ESTIMATED, MEASURED
-from diag.facts.figures import share
+from diag.figures import share
 
 __all__ = ["render_text"]
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from diag.facts.figures import number, share
 from diag.facts.startup import capture_share
+from diag.figures import number, share
 from diag.render.sizes import compact_sizes
 from diag.report import RunReport
 
