@@ -268,15 +268,12 @@ def test_the_contract_counts_packages_and_their_inits(tmp_path: Path) -> None:
 RENDER_READS_STILL: dict[str, set[str]] = {
     "diag.render.advice_plots": {"diag.advise.bucket_sets"},  # Advice (a type)
     "diag.render.fleet": {"diag.facts.fleet"},  # CaptureConfig, FleetGroup (types)
-    "diag.render.html": {"diag.rules.engine"},  # finding_key, first_change (to move)
     "diag.render.html_panels": {"diag.facts.load", "diag.facts.run_record"},
     "diag.render.html_run": {"diag.facts.classify", "diag.facts.load"},  # load_timeline
     "diag.render.load_plots": {"diag.facts.load"},
     "diag.render.memory_plots": {"diag.facts.oom", "diag.facts.run_record"},  # oom_figures
     "diag.render.plots": {"diag.facts.classify"},
-    "diag.render.recommend_text": {"diag.advise.recommend"},  # ESTIMATED, MEASURED
     "diag.render.runners": {"diag.facts.startup"},  # capture_share
-    "diag.render.text": {"diag.rules.engine"},  # finding_key (to move)
 }
 COMPUTING_LAYERS = ("diag.advise", "diag.rules", "diag.facts")
 

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from markupsafe import Markup
 
 from diag.about import __version__
-from diag.model import SEVERITY_ORDER, Finding, Snapshot
+from diag.model import SEVERITY_ORDER, Finding, Snapshot, finding_key, first_change
 from diag.render import trace_panel
 from diag.render.fleet import fleet_view
 from diag.render.html_page import Page, csp_hash, environment, plotly_js, template
@@ -33,7 +33,6 @@ from diag.render.serialize import record_yaml
 from diag.render.text import VERDICT_BADGE, headline, verdict_text
 from diag.render.view import EvidenceLine, FindingCard, FindingGroup, FirstChange, RunRow
 from diag.report import Report, RunReport
-from diag.rules.engine import finding_key, first_change
 
 _T = TypeVar("_T")
 

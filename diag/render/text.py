@@ -13,7 +13,7 @@ from functools import partial
 from typing import Any
 
 from diag.figures import number, share
-from diag.model import SEVERITY_ORDER
+from diag.model import SEVERITY_ORDER, finding_key
 from diag.render import trace_panel
 from diag.render.fleet import fleet_text
 from diag.render.inputs import input_lines, run_input_notes
@@ -22,7 +22,6 @@ from diag.render.plots import prepare_batches, throughput_table
 from diag.render.runners import runner_lines, startup_line
 from diag.render.sizes import compact_sizes
 from diag.report import Report, RunReport
-from diag.rules.engine import finding_key
 
 WIDTH = 100
 MAX_REMEDIES = 2
