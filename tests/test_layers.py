@@ -273,7 +273,6 @@ RENDER_READS_STILL: dict[str, set[str]] = {
     "diag.render.load_plots": {"diag.facts.load"},
     "diag.render.memory_plots": {"diag.facts.oom", "diag.facts.run_record"},  # oom_figures
     "diag.render.plots": {"diag.facts.classify"},
-    "diag.render.runners": {"diag.facts.startup"},  # capture_share
 }
 COMPUTING_LAYERS = ("diag.advise", "diag.rules", "diag.facts")
 

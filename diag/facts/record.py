@@ -61,7 +61,7 @@ from diag.facts.run_record import (
 from diag.facts.runs import Run
 from diag.facts.settings import engine_config
 from diag.facts.stalls import CaptureStall, capture_stalls
-from diag.facts.startup import Stage, startup_timeline
+from diag.facts.startup import Stage, capture_share, startup_timeline
 from diag.facts.steps import DecodeSteps, clock_jump_note, decode_steps
 from diag.facts.trace_join import TraceCheck
 from diag.facts.verdict import RunState, run_state
@@ -114,6 +114,8 @@ class RunFacts:
     config_eager: tuple[ConfigEager, ...] = ()
     # the start-up timeline (diag.facts.startup)
     startup: tuple[Stage, ...] = ()
+    # (capture seconds, start-up seconds) of that timeline: GD140's share (capture_share)
+    startup_capture: tuple[float, float] | None = None
     # batches per graph mode from /metrics counters (diag.facts.metric_counts)
     metric_counts: MetricCounts | None = None
     # how kv_tokens is known (run JSON, beside record)
@@ -405,6 +407,7 @@ def build_facts(run: Run) -> RunFacts:
         record, graphs=build_graphs(t, run.backend, record, steps, config, failed_in, counted)
     )
     stalls = capture_stalls(t) if error is None else ()
+    timeline = startup_timeline(t)
     return RunFacts(
         run,
         config,
@@ -421,7 +424,8 @@ def build_facts(run: Run) -> RunFacts:
         notes=tuple((_quiet_run_notes(t) if error is None else []) + _clock_notes(steps)),
         stalls=stalls,
         config_eager=config_eager(t, record, config, batches),
-        startup=startup_timeline(t),
+        startup=timeline,
+        startup_capture=capture_share(timeline),
         metric_counts=counted,
     )
 
