@@ -240,7 +240,8 @@ def judge(
 ) -> Report:
     """Stages 5-7 over every group: advice across groups, then group by group the rules and
     the report's evidence and recommendations, each run's facts read back only while it is
-    judged; the :class:`Report` in reading order (groups are contiguous ranges of it)."""
+    judged; the :class:`Report` in reading order (groups are contiguous ranges of it), which
+    makes the fleet summary once, for every renderer to read (``Report.fleet``)."""
     inputs = [InputStatus(p.path, status="skipped", reason=p.reason) for p in problems]
     inputs += [i for part in parts for i in part.inputs]
     snapshots = [s for part in parts for s in part.snapshots]

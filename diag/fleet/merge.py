@@ -10,7 +10,7 @@ ranges of it (:mod:`diag.fleet.groups`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -18,11 +18,9 @@ import pandas as pd
 from diag.events import EventTables
 from diag.evidence import LineReader, read_all
 from diag.fleet.partial import unpack
-from diag.pipeline import GroupFacts, judge
+from diag.pipeline import GroupFacts, Tell, judge
 from diag.report import Report
 from diag.sources.discover import Problem
-
-Tell = Callable[[str, int, int], None]
 
 
 def merge_groups(
