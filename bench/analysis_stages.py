@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from diag.advise.recommend import attach_recommendations  # noqa: E402
 from diag.advise.run_advice import advise_runs  # noqa: E402
 from diag.evidence import resolve_evidence  # noqa: E402
-from diag.facts.record import build_facts  # noqa: E402
+from diag.facts.joins import run_profiles  # noqa: E402
 from diag.facts.runs import split_runs  # noqa: E402
-from diag.fleet.joins import attach_artifacts, run_profiles  # noqa: E402
 from diag.ingest import ingest  # noqa: E402
+from diag.pipeline import facts_stage  # noqa: E402
 from diag.render.serialize import to_json  # noqa: E402
 from diag.report import Report, RunReport  # noqa: E402
 from diag.rules.engine import RuleEngine  # noqa: E402
@@ -78,8 +78,7 @@ def main() -> None:
 
     runs = split_runs(ing.tables, ing.streams)
     step("split_runs")
-    facts = [build_facts(r) for r in runs]
-    attach_artifacts(facts, ing)
+    facts = facts_stage(runs, ing, None)
     step("build_facts")
     engine = RuleEngine.load(None)
     advice = advise_runs(facts, ing.snapshots)

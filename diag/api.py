@@ -43,10 +43,13 @@ def analyze(
     stage: StageFn | None = None,
     starts_per_day: float | None = None,
 ) -> Report:
-    """Read the inputs, build facts per run, run the rules, return the :class:`Report`.
+    """Read the inputs, build facts per run, run the rules, return the :class:`Report`:
+    the stages of :mod:`diag.pipeline`, in its order.
 
     The inputs are read group by group (:mod:`diag.fleet`: rotated sets, with the
-    artifacts of their folder), each group's event tables let go once its facts are built,
+    artifacts of their folder; stages 1-4, :func:`diag.pipeline.group_stages`), then
+    advice, rules and the report over every group (:func:`diag.pipeline.judge`); each
+    group's event tables let go once its facts are built,
     so a folder of many pod logs stays bounded; the report is the one a single pass makes.
     ``tz``: the zone of log time stamps that carry none (``--tz``), to meet profiler traces'
     epoch times; None reads them as UTC. ``stage(name, done, total)`` hears of each step

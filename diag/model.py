@@ -9,6 +9,7 @@ contract.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -210,6 +211,9 @@ class Finding:
     remediation: list[str] = field(default_factory=list)
     # the cause that picked the remedies (e.g. GD100's error cause); None: one for all
     cause: str | None = None
+    # how much the finding costs a server, from its rule (a failure before a warning, a KV
+    # squeeze before padding): the order findings are shown and acted on (finding_key)
+    impact: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -223,6 +227,17 @@ class Finding:
         if self.cause is not None:
             out["cause"] = self.cause
         return out
+
+
+def finding_key(f: Finding) -> tuple[int, int, str]:
+    """Sort key of findings: most severe first, then the rule's impact, then the code."""
+    return (SEVERITY_ORDER.get(f.severity, 9), -f.impact, f.code)
+
+
+def first_change(findings: Sequence[Finding]) -> Finding | None:
+    """The finding to act on first: the first in :func:`finding_key` order with a remedy.
+    Renderers call this; none decides it on its own."""
+    return next((f for f in sorted(findings, key=finding_key) if f.remediation), None)
 
 
 def clean_json(value: Any) -> Any:

@@ -25,6 +25,7 @@ from diag.facts.requests import request_summary
 from diag.facts.run_record import RunRecord
 from diag.facts.verdict import Cut, RunState, Verdict, judge
 from diag.model import SEVERITY_ORDER, Evidence, Finding, InputStatus, Snapshot, clean_json
+from diag.summary import FleetSummary, fleet_summary
 
 SCHEMA = "graphdiag.report/1"
 
@@ -112,6 +113,8 @@ class RunReport:
     cut: Cut | None = None  # an input of the run not read whole (Report: mark_cuts)
     # the run's name on every surface (run_labels, set once by the Report holding it)
     label: str = ""
+    # notes of rules held back on this run (RuleEngine.judge), after the facts' own
+    rule_notes: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -121,8 +124,10 @@ class RunReport:
         advice: Advice | None = None,
         fleet: FleetRun | None = None,
         restore: Callable[[], RunFacts] | None = None,
+        rule_notes: tuple[str, ...] = (),
     ) -> None:
         self.held = HeldFacts(facts, restore)
+        self.rule_notes = rule_notes
         self.findings = findings if findings is not None else []
         self.recommendation = recommendation
         self.advice = advice
@@ -149,6 +154,11 @@ class RunReport:
     @property
     def record(self) -> RunRecord:
         return self.facts.record
+
+    @property
+    def notes(self) -> list[str]:
+        """The run's notes: its facts' (joins included), then the rules' held back."""
+        return [*self.facts.notes, *self.rule_notes]
 
     @property
     def verdict(self) -> Verdict:
@@ -205,7 +215,7 @@ class RunReport:
             },
             "requests": clean_json(request_summary(self.facts.requests)),
             "memory_check": clean_json(self.facts.memory_check),
-            "notes": list(self.facts.notes),
+            "notes": self.notes,
         }
         if self.recommendation is not None:
             out["recommendation"] = clean_json(self.recommendation)
@@ -221,6 +231,9 @@ class Report:
     tables: EventTables
     generated_at: str | None = None
     traces: list[TraceAnalysis] = field(default_factory=list)  # torch-profiler traces
+    # two runs or more: groups, outliers, one bucket set (diag.summary), made once here, once
+    # every run is judged; the renderers only read it
+    fleet: FleetSummary | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         note_inputs_without_runs(self.inputs, self.runs)
@@ -228,6 +241,7 @@ class Report:
         labels = run_labels([r.id for r in self.runs])
         for r in self.runs:
             r.label = labels[r.id]
+        self.fleet = fleet_summary(self.runs)
 
     def inputs_to_show(self) -> list[InputStatus]:
         """Inputs a reader must hear about: not fully read, or read without making a run

@@ -14,7 +14,7 @@ import yaml
 
 from diag.advise.recommend import RecommendError, recommend
 from diag.api import analyze
-from diag.facts.figures import number, share
+from diag.figures import number, share
 from tests.conftest import ROOT
 
 INCIDENTS = ROOT / "fixtures" / "incidents"

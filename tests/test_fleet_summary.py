@@ -10,6 +10,7 @@ tests/data/engine_defaults.yaml) rather than read back from the code under test.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -148,8 +149,9 @@ def test_summary_reads_no_event_table(tmp_path: Path) -> None:
     """A pure function of per-run results: with every run's tables gone, the same summary."""
     report = analyze([str(fleet_gen.build().write(tmp_path / "pods"))], generated_at="x")
     before = _doc(report)["fleet"]
-    for run in report.runs:
-        run.facts.run.tables = EventTables()
+    for run in report.runs:  # facts are frozen: each run given facts without tables
+        f = run.facts
+        run.facts = dataclasses.replace(f, run=dataclasses.replace(f.run, tables=EventTables()))
     bare = Report(report.inputs, report.runs, report.profiles, report.snapshots, EventTables(), "x")
     assert _doc(bare)["fleet"] == before
 

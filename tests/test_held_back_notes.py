@@ -29,12 +29,14 @@ def test_saturation_without_graph_facts_is_a_note(tmp_path: Path) -> None:
     report = analyze([str(path)], generated_at="x")
     run = report.runs[0]
     assert [f.code for f in run.findings if f.code == "GD120"] == []
-    notes = [n for n in run.facts.notes if "KV pool saturated" in n]
+    notes = [n for n in run.notes if "KV pool saturated" in n]
     assert notes == [
         "KV pool saturated (2 retractions, 0 preemptions); not reported as GD120 kv-squeeze: "
         "the log does not say whether CUDA graphs are on"
     ]
-    assert report.to_dict()["runs"][0]["notes"] == run.facts.notes
-    # the rules evaluated again on the same facts (recommend, compare): no second note
-    RuleEngine.load().evaluate(run.facts, report.snapshots, run.advice)
-    assert len([n for n in run.facts.notes if "KV pool saturated" in n]) == 1
+    assert report.to_dict()["runs"][0]["notes"] == run.notes
+    # the rules judge again on the same facts (recommend, compare): the facts are frozen,
+    # the same note comes back, and the run's notes still hold it once
+    again = RuleEngine.load().judge(run.facts, report.snapshots, run.advice)[1]
+    assert [n for n in again if "KV pool saturated" in n] == notes
+    assert len([n for n in run.notes if "KV pool saturated" in n]) == 1

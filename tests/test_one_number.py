@@ -1,7 +1,7 @@
 """One number per fact (issue 24 point 5): padding waste, captured share, capture memory and
 time, and the ceiling read the same in analyze's text and HTML, in `recommend` and in
 `compare`, on every fixture incident and every shared corpus log present; each is taken from
-the run's record and formatted by :mod:`diag.facts.figures`."""
+the run's record and formatted by :mod:`diag.figures`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from diag.advise.recommend import MEASURED, RecommendError, recommend
 from diag.api import analyze
-from diag.facts.figures import number, share
+from diag.figures import number, share
 from diag.render.compare import compare
 from diag.render.compare import render_text as compare_text
 from diag.render.html import render_html

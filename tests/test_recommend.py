@@ -8,6 +8,7 @@ the pasted flags) and the regenerated log is analysed again.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -337,7 +338,7 @@ def _echoed(f: RunFacts, **more: object) -> EngineConfig:
 def test_sglang_two_batch_overlap_limits(tmp_path: Path) -> None:
     log = write_sglang(tmp_path / "s" / "server.log", OUT_OF_WINDOW, sg.default_sizes(32))
     f = analyze([str(log)]).runs[0].facts
-    f.config = _echoed(f, enable_two_batch_overlap=True, tp_size=2)
+    f = dataclasses.replace(f, config=_echoed(f, enable_two_batch_overlap=True, tp_size=2))
     assert engine_limits(f).multiple() == 4
 
 
@@ -383,6 +384,7 @@ def test_no_speculative_note_without_an_algorithm(tmp_path: Path) -> None:
     assert "speculative_algorithm" in f.config.raw and f.config.speculative_algorithm is None
     rec = recommend(rep.runs, rep.snapshots)
     assert not any("speculative" in n for n in rec["notes"])
-    f.config = _echoed(f, speculative_algorithm="EAGLE", speculative_num_draft_tokens=4)
+    echoed = _echoed(f, speculative_algorithm="EAGLE", speculative_num_draft_tokens=4)
+    rep.runs[0].facts = dataclasses.replace(f, config=echoed)
     rec = recommend(rep.runs, rep.snapshots, max_buckets=6)
     assert any("speculative decoding (EAGLE)" in n and "requests" in n for n in rec["notes"])

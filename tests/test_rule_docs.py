@@ -13,7 +13,7 @@ import pytest
 from diag.api import analyze
 from diag.model import Finding
 from diag.rules.engine import RuleEngine, first_change
-from diag.rules.registry import ALL_CODES, RULES, readme_table
+from diag.rules.registry import ALL_CODES, BY_CODE, RULES, readme_table
 from tests.conftest import ROOT
 
 INCIDENTS = ROOT / "fixtures" / "incidents"
@@ -77,8 +77,8 @@ def test_overrides_reach_the_rules(tmp_path: Path) -> None:
 
 
 def test_first_change_is_most_severe_then_highest_impact() -> None:
-    def f(code: str, sev: str) -> Finding:
-        return Finding(code, code, sev, "m", [], ["do it"])
+    def f(code: str, sev: str) -> Finding:  # as the rule engine makes it: the rule's impact
+        return Finding(code, code, sev, "m", [], ["do it"], impact=BY_CODE[code].impact)
 
     # a failure before a warning; a KV squeeze before padding; info last
     assert first_change([f("GD111", "warning"), f("GD100", "error")]).code == "GD100"

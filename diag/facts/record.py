@@ -61,8 +61,9 @@ from diag.facts.run_record import (
 from diag.facts.runs import Run
 from diag.facts.settings import engine_config
 from diag.facts.stalls import CaptureStall, capture_stalls
-from diag.facts.startup import Stage, startup_timeline
+from diag.facts.startup import Stage, capture_share, startup_timeline
 from diag.facts.steps import DecodeSteps, clock_jump_note, decode_steps
+from diag.facts.trace_join import TraceCheck
 from diag.facts.verdict import RunState, run_state
 from diag.model import Snapshot, headline
 
@@ -86,9 +87,10 @@ DISABLING_REASONS = {
 DECODE_PHASES = {"decode", "verify", "all", "draft", "draft_extend", "draft_verify"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunFacts:
-    """Everything rules and renderers need about one run."""
+    """Everything rules and renderers need about one run; frozen once built (the joins of
+    artifacts and traces are inputs of the build, :func:`diag.facts.joins.joined`)."""
 
     run: Run
     config: EngineConfig  # the one typed reading of the run's settings (diag.engines)
@@ -102,8 +104,8 @@ class RunFacts:
     agreement: dict[str, Any] | None = None
     requests: pd.DataFrame = field(default_factory=pd.DataFrame)
     memory_check: dict[str, Any] | None = None  # log capture memory vs snapshot graph pools
-    notes: list[str] = field(default_factory=list)
-    # the run's snapshot graph-pool total (GiB), set once where artifacts are joined to runs
+    notes: tuple[str, ...] = ()
+    # the run's snapshot graph-pool total (GiB), from the artifacts joined to the run
     # (see snapshot_graph_pool_gib); rules, advice and renderers read it from here
     snapshot_graph_pool_gib: float | None = None
     # ranks stuck in a capture (diag.facts.stalls)
@@ -112,13 +114,14 @@ class RunFacts:
     config_eager: tuple[ConfigEager, ...] = ()
     # the start-up timeline (diag.facts.startup)
     startup: tuple[Stage, ...] = ()
+    # (capture seconds, start-up seconds) of that timeline: GD140's share (capture_share)
+    startup_capture: tuple[float, float] | None = None
     # batches per graph mode from /metrics counters (diag.facts.metric_counts)
     metric_counts: MetricCounts | None = None
     # how kv_tokens is known (run JSON, beside record)
     kv_tokens_source: str | None = None
-    # diag.facts.trace_join.TraceCheck: the run's profiler traces joined to its batches, set
-    # where traces join runs (typed loosely: trace_join imports this module)
-    trace_check: Any = None
+    # the run's profiler traces joined to its batches (diag.facts.joins)
+    trace_check: TraceCheck | None = None
 
     @property
     def tables(self) -> EventTables:
@@ -404,6 +407,7 @@ def build_facts(run: Run) -> RunFacts:
         record, graphs=build_graphs(t, run.backend, record, steps, config, failed_in, counted)
     )
     stalls = capture_stalls(t) if error is None else ()
+    timeline = startup_timeline(t)
     return RunFacts(
         run,
         config,
@@ -417,10 +421,11 @@ def build_facts(run: Run) -> RunFacts:
         agreement(batches, window.ceiling or ceiling),
         request_table(t, batches),
         kv_tokens_source=kv_source,
-        notes=(_quiet_run_notes(t) if error is None else []) + _clock_notes(steps),
+        notes=tuple((_quiet_run_notes(t) if error is None else []) + _clock_notes(steps)),
         stalls=stalls,
         config_eager=config_eager(t, record, config, batches),
-        startup=startup_timeline(t),
+        startup=timeline,
+        startup_capture=capture_share(timeline),
         metric_counts=counted,
     )
 

@@ -9,7 +9,7 @@ timestamps and read in reverse.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +24,7 @@ _PER_RUNNER = frozenset({"init_distributed"})  # printed by each model runner, d
 _FILE_STRIDE = 10**10
 
 
-@dataclass
+@dataclass(frozen=True)
 class Run:
     id: str
     stream: str
@@ -259,35 +259,37 @@ _METRICS_ONLY = frozenset({"metric", "input_note"})
 def _join_metrics(runs: list[Run]) -> list[Run]:
     """A /metrics dump makes a stream of its own; beside a log of the same engine (same
     folder) it joins that log's last run, as a snapshot does. Alone it stays a run."""
-    out: list[Run] = []
-    for run in runs:
+    runs = list(runs)  # a host is replaced by itself with the dump joined
+    joined: set[int] = set()
+    for i, run in enumerate(runs):
         kinds = {k for k, f in run.tables._frames.items() if not f.empty}
         if not kinds or not kinds <= _METRICS_ONLY or "metric" not in kinds:
-            out.append(run)
             continue
         folders = {str(Path(s).parent) for s in run.sources}
-        host = next(
+        at = next(
             (
-                r
-                for r in reversed(runs)
-                if r is not run
-                and r.backend == run.backend
-                and not {k for k, f in r.tables._frames.items() if not f.empty} <= _METRICS_ONLY
-                and folders & {str(Path(s).parent) for s in r.sources}
+                j
+                for j in reversed(range(len(runs)))
+                if j != i
+                and runs[j].backend == run.backend
+                and not {k for k, f in runs[j].tables._frames.items() if not f.empty}
+                <= _METRICS_ONLY
+                and folders & {str(Path(s).parent) for s in runs[j].sources}
             ),
             None,
         )
-        if host is None:
-            out.append(run)
+        if at is None:
             continue
+        host = runs[at]
         frames = dict(host.tables._frames)
         for kind, frame in run.tables._frames.items():
             frames[kind] = (
                 pd.concat([frames[kind], frame], ignore_index=True) if kind in frames else frame
             )
-        host.tables = EventTables(frames)
-        host.sources = [*host.sources, *[s for s in run.sources if s not in host.sources]]
-    return out
+        sources = [*host.sources, *[s for s in run.sources if s not in host.sources]]
+        runs[at] = replace(host, tables=EventTables(frames), sources=sources)
+        joined.add(i)
+    return [r for i, r in enumerate(runs) if i not in joined]
 
 
 def _boundaries(startup: pd.DataFrame | None) -> list[int]:

@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 
 from diag.artifacts.trace import VERDICTS, TraceAnalysis
-from diag.facts.record import RunFacts
 from diag.facts.run_record import TraceVerified
 
 TOLERANCE_S = 1.0
@@ -43,7 +42,7 @@ MATCH_COLUMNS = [
 ]
 
 
-@dataclass
+@dataclass(frozen=True)
 class TraceCheck:
     """What the run's traces say about its decode batches."""
 
@@ -90,8 +89,10 @@ def _rank_number(label: Any) -> float:
     return float(m.group(1)) if m else float("nan")
 
 
-def verify(facts: RunFacts, traces: list[TraceAnalysis], tz_offset_s: float = 0.0) -> TraceCheck:
-    """Join the step traces of ``traces`` to the run's decode batches."""
+def verify(
+    batches: pd.DataFrame, traces: list[TraceAnalysis], tz_offset_s: float = 0.0
+) -> TraceCheck:
+    """Join the step traces of ``traces`` to the run's decode batches (``RunFacts.batches``)."""
     step_traces = [t for t in traces if t.kind == "step_trace"]
     steps: dict[str, int] = {
         v: sum(t.summary["steps"].get(v, 0) for t in step_traces) for v in VERDICTS
@@ -99,7 +100,6 @@ def verify(facts: RunFacts, traces: list[TraceAnalysis], tz_offset_s: float = 0.
     decode: dict[str, int] = dict.fromkeys(VERDICTS, 0)
     rows: list[dict[str, Any]] = []
     no_epoch: list[str] = []
-    batches = facts.batches
     decided = batches[batches["verdict"].isin(["graph", "eager"])] if not batches.empty else batches
     codes, labels = pd.factorize(decided["rank"]) if len(decided) else (np.zeros(0, int), [])
     # the rank number of each distinct label; code -1 (no label at all) takes the last: 0

@@ -1,33 +1,26 @@
 """The groups' compact facts made into one ``Report``, exactly as one pass makes it.
 
-Every cross-run step of the analysis happens here, over all groups: advice pools the
-runs of one server across groups (same stream or the same config echo), the rules read
-it; then group by group the rules, the evidence lines and the recommendations, each run's
-facts unpacked only while it is judged. Inputs, runs, profiles, snapshots and traces come
-in reading order: groups are contiguous ranges of it (:mod:`diag.fleet.groups`).
+What a fleet adds to the pipeline's last stages (:func:`diag.pipeline.judge`: advice
+across groups, then rules and report group by group): the evidence lines read by the line
+anchors every group's ingest left, and the groups' event tables joined when first read.
+Inputs, runs, profiles, snapshots and traces come in reading order: groups are contiguous
+ranges of it (:mod:`diag.fleet.groups`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
-from diag.advise.fleet import FleetRun, fleet_run
-from diag.advise.recommend import attach_recommendations
-from diag.advise.run_advice import advise_runs
-from diag.advise.traffic import RunEvidence
-from diag.event_frames import release_freed_memory
 from diag.events import EventTables
-from diag.evidence import LineReader, read_all, resolve_evidence, rotation_chain
-from diag.fleet.partial import GroupFacts, unpack
-from diag.model import InputStatus
-from diag.report import Report, RunReport
+from diag.evidence import LineReader, read_all
+from diag.fleet.partial import unpack
+from diag.pipeline import GroupFacts, Tell, judge
+from diag.report import Report
 from diag.sources.discover import Problem
-
-Tell = Callable[[str, int, int], None]
 
 
 def merge_groups(
@@ -42,61 +35,14 @@ def merge_groups(
     """One report of every group's facts (each part's run list is let go once judged; a
     run's packed facts stay, as what its report unpacks them from). ``read``: how evidence
     lines are read (None: from the files here, seeking to the line anchors reading left)."""
-    from diag.rules.engine import RuleEngine
-
     if read is None:
         anchors = {path: a for part in parts for path, a in part.line_anchors.items()}
 
         def read(wanted: Mapping[str, set[int]]) -> Mapping[str, Mapping[int, str]]:
             return read_all(wanted, anchors)
 
-    inputs = [InputStatus(p.path, status="skipped", reason=p.reason) for p in problems]
-    inputs += [i for part in parts for i in part.inputs]
-    snapshots = [s for part in parts for s in part.snapshots]
-    chain = rotation_chain([i.path for i in inputs if i.kind == "log"])
-    engine = RuleEngine.load(rules_file)
-    # advice first, from facts alone: the rules and every renderer quote it (issue 14)
-    tell("advice (bucket sets)", 0, 0)
-    lights = [r.light for part in parts for r in part.runs]
-    evidence: dict[str, RunEvidence | None] = {}  # each run's, built once for both steps
-    advice = advise_runs(lights, snapshots, evidence, starts_per_day)
-    total = len(lights)
-    fleet = total > 1
-    # the fleet summary's per-run value (binned traffic) from the same evidence, each let go
-    # once binned: none of it is held while the runs' frames are unpacked below
-    fleet_of: dict[str, FleetRun] = {}
-    for light in lights if fleet else ():
-        fleet_of[light.run.id] = fleet_run(light, snapshots, evidence)
-        evidence.pop(light.run.id, None)
-    del evidence, lights
-    release_freed_memory()
-    runs: list[RunReport] = []
-    for part in parts:
-        mine: list[RunReport] = []
-        for packed in part.runs:
-            tell("rules per run", len(runs) + len(mine), total)
-            f = packed.facts()
-            got = advice.get(f.run.id)
-            findings = engine.evaluate(f, snapshots, got)
-            run_fleet = fleet_of[f.run.id] if fleet else None
-            mine.append(RunReport(f, findings, advice=got, fleet=run_fleet, restore=packed.facts))
-        part.runs = []
-        tell("evidence", 0, 0)
-        resolve_evidence(mine, read, chain)
-        tell("recommendations", 0, 0)
-        attach_recommendations(mine, snapshots, starts_per_day)
-        runs += mine
-    tables = [part.tables for part in parts]
-    return Report(
-        inputs,
-        runs,
-        [p for part in parts for p in part.run_profiles]
-        + [p for part in parts for p in part.profiles],
-        snapshots,
-        JoinedTables([t for t in tables if t is not None]),
-        generated_at,
-        traces=[t for part in parts for t in part.traces],
-    )
+    tables = JoinedTables([part.tables for part in parts if part.tables is not None])
+    return judge(problems, parts, tables, rules_file, generated_at, read, tell, starts_per_day)
 
 
 class JoinedTables(EventTables):

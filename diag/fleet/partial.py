@@ -1,9 +1,9 @@
 """One input group read into compact facts: what the merge needs of it, no event tables.
 
-Reading a group is everything of ``analyze`` that only looks inside the group: ingest,
-the run split, facts per run, and joining the group's snapshots, tables and traces to its
-runs (:func:`diag.fleet.groups.group_files` keeps each artifact with every run it could
-join). Advice pools runs across groups (same config echo), so rules and advice wait for
+Reading a group is the pipeline's stages that only look inside the group
+(:func:`diag.pipeline.group_stages`: ingest, the run split, facts per run with the group's
+snapshots, tables and traces joined to its runs; :func:`diag.fleet.groups.group_files`
+keeps each artifact with every run it could join). Advice pools runs across groups (same config echo), so rules and advice wait for
 the merge; each run's event tables and frames are packed (zlib-pickled, about 7 KB for a
 small pod log against 0.3 MB of pandas) until the merge reads them run by run.
 """
@@ -13,22 +13,18 @@ from __future__ import annotations
 import pickle
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import tzinfo
 from typing import Any
 
 import pandas as pd
 
-from diag.artifacts.trace import TraceAnalysis
-from diag.event_frames import release_freed_memory
 from diag.events import EVENT_KINDS, EventTables, empty_frame
-from diag.facts.record import RunFacts, build_facts
-from diag.facts.runs import split_runs
+from diag.facts.record import RunFacts
 from diag.fleet.groups import InputGroup
-from diag.fleet.joins import attach_artifacts, attach_traces, run_profiles
-from diag.ingest import Ingested, ProgressFn, StageFn, ingest_files
-from diag.model import InputStatus, Snapshot
-from diag.sources.readers import LineAnchor
+from diag.ingest import Ingested, ProgressFn, StageFn
+from diag.pipeline import GroupFacts as GroupFacts  # re-exported: the driver reads it here
+from diag.pipeline import group_stages, ingest_stage, inputs_stage, quiet
 
 _NO_ROWS = pd.DataFrame()
 
@@ -105,22 +101,6 @@ class PackedRun:
         return replace(self.light, batches=batches, requests=requests)
 
 
-@dataclass
-class GroupFacts:
-    """One group, read: its inputs' statuses, runs, artifacts, and its event tables packed
-    (``Report.tables``; None where they stay on a cluster worker; the frames themselves when
-    the group is read unpacked)."""
-
-    inputs: list[InputStatus]
-    runs: list[PackedRun]
-    run_profiles: list[dict[str, Any]]  # operator tables logged inside the runs
-    profiles: list[dict[str, Any]]  # standalone table files
-    snapshots: list[Snapshot]
-    traces: list[TraceAnalysis] = field(default_factory=list)
-    tables: bytes | dict[str, pd.DataFrame] | None = None
-    line_anchors: dict[str, tuple[LineAnchor, ...]] = field(default_factory=dict)  # Ingested's
-
-
 def read_group(
     group: InputGroup,
     tz: tzinfo | None = None,
@@ -131,9 +111,8 @@ def read_group(
     keep_tables: bool = True,
     packed: bool = True,
 ) -> GroupFacts:
-    """Ingest one group and build its facts, artifacts joined (the steps of ``analyze``
-    that stay inside a group)."""
-    ing = ingest_files(group.files, (), progress, jobs=jobs, stage=stage)
+    """Stages 1-4 of the pipeline on one group (ingest, runs, facts with joins), packed."""
+    ing = ingest_stage(inputs_stage(group.files), jobs=jobs, progress=progress, stage=stage)
     return group_facts(ing, tz, keep_tables, stage, packed)
 
 
@@ -148,24 +127,15 @@ def group_facts(
 
     ``packed=False`` (the only group of an analysis: one large log, nothing to bound) keeps
     the runs and tables as they are: packing them would only cost time and a second copy."""
-    if stage is not None:
-        stage("splitting runs", 0, 0)
-    split = split_runs(ing.tables, ing.streams)
-    facts = []
-    for i, run in enumerate(split):
-        if stage is not None:
-            stage("facts per run", i, len(split))
-        facts.append(build_facts(run))
-    release_freed_memory()  # the stages' temporaries, kept by the allocators otherwise
-    attach_artifacts(facts, ing)
-    attach_traces(facts, ing.traces, tz)
-    return GroupFacts(
-        ing.inputs,
-        [PackedRun.of(f) if packed else PackedRun(f, None) for f in facts],
-        run_profiles(facts),
-        [dict(p) for p in ing.profiles],
-        ing.snapshots,
-        ing.traces,
-        (pack(ing.tables._frames) if packed else ing.tables._frames) if keep_tables else None,
-        ing.line_anchors,
+    tables = (pack(ing.tables._frames) if packed else ing.tables._frames) if keep_tables else None
+    return group_stages(
+        ing,
+        tz,
+        PackedRun.of if packed else _live,
+        tables,
+        quiet if stage is None else stage,
     )
+
+
+def _live(f: RunFacts) -> PackedRun:
+    return PackedRun(f, None)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from diag.advise.bucket_sets import Advice
-from diag.facts.figures import share
+from diag.figures import share
 from diag.render import palette as pal
 from diag.render.axes import finish_axes
 from diag.render.figspec import Spec

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from diag.comparison import SCHEMA, compare, main_run, not_comparable, promise_held
-from diag.facts.figures import number, share
+from diag.figures import number, share
 
 __all__ = [
     "SCHEMA",

@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 from markupsafe import Markup
 
 from diag.about import __version__
-from diag.model import SEVERITY_ORDER, Finding, Snapshot
+from diag.model import SEVERITY_ORDER, Finding, Snapshot, finding_key, first_change
 from diag.render import trace_panel
-from diag.render.fleet import fleet_summary, fleet_view
+from diag.render.fleet import fleet_view
 from diag.render.html_page import Page, csp_hash, environment, plotly_js, template
 from diag.render.html_run import run_view, unattached_view
 from diag.render.inputs import input_lines
@@ -33,7 +33,6 @@ from diag.render.serialize import record_yaml
 from diag.render.text import VERDICT_BADGE, headline, verdict_text
 from diag.render.view import EvidenceLine, FindingCard, FindingGroup, FirstChange, RunRow
 from diag.report import Report, RunReport
-from diag.rules.engine import finding_key, first_change
 
 _T = TypeVar("_T")
 
@@ -220,7 +219,7 @@ def render_html(report: Report) -> str:
     for view, (_, run) in zip(runs, pairs, strict=True):
         view["traces"] = trace_views.get(run.id)
     rows = [row for row, _ in (order if many else pairs)]
-    fleet = fleet_summary(report)  # two runs or more
+    fleet = report.fleet  # two runs or more
     anchors = {run.id: row.anchor for row, run in pairs}
     loose = unattached_view(page, loose_profiles, loose_snapshots)
     plotly_script = plotly_js()

@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from diag.engines import spec_for
-from diag.facts.figures import number
 from diag.facts.load import has_load
 from diag.facts.run_record import RunRecord
+from diag.figures import number
 from diag.model import Snapshot
 from diag.render import advice_plots, load_plots, memory_plots, plots
 from diag.render.axes import TimeAxis, wants_table

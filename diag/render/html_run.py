@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from diag.facts.classify import Reason
-from diag.facts.figures import share
 from diag.facts.load import load_timeline
+from diag.figures import share
 from diag.model import Snapshot
 from diag.render import memory_plots, plots
 from diag.render.axes import time_axis
@@ -370,7 +370,7 @@ def run_view(
         snapshots=snapshots,
         load_bin_s=load_bin_s,
     )
-    notes = [n for n in facts.notes if not (snapshots and n.startswith("snapshot "))]
+    notes = [n for n in run.notes if not (snapshots and n.startswith("snapshot "))]
     flags = (run.recommendation or {}).get("flags")
     return {
         "row": row,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from diag.facts.figures import share
+from diag.figures import share
 
 
 def known(v: Any) -> bool:

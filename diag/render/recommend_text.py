@@ -1,15 +1,14 @@
 """`graphdiag recommend` as a terminal summary, read from the recommend document alone.
 
 The two sets side by side, the decision, the flags to paste, the frontier and the
-parameters; every figure formatted as analyze formats it (:mod:`diag.facts.figures`)."""
+parameters; every figure formatted as analyze formats it (:mod:`diag.figures`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from diag.advise.recommend import ESTIMATED, MEASURED
-from diag.facts.figures import share
+from diag.figures import share
 
 __all__ = ["render_text"]
 
@@ -98,7 +97,7 @@ def render_text(rec: dict[str, Any]) -> str:
             f"({rec['decode_batches']} lines, main run {rec['main_run']}); sizes in {unit}:",
             f"  traffic ceiling {rec['ceiling']} {unit} ({_ceiling_basis(rec)}); "
             f"validation: {val['how']}",
-            f"  current ({cur['source']}; {cur.get('figures', MEASURED).split(':')[0]}): "
+            f"  current ({cur['source']}; {cur['figures'].split(':')[0]}): "
             f"{_fmt_sizes(cur['sizes'])}",
             f"      coverage {_pct(cur['coverage'])}, padding waste {_pct(cur['padding_waste'])}, "
             f"cost {cur['cost_s_h']:,.2f} GPU-s/h, "
@@ -108,8 +107,7 @@ def render_text(rec: dict[str, Any]) -> str:
                 if cur.get("snapshot_graph_pool_gib") is not None
                 else ""
             ),
-            f"  recommended ({new.get('figures', ESTIMATED).split(':')[0]}): "
-            f"{_fmt_sizes(new['sizes'])}",
+            f"  recommended ({new['figures'].split(':')[0]}): {_fmt_sizes(new['sizes'])}",
             f"      coverage {_pct(new['coverage'])} ("
             + (
                 f"promised on new traffic: {_pct(new['promised_coverage'])}"

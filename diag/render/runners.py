@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from diag.facts.figures import number, share
-from diag.facts.startup import capture_share
+from diag.figures import number, share
 from diag.render.sizes import compact_sizes
 from diag.report import RunReport
 
@@ -103,7 +102,7 @@ def startup_line(run: RunReport) -> str | None:
             parts.append(f"{_stage_name(s)} {number(s.seconds)} s")
     if not parts:
         return None
-    cs = capture_share(stages)
+    cs = run.facts.startup_capture
     tail = f" (capture {share(cs[0] / cs[1])} of {number(cs[1])} s)" if cs else ""
     return "start-up: " + ", ".join(parts) + tail
 
@@ -130,7 +129,7 @@ def startup_view(run: RunReport) -> dict[str, Any] | None:
                 "bar": round(bar, 1),
             }
         )
-    cs = capture_share(run.facts.startup)
+    cs = run.facts.startup_capture
     return {
         "rows": rows,
         "share": f"capture {share(cs[0] / cs[1])} of a {number(cs[1])} s start-up" if cs else None,

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from diag.render.fleet import fleet_json, fleet_summary
+from diag.render.fleet import fleet_json
 from diag.render.sizes import compact_sizes
 from diag.report import Report, clean_json
 
@@ -24,7 +24,7 @@ COMPACT_FROM = 17  # lists up to 16 sizes read fine as a list
 
 def to_json(report: Report) -> str:
     doc = report.to_dict()
-    fleet = fleet_summary(report)  # two runs or more: the fleet summary, an additive key
+    fleet = report.fleet  # two runs or more: the fleet summary, an additive key
     if fleet is not None:
         doc["fleet"] = fleet_json(fleet)
     return json.dumps(doc, indent=2, sort_keys=False, ensure_ascii=False) + "\n"

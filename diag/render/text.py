@@ -12,17 +12,16 @@ import textwrap
 from functools import partial
 from typing import Any
 
-from diag.facts.figures import number, share
-from diag.model import SEVERITY_ORDER
+from diag.figures import number, share
+from diag.model import SEVERITY_ORDER, finding_key
 from diag.render import trace_panel
-from diag.render.fleet import fleet_summary, fleet_text
+from diag.render.fleet import fleet_text
 from diag.render.inputs import input_lines, run_input_notes
 from diag.render.mdtable import md_cell, md_table
 from diag.render.plots import prepare_batches, throughput_table
 from diag.render.runners import runner_lines, startup_line
 from diag.render.sizes import compact_sizes
 from diag.report import Report, RunReport
-from diag.rules.engine import finding_key
 
 WIDTH = 100
 MAX_REMEDIES = 2
@@ -230,11 +229,11 @@ def render_text(report: Report) -> str:
         out.append("Runs:")
     for run in report.runs:
         out.extend(wrap(verdict(run), WIDTH, subsequent_indent="     "))
-        notes = run.facts.notes + run_input_notes(report, run.facts.run.sources)
+        notes = run.notes + run_input_notes(report, run.facts.run.sources)
         lines = [verdict_line(run), *record_lines(run)]
         for line in lines + [f"note: {n}" for n in notes]:
             out.extend(wrap(line, WIDTH, initial_indent="     ", subsequent_indent="       "))
-    fleet = fleet_summary(report)  # two runs or more
+    fleet = report.fleet  # two runs or more
     if fleet is not None:
         out.append("")
         for line in fleet_text(fleet, {r.id: r.label for r in report.runs}):

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal
 
 from diag.engines.flags import accepts, cite
 from diag.engines.version import Version, parse_version
-from diag.facts.figures import number, share
+from diag.figures import number, share
 from diag.model import Finding
 from diag.rules.metrics import RunMetrics
 
@@ -212,6 +212,6 @@ class Rule(ABC):
         }
 
 
-# rule messages format figures as every other output does (diag.facts.figures)
+# rule messages format figures as every other output does (diag.figures)
 pct = share
 num = number

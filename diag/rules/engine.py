@@ -8,7 +8,7 @@ Users override thresholds, severities or switch rules off with ``--rules FILE``:
 
 Findings come back ordered so that the first is the first change: the most severe, then the
 highest-impact (a failure before a warning, a KV squeeze before padding); see
-:func:`first_change`.
+:func:`diag.model.first_change`.
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from diag.facts.record import RunFacts
 from diag.model import Finding, Snapshot
+from diag.model import finding_key as finding_key  # re-exported
+from diag.model import first_change as first_change  # re-exported
 from diag.rules.base import SEVERITIES, Rule, Severity, acts
 from diag.rules.metrics import RunMetrics, run_metrics
 from diag.rules.registry import BY_CODE, RULES
@@ -41,20 +43,6 @@ class RulesError(ValueError):
 
 def _order_key(rule: Rule) -> tuple[int, int, str]:
     return (SEVERITIES.index(rule.active_severity), -rule.impact, rule.code)
-
-
-def finding_key(f: Finding) -> tuple[int, int, str]:
-    """Sort key of findings: most severe first, then the rule's impact (a failure before a
-    warning, a KV squeeze before padding), then the code."""
-    rule = BY_CODE.get(f.code)
-    sev = SEVERITIES.index(cast(Severity, f.severity)) if f.severity in SEVERITIES else 9
-    return (sev, -(rule.impact if rule else 0), f.code)
-
-
-def first_change(findings: Sequence[Finding]) -> Finding | None:
-    """The finding to act on first: the first in :func:`finding_key` order with a remedy.
-    Renderers call this; none decides it on its own."""
-    return next((f for f in sorted(findings, key=finding_key) if f.remediation), None)
 
 
 @dataclass
@@ -82,15 +70,30 @@ class RuleEngine:
         snapshots: Sequence[Snapshot] | None = None,
         advice: Advice | None = None,
     ) -> list[Finding]:
-        m = run_metrics(facts, snapshots, advice)
-        return self.evaluate_metrics(m, facts)
+        return self.judge(facts, snapshots, advice)[0]
 
-    def evaluate_metrics(self, m: RunMetrics, facts: RunFacts) -> list[Finding]:
+    def judge(
+        self,
+        facts: RunFacts,
+        snapshots: Sequence[Snapshot] | None = None,
+        advice: Advice | None = None,
+    ) -> tuple[list[Finding], tuple[str, ...]]:
+        """The findings, and the notes of rules held back (a signal no rule could report,
+        said rather than dropped; those the facts already note left out)."""
+        m = run_metrics(facts, snapshots, advice)
         fired = [r for r in sorted(self.rules, key=_order_key) if r.fires(m)]
+        notes: list[str] = []
         for rule in self.rules:
             note = None if rule in fired else rule.held_back(m)
-            if note is not None and note not in facts.notes:
-                facts.notes.append(note)
+            if note is not None and note not in facts.notes and note not in notes:
+                notes.append(note)
+        return self.evaluate_metrics(m, facts, fired), tuple(notes)
+
+    def evaluate_metrics(
+        self, m: RunMetrics, facts: RunFacts, fired: list[Rule] | None = None
+    ) -> list[Finding]:
+        if fired is None:
+            fired = [r for r in sorted(self.rules, key=_order_key) if r.fires(m)]
         findings: dict[str, Finding] = {}
         for rule in fired:
             findings[rule.code] = Finding(
@@ -101,6 +104,7 @@ class RuleEngine:
                 SELECTORS[rule.evidence](facts),
                 rule.remediation(m),
                 rule.cause(m),
+                rule.impact,
             )
         for rule in fired:
             f = findings[rule.code]

@@ -24,7 +24,6 @@ from diag.facts.config_eager import ConfigEager
 from diag.facts.graphs import total
 from diag.facts.record import RunFacts, captured_size_count, sizing
 from diag.facts.request_errors import RequestErrors
-from diag.facts.startup import capture_share
 from diag.facts.verdict import EngineError
 from diag.model import Snapshot
 from diag.rules.advisories import Advisory
@@ -364,7 +363,7 @@ def run_metrics(
         capture_stalls=tuple(s.sentence() for s in facts.stalls),
         config_eager=facts.config_eager,
         capture_sizes=tuple(sizes),
-        startup_capture=capture_share(facts.startup),
+        startup_capture=facts.startup_capture,
         profile_cuda_graph=cfg.profile_cuda_graph,
         ceiling_flag=spec.ceiling_flag(facts.engine_version, cfg.raw, None) if spec else "",
         graphs_off_flag=spec.graphs_off_flag(facts.engine_version, cfg.raw) if spec else "",

@@ -1,4 +1,5 @@
-"""Join a group's snapshots, standalone tables and profiler traces to its runs.
+"""Join a group's snapshots, standalone tables and profiler traces to its runs: the joins
+are inputs of each run's facts (:class:`RunJoins`, :func:`joined`), not edits after them.
 
 Each artifact joins the run whose logs share its deepest folder
 (:func:`diag.fleet.groups.group_files` keeps it in one group with every such run).
@@ -8,15 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from typing import Any
 
 from diag.artifacts.trace import TraceAnalysis
 from diag.facts.record import RunFacts, snapshot_graph_pool_gib
-from diag.facts.trace_join import verify
-from diag.ingest import Ingested
+from diag.facts.trace_join import TraceCheck, verify
+from diag.model import Snapshot
 
 
 def run_profiles(facts: list[RunFacts]) -> list[dict[str, Any]]:
@@ -31,33 +32,94 @@ def run_profiles(facts: list[RunFacts]) -> list[dict[str, Any]]:
     return out
 
 
-def attach_artifacts(facts: list[RunFacts], ing: Ingested) -> None:
+@dataclass(frozen=True)
+class RunJoins:
+    """What the artifacts and traces joined to a run add to its facts: inputs of the facts
+    build (:func:`joined`), never edits of facts already built."""
+
+    memory_check: dict[str, Any] | None = None  # the last snapshot's, see memory_check
+    snapshot_graph_pool_gib: float | None = None
+    trace_check: TraceCheck | None = None
+    notes: tuple[str, ...] = ()
+
+
+def join_runs(
+    facts: list[RunFacts],
+    profiles: list[dict[str, Any]],
+    snapshots: list[Snapshot],
+    traces: list[TraceAnalysis],
+    tz: tzinfo | None,
+) -> dict[str, RunJoins]:
+    """Each run's joins: snapshots and standalone tables by folder, then profiler traces
+    (the artifacts are told their run: ``run`` on each)."""
+    notes: dict[str, list[str]] = {f.run.id: [] for f in facts}
+    checks = _join_artifacts(facts, profiles, snapshots, notes)
+    traced = _join_traces(facts, traces, tz, notes)
+    return {
+        f.run.id: RunJoins(
+            checks.get(f.run.id),
+            snapshot_graph_pool_gib(f.run.id, snapshots),
+            traced.get(f.run.id),
+            tuple(notes[f.run.id]),
+        )
+        for f in facts
+    }
+
+
+def joined(f: RunFacts, joins: RunJoins | None) -> RunFacts:
+    """The run's facts with its joins (built once, at build time)."""
+    if joins is None:
+        return f
+    check = joins.trace_check
+    return replace(
+        f,
+        memory_check=joins.memory_check,
+        snapshot_graph_pool_gib=joins.snapshot_graph_pool_gib,
+        trace_check=check,
+        record=f.record if check is None else replace(f.record, trace_verified=check.record()),
+        notes=f.notes + joins.notes,
+    )
+
+
+def _join_artifacts(
+    facts: list[RunFacts],
+    profiles: list[dict[str, Any]],
+    snapshots: list[Snapshot],
+    notes: dict[str, list[str]],
+) -> dict[str, dict[str, Any]]:
     """Join snapshots and standalone tables to the run whose logs sit in the same folder
     (nearest folder up the tree wins; ties go to the last run, the one that captured last)."""
+    checks: dict[str, dict[str, Any]] = {}
     if not facts:
-        return
-    for item in ing.profiles:
+        return checks
+    for item in profiles:
         run = _nearest_run(Path(item["path"]), facts)
         if run is not None:
             item["run"] = run.run.id
-    for snap in ing.snapshots:
+    for snap in snapshots:
         run = _nearest_run(Path(snap.path), facts)
         if run is None or not snap.pools:
             continue
         snap.run = run.run.id
-        run.memory_check = memory_check(run.record.capture_mem_gib, snap.graph_pool_gib, snap.path)
-        if run.memory_check.get("disagrees"):
-            run.notes.append(run.memory_check["summary"])
-    for f in facts:
-        f.snapshot_graph_pool_gib = snapshot_graph_pool_gib(f.run.id, ing.snapshots)
+        check = memory_check(run.record.capture_mem_gib, snap.graph_pool_gib, snap.path)
+        checks[run.run.id] = check
+        if check.get("disagrees"):
+            notes[run.run.id].append(check["summary"])
+    return checks
 
 
-def attach_traces(facts: list[RunFacts], traces: list[TraceAnalysis], tz: tzinfo | None) -> None:
+def _join_traces(
+    facts: list[RunFacts],
+    traces: list[TraceAnalysis],
+    tz: tzinfo | None,
+    notes: dict[str, list[str]],
+) -> dict[str, TraceCheck]:
     """Join each profiler trace to a run (nearest folder; among runs there, the one whose
     decode batches span the trace's steps), then verify each run's batches against its
     traces: the record gets ``trace_verified``, the run notes what could not be joined."""
+    checks: dict[str, TraceCheck] = {}
     if not facts or not traces:
-        return
+        return checks
     by_run: dict[str, list[TraceAnalysis]] = {}
     for t in traces:
         run = _trace_run(t, facts, tz)
@@ -67,27 +129,25 @@ def attach_traces(facts: list[RunFacts], traces: list[TraceAnalysis], tz: tzinfo
             t.log_capture_sizes = list(sizes) if sizes is not None else None
             by_run.setdefault(run.run.id, []).append(t)
     for f in facts:
-        joined = by_run.get(f.run.id)
-        if not joined:
+        got = by_run.get(f.run.id)
+        if not got:
             continue
-        offset = _tz_offset_s(tz, joined)
-        check = verify(f, joined, offset)
-        f.trace_check = check
-        f.record = replace(f.record, trace_verified=check.record())
+        check = checks[f.run.id] = verify(f.batches, got, _tz_offset_s(tz, got))
         for path in check.no_epoch:
-            f.notes.append(
+            notes[f.run.id].append(
                 f"trace {path}: its time stamps are relative and it has no baseTimeNanoseconds, "
                 "so its steps are not joined to log lines"
             )
         if (
             check.matches.empty
             and not check.no_epoch
-            and any(not t.steps.empty for t in joined if t.kind == "step_trace")
+            and any(not t.steps.empty for t in got if t.kind == "step_trace")
         ):
-            f.notes.append(
+            notes[f.run.id].append(
                 "no decode batch of the log matched a profiled step by time and batch size "
                 "(same rank): if the log stamps local time, pass --tz with its zone"
             )
+    return checks
 
 
 def _tz_offset_s(tz: tzinfo | None, traces: list[TraceAnalysis]) -> float:
