@@ -124,6 +124,7 @@ EVENT_KINDS: dict[str, EventKind] = {
             origin="str",
             downgraded="bool",
             text="str",
+            backend="str",  # the attention backend that refused a mode (vLLM downgrades)
         ),
         _kind(
             "graph_disabled",

@@ -8,10 +8,18 @@ fixed), and SGLang turning its prefill graphs off for a feature or for memory
 (sglang==0.5.23:srt/model_executor/model_runner_components/cuda_graph_setup.py: "Disable
 prefill CUDA graph because ...", "Disabling auto-selected prefill CUDA graph: ..."). Each
 says which batches it pushed out and the change that brings them back.
+
+Data-parallel ranks vote on graphs each step and take the minimum: SGLang all-gathers each
+DP rank's ``can_run_decode_cuda_graph`` (False where graphs are disabled) and runs graphs
+only if every rank can (sglang==0.5.23:srt/managers/scheduler_components/dp_attn.py:290,
+369-381); vLLM synchronises ``cudagraph_mode`` across DP ranks by the minimum, "If any rank
+has NONE (0), all ranks use NONE" (vllm==0.20.0:vllm/v1/worker/dp_utils.py:90-97). So one
+DP rank that captured no graphs while the others did runs every rank's steps eager.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +36,7 @@ from diag.facts.run_record import RunRecord
 class ConfigEager:
     """One setting that sent batches eager: what, the engine's line, the batches, the fix."""
 
-    kind: str  # truncated_ceiling_spec | prefill_graph_disabled
+    kind: str  # truncated_ceiling_spec | prefill_graph_disabled | dp_rank_eager
     path: str
     line: int
     said: str  # the engine's own words
@@ -110,9 +118,82 @@ def _prefill_disabled(tables: EventTables, config: EngineConfig) -> ConfigEager 
     )
 
 
+DP_RANK = re.compile(
+    r"(?:^|[^A-Za-z])DP(\d+)", re.ASCII
+)  # "DP1-TP1", "EngineCore_DP1", "Worker_DP1_TP0"
+
+
+def _dp(rank: Any) -> int | None:
+    m = DP_RANK.search(rank) if isinstance(rank, str) else None
+    return int(m.group(1)) if m else None
+
+
+def _dp_rank_eager(tables: EventTables, batches: pd.DataFrame) -> ConfigEager | None:
+    """A DP rank that logged no capture at all while other DP ranks captured theirs: by the
+    ranks' minimum vote every step of every rank runs eager."""
+    began = {_dp(r.get("rank")) for r in _rows(tables["capture_begin"])}
+    ended = {_dp(r.get("rank")) for r in _rows(tables["capture_end"])}
+    began.discard(None)
+    ended.discard(None)
+    if not ended:
+        return None
+    first: dict[int, dict[str, Any]] = {}  # each DP rank's first serving line
+    for kind in ("decode_batch", "prefill_batch"):
+        for r in _rows(tables[kind]):
+            dp = _dp(r.get("rank"))
+            if (
+                dp is not None
+                and dp not in began
+                and (dp not in first or int(r["line"]) < int(first[dp]["line"]))
+            ):
+                first[dp] = r
+    if not first:
+        return None
+    disabled = {
+        _dp(r.get("rank")): r
+        for r in _rows(tables["graph_disabled"])
+        if _dp(r.get("rank")) in first
+    }
+    dp = min(first)
+    row = disabled.get(dp, first[dp])
+    rank = str(row.get("rank"))
+    others = ", ".join(f"DP{d}" for d in sorted(d for d in ended if d is not None))
+    also = f" (and {len(first) - 1} more DP rank(s) without graphs)" if len(first) > 1 else ""
+    out = seen = 0
+    if not batches.empty:
+        eager = (batches["verdict"].astype(object) == "eager").to_numpy(dtype=bool)
+        weight = (
+            batches["weight"].to_numpy(dtype=float, na_value=1.0)
+            if "weight" in batches
+            else np.ones(len(batches))
+        )
+        weight = np.nan_to_num(weight, nan=1.0)
+        seen = int(weight.sum())
+        out = int(weight[eager].sum())
+    detail = (
+        f"DP rank {rank} captured no graphs while {others} did{also}; the DP ranks run a "
+        "step on graphs only when every rank can (the minimum of their votes), so one rank "
+        "without graphs runs every rank's steps eager"
+    )
+    return ConfigEager(
+        "dp_rank_eager",
+        str(row["source"]),
+        int(row["line"]),
+        str(row.get("text") or ""),
+        "decode",
+        out,
+        seen,
+        detail,
+    )
+
+
 def config_eager(
     tables: EventTables, record: RunRecord, config: EngineConfig, batches: pd.DataFrame
 ) -> tuple[ConfigEager, ...]:
     """The settings that pushed batches out of the window, each with its engine line."""
-    found = [_truncation(tables, record, config, batches), _prefill_disabled(tables, config)]
+    found = [
+        _truncation(tables, record, config, batches),
+        _prefill_disabled(tables, config),
+        _dp_rank_eager(tables, batches),
+    ]
     return tuple(f for f in found if f is not None)

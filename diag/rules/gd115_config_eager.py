@@ -84,6 +84,14 @@ class GD115(Rule):
             ),
             acts=False,
         ),
+        Remedy(
+            "Find why the named DP rank captured no graphs (its own lines before it served: a "
+            "capture error, graphs disabled on that rank) and restart it so that every DP rank "
+            "captures: the ranks take the minimum of their graph votes each step "
+            "(sglang==0.5.23:srt/managers/scheduler_components/dp_attn.py:290,369-381; "
+            "vllm==0.20.0:vllm/v1/worker/dp_utils.py:90-97).",
+            when=lambda m: _kind(m, "dp_rank_eager") is not None,
+        ),
     )
 
     def fires(self, m: RunMetrics) -> bool:
@@ -96,8 +104,9 @@ class GD115(Rule):
             if len(said) > 160:
                 said = said[:157] + "..."
             share = f" ({pct(c.batches_out / c.batches_seen)})" if c.batches_seen else ""
+            where = f'the engine said "{said}" (line {c.line})' if said else f"line {c.line}"
             parts.append(
-                f'the engine said "{said}" (line {c.line}): {c.detail}; '
+                f"{where}: {c.detail}; "
                 f"{c.batches_out:,} of {c.batches_seen:,} {c.runner} batches ran eager{share}"
             )
         return "Configuration sent batches eager: " + "; ".join(parts)

@@ -118,4 +118,9 @@ class GD160(Rule):
         if m.cudagraph_mode:
             now.append(f"mode now {m.cudagraph_mode}")
         now.append(f"graphs {m.graph_mode}")
+        if m.refused_by:
+            return (
+                f"The attention backend {m.refused_by} does not support the graph mode asked "
+                f"for, so the engine changed it: '{said}' ({', '.join(now)})"
+            )
         return f"The engine overrode the graph mode for this model/backend: '{said}' ({', '.join(now)})"

@@ -119,6 +119,7 @@ class RunMetrics:
     nccl_load_failure: str | None  # the log line naming the NCCL library that failed to load
     user_eager: str | None  # the user's own eager setting, spelled as the user set it
     engine_downgrades: tuple[str, ...]  # engine-chosen mode changes / disables (not the user's)
+    refused_by: str  # the attention backend that refused the mode ('' when none said so)
     # speed in vs out of the window
     speed_in: float | None
     speed_out: float | None
@@ -355,6 +356,7 @@ def run_metrics(
         nccl_load_failure=_first_text(adv, "nccl_load_failed"),
         user_eager=_user_eager(facts),
         engine_downgrades=_engine_downgrades(facts),
+        refused_by=_refused_by(facts),
         speed_in=speed[0],
         speed_out=speed[1],
         speed_samples_in=speed[2],
@@ -539,6 +541,15 @@ def _engine_downgrades(facts: RunFacts) -> tuple[str, ...]:
         lim = disabled[disabled["reason"].isin(limits)]
         out += [str(x) for x in lim["text"]]
     return tuple(out)
+
+
+def _refused_by(facts: RunFacts) -> str:
+    """The attention backend the engine named refusing a graph mode (vLLM's downgrade line)."""
+    modes = facts.tables["graph_mode"]
+    if modes.empty or "backend" not in modes.columns:
+        return ""
+    named = [str(b) for b in modes["backend"].dropna() if str(b)]
+    return named[0] if named else ""
 
 
 def _eager_by_reason(batches: pd.DataFrame) -> dict[str, float]:

@@ -71,6 +71,15 @@ ATTN_BACKEND = re.compile(
 ATTN_NAMES = re.compile(r"attn|attention|flash|infer|xformers|mla|sdpa|rocm|aiter|tree", re.I)
 
 # ---------------------------------------------------------------- §2.4 downgrades / disabled
+# the attention backend refusing a mode (vllm==0.20.0:vllm/config/compilation.py:1323-1388,
+# earlier vllm/v1/worker/gpu_model_runner.py _check_and_update_cudagraph_mode, 0.10.2+):
+# "CUDAGraphMode.%s is not supported with %s backend (support: %s)" and the spec-decode
+# variant "... is not supported with spec-decode for attention backend %s (support: %s)"
+BACKEND_REFUSED = re.compile(
+    r"CUDAGraphMode\.(?P<asked>[A-Z_]+) is not supported with "
+    r"(?:spec-decode for attention backend (?P<spec>\S+)|(?P<backend>\S+) backend) "
+    r"\(support: (?:AttentionCGSupport\.)?(?P<support>[A-Z_]+)\)"
+)
 SETTING_MODE = re.compile(r"setting cudagraph_mode=(?P<mode>[A-Z_]+)")
 OVERRIDE_MODE = re.compile(r"Overriding cudagraph_mode (?:from \S+ )?to (?P<mode>[A-Z_]+)")
 OVERRIDE_TO = re.compile(

@@ -16,6 +16,7 @@ from diag.parsers.vllm.patterns import (
     ATTN_BACKEND,
     ATTN_NAMES,
     AVAIL_KV,
+    BACKEND_REFUSED,
     BANNER_VERSION,
     BLOCKS,
     CACHE_INFO_BLOCKS,
@@ -164,6 +165,7 @@ def read_graph_status(line: LogLine, ctx: Context) -> bool:
         return True
     m = SETTING_MODE.search(msg) or OVERRIDE_MODE.search(msg) or OVERRIDE_TO.search(msg)
     if m and mode_name(m.group("mode")):
+        refused = BACKEND_REFUSED.search(msg)
         ctx.emit(
             "graph_mode",
             line,
@@ -172,6 +174,7 @@ def read_graph_status(line: LogLine, ctx: Context) -> bool:
             origin="downgrade",
             downgraded=True,
             text=text,
+            backend=(refused.group("backend") or refused.group("spec")) if refused else None,
         )
         return True
 
