@@ -206,7 +206,12 @@ def test_html_section_is_a_table_with_every_group(fleet: Any, tmp_path: Path) ->
 def test_single_run_reports_have_no_fleet_section(incident: str) -> None:
     report = analyze([str(ROOT / "fixtures" / "incidents" / incident)], generated_at="x")
     assert len(report.runs) == 1
-    assert json.loads(to_json(report)) == json.loads(json.dumps(report.to_dict()))
+    doc, full = json.loads(to_json(report)), json.loads(json.dumps(report.to_dict()))
+    for d in (doc, full):  # the JSON cuts a run's frontier to its decision (test_json_size)
+        for run in d["runs"]:
+            (run.get("recommendation") or {}).pop("frontier", None)
+            (run.get("recommendation") or {}).pop("frontier_rows", None)
+    assert doc == full
     assert "fleet" not in _doc(report)
     assert "Fleet:" not in render_text(report)
     assert 'id="fleet"' not in render_html(report)

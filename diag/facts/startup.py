@@ -57,6 +57,19 @@ def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return frame.to_dict("records") if not frame.empty else []
 
 
+def _first_row(frame: pd.DataFrame, skip_received: bool) -> dict[str, Any] | None:
+    """The table's earliest row (by ``_order``, else ``line``) as a dict: only that row is
+    boxed (a big log's decode table has millions of rows; boxing them all was its peak)."""
+    if skip_received and "action" in frame.columns:
+        frame = frame[frame["action"] != "received"]
+    if frame.empty:
+        return None
+    col = "_order" if "_order" in frame.columns else "line"
+    at = int(frame[col].to_numpy().argmin())
+    row: dict[str, Any] = frame.iloc[[at]].to_dict("records")[0]
+    return row
+
+
 def _ts(row: dict[str, Any]) -> float | None:
     v = row.get("ts")
     return None if v is None or pd.isna(v) else float(v)
@@ -153,12 +166,7 @@ def startup_timeline(tables: EventTables) -> tuple[Stage, ...]:
         return ()
     stages.sort(key=lambda s: s.order)
     first = next((s.start for s in stages if s.start is not None), None)
-    served = [
-        r
-        for k in _SERVING
-        for r in _rows(tables[k])
-        if k != "request" or r.get("action") != "received"
-    ]
+    served = [f for k in _SERVING if (f := _first_row(tables[k], k == "request")) is not None]
     if served:
         r = min(served, key=_order)
         t = _ts(r)

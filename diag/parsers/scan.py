@@ -39,6 +39,10 @@ def anchor_regex(parsers: Sequence[LineParser]) -> re.Pattern[bytes]:
     return re.compile(b"|".join(re.escape(a.encode()) for a in anchors))
 
 
+#: bytes of a region from which the pivot regex pays for its compilation
+PIVOT_FROM = 1 << 18
+
+
 def pivot_regex(parsers: Sequence[LineParser], sample: bytes) -> re.Pattern[bytes]:
     """The anchor regex rewritten for speed over big blocks; matches the same lines.
 
@@ -247,9 +251,11 @@ class StreamScanner:
 
     def _region(self, source: str, buf: bytes, pos: int, end: int, lineno: int) -> int:
         """Lines of ``buf[pos:end]`` (which ends with a newline); returns the next line number."""
-        if self._pivot is None:
+        if self._pivot is None and end - pos >= PIVOT_FROM:
             self._pivot = pivot_regex(self.parsers, buf[pos : pos + 65536])
-        search = self._pivot.search
+        # a small region (a pod's whole log) reads with the plain anchors: compiling the
+        # pivot (~2 ms, new for each file's byte counts) costs more than it saves there
+        search = (self._pivot or self._anchor).search
         find, rfind, count = buf.find, buf.rfind, buf.count
         handle = self._handle
         while pos < end:

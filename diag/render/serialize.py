@@ -1,7 +1,10 @@
 """JSON and YAML renderings of the report (machine-readable, deterministic), and the
 ticket record as displayed in the HTML and Markdown reports.
 
-- ``to_json``: the report contract, full lists.
+- ``to_json``: the report contract, full lists; scalar lists (capture sizes) on one line,
+  and a run's bucket frontier cut to the rows its decision weighs (the recommended set and
+  the rows beside it): the JSON per run grows with what the log shows, not with fixed
+  tables (``graphdiag recommend --format json`` keeps every row).
 - ``to_yaml`` (``--format yaml``): the ticket records, full lists, short scalar lists and
   histograms in flow style (one wrapped line, not one line per capture size).
 - ``record_yaml``: the same records for people: a capture size list longer than
@@ -22,12 +25,68 @@ from diag.report import Report, clean_json
 COMPACT_FROM = 17  # lists up to 16 sizes read fine as a list
 
 
+#: frontier rows kept per run on each side of the recommended one (the frontier is ordered by K)
+FRONTIER_NEIGHBOURS = 1
+
+
 def to_json(report: Report) -> str:
     doc = report.to_dict()
+    for run in doc["runs"]:
+        rec = run.get("recommendation")
+        if isinstance(rec, dict) and isinstance(rec.get("frontier"), list):
+            rec["frontier_rows"] = len(rec["frontier"])
+            rec["frontier"] = frontier_summary(rec["frontier"])
     fleet = report.fleet  # two runs or more: the fleet summary, an additive key
     if fleet is not None:
         doc["fleet"] = fleet_json(fleet)
-    return json.dumps(doc, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+    return "".join(_encode(doc, "")) + "\n"
+
+
+def frontier_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The frontier rows a run's decision weighs: the recommended set and the rows beside it
+    (the frontier is ordered by K); without a recommended row, the cheapest and its."""
+    if not rows:
+        return rows
+    picked = [i for i, r in enumerate(rows) if r.get("recommended")]
+    if not picked:
+        costs = [
+            (c, i) for i, r in enumerate(rows) if isinstance(c := r.get("total_s_h"), int | float)
+        ]
+        picked = [min(costs)[1]] if costs else [0]
+    keep = {
+        j
+        for i in picked
+        for j in range(i - FRONTIER_NEIGHBOURS, i + FRONTIER_NEIGHBOURS + 1)
+        if 0 <= j < len(rows)
+    }
+    return [rows[j] for j in sorted(keep)]
+
+
+def _key(k: Any) -> str:
+    """A key as ``json.dumps`` writes it (int and float keys as strings, True as "true")."""
+    if not isinstance(k, str):
+        k = next(iter(json.loads(json.dumps({k: 0}))))
+    return json.dumps(k, ensure_ascii=False)
+
+
+def _encode(value: Any, pad: str) -> list[str]:
+    """``json.dumps(indent=2)``'s layout, but a list of scalars on one line (a capture size
+    list is one line, not one line per size)."""
+    if isinstance(value, dict) and value:
+        inner = pad + "  "
+        out = ["{"]
+        for n, (k, v) in enumerate(value.items()):
+            out += ["\n" if n == 0 else ",\n", inner, _key(k), ": "]
+            out += _encode(v, inner)
+        return [*out, "\n", pad, "}"]
+    if isinstance(value, list | tuple) and value and not all(map(_is_scalar, value)):
+        inner = pad + "  "
+        out = ["["]
+        for n, v in enumerate(value):
+            out += ["\n" if n == 0 else ",\n", inner]
+            out += _encode(v, inner)
+        return [*out, "\n", pad, "]"]
+    return [json.dumps(value, ensure_ascii=False)]
 
 
 def ticket_records(report: Report) -> list[dict[str, Any]]:
