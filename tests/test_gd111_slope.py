@@ -26,7 +26,7 @@ def test_flat_step_time_is_a_note_not_a_finding(tmp_path: Path) -> None:
     run = analyze([str(_log(tmp_path / "flat.log", None))]).runs[0]
     assert run.record.to_json()["padding_waste"] > 0.20  # the same padding as below
     assert "GD111" not in {f.code for f in run.findings}
-    note = next(n for n in run.facts.notes if "not reported as GD111" in n)
+    note = next(n for n in run.notes if "not reported as GD111" in n)
     assert "cannot be told from zero" in note and "do not show that padding costs time" in note
 
 

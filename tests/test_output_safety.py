@@ -496,11 +496,11 @@ def test_every_command_exits_as_interrupted(
     def interrupted(*_a: object, **_k: object) -> None:
         raise KeyboardInterrupt("Ctrl-C while reading")
 
-    import diag.fleet.partial
+    import diag.pipeline
 
     monkeypatch.setattr(diag.ingest, "ingest", interrupted)  # parse reads it from here
     # recommend, through analyze (which reads group by group, diag.fleet)
-    monkeypatch.setattr(diag.fleet.partial, "ingest_files", interrupted)
+    monkeypatch.setattr(diag.pipeline, "ingest_files", interrupted)
     log = tmp_path / "server.log"
     log.write_bytes((INCIDENTS / "sglang-healthy" / "server.log").read_bytes())
     result = CliRunner().invoke(main, [command, str(log)])
