@@ -14,6 +14,7 @@ Graph frames (an op that runs only inside a captured or replayed graph) never de
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -163,24 +164,30 @@ def split_frame_code(frame: str) -> tuple[str, str, str] | None:
     return m.group("path").replace("\\", "/"), m.group("func"), m.group("code").strip()
 
 
+def _frame_rules_of(frames: list[str], engines: tuple[str, ...]) -> Iterator[tuple[FrameRule, str]]:
+    """Each frame's matching rule (outermost first) with the frame's function; a frame inside
+    one engine's package is read with that engine's table only."""
+    for frame in frames:
+        parts = split_frame_code(frame)
+        if parts is None:
+            continue
+        own = _package_engine(parts[0])
+        for table in [phase_table(e) for e in engines if own is None or e == own]:
+            rule = table.frame_role(*parts)
+            if rule is not None:
+                yield rule, parts[1]
+                break
+
+
 def place(frames: list[str], engines: tuple[str, ...] = ("vllm", "sglang")) -> str | None:
     """The phase of the innermost decisive frame (outermost first in ``frames``), or None.
 
     A wrapper's capture line (a row with ``code``) says a graph was being captured, not which
     one: an outer frame that already named a capture phase (piecewise, draft) keeps it."""
     phase: str | None = None
-    for frame in frames:
-        parts = split_frame_code(frame)
-        if parts is None:
-            continue
-        # a frame inside one engine's package is read with that engine's table only
-        own = _package_engine(parts[0])
-        for table in [phase_table(e) for e in engines if own is None or e == own]:
-            rule = table.frame_role(*parts)
-            if rule is not None:
-                if rule.role == "decisive" and not (rule.code and phase in CAPTURE_PHASES):
-                    phase = rule.phase
-                break
+    for rule, _ in _frame_rules_of(frames, engines):
+        if rule.role == "decisive" and not (rule.code and phase in CAPTURE_PHASES):
+            phase = rule.phase
     return phase
 
 
@@ -192,17 +199,9 @@ def graph_frame(
     replay (diag/facts/attribution.py weighs it against the run's serving lines). The rule
     and the frame's function."""
     found: tuple[FrameRule, str] | None = None
-    for frame in frames:
-        parts = split_frame_code(frame)
-        if parts is None:
-            continue
-        own = _package_engine(parts[0])
-        for table in [phase_table(e) for e in engines if own is None or e == own]:
-            rule = table.frame_role(*parts)
-            if rule is not None:
-                if rule.role == "graph":
-                    found = rule, parts[1]
-                break
+    for rule, func in _frame_rules_of(frames, engines):
+        if rule.role == "graph":
+            found = rule, func
     return found
 
 
