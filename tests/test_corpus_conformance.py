@@ -32,13 +32,16 @@ from tests.corpus_scoring import MINED, SETS, score_set
 #: missed, an XPU SYCL-graph error found as other, labelled stream_capture_invalid); the
 #: second helper's 12 (one dropped at the merge: a source the first had used) blind 7/0/2 on
 #: the new. Merged, with the CANN runtime's ErrCode form read: 137 excerpts, 44 capture
-#: failures, 98.2 %, F1 0.941 (tp 40, fp 1, fn 4), 2 with no run.
+#: failures, 98.2 %, F1 0.941 (tp 40, fp 1, fn 4), 2 with no run. Then, by class: engine
+#: warnings that say a capture failed (atlas warning sites, vllm-omni 0.30.0 read), the SYCL
+#: graph runtime's capture-only errors, a V0 HPU fork's warmup_graphs frame, a cut
+#: compilation_config dict: 98.3 %, F1 0.966 (tp 42, fp 1, fn 2), none with no run.
 THRESHOLDS: dict[str, tuple[float, float, int]] = {
     "real": (0.98, 0.97, 0),
     "real-2": (0.98, 0.97, 0),
     "real-3": (0.98, 0.97, 0),
     "real-4": (0.97, 0.96, 0),
-    "mined": (0.98, 0.94, 2),
+    "mined": (0.98, 0.96, 0),
 }
 
 

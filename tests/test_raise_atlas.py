@@ -233,3 +233,85 @@ def test_capture_guarded_branches_are_read_anywhere(tmp_path: Path) -> None:
         "the workspace cannot grow while a stream is recorded": (True, "unsupported_op"),
         "out of memory growing the workspace while capturing": (True, "oom"),
     }
+
+
+WARNED = [s for s in atlas.sites() if s.level == "warning" and s.capture]
+CONFIG_WARNINGS = [
+    s for s in atlas.sites() if s.level == "warning" and not s.capture and s.scope == "capture_code"
+]
+
+
+def _warning_line(site: atlas.Site, text: str) -> str:
+    if site.package.startswith("sglang"):
+        return f"[2026-06-01 12:00:00 TP0] {text}\n"
+    return f"(EngineCore_DP0 pid=123) WARNING 06-01 12:00:00 [wrapper.py:102] {text}\n"
+
+
+def test_warned_capture_failures_are_capture_failures(tmp_path: Path) -> None:
+    """A warning whose words say a capture failed (the engine caught it and goes on without
+    that graph: vllm-omni's model-side graph wrappers, SGLang's DSpark accept graph) is a
+    capture failure, with the warning's reason, as its engine prints it and pasted bare; a
+    capture-code warning that says no failure (a size truncated, a mode changed) is not."""
+    from diag.parsers.traceback import WARNED_FAILURE
+
+    assert len(WARNED) >= 15 and {s.package for s in WARNED} >= {"vllm-omni", "sglang"}
+    texts = {}
+    for i, s in enumerate(WARNED):
+        texts[f"w{i}-prefixed"] = _warning_line(s, s.render(VALUES))
+        texts[f"w{i}-bare"] = s.render(VALUES) + "\n"
+    got = _run(tmp_path, texts)
+    bad = [
+        (name, WARNED[int(name[1:].split("-")[0])].source, got[name])
+        for name in texts
+        if not (got[name][1] and got[name][0] == WARNED[int(name[1:].split("-")[0])].error_class)
+    ]
+    assert not bad, "\n".join(map(str, bad))
+    one = tmp_path / "one.log"
+    one.write_text(_warning_line(WARNED[0], WARNED[0].render(VALUES)), encoding="utf-8")
+    err = analyze([str(one)], generated_at="fixed").runs[0].record.capture_error
+    assert err is not None and err.reason == WARNED_FAILURE
+
+    quiet = {
+        f"c{i}": _warning_line(s, s.render(VALUES))
+        for i, s in enumerate(CONFIG_WARNINGS)
+        if not s.package.startswith("sglang")  # SGLang's prefix prints no level
+    }
+    assert len(quiet) >= 10
+    (tmp_path / "quiet").mkdir()
+    got = _run(tmp_path / "quiet", quiet)
+    assert not [n for n, (_, gd100, _) in got.items() if gd100], "a config warning is no failure"
+
+
+def test_generator_reads_warned_failures(tmp_path: Path) -> None:
+    """The generator's warning rule (FAILED_CAPTURE): a warning in capture code is capture
+    evidence only where its words say the capture failed; lazy %-formatting is a wildcard."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(
+        "gen_raise_atlas_w", Path(__file__).resolve().parent.parent / "tools" / "gen_raise_atlas.py"
+    )
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = gen
+    spec.loader.exec_module(gen)
+    mod = tmp_path / "vllm_omni" / "model_executor" / "models" / "tts" / "graph_wrapper.py"
+    mod.parent.mkdir(parents=True)
+    mod.write_text(
+        "def capture_graphs(sizes):\n"
+        "    for size in sizes:\n"
+        "        try:\n"
+        "            pass\n"
+        "        except Exception:\n"
+        "            logger.warning('Failed to capture decoder CUDA graph for size=%d', size)\n"
+        "    logger.warning('Truncating the decoder graph sizes to %d entries', len(sizes))\n"
+        "    logger.warning('decoder warm-up failed (%s); using lazy capture', 'x')\n",
+        encoding="utf-8",
+    )
+    sites, _, _, _ = gen.scan("vllm-omni==0.0.0", tmp_path)
+    got = {s.template: s.capture for s in sites}
+    assert got == {
+        "Failed to capture decoder CUDA graph for size={}": True,
+        "Truncating the decoder graph sizes to {} entries": False,
+        "decoder warm-up failed ({}); using lazy capture": False,
+    }

@@ -15,8 +15,11 @@ and ``.format`` field a wildcard. Each site gets
             raised only while capturing, class unsupported_op unless it names another) AND no
             site outside that code prints the same template: the message alone then says
             "capture". FlashInfer and torch (beyond torch/cuda/graphs.py) are read for their
-            capture-guarded sites only. Logger warnings are kept (``level: warning``) but never capture
-            evidence: a warning in capture code is mostly a fallback to eager, not a failure.
+            capture-guarded sites only. Logger warnings are kept (``level: warning``) but are
+            capture evidence only where their words say a capture failed (``FAILED_CAPTURE``:
+            a wrapper that catches the failure, warns and serves that size eagerly, as
+            vllm-omni's model-side graph wrappers do); other warnings in capture code are
+            mostly a fallback by configuration, not a failure.
   class     one rule over the message and the file (``_judge``): memory -> oom, a capture/stream
             state -> stream_capture_invalid, not supported -> unsupported_op, collectives /
             all-reduce files -> distributed, the rest other.
@@ -32,12 +35,14 @@ each; vllm-ascend's PyPI release is an sdist whose build does not finish here, s
 v0.23.0 = 5cb98caa is read; vllm-gaudi has no PyPI release: its repository at 091bbadd)::
 
     pip download --no-deps vllm==0.34.0 vllm==0.11.0 sglang==0.5.23 sglang==0.5.7 sglang==0.5.3 \
+        vllm-omni==0.30.0 \
         flashinfer-python==0.7.4 torch==2.14.1
     python tools/gen_raise_atlas.py \
         --pkg vllm==0.34.0=/x/vllm --pkg vllm==0.11.0=/x/v011 --pkg sglang==0.5.23=/x/sglang \
         --pkg sglang==0.5.7=/x/sg057 --pkg sglang==0.5.3=/x/sg053 \
         --pkg vllm-ascend==0.23.0=/x/ascend \
         --pkg vllm-gaudi==github:vllm-project/vllm-gaudi@091bbadd=/x/gaudi \
+        --pkg vllm-omni==0.30.0=/x/omni \
         --pkg flashinfer-python==0.7.4=/x/flashinfer --pkg torch==2.14.1=/x/torch \
         --wheel /x/vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl --wheel ... \
         > diag/engines/data/raise_atlas.json
@@ -156,6 +161,15 @@ SCOPES: dict[str, tuple[tuple[str, str], ...]] = {
         ("vllm_gaudi/platform.py", "graph"),
         ("vllm_gaudi/extension/*.py", "graph"),
     ),
+    # vllm-omni: model-side graph wrappers (speech, codec, DiT models) capture their own graphs
+    # in functions that say so; its NPU platform and runners
+    "vllm-omni": (
+        ("vllm_omni/model_executor/models/*/*.py", "graph"),
+        ("vllm_omni/platforms/*/*.py", "graph"),
+        ("vllm_omni/platforms/*/*/*.py", "graph"),
+        ("vllm_omni/worker/*.py", "graph"),
+        ("vllm_omni/worker_v2/*/*.py", "graph"),
+    ),
 }
 GRAPH_FUNC = re.compile(r"captur|cudagraph|cuda_graph|graph|register_graph_buffers|warmup_hpu")
 GRAPH_WORDS = re.compile(
@@ -175,6 +189,9 @@ MIN_ADVICE = 20
 EXC_NAME = re.compile(r"(?:Error|Exception|Failure|Interrupt|Exit)$")
 LOG_LEVELS = {"error": "error", "exception": "error", "critical": "error", "warning": "warning"}
 MIN_LITERAL = 12  # below this a template is too generic to be anyone's evidence
+#: a warning whose words say a capture failed ("Failed to capture ... graph for size=%d",
+#: "... graph capture failed for %s; ... eager ... from now on"): the engine goes on without it
+FAILED_CAPTURE = re.compile(r"(?i)\bfail\w*\b[^.;]{0,40}\bcaptur|\bcaptur\w*\b[^.;]{0,40}\bfail")
 MIN_CAPTURE_LITERAL = 24  # a capture mark from a message that does not name the graph itself
 SKIP_DIRS = re.compile(r"(?:^|/)(?:tests?|testing|benchmarks?|examples)/")
 WILD = "\x00"  # the wildcard's place while a template is built
@@ -387,7 +404,10 @@ class _Walker(ast.NodeVisitor):
             and f.value.id in ("logger", "log", "_logger", "LOGGER")
             and node.args
         ):
-            self._add(_text(node.args[0], self._scope()), None, LOG_LEVELS[f.attr], node.lineno)
+            msg = _text(node.args[0], self._scope())
+            if msg is not None and len(node.args) > 1:
+                msg = _fmt_parts(msg, True)  # logger.x("... %d ...", value): lazy %-formatting
+            self._add(msg, None, LOG_LEVELS[f.attr], node.lineno)
         self.generic_visit(node)
 
 
@@ -458,7 +478,7 @@ def scan(label: str, root: Path) -> tuple[list[Site], list[tuple[str, ...]], int
             if level == "raise" and not EXC_NAME.search(exc or ""):
                 internal += 1  # raise Fallback(...), raise self._error(...): caught inside the
                 continue  # engine or not an exception class a log prints by this name
-            capture = mode != "plain" and level != "warning"
+            capture = mode != "plain" and (level != "warning" or bool(FAILED_CAPTURE.search(msg)))
             if (
                 capture
                 and len(literal.strip()) < MIN_CAPTURE_LITERAL

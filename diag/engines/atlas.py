@@ -1,7 +1,8 @@
 """The engines' raise sites: data in ``data/raise_atlas.json`` (``tools/gen_raise_atlas.py``).
 
 Every ``raise``, ``assert`` and ``logger.error`` of vLLM's and SGLang's graph-capture and
-graph-mode code (and a set outside it: weight loading, tokenizer, requests, KV sizing), read
+graph-mode code, and the warnings there that say a capture failed (the engine caught it and
+went on without that graph: ``warned_capture_failure``) (and a set outside it: weight loading, tokenizer, requests, KV sizing), read
 from the released packages, each a template (its literal parts, a wildcard where the source
 computes a value), its class, cause and whether the words alone say "capture" (``capture``:
 the site is in capture code and no site outside it prints the same template). The signature
@@ -147,7 +148,7 @@ def _index() -> tuple[dict[str, tuple[Site, ...]], tuple[Site, ...]]:
     """Each error site under its rarest whole word (a text is tokenised once and looked up
     word by word: one regex over 900 literals costs 2 ms a line, this some microseconds);
     the few sites with no such word are checked by their anchor."""
-    rows = [s for s in sites() if s.level != "warning"]
+    rows = [s for s in sites() if s.level != "warning" or s.capture]
     words = {id(s): _whole_words(s.first_line) for s in rows}
     freq: dict[str, int] = {}
     for ws in words.values():
@@ -183,6 +184,12 @@ def _order() -> dict[str, int]:
 
 
 @cache
+def warned_capture_failure(text: str) -> Site | None:
+    """The engine site that logs this text as a warning saying a capture failed (the engine
+    catches the failure and goes on without that graph), if any."""
+    return next((s for s in matches(text) if s.level == "warning" and s.capture), None)
+
+
 def advice_anchors() -> tuple[str, ...]:
     """The anchors of the advice blocks' lines: what a line parser must be handed to see one."""
     return tuple(sorted({s.anchor for s in sites() if s.level == "advice"}))

@@ -143,6 +143,21 @@ def echo_from_first_key(text: str) -> str | None:
     return text[m.start(1) :] if m else None
 
 
+#: a quoted key of vLLM's CompilationConfig printed as a dict (``compilation_config={...}``)
+#: whose name says graph capture: inside that dict, these names are the graph settings alone
+_GRAPH_DICT_KEY = re.compile(r"['\"](\w*(?:cudagraph|cuda_graph|capture)\w*)['\"]\s*:")
+
+
+def graph_dict_fragment(text: str) -> dict[str, Any]:
+    """The graph settings of a ``compilation_config={...}`` dict whose start was cut off (a
+    hard-wrapped or clipped echo: ``... 'cudagraph_mode': <CUDAGraphMode.FULL: 2>, ...``):
+    each quoted graph key the text shows with its value; {} when it shows none. Values cut by
+    the end of the line keep what they show (a size list's numbers)."""
+    if _GRAPH_DICT_KEY.search(text) is None:
+        return {}
+    return {k: v for k, v in _scan_pairs(text).items() if _GRAPH_DICT_KEY.match(f"'{k}':")}
+
+
 def parse_value(text: str) -> Any:
     """Parse a Python-repr/JSON value or ``k=v, ...`` list; raises ValueError if it cannot."""
     if _too_deep(text):

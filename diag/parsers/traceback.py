@@ -441,6 +441,11 @@ _CPP_HEAD = re.compile(
 _NCCL_HEAD = re.compile(r"^\S+:\d+:\d+ \[\d+\] (?:[\w./]+:\d+ )?(?:\(\w+\) )?(?=NCCL )")
 
 
+#: the reason a warned capture failure carries (diag.facts.run_record.CaptureError.reason)
+WARNED_FAILURE = (
+    "the engine logs this capture failure as a warning and goes on without that graph "
+    "(inputs of that shape run eagerly)"
+)
 _HINT = re.compile(r"Search for `(?P<name>(?:cuda|hip)Error\w+)'")
 
 
@@ -524,6 +529,13 @@ class ErrorParser(LineParser):
             # prints no level, so its header line holding an exception is one
             return self._block(line, stripped, phase)
         sglang_error = line.header == "sglang" and any(w in msg for w in _SGLANG_ERROR_WORDS)
+        if (
+            line.level in ("WARNING", None)  # SGLang's prefix prints no level
+            and ("aptur" in msg or "APTUR" in msg)
+            and atlas.warned_capture_failure(msg) is not None
+        ):
+            self._warned(line, msg, phase, ctx)
+            return None
         if (erring or _NCCL_LINE in msg or sglang_error) and any(
             w in msg for w in _SIGNATURE_WORDS
         ):
@@ -560,6 +572,27 @@ class ErrorParser(LineParser):
                     site=verdict.site,
                 )
         return None
+
+    @staticmethod
+    def _warned(line: LogLine, msg: str, phase: str | None, ctx: Context) -> None:
+        """A warning the engine logs where it caught a failed capture and went on without
+        that graph (an atlas site at warning level whose words say the capture failed)."""
+        verdict = sigs.judge(msg)
+        ctx.emit(
+            "error",
+            line,
+            engine=_engine(ctx, line, []),
+            error_class=verdict.error_class,
+            message=_clip(line_message(msg)),
+            capture_related=True,
+            explicit_capture=True,
+            phase=None,
+            log_phase=phase,
+            secondary=verdict.secondary,
+            reason=WARNED_FAILURE,
+            cause=verdict.cause,
+            site=verdict.site,
+        )
 
     @staticmethod
     def _block(line: LogLine, text: str, phase: str | None) -> TracebackBlock:

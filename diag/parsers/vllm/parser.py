@@ -38,6 +38,7 @@ from diag.parsers.vllm.startup import (
     engine_config_line,
     read_args,
     read_echo_fragment,
+    read_graph_dict_fragment,
     read_note_era,
 )
 
@@ -152,6 +153,8 @@ class VLLMParser(LineParser):
         elif ("compilation_config=" in msg or "enforce_eager=" in msg) and read_echo_fragment(
             line, ctx
         ):
+            pass
+        elif line.header is None and "cudagraph" in msg and read_graph_dict_fragment(line, ctx):
             pass
         elif read_capture(line, ctx) or read_sizing(line, ctx) or read_graph_status(line, ctx):
             pass

@@ -9,6 +9,7 @@ from diag.normalize.prefix import LogLine
 from diag.parsers.base import Block, Context
 from diag.parsers.configs import (
     echo_from_first_key,
+    graph_dict_fragment,
     open_brackets,
     parse_config_echo,
     parse_dict,
@@ -126,6 +127,19 @@ def read_echo_fragment(line: LogLine, ctx: Context) -> bool:
     keys = {k for k, _ in settings}
     if "enforce_eager" not in keys and not any(k.startswith("compilation_config.") for k in keys):
         return False
+    for key, value in settings:
+        ctx.emit("config", line, engine=ENGINE, origin="engine_config", key=key, value=value)
+    read_graph_config(line, ctx, dict(settings), vllm_state(ctx).era or "")
+    return True
+
+
+def read_graph_dict_fragment(line: LogLine, ctx: Context) -> bool:
+    """A piece of the ``compilation_config`` dict with no ``key=`` before it (the echo's
+    start cut off, or a line of it hard-wrapped): its graph settings, no new run."""
+    found = graph_dict_fragment(line.msg)
+    if not found:
+        return False
+    settings = [(f"compilation_config.{k}", _norm(k, v)) for k, v in found.items()]
     for key, value in settings:
         ctx.emit("config", line, engine=ENGINE, origin="engine_config", key=key, value=value)
     read_graph_config(line, ctx, dict(settings), vllm_state(ctx).era or "")
