@@ -513,3 +513,39 @@ def test_canns_capture_reason_in_its_report_line_is_a_capture_failure(tmp_path: 
     path = tmp_path / "worker.log"
     pure, hot = both([str(path)])
     assert_same_tables(pure, hot, "cann-capture")
+
+
+def _failure_texts() -> list[tuple[str, str]]:
+    """(id, text) of every row that is a process saying it failed or died (``failure: true``)."""
+    rows = yaml.safe_load((DATA / "errors.yaml").read_text(encoding="utf-8"))["signatures"]
+    return [
+        (f"{r['id']}-{j}", say)
+        for r in rows
+        if r.get("failure")
+        for j, say in enumerate(r.get("says", ()))
+    ]
+
+
+@pytest.mark.parametrize("form", ("bare", "vllm", "sglang", "quoted"))
+def test_a_process_saying_it_died_is_an_engine_error_run(form: str, tmp_path: Path) -> None:
+    """An engine process's failure line or a process crash print (CPython's fatal error,
+    libstdc++'s terminate, the shell's segfault report) makes a run with an engine error, on
+    both read paths, however pasted: never "nothing recognised", never a capture failure on
+    its own words."""
+    texts = _failure_texts()
+    assert len(texts) >= 10
+    head = {
+        "bare": "",
+        "vllm": "(EngineCore_DP0 pid=88) ERROR 06-01 12:00:00 [core.py:1757] ",
+        "sglang": "[2026-06-01 12:00:00 TP0] ",
+        "quoted": "> ",
+    }[form]
+    for name, text in texts:
+        (tmp_path / name).mkdir()  # one folder each: "x-1.log", "x-2.log" would be a rotated set
+        path = tmp_path / name / "server.log"
+        path.write_text(head + text + "\n", encoding="utf-8")
+        report = analyze([str(path)], generated_at="fixed")
+        codes = {f.code for run in report.runs for f in run.findings}
+        assert len(report.runs) == 1 and "GD105" in codes and "GD100" not in codes, (name, codes)
+        pure, hot = both([str(path)])
+        assert_same_tables(pure, hot, name)

@@ -6,7 +6,7 @@ import pytest
 
 from diag.engines.errors import judge
 from diag.parsers.configs import parse_kwargs, parse_value
-from diag.parsers.traceback import parse_traceback
+from diag.parsers.traceback_text import parse_traceback
 
 
 def test_server_args_repr() -> None:

@@ -41,7 +41,8 @@ from diag.parsers.benchmark import BenchmarkParser
 from diag.parsers.configs import parse_kwargs
 from diag.parsers.scan import StreamScanner
 from diag.parsers.sglang import SGLangParser
-from diag.parsers.traceback import ErrorParser, ParsedTraceback, parse_traceback
+from diag.parsers.traceback import ErrorParser
+from diag.parsers.traceback_text import ParsedTraceback, parse_traceback
 from diag.parsers.vllm import VLLMParser
 from tests.property_material import (
     ARBITRARY,

@@ -52,6 +52,7 @@ class Signature:
     message: str | None = None  # the exact message, where the row is one message
     code: RuntimeCode | None = None  # the runtime code the row is (rows of runtime_codes.json)
     says: tuple[str, ...] = ()  # the texts its source prints (what the row is tested against)
+    failure: bool = False  # a process saying it failed or died: an error line whatever its class
 
     @cached_property
     def regex(self) -> re.Pattern[str]:
@@ -164,6 +165,7 @@ class Verdict:
     code: str | None = None  # id of the first runtime code the text quotes (``cuda_1``), if any
     cause: str | None = None  # the cause the engine's raise site gives (``data/raise_atlas.json``)
     site: str | None = None  # that site, package==version:path:line
+    failure: bool = False  # some matching row is a process saying it failed or died
 
 
 @cache
@@ -289,6 +291,7 @@ def _order() -> tuple[Signature | _Slot | _AtlasSlot, ...]:
                 row.get("message"),
                 None,
                 tuple(row.get("says", ())),
+                bool(row.get("failure", False)),
             )
         )
     return tuple(out)
@@ -358,7 +361,7 @@ def judge(text: str) -> Verdict:
         return Verdict("other", False, False, None)
     cls: ErrorClass | None = None
     capture = any(c.capture for c in codes)
-    secondary = False
+    secondary = failure = False
     sig_id = None
     cause = site = None
     for row in _order():
@@ -381,6 +384,7 @@ def judge(text: str) -> Verdict:
         if not hand or row.regex.search(text) is None:
             continue
         capture = capture or row.capture
+        failure = failure or row.failure
         if cls is None and row.error_class is not None:
             cls, secondary, sig_id = row.error_class, row.secondary, row.id
     native = native_sites.judge_printed(text)  # a CUDACHECK's FILE:LINE, read back to its call
@@ -388,7 +392,14 @@ def judge(text: str) -> Verdict:
         capture = capture or native.capture
         site = site or native.source
     return Verdict(
-        cls or "other", capture, secondary, sig_id, codes[0].id if codes else None, cause, site
+        cls or "other",
+        capture,
+        secondary,
+        sig_id,
+        codes[0].id if codes else None,
+        cause,
+        site,
+        failure,
     )
 
 

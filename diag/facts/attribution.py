@@ -385,9 +385,13 @@ def place_capture_error(tables: EventTables) -> Placed | None:
         return None
     timeline = Timeline(tables)
     chosen = None
-    for row in _rows(errors):
+    rows = _rows(errors)
+    roots = any(not _flag(r.get("secondary")) for r in rows)
+    for row in rows:
         cls_ = str(row["error_class"])
         reason = _text(row.get("reason"))
+        if roots and _flag(row.get("secondary")) and not _flag(row.get("explicit_capture")):
+            continue  # a follow-on report (a parent's "child died") is where its root error is
         evidence = collect(row, timeline)
         verdict = decide(evidence, cls_ != "other" or reason is not None)
         if not verdict.in_capture or verdict.decided_by is None:

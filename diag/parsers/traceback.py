@@ -3,7 +3,7 @@
 Tracebacks are collected as blocks, whatever wraps them: vLLM's logger repeats its header on
 every traceback line (one ``ERROR`` line per traceback line, grouped by process), SGLang
 prints a tagged header and bare lines, pastes carry markdown/HTML markup or have lost their
-line breaks. Each block is parsed with the ``traceback.lark`` grammar into sections (one per
+line breaks. Each block is parsed with the ``traceback.lark`` grammar (:mod:`diag.parsers.traceback_text`) into sections (one per
 chained exception), each with its frames and exception text.
 
 Every exception becomes an ``error`` event with what the text and the frames say, and
@@ -21,8 +21,6 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from lark import Lark, Token, Tree, UnexpectedInput
-
 from diag.engines import atlas
 from diag.engines import errors as sigs
 from diag.engines.frame_causes import class_and_cause
@@ -30,7 +28,16 @@ from diag.engines.phases import CAPTURE_PHASES, engine_of_frames, graph_frame, p
 from diag.normalize.lines import ENTITY_ANCHORS
 from diag.normalize.prefix import LogLine
 from diag.parsers.base import Block, Context, LineParser
-from diag.resources import grammar_text
+from diag.parsers.traceback_text import (
+    CHAIN_WORDS,
+    CONTINUATION,
+    EXC_LINE,
+    MAX_BLOCK_LINES,
+    MAX_FOREIGN_LINES,
+    parse_traceback,
+    split_glued,
+    unmark,
+)
 
 
 @dataclass
@@ -51,156 +58,6 @@ def explicit_capture(message: str) -> bool:
     return sigs.capture_only(message)
 
 
-# ---------------------------------------------------------------- markup around pastes
-_QUOTE = re.compile(r"^\s*(?:>\s?)+")
-_FENCE = re.compile(r"^\s*(?:```|~~~)\w*\s*")
-_TAGS = re.compile(r"</?(?:pre|code|br|p|div|span)\b[^>]*>", re.I)
-_QUOTES = {("`", "`"), ('"', '"'), ("'", "'"), ("\u201c", "\u201d")}  # one quoted line
-
-
-def unmark(text: str) -> str:
-    """A pasted line without the markup around it: > quotes, code fences, <pre> tags,
-    backticks quoting one exception line (HTML entities are decoded once, by
-    ``diag.normalize.lines.clean``: decoding again would turn a logged "&amp;lt;" into "<")."""
-    if not text:
-        return text
-    if text.lstrip().startswith(">"):
-        text = _QUOTE.sub("", text)
-    if "```" in text or "~~~" in text:
-        text = _FENCE.sub("", text).replace("```", "")
-    if "<" in text and _TAGS.search(text):
-        text = _TAGS.sub("", text)
-    s = text.strip()
-    if len(s) > 2 and (s[0], s[-1]) in _QUOTES and s[0] not in s[1:-1]:
-        text = s[1:-1]
-    return text
-
-
-# ---------------------------------------------------------------- grammar
-@lru_cache(maxsize=1)
-def _parser() -> Lark:
-    return Lark(grammar_text("traceback.lark"), parser="lalr", lexer="contextual")
-
-
-@dataclass
-class Section:
-    """One traceback of a (possibly chained) block: its frames and its exception text."""
-
-    frames: list[str] = field(default_factory=list)
-    exception: str | None = None
-
-
-@dataclass
-class ParsedTraceback:
-    sections: list[Section] = field(default_factory=list)
-
-    @property
-    def frames(self) -> list[str]:
-        return [f for s in self.sections for f in s.frames]
-
-    @property
-    def exceptions(self) -> list[str]:
-        return [s.exception for s in self.sections if s.exception is not None]
-
-
-def parse_traceback(lines: list[str]) -> ParsedTraceback:
-    """Sections of a traceback block: frames and exception per chained traceback (never raises)."""
-    text = "\n".join(ln.rstrip() for ln in lines) + "\n"
-    out = ParsedTraceback()
-    try:
-        tree = _parser().parse(text)
-    except UnexpectedInput:
-        return _fallback(lines)
-    sec = Section()
-    out.sections.append(sec)
-    in_exc = False
-    for node in tree.children:
-        if not isinstance(node, Tree):
-            continue
-        kind = node.data
-        tokens = [t for t in node.scan_values(lambda v: isinstance(v, Token))]
-        first = str(tokens[0]).strip() if tokens else ""
-        if kind in ("header", "chain"):
-            if sec.frames or sec.exception is not None:
-                sec = Section()
-                out.sections.append(sec)
-            in_exc = False
-        elif kind == "frame":
-            if sec.exception is not None:
-                sec = Section()
-                out.sections.append(sec)
-            sec.frames.append(" ".join(str(t).strip() for t in tokens))
-            in_exc = False
-        elif kind == "exception":
-            if sec.exception is not None:
-                sec = Section()
-                out.sections.append(sec)
-            sec.exception = first
-            in_exc = True
-        elif kind == "text" and in_exc and sec.exception is not None:
-            sec.exception += "\n" + first
-    out.sections = [s for s in out.sections if s.frames or s.exception is not None]
-    return out
-
-
-def _fallback(lines: list[str]) -> ParsedTraceback:
-    out = ParsedTraceback()
-    sec = Section()
-    out.sections.append(sec)
-    code_due = False  # the line after a frame is its source line (kept with it, as the grammar)
-    for ln in lines:
-        s = ln.strip()
-        if s.startswith('File "'):
-            if sec.exception is not None:
-                sec = Section()
-                out.sections.append(sec)
-            sec.frames.append(s)
-            code_due = True
-            continue
-        if code_due and s and ln[:1].isspace() and not _EXC_LINE.match(s):
-            sec.frames[-1] += " " + s
-            code_due = False
-            continue
-        code_due = False
-        if _EXC_LINE.match(s):
-            if sec.exception is not None:
-                sec = Section()
-                out.sections.append(sec)
-            sec.exception = s
-        elif sec.exception is not None and s and not s.startswith(_CHAIN_WORDS):
-            sec.exception += "\n" + s
-    return out
-
-
-# ---------------------------------------------------------------- lines lost
-_EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failure|Interrupt)(?::\s|:$|$)")
-_CHAIN_WORDS = ("During handling of the above", "The above exception")
-_CONTINUATION = re.compile(r"^(?:\s|Traceback|During handling|The above exception|\^|~)")
-_GLUED_FRAME = re.compile(r"\s+(?=File \"[^\"]+\", line \d+)")
-_GLUED_CHAIN = re.compile(r"\s+(?=During handling of the above|The above exception was)")
-_GLUED_EXC = re.compile(r"\s+(?=(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Failure):\s)")
-MAX_BLOCK_LINES = 2000
-MAX_FOREIGN_LINES = 200  # a per-line ERROR traceback waits this long for its process's next line
-
-
-def split_glued(text: str) -> list[str]:
-    """A traceback pasted with its line breaks lost, back into lines: before every
-    ``File "..."`` frame and chain sentence, and before the exception after the last frame."""
-    if 'File "' not in text:
-        return [text]
-    text = _GLUED_CHAIN.sub("\n", text)
-    pieces: list[str] = []
-    for part in text.split("\n"):
-        frames = _GLUED_FRAME.split(part)
-        last = frames[-1]
-        m = _GLUED_EXC.search(last)
-        if m and last.startswith('File "'):
-            frames[-1:] = [last[: m.start()], last[m.end() :]]
-        pieces.extend("  " + f if f.startswith('File "') else f for f in frames if f.strip())
-    return pieces
-
-
-# ---------------------------------------------------------------- block + parser
 class TracebackBlock(Block):
     """Collects one traceback (plus the message lines that follow its exception)."""
 
@@ -214,11 +71,12 @@ class TracebackBlock(Block):
         self.at_end = False  # set by the scanner when the input ends inside the block
         self.foreign = 0  # other processes' lines since our last one
         self.log_phase: str | None = None
+        self.heading = ""  # what the line said before "Traceback" ("Scheduler hit an exception: ")
         for piece in split_glued(text):
             self._add(piece)
 
     def _add(self, msg: str) -> None:
-        if _EXC_LINE.match(msg.strip()):
+        if EXC_LINE.match(msg.strip()):
             self.seen_exception = True
             self._exc_at = len(self.lines)
         self.lines.append(msg)
@@ -255,7 +113,7 @@ class TracebackBlock(Block):
         msg = unmark(line.msg)
         if not msg.strip():
             return True
-        if self.seen_exception and not _CONTINUATION.match(msg) and not _EXC_LINE.match(msg):
+        if self.seen_exception and not CONTINUATION.match(msg) and not EXC_LINE.match(msg):
             # message tail after the exception ("Possible solutions:", "1. ...")
             if len(self.lines) - self._exc_index() > 12:
                 self.done = True
@@ -294,6 +152,21 @@ class TracebackBlock(Block):
                     "advice is",
                     cause=said.cause,
                     site=said.site,
+                )
+            elif not all_frames and self.heading:
+                # a process's failure line whose traceback is not in the log (cut after it)
+                ctx.emit(
+                    "error",
+                    self.first,
+                    engine=engine,
+                    error_class="other",
+                    message=_clip(f"{self.heading} (the traceback after it is not in the log)"),
+                    capture_related=False,
+                    explicit_capture=False,
+                    phase=None,
+                    log_phase=self.log_phase,
+                    secondary=False,
+                    reason=None,
                 )
             elif all_frames:
                 cut = (
@@ -396,6 +269,9 @@ def _markers(engines: tuple[str, ...]) -> tuple[tuple[str, ...], re.Pattern[str]
 
 
 _NCCL_LINE = "NCCL WARN"
+# words of a process saying it failed or died that hold none of "rror" / "ail" (errors.yaml
+# rows with failure: true): a segfault report, a C++ terminate, SGLang's "hit an exception"
+_FAILURE_WORDS = ("egmentation fault", "core dumped", "terminate called", "hit an exception")
 # words every signature a line is reported for contains (capture rows, NCCL rows, OOM rows):
 # only lines holding one are matched against the signature table
 _SIGNATURE_WORDS = (
@@ -408,6 +284,7 @@ _SIGNATURE_WORDS = (
     "rror",
     "graph",
     "Fail when",
+    *_FAILURE_WORDS,
     *sigs.line_anchors(),  # a runtime code in its printed form
     "ail",
     "error",
@@ -415,7 +292,7 @@ _SIGNATURE_WORDS = (
 )
 # an SGLang header line (no level) is judged for capture-explicit words only when it says
 # it failed (its batch lines name "cuda graph" on every step: they stay cheap)
-_SGLANG_ERROR_WORDS = ("rror", "ail", "xception", *atlas.advice_anchors())
+_SGLANG_ERROR_WORDS = ("rror", "ail", "xception", *_FAILURE_WORDS, *atlas.advice_anchors())
 # a runtime's error print, whatever its code: an error line even when the code is not one the
 # table knows (a newer runtime's text, a code cut off)
 _RUNTIME_FORM = re.compile(
@@ -490,6 +367,7 @@ class ErrorParser(LineParser):
         "NCCL WARN",
         "Search for `",
         "cannot be captured",
+        *_FAILURE_WORDS,
         *atlas.advice_anchors(),  # the engines' capture-failure advice lines (raise_atlas.json)
         # phase-opening lines the engine parsers do not anchor on already
         "Memory profiling",
@@ -511,18 +389,22 @@ class ErrorParser(LineParser):
             msg = unmark(msg)
         idx = msg.find("Traceback (most recent call last)")
         if idx >= 0:
-            return self._block(line, msg[idx:], phase)
+            block = self._block(line, msg[idx:], phase)
+            before = msg[:idx].strip()
+            if before and sigs.judge(before).failure:
+                block.heading = before
+            return block
         stripped = msg.lstrip()
         if stripped.startswith('File "') and line.header in (None, "vllm"):
             return self._block(line, msg, phase)
-        if stripped.startswith(_CHAIN_WORDS):
+        if stripped.startswith(CHAIN_WORDS):
             return self._block(line, stripped, phase)
         erring = line.level in ("ERROR", "CRITICAL") or line.header not in (
             "vllm",
             "sglang",
             "glog",
         )
-        if _EXC_LINE.match(stripped) and (
+        if EXC_LINE.match(stripped) and (
             (erring and line.header in (None, "vllm", "pylog")) or line.header == "sglang"
         ):
             # an exception line with its traceback above it cut off (or a quoted one); SGLang
@@ -540,12 +422,17 @@ class ErrorParser(LineParser):
             w in msg for w in _SIGNATURE_WORDS
         ):
             verdict = sigs.judge(msg)
-            if not erring and _NCCL_LINE not in msg and not (verdict.capture or verdict.site):
+            if (
+                not erring
+                and _NCCL_LINE not in msg
+                and not (verdict.capture or verdict.site or verdict.failure)
+            ):
                 return None  # an SGLang line (no level) is an error by an engine site's words
             if (
                 verdict.capture
                 or verdict.code is not None
                 or verdict.site is not None  # an engine's own error message (raise_atlas.json)
+                or verdict.failure  # a process saying it failed or died (errors.yaml)
                 or (erring and _RUNTIME_FORM.search(msg) is not None)
                 or (
                     verdict.error_class != "other"

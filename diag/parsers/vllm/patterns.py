@@ -214,8 +214,7 @@ KV_ERRORS = (
     "is larger than the maximum number of tokens that can be stored in KV cache",
 )
 WARMUP_OOM = re.compile(r"CUDA out of memory occurred when warming up (?:sampler|pooler)")
-# mirrors of diag.parsers.traceback.ErrorParser's own tests, to avoid emitting twice
-EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failure)(?::\s|$)")
+# what diag.parsers.traceback.ErrorParser reports itself, to avoid emitting twice
 STANDALONE_OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|HIP out of memory"
 )

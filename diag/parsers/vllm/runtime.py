@@ -9,6 +9,7 @@ from diag.normalize.prefix import LogLine
 from diag.parsers import periodic
 from diag.parsers.base import Context, num, parse_int_list, to_int
 from diag.parsers.traceback import explicit_capture
+from diag.parsers.traceback_text import EXC_LINE
 from diag.parsers.vllm.patterns import (
     _DISABLED,
     ACTIONS,
@@ -28,7 +29,6 @@ from diag.parsers.vllm.patterns import (
     ENGINE,
     ENGINE_IDX,
     EST_GRAPH,
-    EXC_LINE,
     FAST_ADDED,
     FAST_ITERATION,
     FAST_RECEIVED,
