@@ -24,6 +24,7 @@ from typing import Any, Literal
 import yaml
 
 from diag.engines import atlas, native_sites
+from diag.engines.literals import required_literals
 
 ErrorClass = Literal["oom", "stream_capture_invalid", "unsupported_op", "distributed", "other"]
 ERROR_CLASSES: tuple[ErrorClass, ...] = (
@@ -414,9 +415,14 @@ def recognised(text: str) -> bool:
     return judge(text).signature is not None
 
 
+@cache
 def line_anchors() -> tuple[str, ...]:
-    """Literals one of which every line a runtime code is printed in holds (and a row's own
-    ``anchors:``, for a text with no error word): a parser that feeds only lines with an anchor
-    feeds these."""
-    rows = (a for r in _errors_yaml()["signatures"] for a in r.get("anchors", ()))
+    """Literals one of which every line a runtime code is printed in holds, and every line a
+    row's message can match (the literals its regex requires, else its own ``anchors:``): a
+    parser that feeds only lines with an anchor feeds these, so a table text pasted with no
+    error word around it ("Invalid capture.") still reaches the table."""
+    rows: set[str] = set()
+    for r in _errors_yaml()["signatures"]:
+        rows.update(required_literals(r["regex"]) or () if "regex" in r else ())
+        rows.update(r.get("anchors", ()))
     return tuple(sorted({*(a for m in _matchers() for a in m.anchors), *rows}))

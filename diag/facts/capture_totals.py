@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from diag.engines import EngineConfig, spec_for
 from diag.engines.config import as_count as _as_int
@@ -108,14 +109,24 @@ def unfinished_capture(tables: EventTables) -> str | None:
     )
 
 
+def first_root_error(errors: pd.DataFrame) -> int:
+    """The position of the run's first root error: a whole error before a traceback cut
+    before its exception line, both before a follow-on report or a process's summary line
+    ("EngineCore failed to start.", errors marked ``secondary``); the earliest of a rank."""
+    order = errors["_order" if "_order" in errors.columns else "line"].to_numpy(np.int64)
+    secondary = errors["secondary"].fillna(False).astype(bool).to_numpy()
+    cut = errors["reason"].notna().to_numpy()
+    rank = np.where(secondary, 2, np.where(cut, 1, 0))
+    return int(np.lexsort((order, rank))[0])
+
+
 def unplaced_error(tables: EventTables) -> str | None:
     """A note for a run with errors but no capture error: the first error, and why it is not
     read as one (its phase), so a traceback in the log is never passed over in silence."""
     errors = tables["error"]
     if errors.empty:
         return None
-    col = "_order" if "_order" in errors.columns else "line"
-    row = errors.iloc[int(errors[col].astype("int64").to_numpy().argmin())]
+    row = errors.iloc[first_root_error(errors)]
     phase = next(
         (p for p in (row.get("phase"), row.get("log_phase")) if isinstance(p, str) and p),
         None,

@@ -25,7 +25,7 @@ import pandas as pd
 
 from diag.engines.phases import CAPTURE_PHASES, REQUEST_PHASE
 from diag.events import EventTables
-from diag.facts.capture_totals import unfinished_capture
+from diag.facts.capture_totals import first_root_error, unfinished_capture
 from diag.facts.request_errors import RequestErrors, request_scoped, summarise
 from diag.facts.run_record import BatchCounts, RunRecord
 from diag.model import Finding, headline
@@ -139,7 +139,7 @@ def request_errors(t: EventTables) -> tuple[np.ndarray, RequestErrors | None]:
 
 
 def engine_error(t: EventTables, requests: np.ndarray | None = None) -> EngineError | None:
-    """The run's first root error (a follow-on or cut traceback only when nothing else),
+    """The run's first root error (a cut traceback, then a follow-on, only when nothing else),
     placed in its phase; the rows ``requests`` marks (one request's errors) are left out.
     Call it for runs without a capture error."""
     errors = t["error"]
@@ -148,10 +148,7 @@ def engine_error(t: EventTables, requests: np.ndarray | None = None) -> EngineEr
     if errors.empty:
         return None
     order = _order(errors)
-    secondary = errors["secondary"].fillna(False).astype(bool).to_numpy()
-    cut = errors["reason"].notna().to_numpy()
-    rank = np.where(secondary | cut, 1, 0)
-    at = int(np.lexsort((order, rank))[0])
+    at = first_root_error(errors)
     row = errors.iloc[at]
     key = int(order[at])
     serving = _serving_orders(t)

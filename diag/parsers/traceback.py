@@ -292,7 +292,14 @@ _SIGNATURE_WORDS = (
 )
 # an SGLang header line (no level) is judged for capture-explicit words only when it says
 # it failed (its batch lines name "cuda graph" on every step: they stay cheap)
-_SGLANG_ERROR_WORDS = ("rror", "ail", "xception", *_FAILURE_WORDS, *atlas.advice_anchors())
+_SGLANG_ERROR_WORDS = (
+    "rror",
+    "ail",
+    "xception",
+    *_FAILURE_WORDS,
+    *sigs.line_anchors(),  # a table text (a capture-only message) with no error word
+    *atlas.advice_anchors(),
+)
 # a runtime's error print, whatever its code: an error line even when the code is not one the
 # table knows (a newer runtime's text, a code cut off)
 _RUNTIME_FORM = re.compile(
@@ -307,6 +314,9 @@ _ERROR_PRINT = re.compile(
     r"\b(?:Failed|FAILED|failed|\w*Error|ERROR|error|\w*Exception|terminate called|Aborted)\b"
 )
 _NOT_AN_ERROR = ("NCCL INFO",)
+# rows of a general vocabulary (a word that names a subsystem, not an error message): a
+# header-less line matching only such a row is an error only where it says so itself
+_GENERAL_ROWS = frozenset({"distributed_general", "unsupported_in_graph"})
 # OOM rows an error line is reported for on its own (engine parsers report their own OOM lines);
 # a line quoting a runtime code in its printed form is reported whatever its class
 _LINE_OOM = frozenset({"torch_cuda_oom"})
@@ -346,6 +356,48 @@ def line_message(msg: str) -> str:
 def _error_print(msg: str) -> bool:
     """Whether a header-less line is an error print (not an info line naming a library)."""
     return _ERROR_PRINT.search(msg) is not None and not any(w in msg for w in _NOT_AN_ERROR)
+
+
+def _erring(line: LogLine) -> bool:
+    """An ERROR/CRITICAL line, or one whose prefix prints no level to say otherwise."""
+    return line.level in ("ERROR", "CRITICAL") or line.header not in ("vllm", "sglang", "glog")
+
+
+def error_line_verdict(line: LogLine, msg: str) -> sigs.Verdict | None:
+    """The table's verdict on a line outside a traceback that is an error line, else None:
+    what the signatures, the atlas and the runtimes' printed forms say of an ERROR line, a
+    header-less error print, an NCCL WARN line or an SGLang line (no level) in an engine's
+    or a process's failure words. One rule for ErrorParser and for the engine parsers that
+    leave such lines to it."""
+    erring = _erring(line)
+    sglang_error = line.header == "sglang" and any(w in msg for w in _SGLANG_ERROR_WORDS)
+    if not (erring or _NCCL_LINE in msg or sglang_error) or not any(
+        w in msg for w in _SIGNATURE_WORDS
+    ):
+        return None
+    verdict = sigs.judge(msg)
+    if not erring and _NCCL_LINE not in msg:
+        # an SGLang line (no level) is an error by an engine site's or a failure's words
+        return verdict if verdict.capture or verdict.site or verdict.failure else None
+    known = verdict.signature is not None  # a message of the table (any class)
+    if (
+        verdict.capture
+        or verdict.code is not None
+        or verdict.site is not None  # an engine's own error message (raise_atlas.json)
+        or verdict.failure  # a process saying it failed or died (errors.yaml)
+        or (erring and _RUNTIME_FORM.search(msg) is not None)
+        or (known and (_NCCL_LINE in msg or verdict.signature in _LINE_OOM))
+        or (known and line.level in ("ERROR", "CRITICAL"))  # a known text at error level
+        or (
+            known
+            and line.header is None
+            and not any(w in msg for w in _NOT_AN_ERROR)
+            # a specific message of the table, or a general word said as an error
+            and (verdict.signature not in _GENERAL_ROWS or _error_print(msg))
+        )
+    ):
+        return verdict
+    return None
 
 
 class ErrorParser(LineParser):
@@ -410,7 +462,6 @@ class ErrorParser(LineParser):
             # an exception line with its traceback above it cut off (or a quoted one); SGLang
             # prints no level, so its header line holding an exception is one
             return self._block(line, stripped, phase)
-        sglang_error = line.header == "sglang" and any(w in msg for w in _SGLANG_ERROR_WORDS)
         if (
             line.level in ("WARNING", None)  # SGLang's prefix prints no level
             and ("aptur" in msg or "APTUR" in msg)
@@ -418,46 +469,27 @@ class ErrorParser(LineParser):
         ):
             self._warned(line, msg, phase, ctx)
             return None
-        if (erring or _NCCL_LINE in msg or sglang_error) and any(
-            w in msg for w in _SIGNATURE_WORDS
-        ):
-            verdict = sigs.judge(msg)
-            if (
-                not erring
-                and _NCCL_LINE not in msg
-                and not (verdict.capture or verdict.site or verdict.failure)
-            ):
-                return None  # an SGLang line (no level) is an error by an engine site's words
-            if (
-                verdict.capture
-                or verdict.code is not None
-                or verdict.site is not None  # an engine's own error message (raise_atlas.json)
-                or verdict.failure  # a process saying it failed or died (errors.yaml)
-                or (erring and _RUNTIME_FORM.search(msg) is not None)
-                or (
-                    verdict.error_class != "other"
-                    and (
-                        _NCCL_LINE in msg
-                        or verdict.signature in _LINE_OOM
-                        or (line.header is None and _error_print(msg))
-                    )
-                )
-            ):
-                ctx.emit(
-                    "error",
-                    line,
-                    engine=_engine(ctx, line, []),
-                    error_class=verdict.error_class,
-                    message=_clip(_hint_message(line_message(msg))),
-                    capture_related=verdict.capture,
-                    explicit_capture=verdict.capture,
-                    phase=None,
-                    log_phase=phase,
-                    secondary=verdict.secondary,
-                    reason=None,
-                    cause=verdict.cause,
-                    site=verdict.site,
-                )
+        verdict = error_line_verdict(line, msg)
+        if verdict is not None:
+            # a line that is an error only because a process says it failed ("EngineCore
+            # failed to start.", a segfault report) heads or follows the error that caused
+            # it: a root error of the run is preferred to it, as to a follow-on
+            summary = verdict.failure and verdict.signature is None and not verdict.capture
+            ctx.emit(
+                "error",
+                line,
+                engine=_engine(ctx, line, []),
+                error_class=verdict.error_class,
+                message=_clip(_hint_message(line_message(msg))),
+                capture_related=verdict.capture,
+                explicit_capture=verdict.capture,
+                phase=None,
+                log_phase=phase,
+                secondary=verdict.secondary or summary,
+                reason=None,
+                cause=verdict.cause,
+                site=verdict.site,
+            )
         return None
 
     @staticmethod

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 
-from diag.engines import errors as sigs
 from diag.normalize.prefix import LogLine
 from diag.parsers import periodic
 from diag.parsers.base import Context, num, parse_int_list, to_int
-from diag.parsers.traceback import explicit_capture
+from diag.parsers.traceback import error_line_verdict
 from diag.parsers.traceback_text import EXC_LINE
 from diag.parsers.vllm.patterns import (
     _DISABLED,
@@ -65,7 +64,6 @@ from diag.parsers.vllm.patterns import (
     RUNNING,
     SET_MAX_SEQS,
     SETTING_MODE,
-    STANDALONE_OOM,
     STEP,
     SWAPPED,
     TRUNCATE,
@@ -440,11 +438,4 @@ def _error_parser_covers(line: LogLine) -> bool:
         return True
     if line.header is None and EXC_LINE.match(msg):
         return True
-    if line.level in ("ERROR", "CRITICAL") or line.header not in ("vllm", "sglang", "glog"):
-        return bool(
-            STANDALONE_OOM.search(msg)
-            or (explicit_capture(msg) and "failed" in msg)
-            # an engine raise site's own words (raise_atlas.json): ErrorParser's since the atlas
-            or (line.level in ("ERROR", "CRITICAL") and sigs.judge(msg).site is not None)
-        )
-    return False
+    return error_line_verdict(line, msg) is not None
