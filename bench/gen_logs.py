@@ -312,8 +312,9 @@ def _vllm_startup(ts: str, restart_no: int) -> list[str]:
     ]
 
 
-_VLLM_TRACEBACK = """{core} ERROR {ts} [core.py:710] EngineCore encountered an issue. See stack trace (above) for the root cause.
-{api} ERROR {ts} [serving_completion.py:160] Error in preprocessing prompt inputs
+# one request rejected for its length while the engine goes on serving (no engine-dead line:
+# vLLM prints "EngineCore encountered an issue" only when the core itself died)
+_VLLM_TRACEBACK = """{api} ERROR {ts} [serving_completion.py:160] Error in preprocessing prompt inputs
 {api} ERROR {ts} [serving_completion.py:160] Traceback (most recent call last):
 {api} ERROR {ts} [serving_completion.py:160]   File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/serving_completion.py", line 152, in create_completion
 {api} ERROR {ts} [serving_completion.py:160]     engine_prompts = await self._preprocess_completion(

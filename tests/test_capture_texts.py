@@ -549,3 +549,30 @@ def test_a_process_saying_it_died_is_an_engine_error_run(form: str, tmp_path: Pa
         assert len(report.runs) == 1 and "GD105" in codes and "GD100" not in codes, (name, codes)
         pure, hot = both([str(path)])
         assert_same_tables(pure, hot, name)
+
+
+def _table_texts() -> list[tuple[str, str]]:
+    """(id, text) of every text the signature table's rows say (any class)."""
+    rows = yaml.safe_load((DATA / "errors.yaml").read_text(encoding="utf-8"))["signatures"]
+    return [(f"{r['id']}-{j}", say) for r in rows for j, say in enumerate(r.get("says", ()))]
+
+
+@pytest.mark.parametrize("form", ("bare", "error_line"))
+def test_every_table_text_alone_makes_a_run(form: str, tmp_path: Path) -> None:
+    """A message of the signature table pasted on its own, with no exception name or error
+    word around it, or on an engine's ERROR line, is an error of a run: the line reaches the
+    table by the literals its row's pattern requires (diag.engines.literals), never "nothing
+    recognised". Rows of a general vocabulary (a subsystem's name, "not supported") need an
+    error word of their own when bare."""
+    head = "" if form == "bare" else "(EngineCore_DP0 pid=1) ERROR 06-01 12:00:00 [core.py:1] "
+    general = {"distributed_general", "unsupported_in_graph"}
+    texts = [(n, t) for n, t in _table_texts() if n.rsplit("-", 1)[0] not in general]
+    assert len(texts) >= 80
+    silent = []
+    for name, text in texts:
+        (tmp_path / name).mkdir()
+        path = tmp_path / name / "server.log"
+        path.write_text(head + text + "\n", encoding="utf-8")
+        if not analyze([str(path)], generated_at="fixed").runs:
+            silent.append((name, text[:60]))
+    assert not silent, silent

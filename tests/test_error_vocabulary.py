@@ -196,7 +196,9 @@ def test_every_hand_row_names_what_its_source_says() -> None:
 def test_every_hand_row_is_judged_by_its_own_text(sig: sigs.Signature, text: str) -> None:
     assert sig.regex.search(text), text
     v = sigs.judge(text)
-    if sig.error_class is None:  # a capture wrapper: the class is what it wraps
+    if sig.error_class is None and sig.failure:  # a process saying it failed: no class
+        assert v.failure and not v.capture and v.error_class == "other", v
+    elif sig.error_class is None:  # a capture wrapper: the class is what it wraps
         assert v.capture and v.error_class == "other", v
     else:  # no row above it takes its text
         assert (v.signature, v.error_class) == (sig.id, sig.error_class), v

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import re._constants as sre  # type: ignore[import-not-found]
 import re._parser as sre_parse  # type: ignore[import-not-found]
+from collections.abc import Iterable
 from typing import Any
 
 MIN_ANCHOR = 4
@@ -65,3 +66,14 @@ def _sequence(items: list[tuple[Any, Any]], icase: bool) -> set[str] | None:
             offer(_sequence(list(av[2]), icase))
     offer({"".join(run)} if run else None)
     return best[1] if best else None
+
+
+def fewest(anchors: Iterable[str]) -> tuple[str, ...]:
+    """The same any-of test with fewer literals: an anchor that holds another is dropped (a
+    line holding it holds the shorter one too)."""
+    ordered = sorted(set(anchors), key=lambda a: (len(a), a))
+    kept: list[str] = []
+    for a in ordered:
+        if not any(k in a for k in kept):
+            kept.append(a)
+    return tuple(sorted(kept))

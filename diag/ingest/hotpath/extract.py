@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from diag.engines.literals import fewest
 from diag.events import EVENT_KINDS, INT_DIGITS
 from diag.ingest.hotpath import native as native_mod
 from diag.ingest.hotpath import prefixed
@@ -239,6 +240,7 @@ class HotPath:
 
     def __init__(self, backend: str, anchors: Sequence[str], native: bool | None = None) -> None:
         self.backend = backend
+        anchors = fewest(anchors)  # the same any-of test (the C literal set holds < 256)
         # free-text kinds exclude every trigger of the active parsers (their anchors)
         self.kinds = tuple(k.with_triggers(anchors) for k in ENGINE_KINDS[backend])
         #: table rows, read where their block asks (``rows``), by declaration name
