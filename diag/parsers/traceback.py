@@ -71,8 +71,10 @@ class TracebackBlock(Block):
         self.at_end = False  # set by the scanner when the input ends inside the block
         self.foreign = 0  # other processes' lines since our last one
         self.log_phase: str | None = None
-        self.heading = ""  # what the line said before "Traceback" ("Scheduler hit an exception: ")
-        for piece in split_glued(text):
+        # a process's failure words before its traceback ("Scheduler hit an exception: ",
+        # vLLM's "WorkerProc failed to start." on the line above it)
+        self.heading = ""
+        for piece in split_glued(text) if text else ():
             self._add(piece)
 
     def _add(self, msg: str) -> None:
@@ -154,18 +156,19 @@ class TracebackBlock(Block):
                     site=said.site,
                 )
             elif not all_frames and self.heading:
-                # a process's failure line whose traceback is not in the log (cut after it)
+                # a process's failure line with no traceback after it in the log: an error
+                # of the run, after any root error (a follow-on's rank)
                 ctx.emit(
                     "error",
                     self.first,
                     engine=engine,
                     error_class="other",
-                    message=_clip(f"{self.heading} (the traceback after it is not in the log)"),
+                    message=_clip(self.heading),
                     capture_related=False,
                     explicit_capture=False,
                     phase=None,
                     log_phase=self.log_phase,
-                    secondary=False,
+                    secondary=True,
                     reason=None,
                 )
             elif all_frames:
@@ -470,11 +473,15 @@ class ErrorParser(LineParser):
             self._warned(line, msg, phase, ctx)
             return None
         verdict = error_line_verdict(line, msg)
+        summary = verdict is not None and verdict.failure and verdict.signature is None
+        if summary and line.header == "vllm":
+            # a line that is an error only because a process says it failed: vLLM's
+            # logger.exception ("WorkerProc failed to start.") heads the traceback its process
+            # prints on the next lines; alone, an error ranked after any root error
+            block = self._block(line, "", phase)
+            block.heading = line_message(msg).strip()
+            return block
         if verdict is not None:
-            # a line that is an error only because a process says it failed ("EngineCore
-            # failed to start.", a segfault report) heads or follows the error that caused
-            # it: a root error of the run is preferred to it, as to a follow-on
-            summary = verdict.failure and verdict.signature is None and not verdict.capture
             ctx.emit(
                 "error",
                 line,
@@ -485,6 +492,7 @@ class ErrorParser(LineParser):
                 explicit_capture=verdict.capture,
                 phase=None,
                 log_phase=phase,
+                # a crash print or a failure line with no traceback it heads: after any root
                 secondary=verdict.secondary or summary,
                 reason=None,
                 cause=verdict.cause,
