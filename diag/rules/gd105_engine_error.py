@@ -22,9 +22,16 @@ def _read(m: RunMetrics) -> str | None:
     e = m.engine_error
     if e is None:
         return None
+    if e.placed_by == "frames":
+        return (
+            f"Read the traceback at {e.at}: its innermost frame names the failing component "
+            "(the first error of the run; later ones usually follow from it)."
+        )
+    # no frame placed it: the log may hold no traceback for it (a bare error line, a crash)
     return (
-        f"Read the traceback at {e.at}: its innermost frame names the failing component "
-        "(the first error of the run; later ones usually follow from it)."
+        f"Find the traceback of the error at {e.at} (its process prints it with the error, "
+        "in this log or in that process's own output): its innermost frame names the failing "
+        "component (the first error of the run; later ones usually follow from it)."
     )
 
 
