@@ -214,6 +214,10 @@ def graph_mode(tables: EventTables, config: EngineConfig) -> GraphMode:
         return "disabled"
     if phases:
         return "enabled"
+    # vLLM estimates graph memory only for a run that will capture graphs (the estimate is
+    # 0 with cudagraph_mode NONE: vllm==0.34.0:vllm/v1/worker/gpu/cudagraph_utils.py:1005)
+    if (sizing(tables, "graph_mem_est_gib", rank0=False) or 0) > 0:
+        return "enabled"
     if config.graphs_off is not None:
         return "disabled" if config.graphs_off else "enabled"
     return "unknown"
@@ -369,6 +373,9 @@ def build_facts(run: Run) -> RunFacts:
     if mode == "unknown" and capture_error(t)[0] is not None:
         mode = "enabled"  # a capture was attempted and failed
     sizes = capture_sizes(t, config)
+    capped = _capped(t)
+    if sizes and capped is not None:  # the engine dropped the sizes above its cap
+        sizes = [s for s in sizes if s <= capped] or sizes
     ceiling = _ceiling(t, config, run.backend, sizes)
     window = window_of(config, run.backend, mode, version, sizes, ceiling)
     steps = decode_steps(t, config)
@@ -449,10 +456,14 @@ def _quiet_run_notes(t: EventTables) -> list[str]:
 def _ceiling(
     t: EventTables, config: EngineConfig, backend: str, sizes: list[int] | None
 ) -> int | None:
-    """The largest capture size; else the ceiling a config key names; else, where the engine
-    prints one, the capture-size table's largest size."""
+    """The largest capture size; else where the engine says it capped them; else the
+    ceiling a config key names; else, where the engine prints one, the capture-size
+    table's largest size."""
     if sizes:
         return max(sizes)
+    capped = _capped(t)
+    if capped is not None:
+        return capped
     if config.ceiling_named:
         return config.ceiling
     if not (spec_for(backend) or VLLM).ceiling_from_table:
@@ -460,6 +471,20 @@ def _ceiling(
     cs = t["capture_sizes"]
     largest = cs["largest"].dropna() if not cs.empty else cs
     return as_int(_plain(largest.max())) if len(largest) else None
+
+
+#: advisory topics in which the engine lowers its largest capture size after the config
+#: (vLLM's Mamba cache cap and its speculative-decoding truncation: parsers/vllm/runtime.py)
+CAPPING_TOPICS = ("capping_capture_sizes", "truncating_capture_size")
+
+
+def _capped(t: EventTables) -> int | None:
+    """The largest capture size the engine's last capping line leaves, if it logged one."""
+    adv = t["advisory"]
+    if adv.empty:
+        return None
+    rows = adv[adv["topic"].isin(CAPPING_TOPICS)]["value"].dropna()
+    return as_int(_plain(rows.iloc[-1])) if len(rows) else None
 
 
 def _ranks(run: Run, batches: pd.DataFrame) -> list[RankRecord]:
