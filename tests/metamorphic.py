@@ -152,6 +152,14 @@ def prefix_families() -> st.SearchStrategy[Prefix]:
         st.integers(0, 10**6),
         st.sampled_from((3, 6, 9)),
     )
+    # a CRI runtime's pod log file (/var/log/pods/...): stamp, stream, full/partial tag
+    cri = st.builds(
+        lambda base, stream: Prefix(
+            "CRI pod log file", lambda i: f"{_iso(base, i, 9)} {stream} F "
+        ),
+        st.integers(0, 10**6),
+        st.sampled_from(("stdout", "stderr")),
+    )
     kubectl = st.builds(
         lambda pod: Prefix("kubectl --prefix", lambda i: f"[pod/{pod}-0/main] "), _NAME
     )
@@ -187,7 +195,7 @@ def prefix_families() -> st.SearchStrategy[Prefix]:
         _NAME,
         st.sampled_from(("VLLM", "SGLANG", "stderr")),
     )
-    return st.one_of(compose, stamp, kubectl, rank, ray, journal, tracing)
+    return st.one_of(compose, stamp, cri, kubectl, rank, ray, journal, tracing)
 
 
 def _prefixed(p: Prefix) -> Callable[[Lines, Any], tuple[Lines, Kept]]:

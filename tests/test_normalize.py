@@ -369,3 +369,30 @@ def test_glued_traceback_text_is_never_learned_as_a_prefix() -> None:
     line = peel("x", 1, 'Traceback (most recent call last):  File "/x.py", line 1, in f')
     unprefix(line, state)
     assert state.shapes == ()
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_a_cri_pod_log_files_stream_and_tag_are_peeled(stream: str, tmp_path: Path) -> None:
+    """A CRI runtime's pod log file (/var/log/pods: "<RFC3339Nano> stdout F <line>") is a
+    stamp, a stream and a full/partial tag before the line, which keeps its own indentation:
+    a vLLM header behind it is read as without it, and an indented exception wrapped over two
+    lines is still one capture error, on both read paths."""
+    from tests.test_hotpath_oracle import assert_same_tables, both
+
+    head = f"2026-06-01T12:00:00.123456789Z {stream} F "
+    line = peel("x", 1, head + "(EngineCore_DP0 pid=7) INFO 06-01 12:00:00 [core.py:1] hello")
+    assert (line.header, line.msg, line.ts is not None) == ("vllm", "hello", True)
+    assert peel("x", 1, head + "    capture unless").msg == "    capture unless"
+    log = tmp_path / "pod.log"
+    log.write_text(
+        head
+        + "    RuntimeError: Cannot copy between CPU and CUDA tensors during CUDA graph\n"
+        + head
+        + "    capture unless the CPU tensor is pinned.\n",
+        encoding="utf-8",
+    )
+    run = analyze([str(log)], generated_at="fixed").runs[0]
+    err = run.record.capture_error
+    assert err is not None and err.error_class == "unsupported_op"
+    pure, hot = both([str(log)])
+    assert_same_tables(pure, hot, "cri")

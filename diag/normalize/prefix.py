@@ -64,7 +64,10 @@ _ISO_TS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
 _WRAPPERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("quote", re.compile(r"^(?:>[ \t]?)+(?=[^>]|$)")),
     ("ci", re.compile(r"^\[(" + _ISO_TS + r")\]\s?")),
-    ("docker", re.compile(r"^(" + _ISO_TS + r")\s+(?=\S)")),
+    # docker's json-file stamp; a CRI runtime's file (/var/log/pods) adds the stream and a
+    # full/partial tag before the line, which may begin with spaces (kubernetes
+    # pkg/kubelet/kuberuntime/logs/logs.go parseCRILog: "<RFC3339Nano> stdout F <log>")
+    ("docker", re.compile(r"^(" + _ISO_TS + r")\s+(?:(?:stdout|stderr) [FP] |(?=\S))")),
     ("docker-desktop", re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\s+|$)(?=\[|\S|$)")),
     ("kubectl", re.compile("^" + KUBECTL_PREFIX)),
     ("compose", re.compile("^" + COMPOSE_PREFIX)),
