@@ -53,6 +53,7 @@ from diag.advise.grouping import joined, step_histogram
 from diag.advise.limits import (
     _GRID_LIMIT,
     DEFAULT_HEADROOM,
+    CeilingPolicy,
     EngineLimits,
     ceiling_policy,
     conventional_grid,
@@ -210,13 +211,8 @@ def advise(
     all_w = joined([r[1] for r in per_run])
     if not (all_s >= 1).any():
         raise ValueError("no step with a known size: nothing to size buckets for")
-    ceil_kw: dict[str, object] = {
-        "headroom": headroom,
-        "max_ceiling": max_ceiling,
-        "min_coverage": min_coverage,
-        "has_token_counts": has_tokens,
-    }
-    ceiling, notes = ceiling_policy(all_s, all_w, limits, **ceil_kw)  # type: ignore[arg-type]
+    policy = CeilingPolicy(headroom, max_ceiling, min_coverage, has_tokens)
+    ceiling, notes = ceiling_policy(all_s, all_w, limits, policy)
     # vLLM, piecewise graphs, stats lines only: the decode steps are sized from running counts,
     # the mixed prefill+decode steps not at all. The set is fitted to the decode steps and the
     # current (or default) sizes above them are kept: mixed steps use those, and no line says
@@ -224,8 +220,8 @@ def advise(
     kept: tuple[int, ...] = ()
     fit_ceiling = ceiling
     if limits.mixed_served() and not has_tokens:
-        ceil_kw["has_token_counts"] = True  # the folds fit decode ceilings too
-        fit_ceiling, _ = ceiling_policy(all_s, all_w, limits, **ceil_kw)  # type: ignore[arg-type]
+        policy = replace(policy, has_token_counts=True)  # the folds fit decode ceilings too
+        fit_ceiling, _ = ceiling_policy(all_s, all_w, limits, policy)
         if fit_ceiling < ceiling:
             base = limits.current_sizes or tuple(
                 limits.rules.default_window(
@@ -248,7 +244,7 @@ def advise(
     def grid_for(c: int) -> list[int]:
         return [g for g in grid if g <= c] + ([c] if c not in grid else [])
 
-    fold_list, how = make_folds(per_run, limits, folds, ceil_kw)
+    fold_list, how = make_folds(per_run, limits, folds, policy)
     n_kept = len([s for s in kept if s > fit_ceiling])
     k_hi = min(len(grid_for(fit_ceiling)), (max_k or MAX_FRONTIER_K) - n_kept)
     k_lo = 1 if forced_min >= fit_ceiling else 2

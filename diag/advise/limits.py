@@ -58,19 +58,29 @@ def conventional_grid(limits: EngineLimits, upto: int) -> list[int]:
     return grid
 
 
+@dataclass(frozen=True)
+class CeilingPolicy:
+    """How the ceiling is chosen: ``headroom`` above the peak, ``max_ceiling`` caps it,
+    ``min_coverage`` (``recommend --coverage``) lets it drop to the size that covers that
+    share of the steps (larger steps then run eager); ``has_token_counts``: the steps' token
+    counts are logged (vLLM's mixed steps need no floor then)."""
+
+    headroom: float = DEFAULT_HEADROOM
+    max_ceiling: int | None = None
+    min_coverage: float | None = None
+    has_token_counts: bool = False
+
+
 def ceiling_policy(
     sizes: np.ndarray,
     weights: np.ndarray,
     limits: EngineLimits,
-    *,
-    headroom: float = DEFAULT_HEADROOM,
-    max_ceiling: int | None = None,
-    min_coverage: float | None = None,
-    has_token_counts: bool = False,
+    policy: CeilingPolicy = CeilingPolicy(),
 ) -> tuple[int, list[str]]:
     """The ceiling and why (see :mod:`diag.advise.bucket_sets`, step 1): the one ceiling
-    policy. ``max_ceiling`` caps it; ``min_coverage`` (``recommend --coverage``) lets it drop
-    to the size that covers that share of the steps (larger steps then run eager)."""
+    policy, as ``policy`` sets it."""
+    headroom, max_ceiling = policy.headroom, policy.max_ceiling
+    min_coverage, has_token_counts = policy.min_coverage, policy.has_token_counts
     notes: list[str] = []
     ok = sizes >= 1
     known, known_w = (sizes, weights) if ok.all() else (sizes[ok], weights[ok])

@@ -19,7 +19,7 @@ import numpy as np
 from diag.advise.candidates import Solvers, UsedSizes, fit_set
 from diag.advise.cost_model import CostParameters, set_cost
 from diag.advise.grouping import joined, step_histogram
-from diag.advise.limits import EngineLimits, ceiling_policy
+from diag.advise.limits import CeilingPolicy, EngineLimits, ceiling_policy
 
 __all__ = [
     "DEFAULT_FOLDS",
@@ -70,7 +70,7 @@ def make_folds(
     runs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
     limits: EngineLimits,
     n_blocks: int,
-    ceil_kw: dict[str, object],
+    policy: CeilingPolicy,
 ) -> tuple[list[Fold], str]:
     """Leave-one-run-out with several runs, else contiguous time blocks of one run and, as a
     fold of its own, its quietest window (:func:`quietest_window`): whole time windows, never
@@ -117,7 +117,7 @@ def make_folds(
         tw = joined([p[1] for p in rest])
         if not (ts >= 1).any() or not (test[0] >= 1).any():
             continue
-        c, _ = ceiling_policy(ts, tw, limits, **ceil_kw)  # type: ignore[arg-type]
+        c, _ = ceiling_policy(ts, tw, limits, policy)
         out.append(Fold(step_histogram(ts, tw), step_histogram(*test), c))
     return out, how
 
