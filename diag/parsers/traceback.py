@@ -454,13 +454,8 @@ class ErrorParser(LineParser):
             return self._block(line, msg, phase)
         if stripped.startswith(CHAIN_WORDS):
             return self._block(line, stripped, phase)
-        erring = line.level in ("ERROR", "CRITICAL") or line.header not in (
-            "vllm",
-            "sglang",
-            "glog",
-        )
         if EXC_LINE.match(stripped) and (
-            (erring and line.header in (None, "vllm", "pylog")) or line.header == "sglang"
+            (_erring(line) and line.header in (None, "vllm", "pylog")) or line.header == "sglang"
         ):
             # an exception line with its traceback above it cut off (or a quoted one); SGLang
             # prints no level, so its header line holding an exception is one
