@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-InputKind = Literal["log", "metrics", "profile_table", "memory_snapshot", "trace", "unknown"]
+InputKind = Literal[
+    "log", "metrics", "server_info", "profile_table", "memory_snapshot", "trace", "unknown"
+]
 InputState = Literal["ok", "partial", "skipped"]
 Severity = Literal["error", "warning", "info"]
 PoolKind = Literal["default", "graph"]
@@ -51,6 +53,8 @@ class Stream:
     id: str
     backend: str
     sources: list[str] = field(default_factory=list)
+    # log, or server_info: a document read as events, joined to a log's run beside it
+    kind: str = "log"
     # where the year of year-less log lines came from (diag.ingest.clock)
     year_source: str = "unknown"  # log | mtime | unknown
 

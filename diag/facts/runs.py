@@ -200,7 +200,9 @@ def _by_instance(tables: EventTables, streams: list[Stream]) -> list[tuple[Strea
             part = {k: f for k, f in part.items() if not f.empty}
             if part:
                 label = f"{stream.id}[{name}]" if name else stream.id
-                sub = Stream(label, stream.backend, list(stream.sources), stream.year_source)
+                sub = Stream(
+                    label, stream.backend, list(stream.sources), stream.kind, stream.year_source
+                )
                 out.append((sub, EventTables(part)))
     return out
 
@@ -250,20 +252,30 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
                     stream.year_source,
                 )
             )
-    return _join_metrics(runs)
+    documents = {s.id for s in streams if s.kind == "server_info"}
+    return _join_companions(runs, documents)
 
 
 _METRICS_ONLY = frozenset({"metric", "input_note"})
 
 
-def _join_metrics(runs: list[Run]) -> list[Run]:
-    """A /metrics dump makes a stream of its own; beside a log of the same engine (same
-    folder) it joins that log's last run, as a snapshot does. Alone it stays a run."""
+def _companion(run: Run, documents: set[str]) -> bool:
+    """A run made by a /metrics dump or a server-info document alone, not by a log."""
+    if run.stream in documents:
+        return True
+    kinds = {k for k, f in run.tables._frames.items() if not f.empty}
+    return bool(kinds) and kinds <= _METRICS_ONLY and "metric" in kinds
+
+
+def _join_companions(runs: list[Run], documents: set[str]) -> list[Run]:
+    """A /metrics dump or a server-info document makes a stream of its own; beside a log of
+    the same engine (same folder) it joins that log's last run, as a snapshot does. Alone it
+    stays a run. What the log itself shows wins: a document's event kinds the log already
+    has (its config echo, its capture lines) are not added twice."""
     runs = list(runs)  # a host is replaced by itself with the dump joined
     joined: set[int] = set()
     for i, run in enumerate(runs):
-        kinds = {k for k, f in run.tables._frames.items() if not f.empty}
-        if not kinds or not kinds <= _METRICS_ONLY or "metric" not in kinds:
+        if not _companion(run, documents):
             continue
         folders = {str(Path(s).parent) for s in run.sources}
         at = next(
@@ -272,8 +284,7 @@ def _join_metrics(runs: list[Run]) -> list[Run]:
                 for j in reversed(range(len(runs)))
                 if j != i
                 and runs[j].backend == run.backend
-                and not {k for k, f in runs[j].tables._frames.items() if not f.empty}
-                <= _METRICS_ONLY
+                and not _companion(runs[j], documents)
                 and folders & {str(Path(s).parent) for s in runs[j].sources}
             ),
             None,
@@ -282,10 +293,12 @@ def _join_metrics(runs: list[Run]) -> list[Run]:
             continue
         host = runs[at]
         frames = dict(host.tables._frames)
+        document = run.stream in documents
         for kind, frame in run.tables._frames.items():
-            frames[kind] = (
-                pd.concat([frames[kind], frame], ignore_index=True) if kind in frames else frame
-            )
+            if kind not in frames or frames[kind].empty:
+                frames[kind] = frame
+            elif not document:
+                frames[kind] = pd.concat([frames[kind], frame], ignore_index=True)
         sources = [*host.sources, *[s for s in run.sources if s not in host.sources]]
         runs[at] = replace(host, tables=EventTables(frames), sources=sources)
         joined.add(i)

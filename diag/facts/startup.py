@@ -27,6 +27,14 @@ _MARKER_STAGE = {
     "kv_allocation": "kv_alloc",
     "serving": "ready",
 }
+#: durations the engine prints or reports (``sizing`` rows) -> their stage: vLLM's compile
+#: time; a server-info document's weight loading and KV allocation (diag.parsers.server_info)
+_TIMED = {"compilation_s": "compile", "weights_s": "weights", "kv_alloc_s": "kv_alloc"}
+#: start-up order of the stages: ties (one line, or a document's keys, showing two) go by it
+_STAGE_RANK = {
+    name: i
+    for i, name in enumerate(("weights", "memory_profile", "kv_alloc", "compile", "capture"))
+}
 _SERVING = ("prefill_batch", "decode_batch", "iteration", "graph_step", "request")
 
 
@@ -122,6 +130,33 @@ def _captures(tables: EventTables) -> list[Stage]:
                 timed if secs is not None else "lines",
             )
         )
+    # a server-info document times each runner's capture with no begin line
+    # (diag.parsers.server_info): its stages carry the engine's seconds, no start
+    documents = {
+        str(r["source"]) for r in _rows(tables["startup"]) if r.get("marker") == "server_info"
+    }
+    begun = {str(b.get("phase") or "") for b in begins}
+    for e in ends:
+        phase = str(e.get("phase") or "")
+        secs = e.get("time_s")
+        if (
+            str(e["source"]) in documents
+            and phase not in begun
+            and secs is not None
+            and not pd.isna(secs)
+        ):
+            out.append(
+                Stage(
+                    "capture",
+                    _runner_name(phase),
+                    None,
+                    round(float(secs), 3),
+                    str(e["source"]),
+                    int(e["line"]),
+                    _order(e),
+                    "engine",
+                )
+            )
     return out
 
 
@@ -147,24 +182,25 @@ def startup_timeline(tables: EventTables) -> tuple[Stage, ...]:
             )
         )
     stages += _captures(tables)
-    sizing = [r for r in _rows(tables["sizing"]) if r.get("name") == "compilation_s"]
-    if sizing:
-        r = sizing[0]
-        stages.append(
-            Stage(
-                "compile",
-                None,
-                None,
-                round(float(r["value"]), 3),
-                str(r["source"]),
-                int(r["line"]),
-                _order(r),
-                "engine",
+    for name, stage in _TIMED.items():
+        sizing = [r for r in _rows(tables["sizing"]) if r.get("name") == name]
+        if sizing and stage not in seen:
+            r = sizing[0]
+            stages.append(
+                Stage(
+                    stage,
+                    None,
+                    None,
+                    round(float(r["value"]), 3),
+                    str(r["source"]),
+                    int(r["line"]),
+                    _order(r),
+                    "engine",
+                )
             )
-        )
     if not stages:
         return ()
-    stages.sort(key=lambda s: s.order)
+    stages.sort(key=lambda s: (s.order, _STAGE_RANK.get(s.stage, len(_STAGE_RANK))))
     first = next((s.start for s in stages if s.start is not None), None)
     served = [f for k in _SERVING if (f := _first_row(tables[k], k == "request")) is not None]
     if served:

@@ -348,6 +348,12 @@ def _state(
             f"the server {served}, but the log does not show whether graphs were captured "
             "(no capture line, no per-batch graph flag, no graph setting): too little to judge",
         )
+    if served is None and _documented(t):
+        return RunState(
+            "incomplete",
+            f"the server {done} (its server info says so), and nothing read shows its batches: "
+            "its log or a /metrics dump of it says whether they ran on graphs",
+        )
     if served is None:
         return RunState("incomplete", f"the server {done}, and the log ends before it served")
     if done == FLAGGED:  # the batches show both: say it once
@@ -358,8 +364,19 @@ def _state(
     return RunState("ok", f"the server {done} and {served}")
 
 
+def _documented(t: EventTables) -> bool:
+    """Does the run hold a server-info document (diag.parsers.server_info)?"""
+    startup = t["startup"]
+    return not startup.empty and bool((startup["marker"] == "server_info").any())
+
+
 def _not_up(t: EventTables) -> str:
     """Why a run with no error, no capture and no serving line is incomplete."""
+    if _documented(t):
+        return (
+            "its server info shows the server's settings, not its capture or its batches: "
+            "its log or a /metrics dump of it says whether they ran on graphs"
+        )
     ph = t["phase"]
     if not ph.empty:
         row = ph.iloc[int(np.argmax(_order(ph)))]

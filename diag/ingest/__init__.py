@@ -34,8 +34,10 @@ from diag.ingest.inputs import (
 )
 from diag.ingest.owned import bounded_jobs
 from diag.model import InputStatus, Snapshot, Stream
+from diag.parsers.base import Context
 from diag.parsers.registry import parsers_for
 from diag.parsers.scan import StreamScanner
+from diag.parsers.server_info import ServerInfo, emit_server_info
 from diag.sources.discover import InputFile, Problem, discover
 from diag.sources.readers import LineAnchor, detect_backend
 
@@ -120,6 +122,8 @@ def ingest_files(
         )
     else:
         sink, streams, found = _ingest_here(groups, inputs, meter, snapshot_limit, use_hot)
+    for info in found.server_infos:
+        streams.append(_read_server_info(info, sink, inputs))
     if stage is not None:
         stage("building the event tables", 0, 0)
     tables = _to_tables(sink)
@@ -130,6 +134,17 @@ def ingest_files(
     return Ingested(
         tables, inputs, streams, found.snapshots, found.profiles, found.traces, found.line_anchors
     )
+
+
+def _read_server_info(info: ServerInfo, sink: EventSink, inputs: list[InputStatus]) -> Stream:
+    """A server-info document's events, as a stream of its own (it joins the run of a log
+    beside it: diag.facts.runs)."""
+    stream = Stream(info.path, info.backend, [info.path], kind="server_info")
+    n = emit_server_info(info, Context(sink, info.backend))
+    for status in inputs:
+        if status.path == info.path:
+            status.stream, status.events = stream.id, n
+    return stream
 
 
 def _attach_notes(

@@ -1,4 +1,4 @@
-"""Inputs that are not logs: allocator snapshots, standalone profiler-table files, traces."""
+"""Inputs that are not logs: allocator snapshots, standalone profiler-table files, traces, server info."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 from diag.artifacts.trace import TraceAnalysis
 from diag.model import InputStatus, Snapshot
+from diag.parsers.server_info import ServerInfo
 from diag.sources.discover import InputFile
 from diag.sources.readers import iter_lines
 
@@ -90,3 +91,41 @@ def holds_trace_events(item: InputFile, head: bytes, stream: Any) -> bool:
         if seen > DEEP_SNIFF_BYTES:
             return False
     return False
+
+
+SERVER_INFO_MAX_BYTES = 64 * 1024 * 1024  # a /server_info dump is KBs; more is not one
+
+
+def load_server_info(
+    item: InputFile, head: bytes, stream: Any, backend: str, status: InputStatus
+) -> ServerInfo | None:
+    """A saved ``GET /server_info`` document, parsed whole; one that does not parse as a JSON
+    object, or is too big to be one, is skipped with the reason."""
+    import json
+
+    from diag.sources.readers import iter_blocks
+
+    errors: list[str] = []
+    parts: list[bytes] = []
+    size = 0
+    for block in iter_blocks(stream, head, errors):
+        parts.append(block)
+        size += len(block)
+        if size > SERVER_INFO_MAX_BYTES:
+            status.status = "skipped"
+            status.reason = f"server info larger than {SERVER_INFO_MAX_BYTES >> 20} MiB: not read"
+            return None
+    text = b"".join(parts).decode("utf-8", "replace").lstrip("\ufeff")
+    status.lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        status.status = "skipped"
+        status.reason = f"server info is not valid JSON ({errors[0] if errors else exc})"
+        return None
+    if not isinstance(doc, dict):
+        status.status, status.reason = "skipped", "server info is not a JSON object"
+        return None
+    if errors:
+        status.status, status.reason = "partial", errors[0]
+    return ServerInfo(item.path, backend, doc, text)

@@ -20,10 +20,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diag.artifacts.trace import TraceAnalysis
-from diag.ingest.artifacts import holds_trace_events, load_snapshot, load_tables, load_trace
+from diag.ingest.artifacts import (
+    holds_trace_events,
+    load_server_info,
+    load_snapshot,
+    load_tables,
+    load_trace,
+)
 from diag.ingest.hotpath.native import count_newlines
 from diag.model import InputStatus, Snapshot, Stream
 from diag.parsers.scan import StreamScanner
+from diag.parsers.server_info import ServerInfo
 from diag.sources.discover import InputFile
 from diag.sources.readers import (
     Hole,
@@ -77,6 +84,7 @@ class Artifacts:
     snapshots: list[Snapshot] = field(default_factory=list)
     profiles: list[dict[str, Any]] = field(default_factory=list)  # standalone table files
     traces: list[TraceAnalysis] = field(default_factory=list)  # torch-profiler traces
+    server_infos: list[ServerInfo] = field(default_factory=list)  # saved GET /server_info
     # path -> (line, byte offset) where each parallel segment of a plain log starts: the
     # evidence of a finding is read from there, not from the top of the file
     line_anchors: dict[str, tuple[LineAnchor, ...]] = field(default_factory=dict)
@@ -220,6 +228,11 @@ def open_input(
             close_quietly(stream_obj)
             stream_obj = open_binary(item)  # the sniff read on; the trace is read from the start
             head, info.kind = b"", "trace"
+        if info.kind == "server_info":
+            doc = load_server_info(item, head, stream_obj, info.backend, status)
+            if doc is not None:
+                found.server_infos.append(doc)
+            return None
         if info.kind == "trace":
             trace = load_trace(item, head, stream_obj, status)
             if trace is not None:

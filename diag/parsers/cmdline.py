@@ -23,7 +23,7 @@ import yaml
 from diag.normalize.prefix import LogLine
 from diag.parsers.base import Block, Context, LineParser
 from diag.parsers.configs import parse_value
-from diag.parsers.vllm.startup import _flatten
+from diag.parsers.vllm.startup import flatten_settings
 
 ORIGIN = "cmdline"
 Engine = Literal["vllm", "sglang"]
@@ -265,7 +265,7 @@ def read_flags(args: list[str], rules: FlagRules, positional: str | None) -> lis
     for key, sub_values in nested.items():
         base = out.get(key)
         out[key] = {**(base if isinstance(base, dict) else {}), **sub_values}
-    return _flatten(out)
+    return flatten_settings(out)
 
 
 def _is_flag(token: str) -> bool:

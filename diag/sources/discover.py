@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from diag.sources.info_sniff import INFO_SNIFF_BYTES, sniff_server_info
 from diag.sources.trace_sniff import SNIFF_BYTES, looks_like_trace, trace_by_name
 
 STDIN = "-"
@@ -136,7 +137,7 @@ def discover(paths: Sequence[str]) -> tuple[list[InputFile], list[Problem]]:
             empty = "only hidden files or graphdiag's own reports" if some else "no files in it"
             problems.append(Problem(raw, f"empty folder: {empty}"))
         for c in candidates:
-            if p.is_dir() and c.name.lower().endswith(NOT_LOG_SUFFIXES) and not _json_trace(c):
+            if p.is_dir() and c.name.lower().endswith(NOT_LOG_SUFFIXES) and not _json_input(c):
                 problems.append(Problem(str(c), f"not a log ({c.suffix} file in a folder)"))
                 continue
             key = os.path.normpath(str(c))
@@ -154,18 +155,19 @@ def discover(paths: Sequence[str]) -> tuple[list[InputFile], list[Problem]]:
     return out, problems
 
 
-def _json_trace(path: Path) -> bool:
+def _json_input(path: Path) -> bool:
     """A plain ``.json`` in a folder is read when it is a torch-profiler trace, by name or by
-    its first KB."""
+    its first KB, or an engine's server-info document, by its first keys."""
     if not path.name.lower().endswith(".json"):
         return False
     if trace_by_name(str(path)):
         return True
     try:
         with open(path, "rb") as fh:
-            return looks_like_trace(fh.read(SNIFF_BYTES))
+            head = fh.read(INFO_SNIFF_BYTES)
     except OSError:
         return False
+    return looks_like_trace(head[:SNIFF_BYTES]) or sniff_server_info(head) is not None
 
 
 def _order(files: list[Path]) -> list[InputFile]:

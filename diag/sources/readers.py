@@ -24,6 +24,7 @@ import numpy as np
 
 from diag.engines import SGLANG, VLLM
 from diag.sources.discover import InputFile
+from diag.sources.info_sniff import sniff_server_info
 from diag.sources.trace_sniff import looks_like_trace
 
 HEAD_BYTES = 256 * 1024
@@ -43,7 +44,7 @@ class InputError(Exception):
 
 @dataclass
 class Sniff:
-    kind: str  # log | metrics | profile_table | memory_snapshot | trace | unknown
+    kind: str  # log | metrics | server_info | profile_table | memory_snapshot | trace | unknown
     backend: str  # vllm | sglang | unknown
     compressed: bool
     reason: str | None = None  # why unknown
@@ -191,6 +192,9 @@ def sniff(head: bytes, compressed: bool) -> Sniff:
     # a table file names operators ("sglang::...") but has no engine log header lines
     if _TABLE_HEAD.search(head) and b"Self CPU" in head and not _LOG_HEADER.search(head):
         return Sniff("profile_table", "unknown", compressed)
+    info = sniff_server_info(head)
+    if info is not None:  # GET /server_info saved to a file (diag.parsers.server_info reads it)
+        return Sniff("server_info", info, compressed)
     m = _PROMETHEUS.match(head)
     if m:  # a /metrics scrape (curl :30000/metrics > metrics.txt): read by the engine parser
         return Sniff("metrics", m.group(1).decode(), compressed)

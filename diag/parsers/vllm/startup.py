@@ -123,7 +123,7 @@ def read_echo_fragment(line: LogLine, ctx: Context) -> bool:
     text = echo_from_first_key(msg)
     if text is None:
         return False
-    settings = _flatten(parse_config_echo(text))
+    settings = flatten_settings(parse_config_echo(text))
     keys = {k for k, _ in settings}
     if "enforce_eager" not in keys and not any(k.startswith("compilation_config.") for k in keys):
         return False
@@ -165,7 +165,7 @@ def read_engine_config(line: LogLine, ctx: Context, text: str | None = None) -> 
     cfg = cfg.rstrip()
     if cfg.endswith(")") and cfg.count(")") > cfg.count("("):
         cfg = cfg[:-1]  # <=0.6.4 closes the echo with ")"
-    settings = _flatten(parse_config_echo(cfg))
+    settings = flatten_settings(parse_config_echo(cfg))
     for key, value in settings:
         ctx.emit("config", line, engine=ENGINE, origin="engine_config", key=key, value=value)
     read_graph_config(line, ctx, dict(settings), era)
@@ -249,7 +249,7 @@ def read_args(line: LogLine, ctx: Context) -> None:
         args = parse_config_echo(inner[:-1] if inner.endswith(")") else inner)
     new_run(ctx, vllm_state(ctx).era)
     ctx.emit("startup", line, engine=ENGINE, marker="args")
-    settings = _flatten(args)
+    settings = flatten_settings(args)
     for key, value in settings:
         ctx.emit("config", line, engine=ENGINE, origin=origin, key=key, value=value)
     if dict(settings).get("enforce_eager") is True:
@@ -272,7 +272,7 @@ def _norm(key: str, value: Any) -> Any:
     return value
 
 
-def _flatten(args: dict[str, Any]) -> list[tuple[str, Any]]:
+def flatten_settings(args: dict[str, Any]) -> list[tuple[str, Any]]:
     """Top-level names as printed; compilation config keys as ``compilation_config.<key>``."""
     out: list[tuple[str, Any]] = []
     for key, value in args.items():
