@@ -15,14 +15,18 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from diag.about import __version__
-from diag.advise.bucket_sets import Advice
+from diag.advise.bucket_sets import Advice as Advice  # a run's advice, as renderers read it
 from diag.advise.fleet import FleetRun
 from diag.artifacts.trace import TraceAnalysis
 from diag.events import EventTables
+from diag.facts.load import has_load, load_timeline
 from diag.facts.record import RunFacts
 from diag.facts.requests import request_summary
-from diag.facts.run_record import RunRecord
+from diag.facts.run_record import RunRecord as RunRecord  # the record renderers read
 from diag.facts.verdict import Cut, RunState, Verdict, judge
 from diag.model import SEVERITY_ORDER, Evidence, Finding, InputStatus, Snapshot, clean_json
 from diag.summary import FleetSummary, fleet_summary
@@ -97,6 +101,18 @@ class _Pickled:
         return facts
 
 
+@dataclass(frozen=True)
+class LoadTimeline:
+    """A run's load samples for drawing: the first rank's, binned past the page's budget
+    (``bin_s``: the bin width, None: one row a sample), their stamps, and whether any KV
+    usage or request count was logged at all."""
+
+    frame: pd.DataFrame
+    bin_s: float | None
+    ts: np.ndarray
+    logged: bool
+
+
 @dataclass(init=False, eq=False)
 class RunReport:
     held: HeldFacts
@@ -154,6 +170,12 @@ class RunReport:
     @property
     def record(self) -> RunRecord:
         return self.facts.record
+
+    def load_timeline(self, max_points: int) -> LoadTimeline:
+        """The run's KV usage and queue over time, as its page draws them (at most
+        ``max_points`` samples: diag.facts.load bins a busy server's millions)."""
+        frame, bin_s, ts = load_timeline(self.facts.tables, max_points)
+        return LoadTimeline(frame, bin_s, ts, has_load(frame))
 
     @property
     def notes(self) -> list[str]:

@@ -23,7 +23,9 @@ from typing import Literal, Protocol
 from diag.advise.bucket_sets import Advice
 from diag.advise.fleet import FleetRun, pooled_advice
 from diag.advise.recommend import bucket_flags
-from diag.facts.fleet import FleetGroup, FleetMember, capture_config, group_fleet
+from diag.facts.fleet import CaptureConfig as CaptureConfig  # the groups' key, as renderers read it
+from diag.facts.fleet import FleetGroup as FleetGroup
+from diag.facts.fleet import FleetMember, capture_config, group_fleet
 from diag.facts.record import RunFacts
 from diag.facts.verdict import Verdict
 

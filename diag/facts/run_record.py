@@ -13,6 +13,7 @@ from typing import Any, Literal, get_args
 
 from diag.engines.errors import ErrorClass
 from diag.engines.runners import Model, Runner, Status, Unit
+from diag.facts.oom import OomFigures, oom_figures
 
 GraphMode = Literal["enabled", "disabled", "unknown"]
 BatchSource = Literal["logged", "inferred", "mixed", "metrics", "none"]
@@ -50,6 +51,12 @@ class CaptureError:
     conflict: str | None = None  # the evidence against it, overruled (JSON only when some)
     runner: str | None = None  # the graph runner whose capture failed (diag.facts.graphs)
     model: str | None = None  # target | draft, with runner
+
+    @property
+    def oom(self) -> OomFigures | None:
+        """A capture OOM's figures as torch's message prints them (None: not an OOM, or a
+        message without them)."""
+        return oom_figures(self.message) if self.error_class == "oom" else None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

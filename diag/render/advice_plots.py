@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from diag.advise.bucket_sets import Advice
 from diag.figures import share
 from diag.render import palette as pal
 from diag.render.axes import finish_axes
@@ -22,6 +21,7 @@ from diag.render.figspec import Spec
 from diag.render.html_page import Page
 from diag.render.plots import layout, plot_text
 from diag.render.view import Panel, SmallTable
+from diag.report import Advice
 
 __all__ = ["advice_panels", "bucket_overlay_figure", "frontier_figure"]
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from diag.facts.fleet import CaptureConfig, FleetGroup
 from diag.figures import share
 from diag.render.sizes import compact_sizes
-from diag.summary import FleetEntry, FleetSummary, GroupAdvice
+from diag.summary import CaptureConfig, FleetEntry, FleetGroup, FleetSummary, GroupAdvice
 
 __all__ = ["fleet_json", "fleet_text", "fleet_view"]
 

@@ -12,8 +12,6 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from diag.engines import spec_for
-from diag.facts.load import has_load
-from diag.facts.run_record import RunRecord
 from diag.figures import number
 from diag.model import Snapshot
 from diag.render import advice_plots, load_plots, memory_plots, plots
@@ -21,7 +19,7 @@ from diag.render.axes import TimeAxis, wants_table
 from diag.render.html_page import Page
 from diag.render.numbers import fmt_num, joined
 from diag.render.view import Panel, SmallTable
-from diag.report import RunReport
+from diag.report import RunRecord, RunReport
 
 
 # ------------------------------------------------------------------ figure slots
@@ -34,6 +32,7 @@ class RunContext:
     run: RunReport
     batches: pd.DataFrame
     load: pd.DataFrame
+    load_logged: bool  # any KV usage or request count logged (evictions alone draw nothing)
     axis: TimeAxis
     sizes: list[int] | None
     ceiling: int | None
@@ -48,7 +47,7 @@ class RunContext:
 
 def load_panels(ctx: RunContext) -> list[Panel]:
     """KV usage, running / waiting and evictions over time, where stats lines exist."""
-    if not has_load(ctx.load):
+    if not ctx.load_logged:
         return []
     rec = ctx.run.record
     share = rec.capture_mem_share

@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from diag.facts.classify import Reason
-from diag.facts.load import load_timeline
+from diag.batch_labels import Reason
 from diag.figures import share
 from diag.model import Snapshot
 from diag.render import memory_plots, plots
@@ -357,18 +356,19 @@ def run_view(
     facts = run.facts
     sizes = list(facts.window.sizes or ())  # the record's list, or the engine's default
     batches = plots.prepare_batches(facts.batches)
-    load, load_bin_s, load_ts = load_timeline(facts.tables, plots.MAX_TIMELINE_POINTS)
-    axis = time_axis([batches["ts"].to_numpy(), load_ts], facts.year_source)
+    load = run.load_timeline(plots.MAX_TIMELINE_POINTS)
+    axis = time_axis([batches["ts"].to_numpy(), load.ts], facts.year_source)
     ctx = RunContext(
         page=page,
         run=run,
         batches=batches,
-        load=load,
+        load=load.frame,
+        load_logged=load.logged,
         axis=axis,
         sizes=sizes or None,
         ceiling=facts.ceiling,
         snapshots=snapshots,
-        load_bin_s=load_bin_s,
+        load_bin_s=load.bin_s,
     )
     notes = [n for n in run.notes if not (snapshots and n.startswith("snapshot "))]
     flags = (run.recommendation or {}).get("flags")

@@ -12,13 +12,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from diag.facts.oom import oom_figures
-from diag.facts.run_record import RunRecord
 from diag.model import GIB, Snapshot
 from diag.render import palette as pal
 from diag.render.axes import finish_axes
 from diag.render.figspec import Spec
 from diag.render.plots import MEMORY_COLORS, layout, plot_text
+from diag.report import RunRecord
 
 
 # ------------------------------------------------------------------ memory budget
@@ -113,10 +112,8 @@ def oom_row(record: RunRecord | None) -> tuple[str, dict[str, float]] | None:
     """A capture OOM's own figures (the process's memory in use, what was free, the
     allocation that failed), where the error message prints them."""
     err = record.capture_error if record is not None else None
-    if err is None or err.error_class != "oom":
-        return None
-    figs = oom_figures(err.message)
-    if figs is None or not figs.any():
+    figs = err.oom if err is not None else None
+    if err is None or figs is None or not figs.any():
         return None
     parts = {
         name: v
@@ -129,7 +126,7 @@ def oom_row(record: RunRecord | None) -> tuple[str, dict[str, float]] | None:
 
 def oom_capacity(record: RunRecord | None) -> float | None:
     err = record.capture_error if record is not None else None
-    figs = oom_figures(err.message) if err is not None and err.error_class == "oom" else None
+    figs = err.oom if err is not None else None
     return figs.capacity_gib if figs is not None else None
 
 

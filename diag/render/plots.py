@@ -22,14 +22,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from diag.facts import classify as cls
+from diag.batch_labels import VERDICTS as VERDICTS
+from diag.batch_labels import verdict_codes as label_codes
 from diag.render import palette as pal
 from diag.render.axes import F, TimeAxis, finish_axes, integer_ticks, time_axis
 from diag.render.figspec import Spec
 
 MAX_TIMELINE_POINTS = 5000
 MAX_HIST_BARS = 300
-VERDICTS = cls.VERDICTS  # the classification's names (diag.facts.classify), in its order
 COLORS = {"graph": pal.BLUISH_GREEN, "eager": pal.VERMILLION, "unknown": pal.LIGHT_GREY}
 LABELS = {"graph": "graph (captured)", "eager": "eager (fallback)", "unknown": "not decided"}
 MEMORY_COLORS = {
@@ -97,7 +97,7 @@ def layout(fig: F, title: str, height: int = 340, **extra: Any) -> F:
 def verdict_codes(verdict: pd.Series) -> np.ndarray:
     """0 graph, 1 eager, 2 anything else, as int8 (the classification's own codes, with
     "unknown" and any other value drawn alike)."""
-    return np.minimum(cls.verdict_codes(verdict.to_frame("verdict")), 2)
+    return np.minimum(label_codes(verdict.to_frame("verdict")), 2)
 
 
 def _numeric(frame: pd.DataFrame, col: str, default: float) -> np.ndarray:
