@@ -40,8 +40,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.gen_logs import GENERATORS, sglang_lines, write_log  # noqa: E402
+from diag import pipeline  # noqa: E402
 from diag.api import analyze  # noqa: E402
-from diag.fleet import partial  # noqa: E402
 
 INCIDENTS = Path(__file__).resolve().parents[1] / "fixtures" / "incidents"
 
@@ -99,7 +99,7 @@ def measure_command(count: int, lines: int, shapes: str) -> None:
 def measure(count: int, lines: int, cluster: str | None = None, shapes: str = "one") -> None:
     """One folder size, in this process: prints its row."""
     split_time = [0.0]
-    real_split = partial.split_runs
+    real_split = pipeline.split_runs
 
     def timed_split(*a, **k):  # type: ignore[no-untyped-def]
         t = time.process_time()
@@ -108,7 +108,7 @@ def measure(count: int, lines: int, cluster: str | None = None, shapes: str = "o
         finally:
             split_time[0] += time.process_time() - t
 
-    partial.split_runs = timed_split  # type: ignore[attr-defined]
+    pipeline.split_runs = timed_split
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "fleet"
         write_folder(folder, count, lines, shapes)

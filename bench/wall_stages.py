@@ -26,10 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import diag.api as api  # noqa: E402
 import diag.cli.analyze  # noqa: E402, F401  (the command's own imports)
-import diag.fleet.merge as fleet_merge  # noqa: E402
-import diag.fleet.partial as fleet_partial  # noqa: E402
 import diag.ingest as ingest_mod  # noqa: E402
 import diag.ingest.parallel as parallel  # noqa: E402
+import diag.pipeline as pipeline  # noqa: E402
 from diag.render.serialize import to_json  # noqa: E402
 from diag.render.text import render_text  # noqa: E402
 
@@ -89,16 +88,16 @@ def main() -> None:
     ing = ingest_mod.ingest([args.log], jobs=None)
     t_ingest = since_start()
     totals: dict[str, float] = {}
-    # the analysis steps where diag.fleet calls them (partial: per group; merge: over all)
-    for module, names in (
-        (fleet_partial, ("split_runs", "build_facts")),
-        (fleet_merge, ("advise_runs", "fleet_run", "resolve_evidence")),
+    # the analysis steps where the pipeline's stages call them
+    for name in (
+        "split_runs",
+        "build_facts",
+        "advise_runs",
+        "fleet_run",
+        "resolve_evidence",
+        "attach_recommendations",
     ):
-        for name in names:
-            setattr(module, name, timed(name, getattr(module, name), totals))
-    fleet_merge.attach_recommendations = timed(
-        "recommend", fleet_merge.attach_recommendations, totals
-    )
+        setattr(pipeline, name, timed(name, getattr(pipeline, name), totals))
     report = api.analyze([], ingested=ing)
     t_analyze = since_start()
     to_json(report)

@@ -12,11 +12,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone, tzinfo
 
+from diag import pipeline
 from diag.events import EventTables
 from diag.facts.runs import Run, split_runs
-from diag.fleet.groups import GroupPlan, InputGroup, plan_groups
-from diag.fleet.merge import merge_groups
-from diag.fleet.partial import GroupFacts, group_facts, read_group
 from diag.ingest import Ingested, ProgressFn, StageFn, ingest
 from diag.report import Report
 
@@ -44,35 +42,28 @@ def analyze(
     starts_per_day: float | None = None,
 ) -> Report:
     """Read the inputs, build facts per run, run the rules, return the :class:`Report`:
-    the stages of :mod:`diag.pipeline`, in its order.
+    :func:`diag.pipeline.analyze`, the stages in order (``ingested``: inputs already read,
+    one group, from stage 3 on).
 
-    The inputs are read group by group (:mod:`diag.fleet`: rotated sets, with the
-    artifacts of their folder; stages 1-4, :func:`diag.pipeline.group_stages`), then
-    advice, rules and the report over every group (:func:`diag.pipeline.judge`); each
-    group's event tables let go once its facts are built,
-    so a folder of many pod logs stays bounded; the report is the one a single pass makes.
     ``tz``: the zone of log time stamps that carry none (``--tz``), to meet profiler traces'
     epoch times; None reads them as UTC. ``stage(name, done, total)`` hears of each step
     (files counted while groups are read, runs where a step goes run by run), so a meter
     moves through the whole analysis. ``starts_per_day``: how often the server starts, which
     prices capture time in the bucket advice (None: the stated default, one a day)."""
-
-    def tell(name: str, done: int = 0, total: int = 0) -> None:
-        if stage is not None:
-            stage(name, done, total)
-
+    when = generated_at or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     with fewer_collections():
         if ingested is not None:
-            plan, parts = GroupPlan((), ()), [group_facts(ingested, tz, packed=False)]
-        else:
-            plan = plan_groups(paths)
-            parts = read_groups(plan, tz, jobs=jobs, progress=progress, stage=stage)
-        return merge_groups(
-            plan.problems,
-            parts,
-            rules_file,
-            generated_at or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            tell,
+            parts = [pipeline.group_facts(ingested, tz, packed=False)]
+            tell = pipeline.quiet if stage is None else stage
+            return pipeline.judge_groups((), parts, rules_file, when, tell, starts_per_day)
+        return pipeline.analyze(
+            paths,
+            rules_file=rules_file,
+            generated_at=when,
+            tz=tz,
+            jobs=jobs,
+            progress=progress,
+            stage=stage,
             starts_per_day=starts_per_day,
         )
 
@@ -92,25 +83,3 @@ def fewer_collections(gen0: int = 50_000) -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*old)
-
-
-def read_groups(
-    plan: GroupPlan,
-    tz: tzinfo | None,
-    *,
-    jobs: int | None = None,
-    progress: ProgressFn | None = None,
-    stage: StageFn | None = None,
-) -> list[GroupFacts]:
-    """Every group read in this process, in order. One group is read with the caller's byte
-    meter and stages; several are counted in files read."""
-    if len(plan.groups) <= 1:
-        group = plan.groups[0] if plan.groups else InputGroup(())
-        return [read_group(group, tz, jobs=jobs, progress=progress, stage=stage, packed=False)]
-    parts, done = [], 0
-    for group in plan.groups:
-        if stage is not None:
-            stage("reading files", done, plan.files)
-        parts.append(read_group(group, tz, jobs=jobs))
-        done += len(group.files)
-    return parts

@@ -3,13 +3,15 @@
     inputs -> ingest -> runs -> facts (artifact, trace and metrics joins as inputs)
            -> advice -> rules -> report
 
-Each stage is one function from a typed input to a typed output, named in :data:`STAGES`.
-``diag.api.analyze`` runs them; a fleet (``diag.fleet``) runs the first four group by
-group (an input group is a rotated set with the artifacts of its folder, see
-:mod:`diag.fleet.groups`), keeps each group's facts packed, and hands every group to the
-same last three stages (:func:`judge`): advice pools one server's runs across groups, so
-advice, rules and the report wait for all of them. Renderers (``diag.render``) only read
-the :class:`~diag.report.Report` the last stage makes.
+:func:`analyze` runs them (``diag.api.analyze`` is it). Each stage is one function from a
+typed input to a typed output, named in :data:`STAGES`. The inputs are cut into groups (a
+rotated set with the artifacts of its folder, :mod:`diag.sources.groups`); stages 2-4 run
+group by group (:func:`read_group`), each group's facts held packed when there are several
+(:mod:`diag.facts.packed`), and every group goes to the same last three stages
+(:func:`judge_groups`): advice pools one server's runs across groups, so advice, rules and the
+report wait for all of them. A fleet on a Dask cluster (``diag.fleet``) reads its groups on
+the workers with the same :func:`read_group` and judges them here. Renderers
+(``diag.render``) only read the :class:`~diag.report.Report` the last stage makes.
 """
 
 from __future__ import annotations
@@ -30,15 +32,17 @@ from diag.advise.traffic import RunEvidence
 from diag.artifacts.trace import TraceAnalysis
 from diag.event_frames import release_freed_memory
 from diag.events import EventTables
-from diag.evidence import LineReader, resolve_evidence, rotation_chain
+from diag.evidence import LineReader, read_all, resolve_evidence, rotation_chain
 from diag.facts.joins import join_runs, joined, run_profiles
+from diag.facts.packed import JoinedTables, PackedRun, live, pack
 from diag.facts.record import RunFacts, build_facts
 from diag.facts.runs import Run, split_runs
 from diag.ingest import Ingested, ProgressFn, StageFn, ingest_files
 from diag.model import InputStatus, Snapshot
 from diag.report import Report, RunReport
 from diag.rules.engine import RuleEngine
-from diag.sources.discover import InputFile, Problem
+from diag.sources.discover import Problem
+from diag.sources.groups import GroupPlan, InputGroup, plan_groups
 from diag.sources.readers import LineAnchor
 
 #: the stages, in order; each has its function below (``<name>_stage``)
@@ -52,31 +56,88 @@ def quiet(step: str, done: int = 0, total: int = 0) -> None:
     """A :data:`Tell` that tells no one."""
 
 
+# ------------------------------------------------------------------ the analysis
+def analyze(
+    paths: Sequence[str],
+    *,
+    rules_file: str | os.PathLike[str] | None = None,
+    generated_at: str,
+    tz: tzinfo | None = None,
+    jobs: int | None = None,
+    progress: ProgressFn | None = None,
+    stage: StageFn | None = None,
+    starts_per_day: float | None = None,
+) -> Report:
+    """Every stage in order: the inputs cut into groups, stages 2-4 group by group (each
+    group's event tables let go once its facts are built, so a folder of many pod logs stays
+    bounded), then stages 5-7 over every group: the report one pass would make."""
+    plan = inputs_stage(paths)
+    parts = read_groups(plan, tz, jobs=jobs, progress=progress, stage=stage)
+    return judge_groups(
+        plan.problems, parts, rules_file, generated_at, _teller(stage), starts_per_day
+    )
+
+
+def read_groups(
+    plan: GroupPlan,
+    tz: tzinfo | None,
+    *,
+    jobs: int | None = None,
+    progress: ProgressFn | None = None,
+    stage: StageFn | None = None,
+) -> list[GroupFacts]:
+    """Stages 2-4 of every group, in order. One group is read with the caller's byte meter
+    and stages, held as it is; several are counted in files read, each held packed."""
+    if len(plan.groups) <= 1:
+        group = plan.groups[0] if plan.groups else InputGroup(())
+        return [read_group(group, tz, jobs=jobs, progress=progress, stage=stage, packed=False)]
+    parts, done = [], 0
+    for group in plan.groups:
+        if stage is not None:
+            stage("reading files", done, plan.files)
+        parts.append(read_group(group, tz, jobs=jobs))
+        done += len(group.files)
+    return parts
+
+
+def read_group(
+    group: InputGroup,
+    tz: tzinfo | None = None,
+    *,
+    jobs: int | None = None,
+    progress: ProgressFn | None = None,
+    stage: StageFn | None = None,
+    keep_tables: bool = True,
+    packed: bool = True,
+) -> GroupFacts:
+    """Stages 2-4 on one group: ingest, runs, facts with joins (packed: see
+    :func:`group_facts`)."""
+    ing = ingest_stage(group, jobs=jobs, progress=progress, stage=stage)
+    return group_facts(ing, tz, keep_tables, stage, packed)
+
+
+def _teller(stage: StageFn | None) -> Tell:
+    return quiet if stage is None else stage
+
+
 # ------------------------------------------------------------------ 1. inputs
-@dataclass(frozen=True)
-class Inputs:
-    """What discovery found: files in reading order, and what it could not list."""
-
-    files: tuple[InputFile, ...]
-    problems: tuple[Problem, ...] = ()
-
-
-def inputs_stage(files: Sequence[InputFile], problems: Sequence[Problem] = ()) -> Inputs:
-    """The files to read (discovered and, for a fleet, cut into groups by
-    :func:`diag.fleet.groups.plan_groups`: each group goes through stages 2-4 alone)."""
-    return Inputs(tuple(files), tuple(problems))
+def inputs_stage(paths: Sequence[str]) -> GroupPlan:
+    """The files to read, discovered and cut into groups that give the same runs alone (and
+    what discovery could not list)."""
+    return plan_groups(paths)
 
 
 # ------------------------------------------------------------------ 2. ingest
 def ingest_stage(
-    inputs: Inputs,
+    group: InputGroup,
     *,
     jobs: int | None = None,
     progress: ProgressFn | None = None,
     stage: StageFn | None = None,
 ) -> Ingested:
-    """Every file read into event tables (logs), snapshots, profiler tables and traces."""
-    return ingest_files(inputs.files, inputs.problems, progress, jobs=jobs, stage=stage)
+    """Every file of a group read into event tables (logs, metrics dumps, server info),
+    snapshots, profiler tables and traces."""
+    return ingest_files(group.files, (), progress, jobs=jobs, stage=stage)
 
 
 # ------------------------------------------------------------------ 3. runs
@@ -103,7 +164,8 @@ def facts_stage(
 
 
 class HeldRun(Protocol):
-    """A run's facts as a group keeps them (a fleet packs them, :mod:`diag.fleet.partial`):
+    """A run's facts as a group keeps them (packed when several groups are read,
+    :mod:`diag.facts.packed`):
     ``light`` is what advice reads, :meth:`facts` the whole run."""
 
     @property
@@ -157,6 +219,21 @@ def group_stages(
         tables,
         ing.line_anchors,
     )
+
+
+def group_facts(
+    ing: Ingested,
+    tz: tzinfo | None = None,
+    keep_tables: bool = True,
+    stage: StageFn | None = None,
+    packed: bool = True,
+) -> GroupFacts:
+    """Stages 3-4 of what one group's ingest read, artifacts joined, frames packed.
+
+    ``packed=False`` (the only group of an analysis: one large log, nothing to bound) keeps
+    the runs and tables as they are: packing them would only cost time and a second copy."""
+    tables = (pack(ing.tables._frames) if packed else ing.tables._frames) if keep_tables else None
+    return group_stages(ing, tz, PackedRun.of if packed else live, tables, _teller(stage))
 
 
 # ------------------------------------------------------------------ 5. advice
@@ -270,3 +347,25 @@ def judge(
         generated_at,
         traces=[t for part in parts for t in part.traces],
     )
+
+
+def judge_groups(
+    problems: Sequence[Problem],
+    parts: list[GroupFacts],
+    rules_file: str | os.PathLike[str] | None,
+    generated_at: str,
+    tell: Tell = quiet,
+    starts_per_day: float | None = None,
+    read: LineReader | None = None,
+) -> Report:
+    """Stages 5-7 over the groups read (:func:`judge`), their event tables joined when first
+    read. ``read``: how evidence lines are read (None: from the files here, seeking to the
+    line anchors each group's reading left; a cluster reads them on its workers)."""
+    if read is None:
+        anchors = {path: a for part in parts for path, a in part.line_anchors.items()}
+
+        def read(wanted: Mapping[str, set[int]]) -> Mapping[str, Mapping[int, str]]:
+            return read_all(wanted, anchors)
+
+    tables = JoinedTables([part.tables for part in parts if part.tables is not None])
+    return judge(problems, parts, tables, rules_file, generated_at, read, tell, starts_per_day)

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from diag.api import analyze
-from diag.fleet.groups import group_files, plan_groups
 from diag.ingest import ingest
 from diag.render.serialize import to_json
 from diag.sources.discover import discover
+from diag.sources.groups import group_files, plan_groups
 from tests.conftest import ROOT
 
 INCIDENTS = ROOT / "fixtures" / "incidents"
@@ -50,8 +50,8 @@ def test_grouped_report_is_the_one_pass_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Groups of one pod each, and runs' facts packed beyond two live runs: byte-identical."""
-    import diag.fleet.groups as groups
     import diag.report as report
+    import diag.sources.groups as groups
 
     root = _tree(tmp_path)
     want = _one_pass([str(root)])
@@ -85,7 +85,7 @@ def test_a_rotated_set_is_never_split(tmp_path: Path) -> None:
 def test_report_tables_are_every_groups_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import diag.fleet.groups as groups
+    import diag.sources.groups as groups
 
     root = _tree(tmp_path)
     one = ingest([str(root)]).tables

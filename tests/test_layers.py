@@ -335,7 +335,16 @@ def test_the_pipeline_lists_every_stage_in_order() -> None:
     funcs = [getattr(pipeline, f"{s}_stage") for s in pipeline.STAGES]
     lines = [inspect.getsourcelines(f)[1] for f in funcs]
     assert lines == sorted(lines)
-    for f in [*funcs, pipeline.group_stages, pipeline.judge]:
+    for f in [
+        *funcs,
+        pipeline.analyze,
+        pipeline.read_groups,
+        pipeline.read_group,
+        pipeline.group_stages,
+        pipeline.group_facts,
+        pipeline.judge,
+        pipeline.judge_groups,
+    ]:
         sig = inspect.signature(f)
         text = [str(p.annotation) for p in sig.parameters.values()] + [str(sig.return_annotation)]
         assert not [t for t in text if "Any" in t], f.__name__

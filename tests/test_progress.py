@@ -71,7 +71,7 @@ def test_every_analysis_stage_advances_the_meter(
     """Files read (counted: each file is read as a group of its own here), advice, rules per
     run (counted), evidence, recommendations; each told in order, the counted ones up to
     their total. One group alone is told event tables, runs and facts per run (counted)."""
-    import diag.fleet.groups as groups
+    import diag.sources.groups as groups
 
     monkeypatch.setattr(groups, "BATCH_FILES", 1)
     folder = tmp_path / "many"

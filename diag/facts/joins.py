@@ -2,7 +2,7 @@
 are inputs of each run's facts (:class:`RunJoins`, :func:`joined`), not edits after them.
 
 Each artifact joins the run whose logs share its deepest folder
-(:func:`diag.fleet.groups.group_files` keeps it in one group with every such run).
+(:func:`diag.sources.groups.group_files` keeps it in one group with every such run).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""Analysis by independent input groups: bounded memory for fleets, the same report.
-
-* :mod:`diag.fleet.groups`: the inputs cut into groups that give the same runs alone;
-* :mod:`diag.fleet.partial`: one group read into compact facts (no event tables kept);
-* :mod:`diag.fleet.merge`: the cross-run steps over every group's facts, one ``Report``;
-* :mod:`diag.fleet.cluster`: the same groups as Dask tasks (``analyze --cluster``).
+"""A fleet on a Dask cluster (``analyze --cluster``): the pipeline's input groups
+(:mod:`diag.sources.groups`) read by the workers with :func:`diag.pipeline.read_group`, their
+compact facts judged here by the same last stages (:func:`diag.pipeline.judge_groups`), and
+the evidence lines read where the files are (:mod:`diag.fleet.cluster`). A local analysis of
+many files runs the same groups in this process (:func:`diag.pipeline.analyze`).
 """

@@ -1,8 +1,8 @@
 """The groups as Dask tasks: ``graphdiag analyze --cluster ADDRESS|local[:N]``.
 
-Each group (:mod:`diag.fleet.groups`) is read by one task into its compact facts
-(:class:`diag.fleet.partial.GroupFacts`, no event tables); the client merges them as a
-local run does (:func:`diag.fleet.merge.merge_groups`), and the evidence lines findings
+Each group (:mod:`diag.sources.groups`) is read by one task into its compact facts
+(:class:`diag.pipeline.GroupFacts`, no event tables); the client judges them as a
+local run does (:func:`diag.pipeline.judge_groups`), and the evidence lines findings
 cite are read back by tasks too, where the files are. With ``on_workers`` every worker
 lists the paths itself (globs, ``$VARS`` and ``~`` expanded there) and reads them in tasks
 pinned to it, its paths shown as ``<worker name>:<path>``. A group whose task failed or
@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from diag.evidence import read_all
-from diag.fleet.groups import GroupPlan, InputGroup, plan_groups
-from diag.fleet.merge import merge_groups
-from diag.fleet.partial import GroupFacts, read_group
 from diag.ingest import StageFn
 from diag.model import InputStatus
+from diag.pipeline import GroupFacts, judge_groups, read_group
 from diag.report import Report
 from diag.sources.discover import InputFile, Problem
+from diag.sources.groups import GroupPlan, InputGroup, plan_groups
 
 INSTALL_HINT = "--cluster needs Dask: pip install 'graphdiag[cluster]'"
 POLL_S = 0.2
@@ -120,14 +119,14 @@ def analyze_on_cluster(
     except KeyboardInterrupt:
         client.cancel([j.future for j in jobs if j.future is not None], force=True)
         raise
-    return merge_groups(
+    return judge_groups(
         problems,
         parts,
         rules_file,
         generated_at or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         tell,
+        starts_per_day,
         lambda wanted: _read_lines(client, wanted, {j.prefix: j.worker for j in jobs}),
-        starts_per_day=starts_per_day,
     )
 
 

@@ -1,30 +1,23 @@
-"""One input group read into compact facts: what the merge needs of it, no event tables.
+"""A run's facts and event tables held packed between the facts stage and the rules.
 
-Reading a group is the pipeline's stages that only look inside the group
-(:func:`diag.pipeline.group_stages`: ingest, the run split, facts per run with the group's
-snapshots, tables and traces joined to its runs; :func:`diag.fleet.groups.group_files`
-keeps each artifact with every run it could join). Advice pools runs across groups (same config echo), so rules and advice wait for
-the merge; each run's event tables and frames are packed (zlib-pickled, about 7 KB for a
-small pod log against 0.3 MB of pandas) until the merge reads them run by run.
+A fleet reads group after group (:func:`diag.pipeline.analyze`): each run's event tables and
+row frames are packed (zlib-pickled, about 7 KB for a small pod log against 0.3 MB of
+pandas) until the rules read them run by run, and the groups' tables are joined only when a
+reader first asks (``Report.tables``). One group alone is held as it is (:func:`live`).
 """
 
 from __future__ import annotations
 
 import pickle
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import tzinfo
 from typing import Any
 
 import pandas as pd
 
 from diag.events import EVENT_KINDS, EventTables, empty_frame
 from diag.facts.record import RunFacts
-from diag.fleet.groups import InputGroup
-from diag.ingest import Ingested, ProgressFn, StageFn
-from diag.pipeline import GroupFacts as GroupFacts  # re-exported: the driver reads it here
-from diag.pipeline import group_stages, ingest_stage, inputs_stage, quiet
 
 _NO_ROWS = pd.DataFrame()
 
@@ -77,7 +70,7 @@ class PackedTables(EventTables):
         return EventTables({kind: unpack(data) for kind, data in self._packed.items()})
 
 
-@dataclass
+@dataclass(frozen=True)
 class PackedRun:
     """A run's facts with its frames packed: ``light`` is what advice reads (every field
     but the row frames); :meth:`facts` gives the run back whole."""
@@ -101,41 +94,48 @@ class PackedRun:
         return replace(self.light, batches=batches, requests=requests)
 
 
-def read_group(
-    group: InputGroup,
-    tz: tzinfo | None = None,
-    *,
-    jobs: int | None = None,
-    progress: ProgressFn | None = None,
-    stage: StageFn | None = None,
-    keep_tables: bool = True,
-    packed: bool = True,
-) -> GroupFacts:
-    """Stages 1-4 of the pipeline on one group (ingest, runs, facts with joins), packed."""
-    ing = ingest_stage(inputs_stage(group.files), jobs=jobs, progress=progress, stage=stage)
-    return group_facts(ing, tz, keep_tables, stage, packed)
-
-
-def group_facts(
-    ing: Ingested,
-    tz: tzinfo | None = None,
-    keep_tables: bool = True,
-    stage: StageFn | None = None,
-    packed: bool = True,
-) -> GroupFacts:
-    """The facts of what one group's ingest read, artifacts joined, frames packed.
-
-    ``packed=False`` (the only group of an analysis: one large log, nothing to bound) keeps
-    the runs and tables as they are: packing them would only cost time and a second copy."""
-    tables = (pack(ing.tables._frames) if packed else ing.tables._frames) if keep_tables else None
-    return group_stages(
-        ing,
-        tz,
-        PackedRun.of if packed else _live,
-        tables,
-        quiet if stage is None else stage,
-    )
-
-
-def _live(f: RunFacts) -> PackedRun:
+def live(f: RunFacts) -> PackedRun:
     return PackedRun(f, None)
+
+
+class JoinedTables(EventTables):
+    """The event tables of every group, concatenated when first read (``Report.tables``;
+    a fleet's analysis never needs them all at once)."""
+
+    def __init__(self, packed: list[bytes | dict[str, pd.DataFrame]]) -> None:
+        self._packed = packed
+        self._joined: dict[str, pd.DataFrame] | None = None
+
+    @property
+    def _frames(self) -> dict[str, pd.DataFrame]:
+        if self._joined is None:
+            self._joined = concat_frames(
+                [p if isinstance(p, dict) else unpack(p) for p in self._packed]
+            )
+        return self._joined
+
+    @_frames.setter
+    def _frames(self, frames: dict[str, pd.DataFrame]) -> None:
+        self._joined = frames
+
+
+def concat_frames(parts: Sequence[Mapping[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
+    """Each kind's frames of all parts, rows in part order; categorical columns keep their
+    dtype (categories in order of first appearance)."""
+    if len(parts) == 1:
+        return dict(parts[0])
+    kinds: dict[str, list[pd.DataFrame]] = {}
+    for part in parts:
+        for kind, frame in part.items():
+            kinds.setdefault(kind, []).append(frame)
+    out: dict[str, pd.DataFrame] = {}
+    for kind, frames in kinds.items():
+        cats: dict[str, Any] = {}
+        for col in frames[0].columns:
+            if all(isinstance(f[col].dtype, pd.CategoricalDtype) for f in frames):
+                cats[col] = pd.api.types.union_categoricals([f[col] for f in frames])
+        joined = pd.concat(frames, ignore_index=True)
+        for col, values in cats.items():
+            joined[col] = values
+        out[kind] = joined
+    return out
