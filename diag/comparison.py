@@ -360,7 +360,7 @@ def compare(
         "promise": promise,
         "warnings": warnings,
     }
-    return clean_json(doc)  # type: ignore[no-any-return]
+    return clean_json(doc)
 
 
 PROMISE_TOLERANCE = 0.005  # half a point: below the resolution of a day's coverage figure

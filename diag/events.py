@@ -477,7 +477,7 @@ class EventTables(Mapping[str, pd.DataFrame]):
             return empty_frame(kind)
         raise KeyError(kind)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self):
         return iter(sorted(self._frames))
 
     def __len__(self) -> int:

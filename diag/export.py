@@ -21,9 +21,9 @@ import pandas as pd
 
 from diag.artifacts.trace import step_table
 from diag.events import COMMON_COLUMNS, EventTables
-from diag.facts.classify import ORIGINS
 from diag.facts.record import build_facts
 from diag.facts.runs import Run, split_runs
+from diag.facts.steps import ORIGINS
 from diag.ingest import Ingested
 
 STEP_KIND = "decode_step"

@@ -80,7 +80,7 @@ META_KEYS = (
 try:  # built by setup.py (optional: without a compiler every event is decoded in Python)
     from diag.artifacts import _tracescan  # type: ignore[attr-defined]  # (compiled, no stub)
 except ImportError:  # pragma: no cover - installs without a compiler
-    _tracescan = None  # type: ignore[assignment]
+    _tracescan = None
 
 # what the C pre-scan never hands to the decoder: categories no analysis here reads (flows
 # are not joined on, python_function makes most of a with_stack trace), and of the kept

@@ -144,7 +144,7 @@ FORMAT_ALIASES = {
 }
 
 
-class FormatChoice(click.Choice):  # type: ignore[type-arg]
+class FormatChoice(click.Choice):
     """A format name, any case, or its usual short name (md, yml, txt, ...)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:

@@ -116,7 +116,7 @@ class Form:
     def key(self) -> Key:
         for k in ("message", "name", "code"):
             if "{" + k + "}" in self.text:
-                return k  # type: ignore[return-value]
+                return k
         raise ValueError(f"errors.yaml: printed form {self.text!r} names no code")
 
     def pattern(self, key_rx: str) -> str:

@@ -11,8 +11,8 @@ a message on its first line.
 from __future__ import annotations
 
 import re
-import re._constants as sre  # type: ignore[import-not-found]
-import re._parser as sre_parse  # type: ignore[import-not-found]
+import re._constants as sre
+import re._parser as sre_parse
 from collections.abc import Iterable
 from typing import Any
 

@@ -14,14 +14,20 @@ from diag.engines.config import (
     CaptureUnit as CaptureUnit,
 )
 from diag.engines.config import (
-    Config,
+    Config as Config,
+)
+from diag.engines.config import (
     ConfigEcho,
-    EngineConfig,
     as_bool,
     as_float,
-    as_int,
     as_sizes,
     first,
+)
+from diag.engines.config import (
+    EngineConfig as EngineConfig,
+)
+from diag.engines.config import (
+    as_int as as_int,
 )
 from diag.engines.config import (
     truthy as truthy,

@@ -120,4 +120,4 @@ def mode_is_none(modes: pd.Series) -> np.ndarray:
     says = np.array(
         [isinstance(u, str) and u.upper() == "NONE" for u in uniques] + [False], dtype=bool
     )
-    return says[codes]  # code -1 (missing) reads the last slot
+    return np.asarray(says[codes])  # code -1 (missing) reads the last slot

@@ -82,7 +82,9 @@ def unfinished_capture(tables: EventTables) -> str | None:
         frame = tables[kind]
         if frame.empty:
             return np.zeros(0, np.int64)
-        return frame["_order" if "_order" in frame.columns else "line"].to_numpy(np.int64)
+        return np.asarray(
+            frame["_order" if "_order" in frame.columns else "line"].to_numpy(np.int64)
+        )
 
     begun = []  # (latest order key, kind rank: progress over begin on one line, last such row)
     for rank, kind in enumerate(_BEGUN):

@@ -109,7 +109,7 @@ def classify_batches(steps: DecodeSteps, window: Window) -> pd.DataFrame:
             return a
         if a.ndim == 1 and len(a) and a.strides[0] == 0:
             return np.broadcast_to(a[:1], (n_kept,))
-        return a[keep]
+        return np.asarray(a[keep])
 
     frame = steps.frame
     rows = frame if every else frame[_STEP_ROW].iloc[np.flatnonzero(keep)]
@@ -264,7 +264,7 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     copy-on-write bookkeeping can then never be written through (a write raises)."""
     view = a.view()
     view.flags.writeable = False
-    return view
+    return np.asarray(view)
 
 
 def _own(a: np.ndarray) -> np.ndarray:
@@ -306,7 +306,7 @@ def _shared(frame: pd.DataFrame, column: str) -> pd.Series:
 
 # ------------------------------------------------------------------ summaries for the record
 def _floats(batches: pd.DataFrame, column: str) -> np.ndarray:
-    return batches[column].to_numpy(dtype=float, na_value=np.nan)
+    return np.asarray(batches[column].to_numpy(dtype=float, na_value=np.nan))
 
 
 def batch_counts(batches: pd.DataFrame) -> dict[str, object]:

@@ -24,7 +24,9 @@ LOAD_COLUMNS = ["ts", "rank", "kv_usage", "running", "waiting", "evicted", "sour
 def _num(frame: pd.DataFrame, col: str) -> np.ndarray:
     if col not in frame:
         return np.full(len(frame), np.nan)
-    return pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+    return np.asarray(
+        pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+    )
 
 
 Column = Callable[[pd.DataFrame], np.ndarray] | float  # a column of the load, or a constant

@@ -113,7 +113,7 @@ def _string_order(ids: np.ndarray | pd.api.extensions.ExtensionArray) -> np.ndar
     (no conversion at all for Arrow strings); ids that are not all encodable strings are
     sorted by Python itself."""
     try:
-        return pc.sort_indices(pa.array(ids, type=pa.large_string())).to_numpy()
+        return np.asarray(pc.sort_indices(pa.array(ids, type=pa.large_string())).to_numpy())
     except (pa.ArrowException, UnicodeError, TypeError):
         return np.argsort(np.asarray(ids, dtype=object), kind="stable")
 

@@ -97,7 +97,7 @@ def order_keys(frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[s
     """A total order of events within a stream: file, then line (reversed files flipped)."""
     line = frame["line"].to_numpy(dtype="int64")
     if len(file_index) == 1 and not reversed_:  # one file in order: the line is the key
-        return line
+        return np.asarray(line)
     if len(file_index) == 1:  # one file: every row maps to 0
         idx = np.zeros(len(line), dtype="int64")
     else:
@@ -105,7 +105,7 @@ def order_keys(frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[s
     if reversed_:
         flip = frame["source"].isin(reversed_).to_numpy()
         line = np.where(flip, _FILE_STRIDE - 1 - line, line)
-    return idx * _FILE_STRIDE + line
+    return np.asarray(idx * _FILE_STRIDE + line)
 
 
 def _keys(frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[str]) -> pd.Series:

@@ -87,7 +87,7 @@ def step_time_from_throughput(
     lo, hi = STEP_TIME_RANGE_S
     with np.errstate(invalid="ignore"):
         t[~((t >= lo) & (t <= hi)) | (thr <= 0) | (req < 1)] = np.nan
-    return t
+    return np.asarray(t)
 
 
 #: a step line's clock going back more than this (a host clock reset, an NTP step), or
@@ -159,19 +159,19 @@ class DecodeSteps:
 
     @property
     def empty(self) -> bool:
-        return self.frame.empty
+        return bool(self.frame.empty)
 
     def column(self, name: str) -> np.ndarray:
         """A column as its numpy array (read-only views stay read-only: never write into it)."""
-        return self.frame[name].to_numpy()
+        return np.asarray(self.frame[name].to_numpy())
 
     def floats(self, name: str) -> np.ndarray:
         """A column as float64, NaN where missing (``ts`` of event frames may be nullable)."""
-        return self.frame[name].to_numpy(dtype=float, na_value=np.nan)
+        return np.asarray(self.frame[name].to_numpy(dtype=float, na_value=np.nan))
 
     def origin_codes(self) -> np.ndarray:
         """``origin`` as int8 codes into :data:`ORIGINS`."""
-        return self.frame["origin"].cat.codes.to_numpy()
+        return np.asarray(self.frame["origin"].cat.codes.to_numpy())
 
     def rank_rows(self, every_rank_of: tuple[Origin, ...] = ()) -> np.ndarray | None:
         """Rows of rank 0, per origin: every row of an origin where none of its rows is rank 0
@@ -233,14 +233,14 @@ _EMPTY = pd.DataFrame(
 def _num(frame: pd.DataFrame, col: str) -> np.ndarray:
     if col not in frame:
         return np.full(len(frame), np.nan)
-    return frame[col].to_numpy(dtype="float64", na_value=np.nan)
+    return np.asarray(frame[col].to_numpy(dtype="float64", na_value=np.nan))
 
 
 def _count(frame: pd.DataFrame, col: str) -> np.ndarray:
     """An integer column as int64, -1 where missing: the frame's own buffer when none is."""
     if col in frame and pd.api.types.is_integer_dtype(frame[col].dtype) and not frame[col].hasnans:
-        return frame[col].to_numpy(dtype=np.int64, copy=False)
-    return np.nan_to_num(_num(frame, col), nan=-1).astype(np.int64)
+        return np.asarray(frame[col].to_numpy(dtype=np.int64, copy=False))
+    return np.asarray(np.nan_to_num(_num(frame, col), nan=-1).astype(np.int64))
 
 
 def _same(value: object, n: int) -> np.ndarray:

@@ -97,7 +97,7 @@ class RunState:
 def _order(frame: pd.DataFrame) -> np.ndarray:
     if frame.empty:
         return np.zeros(0, np.int64)
-    return frame["_order" if "_order" in frame.columns else "line"].to_numpy(np.int64)
+    return np.asarray(frame["_order" if "_order" in frame.columns else "line"].to_numpy(np.int64))
 
 
 def _text(v: Any) -> str | None:

@@ -41,7 +41,7 @@ class Context:
         st = self.state.get(kind)
         if st is None:
             st = self.state[kind] = kind()
-        return st  # type: ignore[no-any-return]
+        return st
 
     def emit(self, kind: str, line: LogLine, **fields: Any) -> None:
         self.sink.emit(kind, line.source, line.lineno, line.ts, line.rank, line.instance, **fields)

@@ -30,7 +30,7 @@ _CONSTS = {"True": True, "False": False, "None": None, "true": True, "false": Fa
 
 
 @v_args(inline=True)
-class _ToPython(Transformer):  # type: ignore[type-arg]
+class _ToPython(Transformer):
     def string(self, *parts: Any) -> str:
         out = []
         for p in parts:

@@ -152,7 +152,7 @@ def seq(*parts: str | Item) -> tuple[Item, ...]:
                 name, typ = body.split(":")
                 if typ not in _TYPE_RX:
                     raise ValueError(f"unknown field type {typ!r} in {part!r}")
-                out.append(Field(None if name == "_" else name, typ))  # type: ignore[arg-type]
+                out.append(Field(None if name == "_" else name, typ))
             else:
                 out.append(OneOf(tuple(body.split("|"))))
             pos = m.end()

@@ -155,7 +155,7 @@ def eager_view(run: RunReport) -> dict[str, Any]:
             )
         )
         reason = str(r["reason"])
-        why = EAGER_REASONS[reason] if reason in EAGER_REASONS else reason  # type: ignore[index]
+        why = EAGER_REASONS[reason] if reason in EAGER_REASONS else reason
         rows.append([why, f"{r['batches']:,.0f}", f"{r['batches'] / decided:.0%}", rng])
     return {
         "kind": "eager",

@@ -114,7 +114,7 @@ def cause_of(error_class: str | None, message: str | None, frame_cause: str | No
     says more (an ``other`` that is an illegal memory access, a ``distributed`` that is a
     gloo transport failure), else by its innermost frames (``frame_cause``: custom
     all-reduce, NCCL, an attention backend, a compile step; diag/engines/frame_causes.py)."""
-    cls: Cause = error_class if error_class in CLASSES else "other"  # type: ignore[assignment]
+    cls: Cause = error_class if error_class in CLASSES else "other"
     text = message or ""
     site = judge(text).cause  # the engine raise site's own cause (raise_atlas.json)
     if site in NARROWER and cls in NARROWER[site]:

@@ -20,9 +20,10 @@ from diag.engines import spec_for
 from diag.engines.spec import EngineConfig, EngineSpec
 from diag.events import EventTables
 from diag.facts import classify as cls
+from diag.facts.access import sizing
 from diag.facts.config_eager import ConfigEager
 from diag.facts.graphs import total
-from diag.facts.record import RunFacts, captured_size_count, sizing
+from diag.facts.record import RunFacts, captured_size_count
 from diag.facts.request_errors import RequestErrors
 from diag.facts.verdict import EngineError
 from diag.model import Snapshot

@@ -123,11 +123,11 @@ def _top(frame: pd.DataFrame, mask: np.ndarray, key: np.ndarray, n: int) -> pd.D
 
 
 def _verdict_is(b: pd.DataFrame, verdict: str) -> np.ndarray:
-    return cls.verdict_codes(b) == cls.VERDICTS.index(verdict)
+    return np.asarray(cls.verdict_codes(b) == cls.VERDICTS.index(verdict))
 
 
 def _floats(b: pd.DataFrame, column: str) -> np.ndarray:
-    return b[column].to_numpy(dtype=float, na_value=np.nan)
+    return np.asarray(b[column].to_numpy(dtype=float, na_value=np.nan))
 
 
 @selector("eager_batches")

@@ -455,7 +455,7 @@ def raw_position(stream: BinaryIO) -> int | None:
 
 def iter_lines(stream: BinaryIO, head: bytes, errors: list[str]) -> Iterator[bytes]:
     """Physical lines of a stream (head already read), stopping cleanly on a broken gzip."""
-    buffered = io.BufferedReader(_Chain(head, stream), buffer_size=1 << 20)  # type: ignore[arg-type]
+    buffered = io.BufferedReader(_Chain(head, stream), buffer_size=1 << 20)
     while True:
         try:
             line = buffered.readline()
@@ -477,7 +477,7 @@ class _Chain(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b) -> int:  # type: ignore[no-untyped-def]
+    def readinto(self, b) -> int:
         if self._head:
             n = min(len(b), len(self._head))
             b[:n] = self._head[:n]

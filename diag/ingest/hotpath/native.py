@@ -33,7 +33,7 @@ from diag.parsers.linespec import TEXT_TYPES
 try:  # built by setup.py (optional: no compiler, no extension)
     from diag.ingest.hotpath import _cscan  # type: ignore[attr-defined]  # (compiled, no stub)
 except ImportError:  # pragma: no cover - exercised by installs without a compiler
-    _cscan = None  # type: ignore[assignment]
+    _cscan = None
 
 #: set to 0 to use the RE2 kernels even when the extension is built
 ENV_NATIVE = "GRAPHDIAG_NATIVE"

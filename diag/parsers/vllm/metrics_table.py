@@ -32,7 +32,7 @@ class MetricsItem:
 
 
 @v_args(meta=True)
-class _MetricsTransformer(Transformer):  # type: ignore[type-arg]
+class _MetricsTransformer(Transformer):
     def start(self, meta: Any, items: list[MetricsItem]) -> list[MetricsItem]:
         return items
 
