@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from diag.engines.config import ConfigEcho, EngineConfig
 from diag.engines.sglang import SGLANG
-from diag.engines.spec import COMMON_SETTING_KEYS, Backend, EngineSpec, Versioned, read_common
+from diag.engines.spec import COMMON_SETTING_KEYS, Backend, EngineSpec, read_common
 from diag.engines.version import parse_version
 from diag.engines.vllm import VLLM
 
@@ -52,7 +52,6 @@ __all__ = [
     "ConfigEcho",
     "EngineConfig",
     "EngineSpec",
-    "Versioned",
     "parse_version",
     "read_config",
     "spec_for",

@@ -273,6 +273,12 @@ def span(engine: str, flag: str) -> FlagSpan:
     return TABLES[engine][flag]
 
 
+def since(engine: str, flag: str) -> str:
+    """The first version read that takes ``flag``, as the engine spells it: what a remedy's
+    text quotes ("--cuda-graph-max-bs-decode from SGLang 0.5.15"), never typed by hand."""
+    return span(engine, flag).since_text
+
+
 def version_text(ver: Version) -> str:
     """(0, 4, 2) -> '0.4.2'; (0, 3, 6, 3) -> '0.3.6.post3' (parse_version's inverse)."""
     head = ".".join(map(str, ver[:3]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar
+from typing import Literal
 
 from diag.engines.config import (  # re-exported: specs and advice read them from here
     AdviceRules as AdviceRules,
@@ -33,37 +33,12 @@ from diag.engines.config import (
     truthy as truthy,
 )
 from diag.engines.phases import PhaseTable, phase_table
-from diag.engines.version import Version, parse_version
 
 Backend = Literal["vllm", "sglang", "unknown"]
-T = TypeVar("T")
 
 
 def _no_settings(config: EngineConfig) -> EngineConfig:
     return config
-
-
-@dataclass(frozen=True)
-class Versioned(Generic[T]):
-    """A value that changed across versions: ``((since, value), ...)`` in ascending order.
-
-    ``at(version)`` is the value of the newest row at or below the version; an unknown
-    version gets ``unknown`` (by default the newest row). Extend a spec with one of these
-    per fact that moves between releases (flag spellings, phase tables, error signatures).
-    """
-
-    rows: tuple[tuple[Version, T], ...]
-    unknown: T | None = None
-
-    def at(self, version: str | Version | None) -> T:
-        ver = parse_version(version) if isinstance(version, str) or version is None else version
-        if ver is None:
-            return self.unknown if self.unknown is not None else self.rows[-1][1]
-        value = self.rows[0][1]
-        for since, v in self.rows:
-            if ver >= since:
-                value = v
-        return value
 
 
 @dataclass(frozen=True)

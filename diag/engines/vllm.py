@@ -20,7 +20,6 @@ from diag.engines.spec import (
     Config,
     EngineConfig,
     EngineSpec,
-    Versioned,
     as_int,
 )
 from diag.engines.version import parse_version
@@ -45,11 +44,6 @@ MARKERS = re.compile(
     rb"# cuda blocks|KV cache size: [\d,]+ tokens|Graph capturing finished|"
     rb"Capturing CUDA graph|Maximum concurrency for|\(EngineCore|\(VllmWorker|VllmWorker-\d|"
     rb"(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d"
-)
-
-# 0.11.1 renamed the ceiling key max_capture_size -> max_cudagraph_capture_size
-CEILING_KEY: Versioned[str] = Versioned(
-    (((0,), "max_capture_size"), ((0, 11, 1), "max_cudagraph_capture_size"))
 )
 
 

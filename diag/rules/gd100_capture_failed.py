@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import get_args
 
+from diag.engines.flags import since, span
 from diag.rules.base import Remedy, Rule
 from diag.rules.causes import CAUSE_FIRST_STEPS, Cause, cause_of, custom_all_reduce_off
 from diag.rules.engine_solutions import follow_printed
@@ -82,9 +83,10 @@ def _disable_last(m: RunMetrics) -> str | None:
     return f"Only as a last resort {flag} (huge decode performance loss)." if flag else None
 
 
+_SPLIT = since("sglang", "--cuda-graph-backend-decode")  # the per-phase flags' release
 _LAST_SGLANG = Remedy(
-    "Only as a last resort turn graphs off (--disable-cuda-graph before SGLang 0.5.15, "
-    "--cuda-graph-backend-decode=disabled from 0.5.15): huge decode performance loss.",
+    f"Only as a last resort turn graphs off (--disable-cuda-graph before SGLang {_SPLIT}, "
+    f"--cuda-graph-backend-decode=disabled from {_SPLIT}): huge decode performance loss.",
     engine="sglang",
     causes=ALL_CAUSES,
     specific=_disable_last,
@@ -166,8 +168,9 @@ class GD100(Rule):
             specific=_mem_fraction_step,
         ),
         Remedy(
-            "Lower --cuda-graph-max-bs (e.g. 16; --cuda-graph-max-bs-decode from SGLang 0.5.15): "
-            "fewer and smaller graphs need less memory.",
+            "Lower --cuda-graph-max-bs (e.g. 16; --cuda-graph-max-bs-decode from SGLang "
+            f"{since('sglang', '--cuda-graph-max-bs-decode')}): fewer and smaller graphs need "
+            "less memory.",
             engine="sglang",
             since=(0, 4, 3),
             causes=_PRINTED_ORDER,
@@ -245,10 +248,11 @@ class GD100(Rule):
         ),
         Remedy(
             "Capture fewer and smaller graphs: lower --max-num-seqs, or the capture ceiling "
-            "(max_cudagraph_capture_size from vLLM 0.11.1, --cuda-graph-sizes on 0.9.2-0.11.0, "
-            "a cudagraph_capture_sizes list on 0.6.6+).",
+            f"(max_cudagraph_capture_size from vLLM {since('vllm', 'max_cudagraph_capture_size')}"
+            f", --cuda-graph-sizes from {since('vllm', '--cuda-graph-sizes')} before it, a "
+            f"cudagraph_capture_sizes list from {since('vllm', 'cudagraph_capture_sizes')}).",
             engine="vllm",
-            since=(0, 6, 6),
+            since=span("vllm", "cudagraph_capture_sizes").since,
             causes=("oom", "other"),
             when=_memory_cause,
             specific=_fewer_sizes_vllm,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from diag.engines.flags import since
 from diag.rules.base import Remedy, Rule, num
 from diag.rules.metrics import RunMetrics
 from diag.rules.quotes import decode_capture_cost
@@ -46,14 +47,15 @@ class GD130(Rule):
     remedies = (
         Remedy(
             "Start the prefill node with decode graphs off (SGLang --disable-cuda-graph, "
-            "--cuda-graph-backend-decode=disabled from 0.5.15); keep graphs on decode nodes.",
+            f"--cuda-graph-backend-decode=disabled from "
+            f"{since('sglang', '--cuda-graph-backend-decode')}); keep graphs on decode nodes.",
             engine="sglang",
             specific=_off,
         ),
         Remedy(
             "Start the prefill (kv_producer) instance with decode graphs off (vLLM "
-            "cudagraph_mode NONE from 0.10.1, --enforce-eager before); keep graphs on decode "
-            "instances.",
+            f"cudagraph_mode NONE from {since('vllm', 'cudagraph_mode')}, --enforce-eager "
+            "before); keep graphs on decode instances.",
             engine="vllm",
             specific=_off,
         ),
