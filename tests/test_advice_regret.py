@@ -15,7 +15,7 @@ from diag.advise.decision import MIN_LINES, MIN_SPAN_S, MIN_STEPS, Evidence, dec
 from diag.advise.recommend import RecommendError, recommend
 from diag.api import analyze
 from diag.cli import main
-from diag.rules.advisories import Advisory
+from diag.facts.advisories import Advisory
 from diag.rules.gd120_kv_squeeze import MEMORY_SETTING
 
 INCIDENTS = Path(__file__).resolve().parents[1] / "fixtures" / "incidents"

@@ -288,6 +288,19 @@ def test_renderers_only_read() -> None:
     assert {src: sorted(d) for src, d in found.items() if d} == {}
 
 
+def test_rules_read_facts_not_event_tables() -> None:
+    """One fact layer: rules/ imports nothing from the event schema, ingest or the parsers;
+    what they read of a run's lines is computed in facts/ (diag.facts.signals)."""
+    below = ("diag.events", "diag.event_frames", "diag.ingest", "diag.parsers")
+    graph = _graph()
+    found = {
+        src: sorted(d for d in dsts if d.startswith(below))
+        for src, dsts in graph.items()
+        if src.startswith("diag.rules")
+    }
+    assert {src: d for src, d in found.items() if d} == {}
+
+
 def _dataclasses_of(package: str) -> list[type]:
     import dataclasses
     import importlib

@@ -1,4 +1,4 @@
-"""The engine's graph-memory advisories as rules read them: the topic, the number, the text,
+"""The engine's graph-memory advisories as the facts read them: the topic, the number, the text,
 and vLLM's numeric advice on --gpu-memory-utilization read in every wording it printed."""
 
 from __future__ import annotations

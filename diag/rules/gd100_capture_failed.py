@@ -135,6 +135,23 @@ class GD100(Rule):
     trigger = "the record has a capture error (an exception raised while capturing graphs)"
     impact = 100
     evidence = "capture_error"
+    reads = (
+        "backend",
+        "capture_error_class",
+        "capture_error_evidence",
+        "capture_error_frame_cause",
+        "capture_error_message",
+        "ceiling",
+        "ceiling_flag",
+        "cudagraph_mode",
+        "engine_solutions",
+        "graphs_off_flag",
+        "kv_cache_memory_bytes_set",
+        "mem_fraction_static",
+        "memory_pressure",
+        "nccl_load_failure",
+        "torch_compile",
+    )
     remedies = (
         Remedy(
             "Fix the NCCL library first when the log shows it failed to load "

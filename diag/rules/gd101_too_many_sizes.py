@@ -47,6 +47,7 @@ class GD101(Rule):
     )
     impact = 40
     evidence = "buckets"
+    reads = ("capture_error_class", "ceiling", "default_bucket_count", "n_buckets")
     thresholds = {
         "max_buckets": Threshold(
             96,

@@ -31,6 +31,7 @@ class GD102(Rule):
     trigger = "a rank's capture begin line has no end line of that runner on that rank"
     impact = 95
     evidence = "capture_stall"
+    reads = ("capture_stalls", "custom_all_reduce_off")
     thresholds = {}
     remedies = (
         Remedy(

@@ -78,6 +78,7 @@ class GD105(Rule):
     trigger = "an engine error outside capture: start-up (before or after capture) or serving"
     impact = 95
     evidence = "engine_error"
+    reads = ("engine_error",)
     remedies = (
         *CAUSE_FIRST_STEPS,
         # ---- out of memory, by phase, in each engine's own words where it prints them

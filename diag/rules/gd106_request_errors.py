@@ -49,6 +49,7 @@ class GD106(Rule):
     trigger = "single requests failed while the server went on serving (counted, not an outage)"
     impact = 5
     evidence = "request_errors"
+    reads = ("request_errors",)
     remedies = (
         Remedy(
             "Have clients keep prompt plus max tokens under the model's context length (or "

@@ -77,6 +77,19 @@ class GD110(Rule):
     trigger = "graphs on (or unknown with logged batches), at least min_batches decided decode batches and an eager share of at least min_eager_share with a known cause"
     impact = 60
     evidence = "eager_batches"
+    reads = (
+        "batches_decided",
+        "batches_eager",
+        "batches_source",
+        "ceiling",
+        "ceiling_flag",
+        "concurrency_flag",
+        "cudagraph_mode",
+        "dp_attention",
+        "graph_mode",
+        "observed_max",
+        "padding_disabled",
+    )
     thresholds = {
         "min_eager_share": Threshold(
             0.10, "Below 10 % the eager steps are the long tail the bucket set rightly gives up."

@@ -68,6 +68,7 @@ class GD111(Rule):
     trigger = "graphs on, at least min_graph_batches graph batches, a step-time slope measured on the run's graph steps (above its standard error, and one on which a step does not double within 16 tokens), padding costing max_padded_time_share of decode GPU time at that slope, and bucket advice that changes the set"
     impact = 30
     evidence = "padded_batches"
+    reads = ("advice", "batches_graph", "mean_padded_per_step", "padding_waste")
     thresholds = {
         "max_padded_time_share": Threshold(
             0.05,

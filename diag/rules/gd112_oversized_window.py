@@ -71,6 +71,15 @@ class GD112(Rule):
     trigger = "graphs on, at least min_batches batches, a ceiling of at least min_ceiling and min_ratio times the recommended ceiling (SGLang without advice: the observed p99)"
     impact = 20
     evidence = "window"
+    reads = (
+        "advice",
+        "ceiling",
+        "ceiling_flag",
+        "observed_count",
+        "observed_max",
+        "observed_p99",
+        "token_window",
+    )
     thresholds = {
         "min_ratio": Threshold(
             4.0,

@@ -54,6 +54,7 @@ class GD115(Rule):
     trigger = "the engine's own line shows a setting that sends batches out of the graph window"
     impact = 60  # as GD110 (ties: code order); both say the same batches ran eager
     evidence = "config_eager"
+    reads = ("capture_sizes", "config_eager")
     thresholds = {}
     remedies = (
         Remedy(

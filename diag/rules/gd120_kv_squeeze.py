@@ -94,6 +94,21 @@ class GD120(Rule):
     trigger = "graphs on and numeric evidence of a squeeze: capture memory or the engine's estimate at max_share of the KV pool, the engine's numeric advisory, or saturation with large_capture_gib of graphs"
     impact = 80
     evidence = "kv"
+    reads = (
+        "advice",
+        "capture_mem_gib",
+        "capture_mem_share",
+        "graph_mem_est_gib",
+        "graph_mode",
+        "kv_cache_gib",
+        "kv_peak_usage",
+        "kv_tokens",
+        "kv_tokens_source",
+        "memory_advisories",
+        "preemptions",
+        "retractions",
+        "snapshot_graph_gib",
+    )
     thresholds = {
         "max_share": Threshold(
             0.10,

@@ -44,6 +44,12 @@ class GD130(Rule):
     trigger = "a disaggregated prefill node with graphs on"
     impact = 50
     evidence = "config"
+    reads = (
+        "graphs_off_flag",
+        "piecewise_capture_mem_gib",
+        "piecewise_capture_time_s",
+        "prefill_node",
+    )
     remedies = (
         Remedy(
             "Start the prefill node with decode graphs off (SGLang --disable-cuda-graph, "

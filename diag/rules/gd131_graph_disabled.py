@@ -46,6 +46,7 @@ class GD131(Rule):
     trigger = "graphs off by the user's own setting on a node that is not a prefill node"
     impact = 70
     evidence = "config"
+    reads = ("batches_eager", "graph_mode", "prefill_node", "user_eager")
     remedies = (
         Remedy(
             "Remove --disable-cuda-graph (a diagnostic setting) from serving nodes and re-measure "

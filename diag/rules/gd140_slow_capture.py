@@ -55,6 +55,15 @@ class GD140(Rule):
     trigger = "all capture phases together take at least max_seconds"
     impact = 10
     evidence = "capture_time"
+    reads = (
+        "capture_time_s",
+        "draft_capture_time_s",
+        "n_buckets",
+        "piecewise_capture_time_s",
+        "profile_cuda_graph",
+        "startup_capture",
+        "torch_compile",
+    )
     thresholds = {
         "max_seconds": Threshold(
             60,

@@ -35,6 +35,7 @@ class GD150(Rule):
     trigger = "graphs on and --enable-torch-compile on"
     impact = 5
     evidence = "config"
+    reads = ("ceiling", "torch_compile", "torch_compile_max_bs")
     remedies = (
         Remedy(
             "Measure without --enable-torch-compile: with graphs on the gain is often negligible.",

@@ -35,6 +35,7 @@ class GD160(Rule):
     trigger = "the engine printed that it changed the graph mode or turned graphs off for the model/backend"
     impact = 65
     evidence = "downgrade"
+    reads = ("cudagraph_mode", "engine_downgrades", "graph_mode", "refused_by")
     remedies = (
         Remedy(
             "Use an attention backend that supports graphs (flashinfer, fa3 or triton): the "

@@ -30,6 +30,7 @@ class GD170(Rule):
     trigger = "at least min_samples graph and eager intervals and eager decode at least min_slowdown slower per request"
     impact = 55
     evidence = "speed"
+    reads = ("speed_in", "speed_out", "speed_samples_in", "speed_samples_out")
     thresholds = {
         "min_slowdown": Threshold(
             0.15,

@@ -58,6 +58,12 @@ class GD180(Rule):
     trigger = "at least min_batches decode batches joined to a profiled step disagree with it"
     impact = 30
     evidence = "trace_contradictions"
+    reads = (
+        "trace_batches_source",
+        "trace_log_eager_trace_graph",
+        "trace_log_graph_trace_eager",
+        "trace_matched",
+    )
     thresholds = {
         "min_batches": Threshold(
             1,

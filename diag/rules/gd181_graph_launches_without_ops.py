@@ -46,6 +46,7 @@ class GD181(Rule):
     trigger = "at least min_share of the trace's graph launches carry no GPU op"
     impact = 20
     evidence = "trace_lost_ops"
+    reads = ("trace_graph_launches", "trace_launches_without_ops")
     thresholds = {
         "min_share": Threshold(
             0.01,

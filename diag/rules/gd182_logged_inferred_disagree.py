@@ -72,6 +72,7 @@ class GD182(Rule):
     trigger = "the engine's per-batch graph flag and the capture window disagree beyond noise"
     impact = 10
     evidence = "disagreeing_batches"
+    reads = ("agreement",)
     thresholds = {
         "min_compared": Threshold(
             20, "Fewer steps with both a logged flag and a window verdict are too few to judge."

@@ -8,7 +8,6 @@ it": a rule tests for it in plain Python and either stays silent or says what is
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -18,38 +17,18 @@ import pandas as pd
 
 from diag.engines import spec_for
 from diag.engines.spec import EngineConfig, EngineSpec
-from diag.events import EventTables
 from diag.facts import classify as cls
-from diag.facts.access import sizing
+from diag.facts.advisories import Advisory
 from diag.facts.config_eager import ConfigEager
 from diag.facts.graphs import total
-from diag.facts.record import RunFacts, captured_size_count
+from diag.facts.record import RunFacts
 from diag.facts.request_errors import RequestErrors
+from diag.facts.signals import line_signals
 from diag.facts.verdict import EngineError
 from diag.model import Snapshot
-from diag.rules.advisories import Advisory
 
 if TYPE_CHECKING:
     from diag.advise.bucket_sets import Advice
-
-# graph_disabled reasons that mean "the model/backend cannot run graphs", not "user turned them off"
-MODEL_LIMIT_REASONS = frozenset(
-    {
-        "torch_native_attention",
-        "flex_attention",
-        "dual_chunk_attention",
-        "deepep",
-        "deepep_normal",
-        "double_sparsity",
-        "bitsandbytes",
-        "rocm_unsupported",
-        "dispatch_keys_uninitialized",
-        "dp_attention",
-    }
-)
-USER_OFF_REASONS = frozenset({"enforce_eager", "mode_none", "skipping_capture", "tensor_dump"})
-# advisories that carry the engine's own numbers about graph memory against the KV pool
-NUMERIC_MEMORY_ADVISORIES = ("graph_memory_profiling", "capping_capture_sizes")
 
 EagerCause = Literal[
     "above_ceiling", "unpadded_gap", "engine_reported_eager", "logged_eager", "counted_eager"
@@ -264,7 +243,6 @@ def run_metrics(
     advice: Advice | None = None,
 ) -> RunMetrics:
     rec = facts.record
-    t = facts.tables
     cfg = facts.config
     batches = facts.batches
     counts = rec.batches
@@ -274,23 +252,7 @@ def run_metrics(
         eager_by_reason = {"counted_eager": float(counts.eager)}
 
     sizes = rec.graph_capture_sizes or facts.window.sizes or ()
-    adv = t["advisory"]
-    memory_advisories = tuple(
-        Advisory(
-            str(r["topic"]), None if pd.isna(r["value"]) else float(r["value"]), str(r["text"])
-        )
-        for r in (
-            adv[adv["topic"].isin(NUMERIC_MEMORY_ADVISORIES)] if not adv.empty else adv
-        ).to_dict("records")
-    )
-    topics = set(adv["topic"]) if not adv.empty else set()
-    stats = t["stats"]
-    decode = t["decode_batch"]
-    kv_peak = None
-    if not decode.empty and decode["token_usage"].notna().any():
-        kv_peak = float(decode["token_usage"].max())
-    if not stats.empty and stats["kv_usage"].notna().any():
-        kv_peak = max(kv_peak or 0.0, float(stats["kv_usage"].max()) / 100.0)
+    lines = line_signals(facts)
     snap_gib = facts.snapshot_graph_pool_gib  # one fact, set where snapshots join runs
     speed = _per_request_speed(batches)
     tp = cfg.tp_size
@@ -311,7 +273,7 @@ def run_metrics(
         piecewise_capture_time_s=prefill_time,
         piecewise_capture_mem_gib=prefill_mem,
         n_buckets=len(rec.graph_capture_sizes or ())
-        or captured_size_count(t)
+        or lines.captured_size_count
         or len(sizes)
         or None,
         default_bucket_count=_default_count(spec, facts.engine_version, cfg, rec.cuda_graph_max_bs),
@@ -332,12 +294,12 @@ def run_metrics(
         capture_mem_share=rec.capture_mem_share,
         kv_tokens=rec.kv_tokens,
         kv_tokens_source=facts.kv_tokens_source,
-        graph_mem_est_gib=sizing(t, "graph_mem_est_gib"),
-        memory_advisories=memory_advisories,
+        graph_mem_est_gib=lines.graph_mem_est_gib,
+        memory_advisories=lines.memory_advisories,
         snapshot_graph_gib=snap_gib,
-        retractions=int(t["retract"]["count"].fillna(1).sum()) if not t["retract"].empty else 0,
-        preemptions=int(stats["preemptions"].fillna(0).sum()) if not stats.empty else 0,
-        kv_peak_usage=kv_peak,
+        retractions=lines.retractions,
+        preemptions=lines.preemptions,
+        kv_peak_usage=lines.kv_peak_usage,
         torch_compile=cfg.torch_compile,
         torch_compile_max_bs=cfg.torch_compile_max_bs,
         tp_size=tp,
@@ -346,7 +308,7 @@ def run_metrics(
             "disable_custom_all_reduce=True in the config echo"
             if cfg.custom_all_reduce_off
             else "the log says custom all-reduce is disabled"
-            if "custom_all_reduce_disabled" in topics
+            if "custom_all_reduce_disabled" in lines.advisory_topics
             else "tensor parallel size 1 never uses custom all-reduce"
             if tp == 1
             else None
@@ -354,10 +316,10 @@ def run_metrics(
         padding_disabled=not cfg.padding,
         dp_attention=cfg.dp_attention,
         kv_cache_memory_bytes_set=cfg.kv_cache_memory_bytes_set,
-        nccl_load_failure=_first_text(adv, "nccl_load_failed"),
-        user_eager=_user_eager(facts),
-        engine_downgrades=_engine_downgrades(facts),
-        refused_by=_refused_by(facts),
+        nccl_load_failure=lines.nccl_load_failure,
+        user_eager=lines.user_eager,
+        engine_downgrades=lines.engine_downgrades,
+        refused_by=lines.refused_by,
         speed_in=speed[0],
         speed_out=speed[1],
         speed_samples_in=speed[2],
@@ -384,56 +346,17 @@ def run_metrics(
         ),
         engine_error=facts.state.engine_error,
         request_errors=facts.state.request_errors,
-        capture_error_frame_cause=_frame_cause_at(t, facts.capture_error_at),
+        capture_error_frame_cause=lines.capture_error_frame_cause,
         agreement=facts.agreement,
         attention_backend=rec.resolved_backend,
-        memory_pressure=_memory_pressure(t),
-        engine_solutions=_printed_solutions(t),
+        memory_pressure=lines.memory_pressure,
+        engine_solutions=lines.engine_solutions,
         capture_error_evidence=(
             (rec.capture_error.confidence, rec.capture_error.evidence, rec.capture_error.conflict)
             if rec.capture_error
             else None
         ),
     )
-
-
-def _frame_cause_at(t: EventTables, at: tuple[str, int] | None) -> str | None:
-    """The frame cause of the error event at (path, line), None where it has none."""
-    errors = t["error"]
-    if at is None or errors.empty or "frame_cause" not in errors.columns:
-        return None
-    rows = errors[(errors["source"] == at[0]) & (errors["line"] == at[1])]
-    causes = [str(c) for c in rows["frame_cause"] if isinstance(c, str) and c]
-    return causes[0] if causes else None
-
-
-def _memory_pressure(t: EventTables) -> bool:
-    """Does the run show memory running short: an OOM error anywhere, retractions, or
-    preemptions? (Memory remedies for an error of class ``other`` need this.)"""
-    errors = t["error"]
-    if not errors.empty and (errors["error_class"] == "oom").any():
-        return True
-    if not t["retract"].empty:
-        return True
-    stats = t["stats"]
-    return bool(not stats.empty and stats["preemptions"].fillna(0).sum() > 0)
-
-
-_SOLUTION = re.compile(r"^\s*\d+\.\s+(.+?)\s*$", re.M)
-
-
-def _printed_solutions(t: EventTables) -> tuple[str, ...]:
-    """The numbered "Possible solutions:" items the engine printed after a capture error
-    (in the raised message: sglang==0.3.0:srt/model_executor/model_runner.py:514;
-    sglang==0.5.2:srt/model_executor/cuda_graph_runner.py:392), in its order."""
-    errors = t["error"]
-    if errors.empty:
-        return ()
-    for message in errors["message"].dropna():
-        _, sep, tail = str(message).partition("Possible solutions:")
-        if sep:
-            return tuple(m.group(1) for m in _SOLUTION.finditer(tail))
-    return ()
 
 
 def _trace_counts(facts: RunFacts) -> dict[str, Any]:
@@ -458,99 +381,6 @@ def _trace_counts(facts: RunFacts) -> dict[str, Any]:
         "trace_launches_without_ops": check.graph_launches_without_ops,
         "trace_paths": tuple(check.traces),
     }
-
-
-def _first_text(adv: pd.DataFrame, topic: str) -> str | None:
-    if adv.empty:
-        return None
-    rows = adv[adv["topic"] == topic]
-    return None if rows.empty else str(rows["text"].iloc[0])
-
-
-def _user_eager(facts: RunFacts) -> str | None:
-    """The user's own eager setting (GD131), never an engine downgrade (GD160).
-
-    The user's own args (vLLM's "non-default args" / args echo) decide first: what the user
-    typed is the user's whatever the engine warns next. Then a model/backend limit the
-    engine printed rules the user out (the config echo may show the engine's own change);
-    a consequence of graphs being off (vLLM's "dispatching keys are not initialized",
-    printed whenever cudagraph_mode ends NONE) is never such a limit on its own."""
-    cfg = facts.config
-    disabled = facts.tables["graph_disabled"]
-    reasons = set(disabled["reason"]) if not disabled.empty else set()
-    if cfg.typed_eager is not None:
-        return cfg.typed_eager
-    if reasons & (MODEL_LIMIT_REASONS - CONSEQUENCE_REASONS):
-        return None
-    if "enforce_eager" in reasons:
-        return "--enforce-eager"
-    spec = spec_for(facts.backend)
-    if spec is not None and cfg.graphs_off:
-        return spec.eager_flag
-    if _user_set_mode_none(facts, reasons):
-        return "cudagraph_mode=NONE"
-    if "tensor_dump" in reasons:
-        return "tensor dump mode"
-    if "skipping_capture" in reasons:
-        return "a setting that skips capture"
-    return None
-
-
-# graph_disabled reasons that follow from graphs being off, whoever turned them off:
-# vLLM's dispatcher warns once whenever cudagraph_mode is NONE
-# (vllm==0.10.2:vllm/v1/cudagraph_dispatcher.py, "cudagraph dispatching keys are not
-# initialized. No cudagraph will be used.")
-CONSEQUENCE_REASONS = frozenset({"dispatch_keys_uninitialized"})
-
-
-def _user_set_mode_none(facts: RunFacts, reasons: set[str]) -> bool:
-    """cudagraph_mode NONE is the user's when the user's own args say so (vLLM 0.10.1+
-    "non-default args"), or the config echo says so and the engine printed no override to
-    NONE (an engine override is GD160's, even though the echo then shows NONE too)."""
-    cfg = facts.config
-    if cfg.user_mode_none is not None:
-        return cfg.user_mode_none
-    if not (cfg.mode_none_echoed or "mode_none" in reasons):
-        return False
-    modes = facts.tables["graph_mode"]
-    overridden = (
-        not modes.empty
-        and (
-            (modes["downgraded"] == True)  # noqa: E712
-            & (modes["mode"].astype(str).str.upper() == "NONE")
-        ).any()
-    )
-    return not overridden
-
-
-def _engine_downgrades(facts: RunFacts) -> tuple[str, ...]:
-    """Engine-chosen mode changes and model/backend disables. A change to NONE that follows
-    the user's own eager mode is the user's choice, not a downgrade."""
-    out: list[str] = []
-    user = _user_eager(facts)
-    modes = facts.tables["graph_mode"]
-    if not modes.empty:
-        for row in modes[modes["downgraded"] == True].to_dict("records"):  # noqa: E712
-            if user is not None and str(row["mode"]).upper() == "NONE":
-                continue
-            out.append(str(row["text"]))
-    disabled = facts.tables["graph_disabled"]
-    if not disabled.empty:
-        # with the user's own eager mode nothing was overridden: a limit or a consequence
-        # the engine prints then is not a downgrade of a mode the user asked for
-        limits = MODEL_LIMIT_REASONS if user is None else frozenset()
-        lim = disabled[disabled["reason"].isin(limits)]
-        out += [str(x) for x in lim["text"]]
-    return tuple(out)
-
-
-def _refused_by(facts: RunFacts) -> str:
-    """The attention backend the engine named refusing a graph mode (vLLM's downgrade line)."""
-    modes = facts.tables["graph_mode"]
-    if modes.empty or "backend" not in modes.columns:
-        return ""
-    named = [str(b) for b in modes["backend"].dropna() if str(b)]
-    return named[0] if named else ""
 
 
 def _eager_by_reason(batches: pd.DataFrame) -> dict[str, float]:
