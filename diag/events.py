@@ -30,16 +30,14 @@ import numpy as np
 import pandas as pd
 
 from diag.event_frames import BulkPart, FieldType, build_frame, compact_bulk
+from diag.lines.periodic import LINES
+from diag.lines.spec import INT_DIGITS as INT_DIGITS
+from diag.lines.spec import TEXT_DIGITS as TEXT_DIGITS
 
 COMMON_COLUMNS: tuple[str, ...] = ("source", "line", "ts", "rank", "instance")
 
-#: the most digits an int field holds: numbers are kept in float64 columns, exact to 2**53;
-#: a value of more digits is dropped with an input note (the bulk scanners accept no more)
-INT_DIGITS = 15
-#: the magnitude past which a field's value is dropped, per field type (NaN is "missing")
-#: the most digits a number's text is converted from (Python refuses more than 4300); a longer
-#: one stands as 10**TEXT_DIGITS, past every limit, and is dropped like any other
-TEXT_DIGITS = 4000
+#: the magnitude past which a field's value is dropped, per field type (NaN is "missing");
+#: the digit limits are the line declarations' (diag.lines.spec)
 FIELD_LIMITS: dict[str, float] = {"int": 10.0**INT_DIGITS, "bool": 2.0, "float": math.inf}
 
 
@@ -56,8 +54,23 @@ class EventKind:
         return COMMON_COLUMNS + tuple(name for name, _ in self.fields)
 
 
+#: a declared line field's type -> its column's type
+_COLUMN_TYPE: dict[str, FieldType] = {"int": "int", "num": "float", "unum": "float", "bool": "bool"}
+
+
 def _kind(kind_name: str, doc: str, **fields: FieldType) -> EventKind:
-    return EventKind(kind_name, tuple(fields.items()), doc)
+    """An event table: the fields named here, then every field a periodic line declares
+    for it (:mod:`diag.lines.periodic`) that is not named here: a field is declared once,
+    in its line, and its column follows (a field named in both must agree on its type)."""
+    columns = dict(fields)
+    for spec in LINES.values():
+        if spec.table != kind_name:
+            continue
+        declared = [(n, _COLUMN_TYPE.get(t, "str")) for n, t in spec.fields()]
+        for name, typ in [*declared, *((c, "str") for c, _ in spec.consts)]:
+            if columns.setdefault(name, typ) != typ:
+                raise ValueError(f"{kind_name}.{name}: {columns[name]} here, {typ} in {spec.name}")
+    return EventKind(kind_name, tuple(columns.items()), doc)
 
 
 EVENT_KINDS: dict[str, EventKind] = {
@@ -183,64 +196,28 @@ EVENT_KINDS: dict[str, EventKind] = {
             "decode_batch",
             "A periodic decode batch line (SGLang) with its graph flag when logged.",
             engine="str",
-            batch_size="int",
-            tokens="int",
-            token_usage="float",
-            cuda_graph="bool",
-            gen_throughput="float",
-            queue="int",
-            accept_len="float",
         ),
         _kind(
             "prefill_batch",
             "A prefill/extend batch line.",
             engine="str",
-            new_seq="int",
-            new_tokens="int",
-            cached_tokens="int",
-            running="int",
-            queue="int",
-            cuda_graph="bool",
-            input_throughput="float",
         ),
         _kind(
             "stats",
             "A periodic engine stats line (vLLM V0/V1 LoggingStatLogger).",
             engine="str",
-            prompt_throughput="float",
-            gen_throughput="float",
-            running="int",
-            waiting="int",
-            swapped="int",
-            kv_usage="float",
             preemptions="int",
-            engine_index="int",
         ),
         _kind(
             "graph_step",
             "Per-step or per-interval graph dispatch as logged (vLLM DEBUG step lines, cudagraph-metrics rows).",
             engine="str",
-            mode="str",
-            num_tokens="int",
-            padded_tokens="int",
-            num_reqs="int",
-            uniform="bool",
-            count="int",
-            origin="str",
         ),
         _kind(
             "iteration",
             "A per-iteration line (vLLM --enable-logging-iteration-details): the step's "
             "context (prefill) and generation (decode) requests and tokens; host time.",
             engine="str",
-            iteration="int",
-            ctx_reqs="int",
-            ctx_tokens="int",
-            gen_reqs="int",
-            gen_tokens="int",
-            elapsed_ms="float",
-            kv_usage="float",
-            engine_index="int",
         ),
         _kind(
             "metric",
@@ -257,10 +234,6 @@ EVENT_KINDS: dict[str, EventKind] = {
             "request",
             "A request life-cycle line (received/added/finished/aborted).",
             engine="str",
-            request_id="str",
-            action="str",
-            prompt_tokens="int",
-            max_new_tokens="int",
         ),
         _kind(
             "retract",

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from diag.events import EventSink, EventTables
-from diag.parsers import periodic
+from diag.lines import periodic
 from diag.parsers.scan import StreamScanner
 from diag.parsers.sglang import SGLangParser
 from diag.parsers.traceback import ErrorParser

@@ -31,6 +31,8 @@ LAYERS: list[tuple[str, ...]] = [
         "diag.engines",
         "diag.figures",
         "diag.batch_labels",
+        # the line declarations: their spec language and the periodic lines
+        "diag.lines",
     ),
     # bytes in: files, prefixes and physical lines, artifact formats (snapshots, tables)
     ("diag.sources", "diag.normalize", "diag.artifacts"),

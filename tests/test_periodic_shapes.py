@@ -15,8 +15,9 @@ import pytest
 
 from diag.events import EventSink
 from diag.ingest import parsers_for
+from diag.lines import periodic
 from diag.normalize.prefix import peel
-from diag.parsers import periodic, sglang
+from diag.parsers import sglang
 from diag.parsers.base import Context
 from tests.conftest import ROOT
 from tests.test_hotpath_oracle import assert_same_tables, both

@@ -1,4 +1,4 @@
-"""Each periodic line is declared once (``diag.parsers.periodic``); the per-line matcher,
+"""Each periodic line is declared once (``diag.lines.periodic``); the per-line matcher,
 the RE2 pattern and the C scanner's op table are derived from it. Rewording a declaration
 changes all three, on behaviour: the reworded line is read by each, the old wording by none.
 The lines come from ``bench/gen_logs.py`` (written by hand in the engines' formats), never
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from diag.ingest.hotpath.extract import HotPath
 from diag.ingest.hotpath.kinds import declared
 from diag.ingest.hotpath.native import NativeScanner, builder, native_available
-from diag.parsers import periodic
-from diag.parsers.periodic import LINES, LineSpec, Lit, seq
+from diag.lines import periodic
+from diag.lines.periodic import LINES, LineSpec, Lit, Opt, seq
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -328,3 +328,38 @@ def test_received_max_tokens_is_the_first_at_a_word_start_after_sampling_params(
             assert all(rows), name
             got = [r["max_new_tokens"] for r in rows]
             assert got == ([None] * len(lines) if name == "none" else want), name
+
+
+def test_a_declared_field_is_its_tables_column() -> None:
+    """A field is declared once, in its line: the event table of each periodic line has a
+    column for every field it declares (diag.events derives them), of the field's type."""
+    from diag.events import EVENT_KINDS
+
+    kinds = {"int": "int", "num": "float", "unum": "float", "bool": "bool"}
+    for spec in periodic.LINES.values():
+        columns = dict(EVENT_KINDS[spec.table].fields)
+        for name, typ in spec.fields():
+            assert columns[name] == kinds.get(typ, "str"), (spec.name, name)
+
+
+def test_a_new_field_makes_its_column(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adding a field to a declaration adds its column, nothing else to edit: the stats line
+    with its prefix-cache hit rate kept (vLLM prints it; today it is read and dropped)."""
+    from diag import events
+
+    stats = periodic.VL_STATS
+    kept = dataclasses.replace(
+        stats,
+        items=tuple(
+            Opt(seq(", Prefix cache hit rate: {prefix_hit_rate:num}%"))
+            if isinstance(it, Opt) and "Prefix cache" in repr(it)
+            else it
+            for it in stats.items
+        ),
+    )
+    assert ("prefix_hit_rate", "num") in kept.fields()
+    monkeypatch.setitem(periodic.LINES, stats.name, kept)
+    before = dict(events.EVENT_KINDS["stats"].fields)
+    after = dict(events._kind("stats", "doc", engine="str", preemptions="int").fields)
+    assert "prefix_hit_rate" not in before
+    assert after == {**before, "prefix_hit_rate": "float"}

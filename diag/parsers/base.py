@@ -14,7 +14,8 @@ import re
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, TypeVar
 
-from diag.events import TEXT_DIGITS, EventSink
+from diag.events import EventSink
+from diag.lines.spec import TEXT_DIGITS, digits_int
 from diag.normalize.prefix import LogLine
 
 S = TypeVar("S")
@@ -123,16 +124,6 @@ def num(text: str | None) -> float | None:
         return float(text.replace(",", ""))
     except ValueError:
         return None
-
-
-def digits_int(t: str) -> int:
-    """The exact int of an (optionally signed) ASCII digit text. More than ``TEXT_DIGITS``
-    digits give 10**TEXT_DIGITS (signed): past every field's range, so the sink drops it
-    with an input note (``events.FIELD_LIMITS``); Python refuses to convert such texts."""
-    neg = t[:1] == "-"
-    if len(t) - neg > TEXT_DIGITS:
-        return -(10**TEXT_DIGITS) if neg else 10**TEXT_DIGITS
-    return int(t)
 
 
 def to_int(text: str | None) -> int | None:

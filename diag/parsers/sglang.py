@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from diag.lines import periodic
 from diag.normalize.prefix import LogLine
-from diag.parsers import periodic, prometheus
+from diag.parsers import prometheus
 from diag.parsers.base import Block, Context, LineParser, num, parse_int_list, to_int
 from diag.parsers.configs import parse_kwargs
 
@@ -60,7 +61,7 @@ _INPUT_TPUT = re.compile(r"input throughput \(token/s\): " + _F, re.ASCII)
 _OLD_PREFILL_RUNNING = re.compile(r"#running_req: (\d+)", re.ASCII)
 _OLD_PREFILL_QUEUE = re.compile(r"#remaining_req: (\d+)", re.ASCII)
 # The common layouts of §5.1 (D4, D5, D7, D9-D18) and §5.2 (P5, P9-P13), declared once in
-# diag/parsers/periodic.py (the hot path reads the same declarations), as one anchored
+# diag/lines/periodic.py (the hot path reads the same declarations), as one anchored
 # regex each: one match instead of eight searches. A line they accept has each field once,
 # in place, with nothing after the queue length, so every field is what the per-field
 # searches below would find; any other layout falls through to those searches.

@@ -1,7 +1,7 @@
 /* diag.ingest.hotpath._cscan: the compiled scanner of the hot path.
  *
  *   program(header, ops, lits, n ints, n floats, has str) -> capsule: a declared line
- *       (diag/parsers/periodic.py) for scan, interpreted by _cscan_prog.c.
+ *       (diag/lines/periodic.py) for scan, interpreted by _cscan_prog.c.
  *   scan(program, block, offsets, idx, excl, rows, ints, ivalid, floats, fvalid, key1, key2,
  *        stroff) -> (count, keys1, keys2, strdata)
  *       matches the candidate lines ``idx`` of one kind; the accepted ones are written
@@ -304,7 +304,7 @@ static void program_free(PyObject *cap) {
 }
 
 /* program(header, ops, lits, n ints, n floats, has str) -> capsule: a declared line's op
- * table (diag/parsers/periodic.py), checked whole before any line is read */
+ * table (diag/lines/periodic.py), checked whole before any line is read */
 static PyObject *py_program(PyObject *self, PyObject *args) {
     (void)self;
     int header, ni, nf, has_str;

@@ -210,7 +210,7 @@ int cs_vl_header(cptr *pp, cptr e, Row *r);
 #define CS_HDR_SGLANG 0
 #define CS_HDR_VLLM 1
 
-/* one line shape's op table (diag/parsers/linespec.py LineSpec.program), see _cscan_prog.c */
+/* one line shape's op table (diag/lines/spec.py LineSpec.program), see _cscan_prog.c */
 typedef struct {
     int header;  /* CS_HDR_* */
     int ni, nf;  /* row columns it fills */

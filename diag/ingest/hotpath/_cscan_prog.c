@@ -1,5 +1,5 @@
 /* The op-table interpreter of the compiled scanner: a line shape declared once in
- * diag/parsers/periodic.py (its op table: LineSpec.program of diag/parsers/linespec.py) is
+ * diag/lines/periodic.py (its op table: LineSpec.program of diag/lines/spec.py) is
  * matched here, with no knowledge of any particular line. The machinery stays C: the engine's header (cs_sg_header /
  * cs_vl_header), numbers (cs_int15, cs_num), the tail (cs_end).
  *

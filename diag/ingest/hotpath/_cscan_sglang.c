@@ -1,5 +1,5 @@
 /* SGLang pieces of the compiled scanner: the header, machinery for every SGLang line (the
- * lines themselves are declared in diag/parsers/periodic.py and run by _cscan_prog.c). */
+ * lines themselves are declared in diag/lines/periodic.py and run by _cscan_prog.c). */
 #define _GNU_SOURCE
 #include "_cscan.h"
 

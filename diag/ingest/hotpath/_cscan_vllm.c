@@ -1,5 +1,5 @@
 /* vLLM pieces of the compiled scanner: the header, machinery for every vLLM line (each
- * declared in diag/parsers/periodic.py and read by _cscan_prog.c): key1 "LVL MD HMS" (as
+ * declared in diag/lines/periodic.py and read by _cscan_prog.c): key1 "LVL MD HMS" (as
  * the RE2 path joins the groups), key2 the process prefix head.
  */
 #define _GNU_SOURCE

@@ -4,7 +4,7 @@ Each kind is an anchored full-line RE2 pattern (header included) that accepts on
 common shape of the line, plus the builder that turns its groups into the event kind's
 columns. The fixed-shape lines (SGLang decode D4, D5, D7, D9-D18 and prefill P5, P9-P13; vLLM
 0.11 DEBUG step lines, V1 stats lines) are derived from their declarations in
-``diag.parsers.periodic`` (``declared``), the free-text request lines too (SGLang's ``Receive:`` / ``Finish:``,
+``diag.lines.periodic`` (``declared``), the free-text request lines too (SGLang's ``Receive:`` / ``Finish:``,
 vLLM's ``Received request`` and ``Added request``). Every free-text kind's triggers are derived from the active parsers (``Kind.with_triggers``).
 RE2 runs in Latin-1 mode on binary arrays, so every ASCII delimiter is where the per-line
 path, which decodes with ``replace``, sees it. Anything else stays on the per-line parsers.
@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from diag.events import EVENT_KINDS
-from diag.parsers import periodic
-from diag.parsers.linespec import TEXT_TYPES
+from diag.lines import periodic
+from diag.lines.spec import TEXT_TYPES
 
 # ---------------------------------------------------------------- shared pieces (RE2 syntax)
 # the SGLang header forms of normalize.prefix (PROCESS_HEADER, SGLANG_HEADER, _PYLOG), as far

@@ -1,7 +1,7 @@
 """The compiled scanner (``_cscan``, plain C): the kinds' strict matchers and the anchor pass.
 
 RE2 submatch extraction costs 1.5-2.5 us a line; C reads a line in ~0.1-0.3 us. Every kind
-is a declared line (``diag.parsers.periodic``), its op table interpreted by ``_cscan_prog.c``.
+is a declared line (``diag.lines.periodic``), its op table interpreted by ``_cscan_prog.c``.
 Each accepts a SUBSET
 of what its kind's RE2 pattern (with validate, exclude and extras) accepts and extracts the
 same fields: a line it rejects goes to the per-line parsers, as a line RE2 rejects does. The
@@ -27,8 +27,8 @@ import pyarrow as pa
 
 from diag.engines.literals import fewest
 from diag.ingest.hotpath.kinds import finish_fields
-from diag.parsers import periodic
-from diag.parsers.linespec import TEXT_TYPES
+from diag.lines import periodic
+from diag.lines.spec import TEXT_TYPES
 
 try:  # built by setup.py (optional: no compiler, no extension)
     from diag.ingest.hotpath import _cscan  # type: ignore[attr-defined]  # (compiled, no stub)

@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 from lark import Lark, Token, Transformer, UnexpectedInput, v_args
 
+from diag.lines import periodic
+from diag.lines.spec import digits_int
 from diag.normalize.prefix import LogLine
-from diag.parsers import periodic
-from diag.parsers.base import Block, BulkRows, Context, digits_int, parse_int_list
+from diag.parsers.base import Block, BulkRows, Context, parse_int_list
 from diag.parsers.vllm.patterns import ENGINE, first_time, mode_name
 from diag.resources import grammar_text
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from diag.parsers import periodic
+from diag.lines import periodic
 from diag.parsers.base import Context, num, to_int
 
 ENGINE = "vllm"
@@ -124,7 +124,7 @@ STEP = re.compile(
     re.ASCII,
 )
 
-# the declared shapes (diag/parsers/periodic.py), matched at the message start
+# the declared shapes (diag/lines/periodic.py), matched at the message start
 FAST_STEP = re.compile(periodic.VL_STEP.regex("python"), re.ASCII)
 FAST_STATS = re.compile(periodic.VL_STATS.regex("python"), re.ASCII)
 FAST_ITERATION = re.compile(periodic.VL_ITERATION.regex("python"), re.ASCII)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from diag.lines import periodic
 from diag.normalize.prefix import LogLine
-from diag.parsers import periodic
 from diag.parsers.base import Context, num, parse_int_list, to_int
 from diag.parsers.traceback import error_line_verdict
 from diag.parsers.traceback_text import EXC_LINE

@@ -1,13 +1,13 @@
 """The periodic lines of the engines, each declared once, as data (``LINES``).
 
 The items and what is derived from a declaration (the per-line matcher, the RE2 pattern, the
-C op table) are in ``diag.parsers.linespec``; rewording a line or adding a field is one edit
+C op table) are in ``diag.lines.spec``; rewording a line or adding a field is one edit
 here (a new column also needs its event kind in ``diag.events``).
 """
 
 from __future__ import annotations
 
-from diag.parsers.linespec import (
+from diag.lines.spec import (
     Alt,
     Bound,
     Field,

@@ -1,5 +1,5 @@
 """How a periodic line is declared (``LineSpec``) and what is derived from it; the
-declarations themselves are in ``diag.parsers.periodic``.
+declarations themselves are in ``diag.lines.periodic``.
 
 A declaration is the message of one line shape (the header is the engine's, see
 ``diag.normalize.prefix``): literals, typed fields, optional groups, alternatives and the
@@ -37,8 +37,23 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from diag.events import INT_DIGITS
-from diag.parsers.base import digits_int
+#: the most digits an int field holds: numbers are kept in float64 columns, exact to 2**53;
+#: a value of more digits is dropped with an input note (the bulk scanners accept no more)
+INT_DIGITS = 15
+#: the most digits a number's text is converted from (Python refuses more than 4300); a longer
+#: one stands as 10**TEXT_DIGITS, past every limit, and is dropped like any other
+TEXT_DIGITS = 4000
+
+
+def digits_int(t: str) -> int:
+    """The exact int of an (optionally signed) ASCII digit text. More than ``TEXT_DIGITS``
+    digits give 10**TEXT_DIGITS (signed): past every field's range, so the sink drops it
+    with an input note (``events.FIELD_LIMITS``); Python refuses to convert such texts."""
+    neg = t[:1] == "-"
+    if len(t) - neg > TEXT_DIGITS:
+        return -(10**TEXT_DIGITS) if neg else 10**TEXT_DIGITS
+    return int(t)
+
 
 FieldType = Literal["int", "unum", "num", "bool", "upper", "quoted", "id", "dotid"]
 Flavor = Literal["python", "re2"]
