@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from diag.lines import headers as h
 from diag.sources.readers import COMPOSE_PREFIX, KUBECTL_PREFIX
 
 # vLLM prints no year; lines without one are placed in this (leap) year so that Feb 29
@@ -90,22 +91,20 @@ _UNRANKED_WORKER = re.compile(r"^(?:VllmWorkerProcess|RayWorker\w*|pid=\d+)$")
 
 # ---------------------------------------------------------------- engine headers
 SGLANG_HEADER = re.compile(
-    r"^\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<ms>\d{1,6}))?"
-    r"(?P<ranks>(?: [A-Z][A-Z_]*-?\d+)*)\] ?",
+    "^" + h.SGLANG_BRACKET + " ?",
     re.ASCII,  # (\d, \s: ASCII digits and spaces only, as the C scanner reads them)
 )
 VLLM_HEADER = re.compile(
-    r"^(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)"
-    r"(?:[.,]\d+)?\s+\[?(?P<file>[^\]\s:]+):(?P<ln>\d+)\] ?",
+    rf"^{h.VLLM_LEVEL}\s+{h.VLLM_STAMP}\s+\[?(?P<file>[^\]\s:]+):(?P<ln>\d+)\] ?",
     re.ASCII,
 )
 _PYLOG = re.compile(
     r"^(?P<date>\d{4}-\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<ms>\d+))?"
-    r"(?: - | )(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL)(?: - | \d+ )"
+    rf"(?: - | ){h.PYLOG_LEVEL}(?: - | \d+ )"
     # SGLang's rank prefix (sglang==0.5.5:sglang/srt/utils/common.py:1153 puts it after the
     # time, "[%(asctime)s{prefix}]") in the bracket of a SGLANG_LOGGING_CONFIG_PATH format,
     # before the file: "[DP3 TP3 EP3 scheduler_metrics_mixin.py:222]"
-    r"(?:\[(?P<ranks>(?:[A-Z][A-Z_]*-?\d+ )*))?(?P<file>[^\]\s:]+):(?P<ln>\d+)\]?(?: - )?\s?",
+    rf"(?:\[(?P<ranks>(?:{h.RANK_WORD} )*))?(?P<file>[^\]\s:]+):(?P<ln>\d+)\]?(?: - )?\s?",
     re.ASCII,  # a U+00A0 in "file.py:N" is part of the name on every path (issue 36)
 )
 _GLOG = re.compile(r"^(?P<lvl>[IWEF])(?P<md>\d{4}) (?P<hms>\d\d:\d\d:\d\d)\.\d+\s+\d+ \S+:\d+\] ")

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from diag.events import EVENT_KINDS
+from diag.lines import headers as h
 from diag.lines import periodic
 from diag.lines.spec import TEXT_TYPES
 
@@ -30,19 +31,14 @@ from diag.lines.spec import TEXT_TYPES
 # as plain; the C header (_cscan_sglang.c cs_sg_header) reads the same subset
 # (python logging behind a process prefix is left to the per-line path: peel keeps that
 # prefix's rank there, the bracket header does not)
+_PHEAD = rf"(?P<phead>\((?:{h.PROCESS_NAME_PLAIN}|) ?{h.PROCESS_PID}\)[ \t]*)"
 _SG_HDR = (
-    r"^(?:(?P<phead>\((?:[A-Za-z_]\w*(?: rank=\d+)?|) ?pid=\d+(?:, ip=[^)\n]*)?\)[ \t]*)?"
-    r"\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<ms>\d{1,6}))?"
-    r"(?P<ranks>(?: [A-Z][A-Z_]*-?\d+)*)\]"
+    rf"^(?:{_PHEAD}?{h.SGLANG_BRACKET}"
     r"|(?P<pdate>\d{4}-\d\d-\d\d) (?P<ptime>\d\d:\d\d:\d\d)(?:[.,]\d+)? "
-    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d+ \[(?P<pranks>(?:[A-Z][A-Z_]*-?\d+ )*)"
+    rf"(?:{'|'.join(h.LEVELS)}) \d+ \[(?P<pranks>(?:{h.RANK_WORD} )*)"
     r"[^\]\s:]+:\d+\]) ?"
 )
-_VL_HDR = (
-    r"^(?P<phead>\((?:[A-Za-z_]\w*(?: rank=\d+)?|) ?pid=\d+(?:, ip=[^)\n]*)?\)[ \t]*)?"
-    r"(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)[ \t]+(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)"
-    r"(?:[.,]\d+)?[ \t]+\[?[A-Za-z0-9_./-]+:\d+\] ?"
-)
+_VL_HDR = rf"^{_PHEAD}?{h.VLLM_LEVEL}[ \t]+{h.VLLM_STAMP}[ \t]+\[?[A-Za-z0-9_./-]+:\d+\] ?"
 
 # ---------------------------------------------------------------- kinds
 
