@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypedDict
 
 from diag.about import __version__
 from diag.engines import spec_for
@@ -289,9 +289,27 @@ def _side(
     return side, run
 
 
+class Comparison(TypedDict):
+    """The ``graphdiag.compare/1`` document (:func:`compare`)."""
+
+    schema: str
+    tool_version: str
+    before: dict[str, Any]  # the side: its paths, main run, findings, the run's whole dict
+    after: dict[str, Any]
+    comparable: bool
+    summary: str
+    identity: dict[str, dict[str, Any] | None]  # model, GPU, parallelism, version per side
+    identity_lines: dict[str, str | None]
+    differs: list[dict[str, Any]]
+    metrics: list[dict[str, Any]]  # key, label, unit, kind, before, after, delta, better
+    findings: dict[str, list[dict[str, str]]]  # appeared / disappeared / persisting
+    promise: dict[str, Any] | None  # did the recommendation's coverage hold
+    warnings: list[str]
+
+
 def compare(
     before: Report, after: Report, before_paths: Sequence[str] = (), after_paths: Sequence[str] = ()
-) -> dict[str, Any]:
+) -> Comparison:
     """The ``graphdiag.compare/1`` document: both main runs (full run dicts, records included),
     a metric table with deltas, findings that appeared / disappeared / persist, and warnings."""
     sides: dict[str, dict[str, Any]] = {}
@@ -345,7 +363,7 @@ def compare(
     warnings += _warnings(runs, values)
     if promise is not None and promise["held"] is False:
         warnings.append(promise["summary"])
-    doc = {
+    doc: Comparison = {
         "schema": SCHEMA,
         "tool_version": __version__,
         "before": sides["before"],
@@ -360,7 +378,8 @@ def compare(
         "promise": promise,
         "warnings": warnings,
     }
-    return clean_json(doc)
+    cleaned: Comparison = clean_json(doc)
+    return cleaned
 
 
 PROMISE_TOLERANCE = 0.005  # half a point: below the resolution of a day's coverage figure

@@ -21,6 +21,7 @@ import pandas as pd
 from diag.about import __version__
 from diag.advise.bucket_sets import Advice as Advice  # a run's advice, as renderers read it
 from diag.advise.fleet import FleetRun
+from diag.advise.recommend import Recommendation as Recommendation  # as renderers read it
 from diag.artifacts.trace import TraceAnalysis
 from diag.events import EventTables
 from diag.facts.load import has_load, load_timeline
@@ -117,7 +118,7 @@ class LoadTimeline:
 class RunReport:
     held: HeldFacts
     findings: list[Finding] = field(default_factory=list)
-    recommendation: dict[str, Any] | None = None
+    recommendation: Recommendation | None = None
     advice: Advice | None = None  # computed from facts before the rules (diag.advise.run_advice)
     # what the fleet summary needs of the run, built with it (diag.advise.fleet); None alone
     fleet: FleetRun | None = None
@@ -136,7 +137,7 @@ class RunReport:
         self,
         facts: RunFacts,
         findings: list[Finding] | None = None,
-        recommendation: dict[str, Any] | None = None,
+        recommendation: Recommendation | None = None,
         advice: Advice | None = None,
         fleet: FleetRun | None = None,
         restore: Callable[[], RunFacts] | None = None,

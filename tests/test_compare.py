@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from diag.advise.recommend import recommend
 from diag.api import analyze
 from diag.cli import main
-from diag.render.compare import compare, main_run, render_html, render_text
+from diag.comparison import compare, main_run
+from diag.render.compare import render_html, render_text
 from gen import incidents as inc
 from tests.test_recommend import OUT_OF_WINDOW, write_sglang
 

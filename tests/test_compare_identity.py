@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from diag.api import analyze
 from diag.cli import main
-from diag.comparison import Identity, differences
-from diag.render.compare import compare, render_html, render_text
+from diag.comparison import Identity, compare, differences
+from diag.render.compare import render_html, render_text
 
 INCIDENTS = Path(__file__).resolve().parents[1] / "fixtures" / "incidents"
 BIG = INCIDENTS / "sglang-qwen3-32b-tp2" / "server.log"

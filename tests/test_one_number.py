@@ -11,8 +11,8 @@ import pytest
 
 from diag.advise.recommend import MEASURED, RecommendError, recommend
 from diag.api import analyze
+from diag.comparison import compare
 from diag.figures import number, share
-from diag.render.compare import compare
 from diag.render.compare import render_text as compare_text
 from diag.render.html import render_html
 from diag.render.recommend_text import render_text

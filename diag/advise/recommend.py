@@ -19,7 +19,7 @@ A prefill node of a disaggregated deployment gets "graphs off" instead of a buck
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import numpy as np
 
@@ -48,7 +48,7 @@ class RunReport(Protocol):
     """What advice needs of a run's report (diag.report.RunReport, which sits above advice)."""
 
     facts: RunFacts
-    recommendation: dict[str, Any] | None
+    recommendation: Recommendation | None
     advice: Advice | None
 
 
@@ -169,6 +169,37 @@ def _advice_for(
     return got
 
 
+# ------------------------------------------------------------------ the document
+class _RecommendationKeys(TypedDict):
+    engine: str
+    version: str | None
+    main_run: str
+    runs: list[str]
+    decode_batches: int
+    current: dict[str, Any]  # the set the run captured, priced: sizes, coverage, waste...
+    recommended: dict[str, Any]  # the set to capture, priced, its estimates
+    flags: str  # the version's own flags that set it ("" where nothing changes)
+    notes: list[str]
+
+
+class Recommendation(_RecommendationKeys, total=False):
+    """INTERFACE's ``recommend`` document (``runs[].recommendation``): the keys every one has
+    (above), then a decode node's pricing and validation, or ``node: "prefill"``."""
+
+    node: str
+    unit: str
+    decode_steps: int
+    ceiling: int | None
+    constraints: dict[str, Any]
+    frontier: list[dict[str, Any]]
+    parameters: dict[str, Any]
+    validation: dict[str, Any]
+    decision: dict[str, Any] | None
+    evidence: dict[str, Any] | None
+    cost_unit: str
+    starts_per_day: dict[str, Any]
+
+
 # ------------------------------------------------------------------ the recommendation
 def _r(v: float | None, nd: int) -> float | None:
     return None if v is None else round(float(v), nd)
@@ -191,7 +222,7 @@ def recommend(
     max_buckets: int | None = None,
     min_coverage: float | None = None,
     starts_per_day: float | None = None,
-) -> dict[str, Any]:
+) -> Recommendation:
     """The INTERFACE ``recommend`` document for the decode runs of ``runs`` (pooled, validated
     across each other), from their :class:`Advice`. Raises :class:`NoDecodeBatches` when there
     is nothing to size buckets for, :class:`RecommendError` on infeasible requests."""
@@ -395,7 +426,7 @@ def _source_of(source: str, main: RunFacts, snapshots: Sequence[Snapshot] | None
 
 def _prefill_advice(
     f: RunFacts, engine: str, snapshots: Sequence[Snapshot] | None
-) -> dict[str, Any]:
+) -> Recommendation:
     """Prefill node: no buckets, graphs off; all capture memory can go back to KV."""
     same = f.backend == engine
     version = f.engine_version if same else None
@@ -447,7 +478,7 @@ def recommend_run(
     run: RunReport,
     snapshots: Sequence[Snapshot] | None = None,
     starts_per_day: float | None = None,
-) -> dict[str, Any] | None:
+) -> Recommendation | None:
     """The run's recommendation from its own advice (None where there is none and it is not
     a prefill node); never raises: analyze must not fail over advice."""
     if run.facts.backend not in ENGINES:

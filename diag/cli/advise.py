@@ -168,8 +168,8 @@ def compare(
     or vLLM versions whose sizes count other things (V0 before 0.8.0: sequences; V1:
     tokens), no metric is called better or worse, and that is said first.
     """
+    from diag.comparison import compare as make
     from diag.output import WriteError, write_atomic
-    from diag.render.compare import compare as make
     from diag.render.compare import render_html, render_json, render_text
 
     if paths and (before or after):

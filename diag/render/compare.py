@@ -9,19 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from diag.comparison import SCHEMA, compare, main_run, not_comparable, promise_held
+from diag.comparison import Comparison
 from diag.figures import number, share
-
-__all__ = [
-    "SCHEMA",
-    "compare",
-    "main_run",
-    "not_comparable",
-    "promise_held",
-    "render_html",
-    "render_json",
-    "render_text",
-]
 
 
 # ------------------------------------------------------------------ renderings
@@ -62,7 +51,7 @@ def _side_line(label: str, side: dict[str, Any]) -> str:
     )
 
 
-def render_text(doc: dict[str, Any]) -> str:
+def render_text(doc: Comparison) -> str:
     """What differs first, then the warnings (a refusal to compare first of all), the sides
     with what each is and their verdicts, the metric table (metric, before, after, delta) and
     the findings moves."""
@@ -108,7 +97,7 @@ def render_text(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_json(doc: dict[str, Any]) -> str:
+def render_json(doc: Comparison) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -119,7 +108,7 @@ th:first-child,td:first-child{text-align:left}th{background:#f3f3f3}
 code{background:#f3f3f3;padding:0 3px}"""
 
 
-def render_html(doc: dict[str, Any]) -> str:
+def render_html(doc: Comparison) -> str:
     """A self-contained page (inline CSS, no scripts, no network), from a Jinja2 template
     with autoescape: every value is escaped."""
     from markupsafe import Markup

@@ -371,7 +371,7 @@ def run_view(
         load_bin_s=load.bin_s,
     )
     notes = [n for n in run.notes if not (snapshots and n.startswith("snapshot "))]
-    flags = (run.recommendation or {}).get("flags")
+    flags = run.recommendation["flags"] if run.recommendation is not None else None
     return {
         "row": row,
         "sources": list(facts.run.sources),

@@ -6,9 +6,9 @@ parameters; every figure formatted as analyze formats it (:mod:`diag.figures`)."
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from diag.figures import share
+from diag.report import Recommendation
 
 __all__ = ["render_text"]
 
@@ -35,7 +35,7 @@ def _neg(v: float | None) -> float | None:
     return None if v is None else round(-v, 3) + 0.0  # + 0.0: no "-0"
 
 
-def _frontier_lines(rec: dict[str, Any]) -> list[str]:
+def _frontier_lines(rec: Recommendation) -> list[str]:
     rows = rec.get("frontier") or []
     if not rows:
         return []
@@ -58,7 +58,7 @@ def _frontier_lines(rec: dict[str, Any]) -> list[str]:
     return out
 
 
-def _parameter_lines(rec: dict[str, Any]) -> list[str]:
+def _parameter_lines(rec: Recommendation) -> list[str]:
     params = rec.get("parameters") or {}
     if not params:
         return []
@@ -70,7 +70,7 @@ def _parameter_lines(rec: dict[str, Any]) -> list[str]:
     return out
 
 
-def _ceiling_basis(rec: dict[str, Any]) -> str:
+def _ceiling_basis(rec: Recommendation) -> str:
     """What the ceiling rests on: the options that lowered it, else the peak plus headroom."""
     c = rec.get("constraints") or {}
     if c.get("min_coverage") is not None:
@@ -78,7 +78,7 @@ def _ceiling_basis(rec: dict[str, Any]) -> str:
     return "peak plus headroom"
 
 
-def render_text(rec: dict[str, Any]) -> str:
+def render_text(rec: Recommendation) -> str:
     """Terminal summary: the two sets side by side, the promise, the frontier, the parameters,
     the flags to paste, notes."""
     cur, new = rec["current"], rec["recommended"]
