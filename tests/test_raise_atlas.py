@@ -315,3 +315,19 @@ def test_generator_reads_warned_failures(tmp_path: Path) -> None:
         "Truncating the decoder graph sizes to {} entries": False,
         "decoder warm-up failed ({}); using lazy capture": False,
     }
+
+
+def test_no_site_pattern_begins_or_ends_with_a_wildcard() -> None:
+    """A template that begins with a value ("%s must be an int") once compiled to a search
+    starting ".*?": every start of a line tried to its end, quadratic on a long line (a 7 MB
+    SGLang log took 29 s per line, its server-args echo holding the word). The ends of a
+    search pattern add nothing to whether it is found, so they are trimmed."""
+    from diag.engines import atlas
+
+    for site in atlas.sites():
+        pattern = site.regex.pattern
+        assert not pattern.startswith((".*", r"\s*")), site.source
+        assert not pattern.endswith((".*?", r"\s*")), site.source
+    site = next(s for s in atlas.sites() if s.parts[0] == "" and len(s.parts) > 2)
+    line = "x " * 100_000 + site.render(("v", "w", "y", "z"))
+    assert site in atlas.matches(line)

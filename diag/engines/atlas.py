@@ -68,12 +68,17 @@ class Site:
         """The template's first line: literal parts (any whitespace run matches any other:
         pastes re-wrap), each wildcard any text on the line. A message of several lines is
         known by its first, as a line-by-line paste (or one cut after it) shows it."""
+        parts = list(self.first_line)
+        # a wildcard at either end adds nothing to a search but time: "<x> must be an int"
+        # began ".*?must", which tries every start of a 100 KB line to its end (quadratic)
+        while len(parts) > 1 and not parts[0].strip():
+            parts.pop(0)
+        while len(parts) > 1 and not parts[-1].strip():
+            parts.pop()
         out = []
-        for part in self.first_line:
+        for part in parts:
             words = [re.escape(w) for w in _WS.split(part.strip())]
-            lead = r"\s*" if part[:1].isspace() else ""
-            tail = r"\s*" if part[-1:].isspace() else ""
-            out.append(lead + r"\s+".join(words) + tail if part.strip() else r"\s*")
+            out.append(r"\s+".join(words) if part.strip() else r"\s*")
         return re.compile(".*?".join(out))
 
     @property
