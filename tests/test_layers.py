@@ -375,3 +375,17 @@ def test_the_pipeline_lists_every_stage_in_order() -> None:
     assert order == sorted(order)
     assert _layer("diag.pipeline") > max(order)
     assert _layer("diag.fleet") >= _layer("diag.pipeline")  # fleets use the stages
+
+
+def test_every_package_is_installed() -> None:
+    """pyproject.toml lists packages by name: a new package left out installs without it
+    (the tool then fails only once installed, never in this tree)."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    folders = {
+        ".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "diag").rglob("__init__.py")
+    }
+    assert folders <= listed, sorted(folders - listed)
