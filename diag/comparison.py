@@ -235,7 +235,7 @@ def _values(run: RunReport, snapshots: list[Snapshot]) -> dict[str, Any]:
     return {
         "graph_mode": rec.graph_mode,
         "cudagraph_mode": rec.cudagraph_mode,
-        "n_buckets": m.n_buckets,
+        "n_buckets": m.capture.n_buckets,
         "ceiling": run.facts.ceiling,  # the run's one ceiling, as analyze prints it
         "decode_batches": _decode_batches(run),
         "batch_p50": shape.p50 if shape else None,
@@ -244,8 +244,8 @@ def _values(run: RunReport, snapshots: list[Snapshot]) -> dict[str, Any]:
         "padding_waste": rec.padding_waste,
         "throughput_in_window": perf.throughput_in_window,
         "throughput_out_window": perf.throughput_out_window,
-        "speed_in": m.speed_in,
-        "speed_out": m.speed_out,
+        "speed_in": m.window.speed_in,
+        "speed_out": m.window.speed_out,
         "ttft_s_p50": perf.ttft_s_p50,
         "ttft_s_p95": perf.ttft_s_p95,
         "itl_s_p95": perf.itl_s_p95,

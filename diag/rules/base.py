@@ -124,8 +124,9 @@ class Rule(ABC):
     impact: ClassVar[int] = 0
     thresholds: ClassVar[Mapping[str, Threshold]] = {}
     evidence: ClassVar[str]  # a selector of diag.rules.selectors
-    # the facts it reads: the RunMetrics fields its module uses (tests/test_rules_read.py
-    # holds the list to the code, so a rule never reads a fact it does not declare)
+    # the facts it reads: the RunMetrics fields its module uses, "graph_mode" or a concern's
+    # "memory.kv_peak_usage" (tests/test_rules_read.py holds the list to the code, so a rule
+    # never reads a fact it does not declare)
     reads: ClassVar[tuple[str, ...]] = ()
     remedies: ClassVar[tuple[Remedy, ...]] = ()
 

@@ -129,7 +129,7 @@ def cause_of(error_class: str | None, message: str | None, frame_cause: str | No
 
 def custom_all_reduce_off(m: RunMetrics) -> bool:
     """The log shows custom all-reduce already off (its flag or the engine's own warning)."""
-    return m.custom_all_reduce_off is not None
+    return m.settings.custom_all_reduce_off is not None
 
 
 def _attention_flag(m: RunMetrics) -> str:
@@ -144,7 +144,9 @@ def _backend_step(m: RunMetrics) -> str | None:
 
 
 def _attention_step(m: RunMetrics) -> str | None:
-    backend = f" (the log shows {m.attention_backend})" if m.attention_backend else ""
+    backend = (
+        f" (the log shows {m.settings.attention_backend})" if m.settings.attention_backend else ""
+    )
     return (
         f"Try another attention backend with {_attention_flag(m)}{backend}: the failing frame "
         "is in the attention backend's own code, so memory settings do not help."

@@ -33,7 +33,7 @@ def _fmt(v: float) -> str:
 
 
 def _mem_fraction(m: RunMetrics, item: str) -> str | None:
-    now = m.mem_fraction_static
+    now = m.settings.mem_fraction_static
     lower = [v for v in _examples(item) if now is None or v < now]
     if now is None:
         to = _fmt(lower[0]) if lower else "a smaller value"
@@ -47,10 +47,10 @@ def _mem_fraction(m: RunMetrics, item: str) -> str | None:
 
 
 def _max_bs(m: RunMetrics, item: str) -> str | None:
-    flag = m.ceiling_flag
+    flag = m.flags.ceiling_flag
     if not flag:
         return None  # the version names no ceiling flag
-    now = m.ceiling
+    now = m.window.ceiling
     lower = [int(v) for v in _examples(item) if now is None or v < now]
     if now is not None and not lower:
         return None
@@ -63,7 +63,7 @@ def _max_bs(m: RunMetrics, item: str) -> str | None:
 
 
 def _torch_compile(m: RunMetrics, item: str) -> str | None:
-    if not m.torch_compile:
+    if not m.settings.torch_compile:
         return None  # not on in this run
     return (
         "Drop --enable-torch-compile (it is on in this run): compiled graphs add capture "
@@ -72,7 +72,7 @@ def _torch_compile(m: RunMetrics, item: str) -> str | None:
 
 
 def _graphs_off(m: RunMetrics, item: str) -> str | None:
-    flag = m.graphs_off_flag
+    flag = m.flags.graphs_off_flag
     if not flag:
         return None
     return f"Only as a last resort {flag} (SGLang's own words: '{item}')."
@@ -92,7 +92,7 @@ def printed_remedies(m: RunMetrics, memory: bool) -> tuple[list[str], set[str]]:
     (remedies naming them are replaced by these). ``memory``: the failure is about memory."""
     out: list[str] = []
     named: set[str] = set()
-    for item in m.engine_solutions:
+    for item in m.capture.engine_solutions:
         flags = set(_FLAG.findall(item))
         named |= flags
         for flag, render, memory_only in _ITEMS:

@@ -21,7 +21,11 @@ _FLAG = re.compile(r"--[a-z][a-z0-9-]+")
 
 
 def _cause(m: RunMetrics) -> Cause:
-    return cause_of(m.capture_error_class, m.capture_error_message, m.capture_error_frame_cause)
+    return cause_of(
+        m.capture.capture_error_class,
+        m.capture.capture_error_message,
+        m.capture.capture_error_frame_cause,
+    )
 
 
 def _memory_cause(m: RunMetrics) -> bool:
@@ -30,31 +34,33 @@ def _memory_cause(m: RunMetrics) -> bool:
     solutions", whose first steps are memory steps): an illegal access, a collective
     mismatch, a transport or compile failure never get them."""
     cause = _cause(m)
-    return cause == "oom" or (cause == "other" and (m.memory_pressure or bool(m.engine_solutions)))
+    return cause == "oom" or (
+        cause == "other" and (m.memory.memory_pressure or bool(m.capture.engine_solutions))
+    )
 
 
 def _nccl_first(m: RunMetrics) -> str | None:
-    if m.nccl_load_failure is None:
+    if m.settings.nccl_load_failure is None:
         return None
     return (
         f"Fix the NCCL library first; the log shows it failed to load: "
-        f"'{m.nccl_load_failure[:160]}'. Point VLLM_NCCL_SO_PATH at a working libnccl.so.2 "
+        f"'{m.settings.nccl_load_failure[:160]}'. Point VLLM_NCCL_SO_PATH at a working libnccl.so.2 "
         "(or reinstall the nvidia-nccl package); graph capture of collectives cannot succeed "
         "without it."
     )
 
 
 def _nccl_not_capturable(m: RunMetrics) -> bool:
-    return "cannot be captured in a graph" in (m.capture_error_message or "")
+    return "cannot be captured in a graph" in (m.capture.capture_error_message or "")
 
 
 def _mem_fraction_low(m: RunMetrics) -> bool:
-    return m.mem_fraction_static is not None and m.mem_fraction_static <= 0.7
+    return m.settings.mem_fraction_static is not None and m.settings.mem_fraction_static <= 0.7
 
 
 def _mem_fraction_step(m: RunMetrics) -> str | None:
     """The step with the value in effect quoted (``0.94 -> 0.8``)."""
-    now = m.mem_fraction_static
+    now = m.settings.mem_fraction_static
     if now is None:
         return None
     to = 0.8 if now > 0.8 else round(now - 0.1, 2)
@@ -65,21 +71,21 @@ def _mem_fraction_step(m: RunMetrics) -> str | None:
 
 
 def _max_bs_small(m: RunMetrics) -> bool:
-    return m.ceiling is not None and m.ceiling <= 16
+    return m.window.ceiling is not None and m.window.ceiling <= 16
 
 
 def _fewer_sizes_vllm(m: RunMetrics) -> str | None:
-    flag = m.ceiling_flag
+    flag = m.flags.ceiling_flag
     return f"Capture fewer and smaller graphs: lower {flag} or --max-num-seqs." if flag else None
 
 
 def _sglang_max_bs(m: RunMetrics) -> str | None:
-    flag = m.ceiling_flag
+    flag = m.flags.ceiling_flag
     return f"Lower {flag} (e.g. 16): fewer and smaller graphs need less memory." if flag else None
 
 
 def _disable_last(m: RunMetrics) -> str | None:
-    flag = m.graphs_off_flag
+    flag = m.flags.graphs_off_flag
     return f"Only as a last resort {flag} (huge decode performance loss)." if flag else None
 
 
@@ -137,27 +143,27 @@ class GD100(Rule):
     evidence = "capture_error"
     reads = (
         "backend",
-        "capture_error_class",
-        "capture_error_evidence",
-        "capture_error_frame_cause",
-        "capture_error_message",
-        "ceiling",
-        "ceiling_flag",
+        "capture.capture_error_class",
+        "capture.capture_error_evidence",
+        "capture.capture_error_frame_cause",
+        "capture.capture_error_message",
+        "capture.engine_solutions",
         "cudagraph_mode",
-        "engine_solutions",
-        "graphs_off_flag",
-        "kv_cache_memory_bytes_set",
-        "mem_fraction_static",
-        "memory_pressure",
-        "nccl_load_failure",
-        "torch_compile",
+        "flags.ceiling_flag",
+        "flags.graphs_off_flag",
+        "memory.memory_pressure",
+        "settings.kv_cache_memory_bytes_set",
+        "settings.mem_fraction_static",
+        "settings.nccl_load_failure",
+        "settings.torch_compile",
+        "window.ceiling",
     )
     remedies = (
         Remedy(
             "Fix the NCCL library first when the log shows it failed to load "
             "(VLLM_NCCL_SO_PATH / the nvidia-nccl package).",
             causes=ALL_CAUSES,
-            when=lambda m: m.nccl_load_failure is not None,
+            when=lambda m: m.settings.nccl_load_failure is not None,
             specific=_nccl_first,
             source="vllm==0.11.0:vllm/distributed/device_communicators/pynccl_wrapper.py:265",
         ),
@@ -201,13 +207,13 @@ class GD100(Rule):
             engine="sglang",
             until=(0, 5, 15),
             causes=_PRINTED_ORDER,
-            when=lambda m: m.torch_compile,
+            when=lambda m: m.settings.torch_compile,
         ),
         Remedy(
             "Drop --enable-torch-compile: compile-time autotuning and syncs inside capture break it.",
             engine="sglang",
             causes=(*_NAMED_CAUSE, "compile"),
-            when=lambda m: m.torch_compile,
+            when=lambda m: m.settings.torch_compile,
         ),
         Remedy(
             "Try another --attention-backend (flashinfer, triton or fa3): the failing kernel "
@@ -253,7 +259,7 @@ class GD100(Rule):
             engine="vllm",
             causes=("oom", "other"),
             flags=("--kv-cache-memory-bytes",),
-            when=lambda m: m.kv_cache_memory_bytes_set and _memory_cause(m),
+            when=lambda m: m.settings.kv_cache_memory_bytes_set and _memory_cause(m),
         ),
         Remedy(
             "Lower --gpu-memory-utilization: graphs live in the memory it leaves free.",
@@ -261,7 +267,7 @@ class GD100(Rule):
             causes=("oom", "other"),
             flags=("--gpu-memory-utilization",),
             when=_memory_cause,
-            in_effect=lambda m: m.kv_cache_memory_bytes_set,
+            in_effect=lambda m: m.settings.kv_cache_memory_bytes_set,
         ),
         Remedy(
             "Capture fewer and smaller graphs: lower --max-num-seqs, or the capture ceiling "
@@ -314,16 +320,16 @@ class GD100(Rule):
 
     def remediation(self, m: RunMetrics) -> list[str]:
         out = super().remediation(m)
-        return follow_printed(out, m, _memory_cause(m)) if m.engine_solutions else out
+        return follow_printed(out, m, _memory_cause(m)) if m.capture.engine_solutions else out
 
     def message(self, m: RunMetrics) -> str:
-        text = (m.capture_error_message or "").strip()
-        out = f"Graph capture failed ({m.capture_error_class})"
+        text = (m.capture.capture_error_message or "").strip()
+        out = f"Graph capture failed ({m.capture.capture_error_class})"
         out += f": {text}" if text else ", and the exception carries no text"
-        if m.nccl_load_failure is not None:
+        if m.settings.nccl_load_failure is not None:
             out += "; before it the log shows the NCCL library failed to load"
-        if m.capture_error_evidence is not None:
-            confidence, evidence, conflict = m.capture_error_evidence
+        if m.capture.capture_error_evidence is not None:
+            confidence, evidence, conflict = m.capture.capture_error_evidence
             out = out.rstrip(".") + f". {confidence.capitalize()} a capture failure: {evidence}"
             if conflict:
                 out += f" ({conflict})"

@@ -47,7 +47,12 @@ class GD101(Rule):
     )
     impact = 40
     evidence = "buckets"
-    reads = ("capture_error_class", "ceiling", "default_bucket_count", "n_buckets")
+    reads = (
+        "capture.capture_error_class",
+        "capture.default_bucket_count",
+        "capture.n_buckets",
+        "window.ceiling",
+    )
     thresholds = {
         "max_buckets": Threshold(
             96,
@@ -78,7 +83,7 @@ class GD101(Rule):
     )
 
     def fires(self, m: RunMetrics) -> bool:
-        n = m.n_buckets
+        n = m.capture.n_buckets
         if n is None:
             return False
         if n > self.t("max_buckets"):
@@ -88,17 +93,21 @@ class GD101(Rule):
     @staticmethod
     def _failure_of_the_set(m: RunMetrics) -> bool:
         """A capture failure the set's size can explain: stream/op class, user-enlarged set."""
-        if not m.capture_failed or m.capture_error_class not in _SET_CAUSED:
+        if not m.capture_failed or m.capture.capture_error_class not in _SET_CAUSED:
             return False
-        default = m.default_bucket_count
-        return default is not None and m.n_buckets is not None and m.n_buckets > default
+        default = m.capture.default_bucket_count
+        return (
+            default is not None
+            and m.capture.n_buckets is not None
+            and m.capture.n_buckets > default
+        )
 
     def message(self, m: RunMetrics) -> str:
-        ceiling = f" up to {m.ceiling}" if m.ceiling is not None else ""
-        out = f"{m.n_buckets} capture sizes{ceiling}: capture time and graph resources grow with every size"
+        ceiling = f" up to {m.window.ceiling}" if m.window.ceiling is not None else ""
+        out = f"{m.capture.n_buckets} capture sizes{ceiling}: capture time and graph resources grow with every size"
         if self._failure_of_the_set(m):
             out += (
-                f"; capture failed ({m.capture_error_class}) with this many sizes, more than "
-                f"the engine's default {m.default_bucket_count}"
+                f"; capture failed ({m.capture.capture_error_class}) with this many sizes, more than "
+                f"the engine's default {m.capture.default_bucket_count}"
             )
         return out

@@ -31,7 +31,7 @@ class GD102(Rule):
     trigger = "a rank's capture begin line has no end line of that runner on that rank"
     impact = 95
     evidence = "capture_stall"
-    reads = ("capture_stalls", "custom_all_reduce_off")
+    reads = ("capture.capture_stalls", "settings.custom_all_reduce_off")
     thresholds = {}
     remedies = (
         Remedy(
@@ -42,7 +42,7 @@ class GD102(Rule):
             "If the stuck rank waits in custom all-reduce, start with --disable-custom-all-reduce "
             "(a capture error there is otherwise hidden, sgl-project/sglang PR 11275).",
             flags=("--disable-custom-all-reduce",),
-            in_effect=lambda m: m.custom_all_reduce_off is not None,
+            in_effect=lambda m: m.settings.custom_all_reduce_off is not None,
         ),
         Remedy(
             "Give the first capture size time: a JIT or Inductor compile of the first size can "
@@ -51,8 +51,12 @@ class GD102(Rule):
     )
 
     def fires(self, m: RunMetrics) -> bool:
-        return bool(m.capture_stalls)
+        return bool(m.capture.capture_stalls)
 
     def message(self, m: RunMetrics) -> str:
-        more = f" (and {len(m.capture_stalls) - 3} more)" if len(m.capture_stalls) > 3 else ""
-        return "Capture stalled: " + "; ".join(m.capture_stalls[:3]) + more
+        more = (
+            f" (and {len(m.capture.capture_stalls) - 3} more)"
+            if len(m.capture.capture_stalls) > 3
+            else ""
+        )
+        return "Capture stalled: " + "; ".join(m.capture.capture_stalls[:3]) + more

@@ -8,18 +8,18 @@ from diag.rules.metrics import RunMetrics
 
 
 def _cause(m: RunMetrics) -> Cause:
-    e = m.engine_error
+    e = m.errors.engine_error
     return cause_of(
         e.error_class if e else None, e.message if e else None, e.frame_cause if e else None
     )
 
 
 def _phase(*phases: str):  # type: ignore[no-untyped-def]
-    return lambda m: m.engine_error is not None and m.engine_error.phase in phases
+    return lambda m: m.errors.engine_error is not None and m.errors.engine_error.phase in phases
 
 
 def _read(m: RunMetrics) -> str | None:
-    e = m.engine_error
+    e = m.errors.engine_error
     if e is None:
         return None
     if e.placed_by == "frames":
@@ -78,7 +78,7 @@ class GD105(Rule):
     trigger = "an engine error outside capture: start-up (before or after capture) or serving"
     impact = 95
     evidence = "engine_error"
-    reads = ("engine_error",)
+    reads = ("errors.engine_error",)
     remedies = (
         *CAUSE_FIRST_STEPS,
         # ---- out of memory, by phase, in each engine's own words where it prints them
@@ -169,13 +169,13 @@ class GD105(Rule):
     )
 
     def fires(self, m: RunMetrics) -> bool:
-        return m.engine_error is not None and not m.capture_failed
+        return m.errors.engine_error is not None and not m.capture_failed
 
     def cause(self, m: RunMetrics) -> str | None:
         return _cause(m)
 
     def message(self, m: RunMetrics) -> str:
-        e = m.engine_error
+        e = m.errors.engine_error
         assert e is not None
         text = e.headline[:240] or "an error line without text"
         more = (

@@ -7,7 +7,7 @@ from diag.rules.metrics import RunMetrics
 
 
 def _kinds(m: RunMetrics) -> set[str]:
-    return {k for k, _ in m.request_errors.kinds} if m.request_errors else set()
+    return {k for k, _ in m.errors.request_errors.kinds} if m.errors.request_errors else set()
 
 
 class GD106(Rule):
@@ -49,7 +49,7 @@ class GD106(Rule):
     trigger = "single requests failed while the server went on serving (counted, not an outage)"
     impact = 5
     evidence = "request_errors"
-    reads = ("request_errors",)
+    reads = ("errors.request_errors",)
     remedies = (
         Remedy(
             "Have clients keep prompt plus max tokens under the model's context length (or "
@@ -63,10 +63,10 @@ class GD106(Rule):
     )
 
     def fires(self, m: RunMetrics) -> bool:
-        return m.request_errors is not None
+        return m.errors.request_errors is not None
 
     def message(self, m: RunMetrics) -> str:
-        r = m.request_errors
+        r = m.errors.request_errors
         assert r is not None
         went_on = "; the server went on serving" if r.served_after else ""
         first = f": {r.first.message.rstrip('.')}" if r.first.message else ""

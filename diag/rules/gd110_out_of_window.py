@@ -18,9 +18,9 @@ def _raise(m: RunMetrics) -> str | None:
     a = m.sizing
     if ceiling is None or a is None:
         return None
-    if m.ceiling is not None and a.ceiling <= m.ceiling:
+    if m.window.ceiling is not None and a.ceiling <= m.window.ceiling:
         why = f" ({a.notes[0]})" if a.notes else ""
-        cap = m.concurrency_flag or "the engine's concurrency limit"
+        cap = m.flags.concurrency_flag or "the engine's concurrency limit"
         return (
             f"The advice keeps the capture ceiling at {a.ceiling} {a.unit}{why}: "
             f"cap concurrency with {cap} so decode stays inside it."
@@ -30,20 +30,20 @@ def _raise(m: RunMetrics) -> str | None:
 
 
 def _raise_generic(m: RunMetrics) -> str | None:
-    if m.observed_max is None or not m.ceiling_flag:
+    if m.window.observed_max is None or not m.flags.ceiling_flag:
         return None
     return (
-        f"Raise the capture ceiling ({m.ceiling_flag}) to cover the largest observed batch "
-        f"({m.observed_max:g}); `graphdiag recommend` gives the set with headroom."
+        f"Raise the capture ceiling ({m.flags.ceiling_flag}) to cover the largest observed batch "
+        f"({m.window.observed_max:g}); `graphdiag recommend` gives the set with headroom."
     )
 
 
 def _raise_flag(m: RunMetrics) -> str | None:
     """The version's own ceiling flag (the flag table's answer), when nothing else is known."""
-    if not m.ceiling_flag:
+    if not m.flags.ceiling_flag:
         return None
     return (
-        f"Raise the capture ceiling ({m.ceiling_flag}) to the advised ceiling "
+        f"Raise the capture ceiling ({m.flags.ceiling_flag}) to the advised ceiling "
         "`graphdiag recommend` prints."
     )
 
@@ -78,17 +78,17 @@ class GD110(Rule):
     impact = 60
     evidence = "eager_batches"
     reads = (
-        "batches_decided",
-        "batches_eager",
-        "batches_source",
-        "ceiling",
-        "ceiling_flag",
-        "concurrency_flag",
         "cudagraph_mode",
-        "dp_attention",
+        "flags.ceiling_flag",
+        "flags.concurrency_flag",
         "graph_mode",
-        "observed_max",
-        "padding_disabled",
+        "settings.dp_attention",
+        "settings.padding_disabled",
+        "window.batches_decided",
+        "window.batches_eager",
+        "window.batches_source",
+        "window.ceiling",
+        "window.observed_max",
     )
     thresholds = {
         "min_eager_share": Threshold(
@@ -127,7 +127,7 @@ class GD110(Rule):
             engine="sglang",
             causes=("unpadded_gap",),
             flags=("--disable-cuda-graph-padding",),
-            when=lambda m: m.padding_disabled,
+            when=lambda m: m.settings.padding_disabled,
         ),
         Remedy(
             "The engine declined graphs inside the window: with --enable-dp-attention any DP "
@@ -135,7 +135,7 @@ class GD110(Rule):
             "ranks (PD disaggregation) or lower --chunked-prefill-size.",
             engine="sglang",
             causes=("engine_reported_eager",),
-            when=lambda m: m.dp_attention,
+            when=lambda m: m.settings.dp_attention,
         ),
         Remedy(
             "The engine declined graphs inside the window: check the request mix (hidden "
@@ -178,36 +178,38 @@ class GD110(Rule):
     )
 
     def fires(self, m: RunMetrics) -> bool:
-        share = m.eager_share
-        graphs_possible = m.graph_on or (m.graph_mode == "unknown" and m.batches_source == "logged")
+        share = m.window.eager_share
+        graphs_possible = m.graph_on or (
+            m.graph_mode == "unknown" and m.window.batches_source == "logged"
+        )
         return (
             graphs_possible
-            and m.batches_decided >= self.t("min_batches")
+            and m.window.batches_decided >= self.t("min_batches")
             and share is not None
             and share >= self.t("min_eager_share")
-            and m.eager_in_window_causes > 0
+            and m.window.eager_in_window_causes > 0
         )
 
     def cause(self, m: RunMetrics) -> str | None:
-        return m.eager_cause
+        return m.window.eager_cause
 
     def message(self, m: RunMetrics) -> str:
-        share = m.eager_share or 0.0
+        share = m.window.eager_share or 0.0
         out = (
-            f"{m.batches_eager} of {m.batches_decided} decode batches ({pct(share)}) ran eagerly "
-            f"({m.eager_breakdown})"
+            f"{m.window.batches_eager} of {m.window.batches_decided} decode batches ({pct(share)}) ran eagerly "
+            f"({m.window.eager_breakdown})"
         )
         facts = []
-        if m.observed_max is not None:
-            facts.append(f"largest batch {m.observed_max:g}")
+        if m.window.observed_max is not None:
+            facts.append(f"largest batch {m.window.observed_max:g}")
         facts.append(
-            f"capture ceiling {m.ceiling}"
-            if m.ceiling is not None
+            f"capture ceiling {m.window.ceiling}"
+            if m.window.ceiling is not None
             else "capture ceiling not in the log"
         )
         if m.sizing is not None:
             facts.append(f"recommended ceiling {m.sizing.ceiling} {m.sizing.unit}")
-        out += "; " + ", ".join(facts) + f" (batches source: {m.batches_source})"
+        out += "; " + ", ".join(facts) + f" (batches source: {m.window.batches_source})"
         if m.graph_mode == "unknown":
             out += (
                 "; capture is not in this log, so graphs may also be off entirely "
@@ -216,11 +218,11 @@ class GD110(Rule):
         return out
 
     def adjust(self, m: RunMetrics, fired: Mapping[str, Finding], remedies: list[str]) -> list[str]:
-        if "GD120" not in fired or m.eager_cause != "above_ceiling":
+        if "GD120" not in fired or m.window.eager_cause != "above_ceiling":
             return remedies
-        cap = m.concurrency_flag or "the engine's concurrency limit"
+        cap = m.flags.concurrency_flag or "the engine's concurrency limit"
         a = m.sizing
-        if a is not None and m.ceiling is not None and a.ceiling > m.ceiling:
+        if a is not None and m.window.ceiling is not None and a.ceiling > m.window.ceiling:
             # the advice already prices the larger set's graph memory against the squeezed pool
             return [
                 *remedies,

@@ -18,13 +18,13 @@ def _advised(m: RunMetrics) -> str | None:
 def _slope_measured(m: RunMetrics) -> bool:
     """Do the run's own step times show padding costs time: a slope fitted on its graph steps
     that stands above its standard error (the cost model's ``slot_step_s`` from the run)?"""
-    return m.advice is not None and m.advice.parameters.slot_step_s.source == "run"
+    return m.flags.advice is not None and m.flags.advice.parameters.slot_step_s.source == "run"
 
 
 def _padding_time_share(m: RunMetrics) -> float | None:
     """Share of the traffic's decode GPU time spent on padded slots (the advice's cost model:
     padded slots x the fitted step-time slope), None without advice or a measured slope."""
-    a = m.advice
+    a = m.flags.advice
     if a is None or a.current is None or a.busy_s_h <= 0 or not _slope_measured(m):
         return None
     return a.current.padded_s_h / a.busy_s_h
@@ -68,7 +68,12 @@ class GD111(Rule):
     trigger = "graphs on, at least min_graph_batches graph batches, a step-time slope measured on the run's graph steps (above its standard error, and one on which a step does not double within 16 tokens), padding costing max_padded_time_share of decode GPU time at that slope, and bucket advice that changes the set"
     impact = 30
     evidence = "padded_batches"
-    reads = ("advice", "batches_graph", "mean_padded_per_step", "padding_waste")
+    reads = (
+        "flags.advice",
+        "window.batches_graph",
+        "window.mean_padded_per_step",
+        "window.padding_waste",
+    )
     thresholds = {
         "max_padded_time_share": Threshold(
             0.05,
@@ -103,7 +108,7 @@ class GD111(Rule):
 
     def _costly(self, m: RunMetrics) -> float | None:
         """The padding's share of decode GPU time where it reaches the threshold."""
-        if not m.graph_on or m.batches_graph < self.t("min_graph_batches"):
+        if not m.graph_on or m.window.batches_graph < self.t("min_graph_batches"):
             return None
         share = _padding_time_share(m)
         return share if share is not None and share >= self.t("max_padded_time_share") else None
@@ -114,7 +119,7 @@ class GD111(Rule):
     def held_back(self, m: RunMetrics) -> str | None:
         """Many padded slots whose cost the run's step times do not show are still said, and
         so is costly padding the bucket advice does not change."""
-        if not m.graph_on or m.batches_graph < self.t("min_graph_batches"):
+        if not m.graph_on or m.window.batches_graph < self.t("min_graph_batches"):
             return None
         share = self._costly(m)
         if share is not None and m.sizing is None:
@@ -125,27 +130,31 @@ class GD111(Rule):
             )
         if _padding_time_share(m) is not None:
             return None
-        if m.padding_waste is None or m.padding_waste < self.t("max_waste"):
+        if m.window.padding_waste is None or m.window.padding_waste < self.t("max_waste"):
             return None
-        if m.advice is None:
+        if m.flags.advice is None:
             why = "no decode step times to fit"
         else:
-            why = m.advice.parameters.slot_step_s.why
+            why = m.flags.advice.parameters.slot_step_s.why
         return (
-            f"{pct(m.padding_waste)} of graph-replayed slots were padding; not reported as "
+            f"{pct(m.window.padding_waste)} of graph-replayed slots were padding; not reported as "
             f"{self.code} {self.name}: the run's step times do not show that padding costs time "
             f"({why})"
         )
 
     def message(self, m: RunMetrics) -> str:
-        waste = pct(m.padding_waste) if m.padding_waste is not None else "an unknown share"
+        waste = (
+            pct(m.window.padding_waste)
+            if m.window.padding_waste is not None
+            else "an unknown share"
+        )
         per_step = (
-            f", {num(m.mean_padded_per_step)} padded {unit(m)} per step"
-            if m.mean_padded_per_step is not None
+            f", {num(m.window.mean_padded_per_step)} padded {unit(m)} per step"
+            if m.window.mean_padded_per_step is not None
             else ""
         )
         share = _padding_time_share(m)
-        a = m.advice
+        a = m.flags.advice
         slope = a.parameters.slot_step_s.value if a is not None else None
         if share is None or a is None or a.current is None or slope is None:  # (fires() holds)
             return f"{waste} of graph-replayed slots were padding{per_step}"
@@ -153,7 +162,7 @@ class GD111(Rule):
             f"Padding costs {pct(share)} of decode GPU time ({num(a.current.padded_s_h)} "
             f"GPU-s per hour at the measured {slope * 1e3:.3g} ms per padded "
             f"{unit(m).rstrip('s')} a step): {waste} of graph-replayed slots{per_step} over "
-            f"{m.batches_graph} graph batches"
+            f"{m.window.batches_graph} graph batches"
         )
 
     def adjust(self, m: RunMetrics, fired: Mapping[str, Finding], remedies: list[str]) -> list[str]:

@@ -31,16 +31,16 @@ def _lower(m: RunMetrics) -> str | None:
 
 def _lower_flag(m: RunMetrics) -> str | None:
     """The version's own ceiling flag (the flag table's answer), when no advice is known."""
-    if not m.ceiling_flag:
+    if not m.flags.ceiling_flag:
         return None
     return (
-        f"Lower the capture ceiling ({m.ceiling_flag}) to the advised ceiling "
+        f"Lower the capture ceiling ({m.flags.ceiling_flag}) to the advised ceiling "
         "`graphdiag recommend` prints: less capture time and memory, more KV cache."
     )
 
 
 def _too_little(m: RunMetrics) -> bool:
-    d = m.advice.decision if m.advice is not None else None
+    d = m.flags.advice.decision if m.flags.advice is not None else None
     return d is not None and d.kind == "insufficient"
 
 
@@ -72,13 +72,13 @@ class GD112(Rule):
     impact = 20
     evidence = "window"
     reads = (
-        "advice",
-        "ceiling",
-        "ceiling_flag",
-        "observed_count",
-        "observed_max",
-        "observed_p99",
-        "token_window",
+        "flags.advice",
+        "flags.ceiling_flag",
+        "window.ceiling",
+        "window.observed_count",
+        "window.observed_max",
+        "window.observed_p99",
+        "window.token_window",
     )
     thresholds = {
         "min_ratio": Threshold(
@@ -106,51 +106,52 @@ class GD112(Rule):
     )
 
     def _needed(self, m: RunMetrics) -> float | None:
-        if m.advice is not None:  # the traffic's ceiling, unless too little traffic to tell
-            return float(m.advice.ceiling) if not _too_little(m) else None
-        if m.token_window:
+        if m.flags.advice is not None:  # the traffic's ceiling, unless too little traffic to tell
+            return float(m.flags.advice.ceiling) if not _too_little(m) else None
+        if m.window.token_window:
             return None  # decode running counts do not size a token window
-        return m.observed_p99
+        return m.window.observed_p99
 
     def fires(self, m: RunMetrics) -> bool:
         needed = self._needed(m)
         return (
             m.graph_on
-            and m.observed_count >= self.t("min_batches")
-            and m.ceiling is not None
-            and m.ceiling >= self.t("min_ceiling")
+            and m.window.observed_count >= self.t("min_batches")
+            and m.window.ceiling is not None
+            and m.window.ceiling >= self.t("min_ceiling")
             and needed is not None
             and needed > 0
-            and m.ceiling >= self.t("min_ratio") * needed
+            and m.window.ceiling >= self.t("min_ratio") * needed
         )
 
     def held_back(self, m: RunMetrics) -> str | None:
         """A ceiling far above the traffic's while the advice has too little traffic to size."""
-        a = m.advice
+        a = m.flags.advice
         withheld = advice_withheld(m)
         if a is None or withheld is None or not _too_little(m) or not m.graph_on:
             return None
-        if m.ceiling is None:
+        if m.window.ceiling is None:
             return None
-        if m.ceiling < self.t("min_ceiling") or m.ceiling < self.t("min_ratio") * a.ceiling:
+        if (
+            m.window.ceiling < self.t("min_ceiling")
+            or m.window.ceiling < self.t("min_ratio") * a.ceiling
+        ):
             return None
         return (
-            f"capture ceiling {m.ceiling} is {m.ceiling / a.ceiling:.1f}x the traffic's ceiling "
+            f"capture ceiling {m.window.ceiling} is {m.window.ceiling / a.ceiling:.1f}x the traffic's ceiling "
             f"{a.ceiling} {a.unit}; not reported as {self.code} {self.name}: {withheld}"
         )
 
     def message(self, m: RunMetrics) -> str:
         needed = self._needed(m) or 1.0
-        ratio = (m.ceiling or 0) / needed
-        if m.advice is not None:
-            against = (
-                f"the traffic's ceiling {m.advice.ceiling} {m.advice.unit} (its peak plus headroom)"
-            )
+        ratio = (m.window.ceiling or 0) / needed
+        if m.flags.advice is not None:
+            against = f"the traffic's ceiling {m.flags.advice.ceiling} {m.flags.advice.unit} (its peak plus headroom)"
         else:
             against = f"the observed p99 batch size {needed:g}"
-        out = f"Capture ceiling {m.ceiling} is {ratio:.1f}x {against}"
-        if m.observed_max is not None:
-            out += f" (largest batch {m.observed_max:g})"
+        out = f"Capture ceiling {m.window.ceiling} is {ratio:.1f}x {against}"
+        if m.window.observed_max is not None:
+            out += f" (largest batch {m.window.observed_max:g})"
         cost = decode_capture_cost(m)
         out += (
             f"; the decode capture took {cost}" if cost else "; the capture cost is not in the log"

@@ -10,7 +10,7 @@ from diag.rules.metrics import RunMetrics
 
 
 def _kind(m: RunMetrics, kind: str) -> ConfigEager | None:
-    return next((c for c in m.config_eager if c.kind == kind), None)
+    return next((c for c in m.settings.config_eager if c.kind == kind), None)
 
 
 def _sizes_fix(m: RunMetrics) -> str | None:
@@ -18,7 +18,7 @@ def _sizes_fix(m: RunMetrics) -> str | None:
     c = _kind(m, "truncated_ceiling_spec")
     if c is None or c.needed is None:
         return None
-    ladder = sorted({s for s in (m.capture_sizes or ()) if s < c.needed} | {c.needed})
+    ladder = sorted({s for s in (m.capture.capture_sizes or ()) if s < c.needed} | {c.needed})
     return (
         "Capture the verify steps of max_num_seqs requests: --compilation-config "
         f"'{json.dumps({'cudagraph_capture_sizes': ladder})}' (its largest, {c.needed}, is "
@@ -54,7 +54,7 @@ class GD115(Rule):
     trigger = "the engine's own line shows a setting that sends batches out of the graph window"
     impact = 60  # as GD110 (ties: code order); both say the same batches ran eager
     evidence = "config_eager"
-    reads = ("capture_sizes", "config_eager")
+    reads = ("capture.capture_sizes", "settings.config_eager")
     thresholds = {}
     remedies = (
         Remedy(
@@ -96,11 +96,11 @@ class GD115(Rule):
     )
 
     def fires(self, m: RunMetrics) -> bool:
-        return bool(m.config_eager)
+        return bool(m.settings.config_eager)
 
     def message(self, m: RunMetrics) -> str:
         parts = []
-        for c in m.config_eager:
+        for c in m.settings.config_eager:
             said = c.said.strip().rstrip(".")
             if len(said) > 160:
                 said = said[:157] + "..."

@@ -17,7 +17,7 @@ FREES_AT_LEAST_GIB = 0.01  # less than this is no memory freed at the figures' p
 
 
 def _shrink(m: RunMetrics) -> str | None:
-    a = m.advice
+    a = m.flags.advice
     if a is None:
         return None
     withheld = advice_withheld(m)
@@ -48,7 +48,7 @@ def _shrink(m: RunMetrics) -> str | None:
 
 
 def _engine_advice(m: RunMetrics) -> str | None:
-    for adv in m.memory_advisories:
+    for adv in m.memory.memory_advisories:
         if adv.advised_increase is not None:
             lo, hi = adv.advised_increase
             return (
@@ -95,19 +95,19 @@ class GD120(Rule):
     impact = 80
     evidence = "kv"
     reads = (
-        "advice",
-        "capture_mem_gib",
-        "capture_mem_share",
-        "graph_mem_est_gib",
+        "capture.capture_mem_gib",
+        "flags.advice",
         "graph_mode",
-        "kv_cache_gib",
-        "kv_peak_usage",
-        "kv_tokens",
-        "kv_tokens_source",
-        "memory_advisories",
-        "preemptions",
-        "retractions",
-        "snapshot_graph_gib",
+        "memory.capture_mem_share",
+        "memory.graph_mem_est_gib",
+        "memory.kv_cache_gib",
+        "memory.kv_peak_usage",
+        "memory.kv_tokens",
+        "memory.kv_tokens_source",
+        "memory.memory_advisories",
+        "memory.preemptions",
+        "memory.retractions",
+        "memory.snapshot_graph_gib",
     )
     thresholds = {
         "max_share": Threshold(
@@ -172,20 +172,24 @@ class GD120(Rule):
     def evidence_found(self, m: RunMetrics) -> list[str]:
         """The squeeze evidence in words; empty: no squeeze shown."""
         out = []
-        kv = f"the {num(m.kv_cache_gib)} GiB KV pool" if m.kv_cache_gib else "the KV pool"
-        share = m.capture_mem_share
+        kv = (
+            f"the {num(m.memory.kv_cache_gib)} GiB KV pool"
+            if m.memory.kv_cache_gib
+            else "the KV pool"
+        )
+        share = m.memory.capture_mem_share
         if share is not None and share >= self.t("max_share"):
             out.append(
-                f"decode graphs hold {num(m.capture_mem_gib or 0)} GiB (measured at capture), "
+                f"decode graphs hold {num(m.capture.capture_mem_gib or 0)} GiB (measured at capture), "
                 f"{pct(share)} of {kv}"
             )
-        est = m.graph_mem_est_share
+        est = m.memory.graph_mem_est_share
         if est is not None and est >= self.t("max_share"):
             out.append(
-                f"the engine estimates {num(m.graph_mem_est_gib or 0)} GiB of graph memory, "
+                f"the engine estimates {num(m.memory.graph_mem_est_gib or 0)} GiB of graph memory, "
                 f"{pct(est)} of the memory shared with {kv}"
             )
-        for adv in m.memory_advisories:
+        for adv in m.memory.memory_advisories:
             inc = adv.advised_increase
             if inc is not None and inc[0] > 0 and (inc[1] - inc[0]) / inc[0] >= self.t("max_share"):
                 out.append(
@@ -193,7 +197,7 @@ class GD120(Rule):
                 )
         big = m.largest_graph_gib
         if (
-            (m.retractions or m.preemptions)
+            (m.memory.retractions or m.memory.preemptions)
             and big is not None
             and big >= self.t("large_capture_gib")
         ):
@@ -204,7 +208,7 @@ class GD120(Rule):
                 what == "measured at capture"
             )
             out.append(
-                f"the pool saturated ({m.retractions} retractions, {m.preemptions} preemptions) "
+                f"the pool saturated ({m.memory.retractions} retractions, {m.memory.preemptions} preemptions) "
                 + ("while those graphs hold that memory" if said else f"while graphs hold {held}")
             )
         return out
@@ -215,8 +219,13 @@ class GD120(Rule):
     def _idle_pool(self, m: RunMetrics) -> str | None:
         """Why the pool shows no pressure (serving seen, usage low, nothing retracted or
         preempted); None: under pressure, or the log does not show its usage."""
-        peak = m.kv_peak_usage
-        if m.retractions or m.preemptions or peak is None or peak >= self.t("pressure_usage"):
+        peak = m.memory.kv_peak_usage
+        if (
+            m.memory.retractions
+            or m.memory.preemptions
+            or peak is None
+            or peak >= self.t("pressure_usage")
+        ):
             return None
         return (
             f"the KV pool's token usage peaked at {pct(peak)} with nothing retracted or "
@@ -232,7 +241,7 @@ class GD120(Rule):
                 f"Graph memory is large beside the KV pool ({'; '.join(self.evidence_found(m))}); "
                 f"not reported as {self.code} {self.name}: {idle}"
             )
-        if not (m.retractions or m.preemptions):
+        if not (m.memory.retractions or m.memory.preemptions):
             return None
         big = m.largest_graph_gib
         if m.graph_mode == "disabled":
@@ -246,24 +255,24 @@ class GD120(Rule):
         else:
             return None
         return (
-            f"KV pool saturated ({m.retractions} retractions, {m.preemptions} preemptions); "
+            f"KV pool saturated ({m.memory.retractions} retractions, {m.memory.preemptions} preemptions); "
             f"not reported as {self.code} {self.name}: {why}"
         )
 
     def message(self, m: RunMetrics) -> str:
         out = "Graph memory squeezes the KV pool: " + "; ".join(self.evidence_found(m))
         known = []
-        if m.kv_tokens is not None:
+        if m.memory.kv_tokens is not None:
             derived = (
                 " (derived from GPU blocks)"
-                if (m.kv_tokens_source or "").startswith("derived")
+                if (m.memory.kv_tokens_source or "").startswith("derived")
                 else ""
             )
-            known.append(f"KV pool {m.kv_tokens} tokens{derived}")
-        if m.kv_peak_usage is not None:
-            known.append(f"peak KV usage {pct(m.kv_peak_usage)}")
-        if m.snapshot_graph_gib is not None:
-            known.append(f"snapshot graph pools {num(m.snapshot_graph_gib)} GiB")
+            known.append(f"KV pool {m.memory.kv_tokens} tokens{derived}")
+        if m.memory.kv_peak_usage is not None:
+            known.append(f"peak KV usage {pct(m.memory.kv_peak_usage)}")
+        if m.memory.snapshot_graph_gib is not None:
+            known.append(f"snapshot graph pools {num(m.memory.snapshot_graph_gib)} GiB")
         if known:
             out += " (" + ", ".join(known) + ")"
         return out

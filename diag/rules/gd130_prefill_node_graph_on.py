@@ -9,10 +9,10 @@ from diag.rules.quotes import decode_capture_cost
 
 
 def _off(m: RunMetrics) -> str | None:
-    if not m.graphs_off_flag:
+    if not m.flags.graphs_off_flag:
         return None
     return (
-        f"Start the prefill node with {m.graphs_off_flag} (decode graphs only); keep graphs on "
+        f"Start the prefill node with {m.flags.graphs_off_flag} (decode graphs only); keep graphs on "
         "the decode nodes."
     )
 
@@ -45,9 +45,9 @@ class GD130(Rule):
     impact = 50
     evidence = "config"
     reads = (
-        "graphs_off_flag",
-        "piecewise_capture_mem_gib",
-        "piecewise_capture_time_s",
+        "capture.piecewise_capture_mem_gib",
+        "capture.piecewise_capture_time_s",
+        "flags.graphs_off_flag",
         "prefill_node",
     )
     remedies = (
@@ -78,12 +78,15 @@ class GD130(Rule):
             if cost
             else ": the decode capture's time and memory are not in the log"
         )
-        if m.piecewise_capture_time_s is not None or m.piecewise_capture_mem_gib is not None:
+        if (
+            m.capture.piecewise_capture_time_s is not None
+            or m.capture.piecewise_capture_mem_gib is not None
+        ):
             parts = [
                 f"{num(v)} {u}"
                 for v, u in (
-                    (m.piecewise_capture_time_s, "s"),
-                    (m.piecewise_capture_mem_gib, "GiB"),
+                    (m.capture.piecewise_capture_time_s, "s"),
+                    (m.capture.piecewise_capture_mem_gib, "GiB"),
                 )
                 if v is not None
             ]

@@ -7,10 +7,10 @@ from diag.rules.metrics import RunMetrics
 
 
 def _remove(m: RunMetrics) -> str | None:
-    if m.user_eager is None:
+    if m.settings.user_eager is None:
         return None
     return (
-        f"Remove {m.user_eager} (a diagnostic setting) from this serving node and re-measure "
+        f"Remove {m.settings.user_eager} (a diagnostic setting) from this serving node and re-measure "
         "with graphs on."
     )
 
@@ -46,7 +46,7 @@ class GD131(Rule):
     trigger = "graphs off by the user's own setting on a node that is not a prefill node"
     impact = 70
     evidence = "config"
-    reads = ("batches_eager", "graph_mode", "prefill_node", "user_eager")
+    reads = ("graph_mode", "prefill_node", "settings.user_eager", "window.batches_eager")
     remedies = (
         Remedy(
             "Remove --disable-cuda-graph (a diagnostic setting) from serving nodes and re-measure "
@@ -64,13 +64,15 @@ class GD131(Rule):
 
     def fires(self, m: RunMetrics) -> bool:
         return (
-            m.graph_mode == "disabled" and m.prefill_node is not True and m.user_eager is not None
+            m.graph_mode == "disabled"
+            and m.prefill_node is not True
+            and m.settings.user_eager is not None
         )
 
     def message(self, m: RunMetrics) -> str:
-        n = m.batches_eager
+        n = m.window.batches_eager
         ran = f" ({n} decode batch{'es' if n != 1 else ''} ran eagerly)" if n else ""
         return (
-            f"CUDA graphs are off on this serving node by the user's own {m.user_eager}{ran}; "
+            f"CUDA graphs are off on this serving node by the user's own {m.settings.user_eager}{ran}; "
             "its throughput is not the graph path's"
         )

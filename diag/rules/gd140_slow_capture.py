@@ -21,9 +21,9 @@ def _phases(m: RunMetrics) -> list[tuple[str, float]]:
     return [
         (label, v)
         for label, v in (
-            ("decode graphs", m.capture_time_s),
-            ("piecewise prefill", m.piecewise_capture_time_s),
-            ("draft", m.draft_capture_time_s),
+            ("decode graphs", m.capture.capture_time_s),
+            ("piecewise prefill", m.capture.piecewise_capture_time_s),
+            ("draft", m.capture.draft_capture_time_s),
         )
         if v is not None
     ]
@@ -56,13 +56,13 @@ class GD140(Rule):
     impact = 10
     evidence = "capture_time"
     reads = (
-        "capture_time_s",
-        "draft_capture_time_s",
-        "n_buckets",
-        "piecewise_capture_time_s",
-        "profile_cuda_graph",
-        "startup_capture",
-        "torch_compile",
+        "capture.capture_time_s",
+        "capture.draft_capture_time_s",
+        "capture.n_buckets",
+        "capture.piecewise_capture_time_s",
+        "capture.startup_capture",
+        "settings.profile_cuda_graph",
+        "settings.torch_compile",
     )
     thresholds = {
         "max_seconds": Threshold(
@@ -76,14 +76,14 @@ class GD140(Rule):
             "Turn --enable-profile-cuda-graph off outside profiling sessions: it inflates capture time.",
             engine="sglang",
             flags=("--enable-profile-cuda-graph",),
-            when=lambda m: m.profile_cuda_graph,
+            when=lambda m: m.settings.profile_cuda_graph,
         ),
         Remedy(
             "Drop --enable-torch-compile, or lower --torch-compile-max-bs: compiling every size "
             "dominates capture.",
             engine="sglang",
             flags=("--enable-torch-compile",),
-            when=lambda m: m.torch_compile,
+            when=lambda m: m.settings.torch_compile,
         ),
         Remedy(
             "Capture fewer sizes with --cuda-graph-bs; `graphdiag recommend` gives the set.",
@@ -110,9 +110,9 @@ class GD140(Rule):
 
     def message(self, m: RunMetrics) -> str:
         parts = ", ".join(f"{label} {num(v)} s" for label, v in _phases(m))
-        sizes = f" over {m.n_buckets} decode sizes" if m.n_buckets else ""
+        sizes = f" over {m.capture.n_buckets} decode sizes" if m.capture.n_buckets else ""
         boot = ""
-        if m.startup_capture is not None:
-            cap, whole = m.startup_capture
+        if m.capture.startup_capture is not None:
+            cap, whole = m.capture.startup_capture
             boot = f"; capture is {pct(cap / whole)} of the {num(whole)} s start-up to the first request"
         return f"Capture took {num(self.total(m) or 0)} s ({parts}){sizes}{boot}"

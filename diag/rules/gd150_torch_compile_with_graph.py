@@ -7,11 +7,15 @@ from diag.rules.metrics import RunMetrics
 
 
 def _match(m: RunMetrics) -> str | None:
-    if m.torch_compile_max_bs is None or m.ceiling is None or m.torch_compile_max_bs <= m.ceiling:
+    if (
+        m.settings.torch_compile_max_bs is None
+        or m.window.ceiling is None
+        or m.settings.torch_compile_max_bs <= m.window.ceiling
+    ):
         return None
     return (
-        f"If kept, lower --torch-compile-max-bs from {m.torch_compile_max_bs} to the graph "
-        f"ceiling {m.ceiling} or below: compiled sizes above it are never replayed."
+        f"If kept, lower --torch-compile-max-bs from {m.settings.torch_compile_max_bs} to the graph "
+        f"ceiling {m.window.ceiling} or below: compiled sizes above it are never replayed."
     )
 
 
@@ -35,7 +39,7 @@ class GD150(Rule):
     trigger = "graphs on and --enable-torch-compile on"
     impact = 5
     evidence = "config"
-    reads = ("ceiling", "torch_compile", "torch_compile_max_bs")
+    reads = ("settings.torch_compile", "settings.torch_compile_max_bs", "window.ceiling")
     remedies = (
         Remedy(
             "Measure without --enable-torch-compile: with graphs on the gain is often negligible.",
@@ -56,14 +60,14 @@ class GD150(Rule):
     )
 
     def fires(self, m: RunMetrics) -> bool:
-        return m.graph_on and m.torch_compile
+        return m.graph_on and m.settings.torch_compile
 
     def message(self, m: RunMetrics) -> str:
         parts = []
-        if m.torch_compile_max_bs is not None:
-            parts.append(f"torch_compile_max_bs {m.torch_compile_max_bs}")
-        if m.ceiling is not None:
-            parts.append(f"graph ceiling {m.ceiling}")
+        if m.settings.torch_compile_max_bs is not None:
+            parts.append(f"torch_compile_max_bs {m.settings.torch_compile_max_bs}")
+        if m.window.ceiling is not None:
+            parts.append(f"graph ceiling {m.window.ceiling}")
         return "--enable-torch-compile with CUDA graphs" + (
             f" ({', '.join(parts)})" if parts else ""
         )

@@ -35,7 +35,7 @@ class GD160(Rule):
     trigger = "the engine printed that it changed the graph mode or turned graphs off for the model/backend"
     impact = 65
     evidence = "downgrade"
-    reads = ("cudagraph_mode", "engine_downgrades", "graph_mode", "refused_by")
+    reads = ("cudagraph_mode", "graph_mode", "settings.engine_downgrades", "settings.refused_by")
     remedies = (
         Remedy(
             "Use an attention backend that supports graphs (flashinfer, fa3 or triton): the "
@@ -94,7 +94,7 @@ class GD160(Rule):
     )
 
     def cause(self, m: RunMetrics) -> str | None:
-        said = m.engine_downgrades[0] if m.engine_downgrades else ""
+        said = m.settings.engine_downgrades[0] if m.settings.engine_downgrades else ""
         low = said.lower()
         if "compilation mode" in low:
             return "compilation_mode"
@@ -109,19 +109,19 @@ class GD160(Rule):
         return "attention_backend"
 
     def fires(self, m: RunMetrics) -> bool:
-        return bool(m.engine_downgrades)
+        return bool(m.settings.engine_downgrades)
 
     def message(self, m: RunMetrics) -> str:
-        said = m.engine_downgrades[0].strip()
+        said = m.settings.engine_downgrades[0].strip()
         if len(said) > 200:
             said = said[:197] + "..."
         now = []
         if m.cudagraph_mode:
             now.append(f"mode now {m.cudagraph_mode}")
         now.append(f"graphs {m.graph_mode}")
-        if m.refused_by:
+        if m.settings.refused_by:
             return (
-                f"The attention backend {m.refused_by} does not support the graph mode asked "
+                f"The attention backend {m.settings.refused_by} does not support the graph mode asked "
                 f"for, so the engine changed it: '{said}' ({', '.join(now)})"
             )
         return f"The engine overrode the graph mode for this model/backend: '{said}' ({', '.join(now)})"

@@ -30,7 +30,12 @@ class GD170(Rule):
     trigger = "at least min_samples graph and eager intervals and eager decode at least min_slowdown slower per request"
     impact = 55
     evidence = "speed"
-    reads = ("speed_in", "speed_out", "speed_samples_in", "speed_samples_out")
+    reads = (
+        "window.speed_in",
+        "window.speed_out",
+        "window.speed_samples_in",
+        "window.speed_samples_out",
+    )
     thresholds = {
         "min_slowdown": Threshold(
             0.15,
@@ -42,26 +47,26 @@ class GD170(Rule):
         Remedy(
             "Bring the eager batches into the graph path (GD110's remedy), then re-measure with graphs on.",
             specific=lambda m: (
-                f"Bring the eager batches ({m.eager_breakdown}) into the graph path "
+                f"Bring the eager batches ({m.window.eager_breakdown}) into the graph path "
                 "(GD110's remedy), then re-measure with graphs on."
             ),
         ),
     )
 
     def fires(self, m: RunMetrics) -> bool:
-        slow = m.slowdown
+        slow = m.window.slowdown
         return (
-            m.speed_samples_in >= self.t("min_samples")
-            and m.speed_samples_out >= self.t("min_samples")
+            m.window.speed_samples_in >= self.t("min_samples")
+            and m.window.speed_samples_out >= self.t("min_samples")
             and slow is not None
             and slow >= self.t("min_slowdown")
         )
 
     def message(self, m: RunMetrics) -> str:
         return (
-            f"Out-of-window decode is {pct(m.slowdown or 0)} slower per request "
-            f"({num(m.speed_out or 0)} vs {num(m.speed_in or 0)} tok/s per request, over {m.speed_samples_out} "
-            f"eager and {m.speed_samples_in} graph intervals)"
+            f"Out-of-window decode is {pct(m.window.slowdown or 0)} slower per request "
+            f"({num(m.window.speed_out or 0)} vs {num(m.window.speed_in or 0)} tok/s per request, over {m.window.speed_samples_out} "
+            f"eager and {m.window.speed_samples_in} graph intervals)"
         )
 
     def adjust(self, m: RunMetrics, fired: Mapping[str, Finding], remedies: list[str]) -> list[str]:

@@ -59,10 +59,10 @@ class GD180(Rule):
     impact = 30
     evidence = "trace_contradictions"
     reads = (
-        "trace_batches_source",
-        "trace_log_eager_trace_graph",
-        "trace_log_graph_trace_eager",
-        "trace_matched",
+        "trace.trace_batches_source",
+        "trace.trace_log_eager_trace_graph",
+        "trace.trace_log_graph_trace_eager",
+        "trace.trace_matched",
     )
     thresholds = {
         "min_batches": Threshold(
@@ -79,7 +79,7 @@ class GD180(Rule):
             "sure --cuda-graph-bs / --cuda-graph-max-bs capture them.",
             engine="sglang",
             flags=("--cuda-graph-bs", "--cuda-graph-max-bs"),
-            when=lambda m: m.trace_log_graph_trace_eager > 0,
+            when=lambda m: m.trace.trace_log_graph_trace_eager > 0,
         ),
         Remedy(
             "Trust the trace: read the batch sizes of the steps that ran eagerly in the "
@@ -88,13 +88,13 @@ class GD180(Rule):
             "sure the cudagraph_capture_sizes of --compilation-config capture them.",
             engine="vllm",
             flags=("cudagraph_capture_sizes",),
-            when=lambda m: m.trace_log_graph_trace_eager > 0,
+            when=lambda m: m.trace.trace_log_graph_trace_eager > 0,
         ),
         Remedy(
             "The run's graph/eager verdicts are inferred from its bucket list: where the trace "
             "contradicts them, the bucket list or mode read from the log is not what the "
             "server ran; quote the trace's counts (record trace_verified) instead.",
-            when=lambda m: m.trace_batches_source in ("inferred", "mixed"),
+            when=lambda m: m.trace.trace_batches_source in ("inferred", "mixed"),
         ),
         Remedy(
             "Check that the log and the trace come from the same server and clock: for a log "
@@ -105,26 +105,26 @@ class GD180(Rule):
     )
 
     def fires(self, m: RunMetrics) -> bool:
-        return m.trace_log_graph_trace_eager + m.trace_log_eager_trace_graph >= self.t(
+        return m.trace.trace_log_graph_trace_eager + m.trace.trace_log_eager_trace_graph >= self.t(
             "min_batches"
         )
 
     def message(self, m: RunMetrics) -> str:
         parts = []
-        if m.trace_log_graph_trace_eager:
+        if m.trace.trace_log_graph_trace_eager:
             parts.append(
-                f"{m.trace_log_graph_trace_eager} the log counts as graph-served ran eagerly"
+                f"{m.trace.trace_log_graph_trace_eager} the log counts as graph-served ran eagerly"
             )
-        if m.trace_log_eager_trace_graph:
+        if m.trace.trace_log_eager_trace_graph:
             parts.append(
-                f"{m.trace_log_eager_trace_graph} the log counts as eager replayed a graph"
+                f"{m.trace.trace_log_eager_trace_graph} the log counts as eager replayed a graph"
             )
-        bad = m.trace_log_graph_trace_eager + m.trace_log_eager_trace_graph
+        bad = m.trace.trace_log_graph_trace_eager + m.trace.trace_log_eager_trace_graph
         how = {"logged": "logged by the engine", "inferred": "inferred from the bucket list"}.get(
-            m.trace_batches_source, "logged or inferred"
+            m.trace.trace_batches_source, "logged or inferred"
         )
         return (
-            f"The profiler trace contradicts the log on {bad} of {m.trace_matched} decode "
+            f"The profiler trace contradicts the log on {bad} of {m.trace.trace_matched} decode "
             f"batches joined to a profiled step ({'; '.join(parts)}); the log's verdicts are "
             f"{how}"
         )

@@ -46,7 +46,7 @@ class GD181(Rule):
     trigger = "at least min_share of the trace's graph launches carry no GPU op"
     impact = 20
     evidence = "trace_lost_ops"
-    reads = ("trace_graph_launches", "trace_launches_without_ops")
+    reads = ("trace.trace_graph_launches", "trace.trace_launches_without_ops")
     thresholds = {
         "min_share": Threshold(
             0.01,
@@ -71,15 +71,17 @@ class GD181(Rule):
 
     def share(self, m: RunMetrics) -> float:
         return (
-            m.trace_launches_without_ops / m.trace_graph_launches if m.trace_graph_launches else 0.0
+            m.trace.trace_launches_without_ops / m.trace.trace_graph_launches
+            if m.trace.trace_graph_launches
+            else 0.0
         )
 
     def fires(self, m: RunMetrics) -> bool:
-        return m.trace_launches_without_ops > 0 and self.share(m) >= self.t("min_share")
+        return m.trace.trace_launches_without_ops > 0 and self.share(m) >= self.t("min_share")
 
     def message(self, m: RunMetrics) -> str:
         return (
-            f"{m.trace_launches_without_ops} of {m.trace_graph_launches} graph launches in the "
+            f"{m.trace.trace_launches_without_ops} of {m.trace.trace_graph_launches} graph launches in the "
             f"profiler trace ({pct(self.share(m))}) carry no GPU op: CUPTI lost their kernels, "
             "so the steps holding them are unverified"
         )

@@ -28,7 +28,7 @@ def _disagreeing(f: RunFacts) -> list[Evidence]:
 
 
 def _counts(m: RunMetrics) -> tuple[int, int, int, int]:
-    a = m.agreement or {}
+    a = m.window.agreement or {}
     return (
         int(a.get("steps_compared") or 0),
         int(a.get("logged_graph_inferred_eager") or 0),
@@ -72,7 +72,7 @@ class GD182(Rule):
     trigger = "the engine's per-batch graph flag and the capture window disagree beyond noise"
     impact = 10
     evidence = "disagreeing_batches"
-    reads = ("agreement",)
+    reads = ("window.agreement",)
     thresholds = {
         "min_compared": Threshold(
             20, "Fewer steps with both a logged flag and a window verdict are too few to judge."
@@ -102,7 +102,7 @@ class GD182(Rule):
 
     def message(self, m: RunMetrics) -> str:
         compared, g_e, e_g, above = _counts(m)
-        a = m.agreement or {}
+        a = m.window.agreement or {}
         differ = g_e + e_g
         parts = []
         if g_e:

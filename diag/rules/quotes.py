@@ -1,6 +1,6 @@
 """Pieces several rules quote: the run's bucket advice and the engine unit, in words.
 
-The advice (``metrics.advice``) is computed from facts before the rules run; these helpers
+The advice (``metrics.flags.advice``) is computed from facts before the rules run; these helpers
 only read it, so GD110, GD111, GD112, GD120 and ``recommend`` name the same ceiling and set.
 """
 
@@ -12,18 +12,18 @@ from diag.rules.metrics import RunMetrics
 
 def unit(m: RunMetrics) -> str:
     """What a capture size counts in this engine."""
-    return "tokens" if m.token_window else "requests"
+    return "tokens" if m.window.token_window else "requests"
 
 
 def advised_set(m: RunMetrics) -> str | None:
     """'the advised 12-size set ending at 96 (held-out coverage 99%): <flags>', or None."""
     a = m.sizing
-    if a is None or not m.advised_flags:
+    if a is None or not m.flags.advised_flags:
         return None
     r = a.recommended
     return (
         f"the advised {len(r.sizes)}-size set up to {a.ceiling} {a.unit} "
-        f"(promised coverage {pct(a.promised_coverage)}): {m.advised_flags}"
+        f"(promised coverage {pct(a.promised_coverage)}): {m.flags.advised_flags}"
     )
 
 
@@ -31,7 +31,7 @@ def start_rate(m: RunMetrics) -> str:
     """' Priced at 1 start a day: keeping the current set would win below 0.22 starts a day
     (...); graphdiag's --starts-per-day sets the rate.', or '' where the advice compares no
     set (the sentence follows a remedy's own)."""
-    d = m.advice.decision if m.advice is not None else None
+    d = m.flags.advice.decision if m.flags.advice is not None else None
     if d is None or d.rate is None or d.start_rate_words is None or d.baseline is None:
         return ""
     what = "the current set" if d.baseline == "current" else "the engine's default set"
@@ -47,13 +47,13 @@ def advised_ceiling(m: RunMetrics) -> str | None:
     a = m.sizing
     if a is None:
         return None
-    flag = f" ({m.advised_ceiling_flag})" if m.advised_ceiling_flag else ""
+    flag = f" ({m.flags.advised_ceiling_flag})" if m.flags.advised_ceiling_flag else ""
     return f"{a.ceiling} {a.unit}{flag}"
 
 
 def advice_withheld(m: RunMetrics) -> str | None:
     """Why the advice changes no bucket: its decision sentence, or None where it changes."""
-    a = m.advice
+    a = m.flags.advice
     if a is None or a.changes or a.decision is None:
         return None
     d = a.decision
@@ -67,7 +67,7 @@ def withheld_lead(m: RunMetrics, verb: str) -> str:
     """How a remedy that changes the ceiling opens where the advice withholds it: 'Raising the
     capture ceiling is not advised' (the set is kept) or 'No capture ceiling can be advised
     yet' (too little traffic); ``verb`` is 'Raising' or 'Lowering'."""
-    d = m.advice.decision if m.advice is not None else None
+    d = m.flags.advice.decision if m.flags.advice is not None else None
     if d is not None and d.kind == "insufficient":
         return "No capture ceiling can be advised yet"
     return f"{verb} the capture ceiling is not advised"
@@ -87,8 +87,8 @@ def comparative(new: float, old: float, less: str, more: str, same: str, tol: fl
 def decode_capture_cost(m: RunMetrics) -> str | None:
     """'5.2 s and 0.6 GiB' of the decode graphs, the part known, or None."""
     parts = []
-    if m.capture_time_s is not None:
-        parts.append(f"{num(m.capture_time_s)} s")
-    if m.capture_mem_gib is not None:
-        parts.append(f"{num(m.capture_mem_gib)} GiB")
+    if m.capture.capture_time_s is not None:
+        parts.append(f"{num(m.capture.capture_time_s)} s")
+    if m.capture.capture_mem_gib is not None:
+        parts.append(f"{num(m.capture.capture_mem_gib)} GiB")
     return " and ".join(parts) or None
