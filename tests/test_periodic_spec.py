@@ -363,3 +363,22 @@ def test_a_new_field_makes_its_column(monkeypatch: pytest.MonkeyPatch) -> None:
     after = dict(events._kind("stats", "doc", engine="str", preemptions="int").fields)
     assert "prefix_hit_rate" not in before
     assert after == {**before, "prefix_hit_rate": "float"}
+
+
+def test_a_line_of_another_shape_is_read_by_its_labels() -> None:
+    """The per-line fallback reads each declared field by the words before it: on a line of
+    the declared shape it reads what the shape reads; on one merged with other text, the
+    same fields."""
+    spec = periodic.VL_STATS
+    text = (
+        "Engine 001: Avg prompt throughput: 12.5 tokens/s, Avg generation throughput: 300.0 "
+        "tokens/s, Running: 7 reqs, Waiting: 2 reqs, GPU KV cache usage: 41.3%, Prefix cache "
+        "hit rate: 10.0%"
+    )
+    shaped = re.compile(spec.regex("python"), re.ASCII).match(text)
+    assert shaped is not None
+    declared = spec.read(shaped)
+    assert spec.search_labelled(text) == declared
+    merged = "[stats] " + text.replace(", GPU", " (queue),  GPU").replace("%", "% trailing") + "!"
+    assert re.compile(spec.regex("python"), re.ASCII).match(merged) is None
+    assert spec.search_labelled(merged) == declared

@@ -330,6 +330,49 @@ class LineSpec:
             out[name] = None if m is None else _convert(typ, m.group(name))
         return out
 
+    def search_labelled(self, msg: str) -> dict[str, Any]:
+        """The event's field values of a line of this kind that is not of the declared
+        shape (cut, reordered, merged with another print), each field searched by the words
+        the line prints before it: what the per-line path falls back on."""
+        out: dict[str, Any] = dict.fromkeys(self.absent)
+        out.update(self.consts)
+        for name, typ, rx in self._labelled():
+            m = rx.search(msg)
+            out[name] = None if m is None else _convert(typ, m.group(name))
+        return out
+
+    @functools.cache  # noqa: B019 - specs are module constants
+    def _labelled(self) -> tuple[tuple[str, FieldType, re.Pattern[str]], ...]:
+        """Each kept field with its label: the literals before it in its sequence, back to
+        the previous ", " ("Running: " for ``running``, "Waiting|Pending: " for ``waiting``)."""
+        out: list[tuple[str, FieldType, re.Pattern[str]]] = []
+
+        def walk(items: tuple[Item, ...]) -> None:
+            for k, it in enumerate(items):
+                if isinstance(it, (Opt, Find)):
+                    walk(it.items)
+                elif isinstance(it, Alt):
+                    for branch in it.branches:
+                        walk(branch)
+                elif isinstance(it, Field) and it.name is not None:
+                    label: list[str] = []
+                    for before in reversed(items[:k]):
+                        if isinstance(before, OneOf):
+                            label.insert(0, _rx(before, "python", {}))
+                            continue
+                        if not isinstance(before, Lit):
+                            break
+                        head, sep, tail = before.text.rpartition(", ")
+                        label.insert(0, _esc(tail if sep else before.text))
+                        if sep:
+                            break
+                    if label:
+                        body = "".join(label) + _rx(it, "python", {}, True)
+                        out.append((it.name, it.type, re.compile(body, re.ASCII)))
+
+        walk(self.items)
+        return tuple(out)
+
     @functools.cache  # noqa: B019 - specs are module constants
     def _searches(self) -> tuple[tuple[str, FieldType, re.Pattern[str]], ...]:
         out = []

@@ -132,14 +132,8 @@ FAST_ADDED = re.compile(periodic.VL_ADDED.regex("python"), re.ASCII)
 FAST_RECEIVED = re.compile(periodic.VL_RECEIVED.regex("python"), re.ASCII)
 
 # ---------------------------------------------------------------- §7 stats
-PROMPT_TPUT = re.compile(r"Avg prompt throughput: " + N + r" tokens/s", re.ASCII)
-GEN_TPUT = re.compile(r"Avg generation throughput: " + N + r" tokens/s", re.ASCII)
-RUNNING = re.compile(r"Running: (\d+) reqs", re.ASCII)
-WAITING = re.compile(r"(?:Waiting|Pending): (\d+) reqs", re.ASCII)
-SWAPPED = re.compile(r"Swapped: (\d+) reqs", re.ASCII)
-KV_USAGE = re.compile(r"(?<!CPU )KV cache usage: " + N + r"%", re.ASCII)
+# (a stats line of another shape is read by VL_STATS's labels: LineSpec.search_labelled)
 PREEMPT = re.compile(r"Preemptions: (\d+)", re.ASCII)
-ENGINE_IDX = re.compile(r"Engine (\d+):", re.ASCII)
 
 # ---------------------------------------------------------------- §8 requests
 REQ = re.compile(

@@ -26,7 +26,6 @@ from diag.parsers.vllm.patterns import (
     DESC_TOKENS,
     DESC_UNIFORM,
     ENGINE,
-    ENGINE_IDX,
     EST_GRAPH,
     FAST_ADDED,
     FAST_ITERATION,
@@ -39,14 +38,12 @@ from diag.parsers.vllm.patterns import (
     FREE_NON_TORCH,
     FREE_UTIL,
     FREE_WEIGHT,
-    GEN_TPUT,
     GMU_ADVICE,
     GRAPH_MEM_WARN,
     INIT_ENGINE,
     KV_ERRORS,
     KV_FIXED,
     KV_TOKENS,
-    KV_USAGE,
     LOAD_WEIGHTS,
     MAMBA_CAP,
     MAX_TOKENS,
@@ -58,21 +55,17 @@ from diag.parsers.vllm.patterns import (
     PREEMPT,
     PROMPT_IDS,
     PROMPT_INTS,
-    PROMPT_TPUT,
     REQ,
     ROCM_UNSUPPORTED,
-    RUNNING,
     SET_MAX_SEQS,
     SETTING_MODE,
     STEP,
-    SWAPPED,
     TRUNCATE,
     V0_ACTIVATION,
     V0_KV_REST,
     V0_NON_TORCH,
     V0_TOTAL,
     V0_WEIGHTS,
-    WAITING,
     WARMUP_OOM,
     N,
     mode_name,
@@ -364,24 +357,12 @@ def read_stats(line: LogLine, ctx: Context) -> None:
     if fast is not None:  # the declared line (periodic.VL_STATS): each field once, in place
         ctx.emit("stats", line, engine=ENGINE, **periodic.VL_STATS.read(fast))
         return
-    running = RUNNING.search(msg)
-    waiting = WAITING.search(msg)
-    if running is None or waiting is None:
+    # another shape (cut, merged with another print): each declared field by its label
+    found = periodic.VL_STATS.search_labelled(msg)
+    if found["running"] is None or found["waiting"] is None:
         return  # a line cut before its queue fields is not a sample
-    engine = ENGINE_IDX.search(msg)
-    ctx.emit(
-        "stats",
-        line,
-        engine=ENGINE,
-        prompt_throughput=number_in(PROMPT_TPUT, msg),
-        gen_throughput=number_in(GEN_TPUT, msg),
-        running=to_int(running.group(1)),
-        waiting=to_int(waiting.group(1)),
-        swapped=to_int(first_group(SWAPPED, msg)),
-        kv_usage=number_in(KV_USAGE, msg),
-        preemptions=to_int(first_group(PREEMPT, msg)),
-        engine_index=to_int(engine.group(1)) if engine else None,
-    )
+    found["preemptions"] = to_int(first_group(PREEMPT, msg))
+    ctx.emit("stats", line, engine=ENGINE, **found)
 
 
 def read_step(line: LogLine, ctx: Context) -> None:
