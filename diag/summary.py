@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from diag.advise.bucket_sets import Advice
+from diag.advise.cost_model import SetCost
 from diag.advise.fleet import FleetRun, pooled_advice
 from diag.advise.recommend import bucket_flags
 from diag.facts.fleet import CaptureConfig as CaptureConfig  # the groups' key, as renderers read it
@@ -46,6 +47,9 @@ class GroupAdvice:
     # evidence, or the set already in effect)
     flags: str
     headline: str  # one sentence: what to do and why
+    # the group's own set priced on its traffic (None: no set), and the decode steps counted
+    current: SetCost | None = None
+    decode_steps: int = 0
 
 
 @dataclass(frozen=True)
@@ -158,7 +162,9 @@ def _group_advice(
         last = [r for r, v in runs if v.traffic is not None][-1].facts
         flags = bucket_flags(adv.engine, group.engine_version, dict(last.config.raw), rec, [])
     ids = tuple(t.run_id for t in traffic)
-    return GroupAdvice(adv, source, ids, current, flags, headline), None
+    priced = adv.price(current) if current else None
+    steps = int(round(sum(adv.hist().values())))
+    return GroupAdvice(adv, source, ids, current, flags, headline, priced, steps), None
 
 
 def _same_hist(a: dict[int, float], b: dict[int, float]) -> bool:

@@ -66,7 +66,7 @@ def _r(v: float | None, nd: int) -> float | None:
 def _advice_json(a: GroupAdvice) -> dict[str, Any]:
     adv = a.advice
     rec = adv.recommended
-    cur = adv.price(a.current_sizes) if a.current_sizes else None
+    cur = a.current
     return {
         "source": a.source,
         "runs_pooled": list(a.runs_pooled),
@@ -89,7 +89,7 @@ def _advice_json(a: GroupAdvice) -> dict[str, Any]:
             "promised_coverage": _r(adv.promised_coverage, 4),
         },
         "flags": a.flags,
-        "decode_steps": int(round(sum(adv.hist().values()))),
+        "decode_steps": a.decode_steps,
     }
 
 
