@@ -98,6 +98,10 @@ def test_vllm_text_and_json_forms_give_the_logs_graph_settings(tmp_path: Path) -
     eager = _analyze_text(si.vllm_json(config, "0.34.0 (git sha: 1a2b3c)")).runs[0]
     assert eager.engine_version == "0.34.0"
     assert eager.record.to_json()["graph_mode"] == "disabled"
+    # the config saved alone (``jq .vllm_config``): the same settings, no version
+    alone = _analyze_text(json.dumps(config, indent=2)).runs[0]
+    assert alone.backend == "vllm" and alone.engine_version is None
+    assert alone.record.to_json()["graph_mode"] == "disabled"
 
 
 def test_evidence_points_at_the_keys_line(tmp_path: Path) -> None:

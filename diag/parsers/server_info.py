@@ -207,7 +207,8 @@ def _vllm(info: ServerInfo, ctx: Context) -> None:
     if isinstance(version, str) and version and version[:1].isdigit():
         shown = version.split()[0]
         ctx.emit("version", lines.at("vllm_version", version), engine=eng, version=shown)
-    config = doc.get("vllm_config")
+    # the config alone (its sections at the top) or under /server_info's "vllm_config"
+    config = doc.get("vllm_config", doc if "compilation_config" in doc else None)
     if isinstance(config, str):
         settings = flatten_settings(parse_config_echo(config))
     elif isinstance(config, dict):
@@ -220,7 +221,7 @@ def _vllm(info: ServerInfo, ctx: Context) -> None:
         settings = flatten_settings(top)
     else:
         return
-    line = lines.at("vllm_config", config)
+    line = lines.at("vllm_config" if "vllm_config" in doc else "compilation_config", config)
     for key, value in settings:
         ctx.emit("config", line, engine=eng, origin="engine_config", key=key, value=value)
     read_graph_config(line, ctx, dict(settings), "v1")
