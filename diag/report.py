@@ -293,13 +293,15 @@ class Report:
             or any(i.backend != "unknown" and i.status != "skipped" for i in self.inputs)
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, runs: bool = True) -> dict[str, Any]:
+        """The document; ``runs=False``: ``runs`` left empty, for a writer that makes each
+        run's part in turn (``diag.render.serialize.to_json``)."""
         return {
             "schema": SCHEMA,
             "tool_version": __version__,
             "generated_at": self.generated_at,
             "inputs": [i.to_dict() for i in self.inputs],
-            "runs": [r.to_dict() for r in self.runs],
+            "runs": [r.to_dict() for r in self.runs] if runs else [],
             "profiles": clean_json(self.profiles),
             "snapshots": clean_json(self.snapshots),
             "traces": [clean_json(t.to_dict()) for t in self.traces],

@@ -47,3 +47,23 @@ def test_frontier_summary_without_a_recommended_row_keeps_the_cheapest() -> None
     rows[0]["recommended"] = True
     assert [r["k"] for r in frontier_summary(rows)] == [2, 3]
     assert frontier_summary([]) == []
+
+
+def test_runs_written_in_turn_give_the_whole_document_layout() -> None:
+    """``to_json`` makes each run's part in turn: the text is the whole document's encoding,
+    byte for byte (the layout of ``_encode`` on the document built at once)."""
+    from diag.render.fleet import fleet_json
+    from diag.render.serialize import _encode
+
+    report = analyze([str(INCIDENTS / n) for n in NAMES], generated_at="test")
+    assert len(report.runs) >= 3
+    doc = report.to_dict()
+    for run in doc["runs"]:
+        rec = run.get("recommendation")
+        if isinstance(rec, dict) and isinstance(rec.get("frontier"), list):
+            rec["frontier_rows"] = len(rec["frontier"])
+            rec["frontier"] = frontier_summary(rec["frontier"])
+    assert report.fleet is not None
+    doc["fleet"] = fleet_json(report.fleet)
+    assert to_json(report) == "".join(_encode(doc, "")) + "\n"
+    assert report.to_dict(runs=False)["runs"] == []

@@ -31,43 +31,44 @@ def unpack(data: bytes) -> Any:
 
 
 class PackedTables(EventTables):
-    """Event tables kept packed kind by kind; the last frames read stay unpacked (runs are
-    read one at a time, and advice reads only its few kinds of each)."""
+    """Event tables kept packed, all kinds in one blob, unpacked whole on the first read;
+    the last run's frames read stay unpacked (runs are read one at a time). One blob, not
+    one a kind: each packed DataFrame carries ~1.2 KB of its own metadata, so a small pod's
+    11 kinds took 13.9 KB packed one by one against 5.1 KB together (bench/many_files.py)."""
 
     _last: list[tuple[PackedTables, dict[str, pd.DataFrame]]] = []  # (held, not by id)
 
     def __init__(self, frames: Mapping[str, pd.DataFrame]) -> None:
-        self._packed = {kind: pack(frame) for kind, frame in frames.items()}
+        self._kinds = tuple(frames)
+        self._packed = pack(dict(frames))
 
     def _cached(self) -> dict[str, pd.DataFrame]:
-        for held, frames in PackedTables._last:
+        for held, last in PackedTables._last:
             if held is self:
-                return frames
-        frames = {}
+                return last
+        frames: dict[str, pd.DataFrame] = unpack(self._packed)
         PackedTables._last[:] = [(self, frames)]
         return frames
 
     def __getitem__(self, kind: str) -> pd.DataFrame:
-        if kind not in self._packed:
+        if kind not in self._kinds:
             if kind in EVENT_KINDS:
                 return empty_frame(kind)
             raise KeyError(kind)
-        frames = self._cached()
-        if kind not in frames:
-            frames[kind] = unpack(self._packed[kind])
-        return frames[kind]
+        return self._cached()[kind]
 
     @property
     def _frames(self) -> dict[str, pd.DataFrame]:
-        return {kind: self[kind] for kind in self._packed}
+        return dict(self._cached())
 
     @_frames.setter
     def _frames(self, frames: dict[str, pd.DataFrame]) -> None:
-        self._packed = {kind: pack(frame) for kind, frame in frames.items()}
+        self._kinds = tuple(frames)
+        self._packed = pack(dict(frames))
         PackedTables._last.clear()
 
     def unpacked(self) -> EventTables:
-        return EventTables({kind: unpack(data) for kind, data in self._packed.items()})
+        return EventTables(unpack(self._packed))
 
 
 @dataclass(frozen=True)
@@ -88,9 +89,8 @@ class PackedRun:
         if self.frames is None:  # held live (a single group: nothing to bound)
             return self.light
         batches, requests = unpack(self.frames)
-        # the event tables stay packed, each kind unpacked when first read: a report reads a
-        # few kinds of a run (its phases, requests), and unpacking all ~12 each time cost a
-        # fleet of 1,000 pods 24 ms a run per read (bench/many_files.py --command)
+        # the event tables stay packed until a reader asks for a kind (most reads of a run
+        # need none: advice and the fleet summary read ``light``)
         return replace(self.light, batches=batches, requests=requests)
 
 

@@ -20,7 +20,7 @@ import yaml
 
 from diag.render.fleet import fleet_json
 from diag.render.sizes import compact_sizes
-from diag.report import Report, clean_json
+from diag.report import Report, RunReport, clean_json
 
 COMPACT_FROM = 17  # lists up to 16 sizes read fine as a list
 
@@ -30,16 +30,35 @@ FRONTIER_NEIGHBOURS = 1
 
 
 def to_json(report: Report) -> str:
-    doc = report.to_dict()
-    for run in doc["runs"]:
+    """The report contract, each run's part made, encoded and let go in turn: a fleet's
+    document never exists whole as objects (1,000 pods: 14 MB of JSON, several times that as
+    dicts and string fragments), only as its runs' encoded texts."""
+    doc = report.to_dict(runs=False)
+    runs = _runs_json(report.runs, "  ")
+    fleet = report.fleet  # two runs or more: the fleet summary, an additive key
+    if fleet is not None:
+        doc["fleet"] = fleet_json(fleet)
+    out = ["{"]
+    for n, (k, v) in enumerate(doc.items()):
+        out += ["\n" if n == 0 else ",\n", "  ", _key(k), ": "]
+        out += [runs] if k == "runs" else _encode(v, "  ")
+    return "".join([*out, "\n}\n"])
+
+
+def _runs_json(runs: list[RunReport], pad: str) -> str:
+    """The ``runs`` list as :func:`_encode` lays it out, one run's dict at a time."""
+    if not runs:
+        return "[]"
+    inner = pad + "  "
+    out = ["["]
+    for n, r in enumerate(runs):
+        run = r.to_dict()
         rec = run.get("recommendation")
         if isinstance(rec, dict) and isinstance(rec.get("frontier"), list):
             rec["frontier_rows"] = len(rec["frontier"])
             rec["frontier"] = frontier_summary(rec["frontier"])
-    fleet = report.fleet  # two runs or more: the fleet summary, an additive key
-    if fleet is not None:
-        doc["fleet"] = fleet_json(fleet)
-    return "".join(_encode(doc, "")) + "\n"
+        out += ["\n" if n == 0 else ",\n", inner, "".join(_encode(run, inner))]
+    return "".join([*out, "\n", pad, "]"])
 
 
 def frontier_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
