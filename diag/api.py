@@ -54,7 +54,7 @@ def analyze(
     with fewer_collections():
         if ingested is not None:
             parts = [pipeline.group_facts(ingested, tz, packed=False)]
-            tell = pipeline.quiet if stage is None else stage
+            tell = pipeline.teller(stage)
             return pipeline.judge_groups((), parts, rules_file, when, tell, starts_per_day)
         return pipeline.analyze(
             paths,

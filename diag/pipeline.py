@@ -74,7 +74,7 @@ def analyze(
     plan = inputs_stage(paths)
     parts = read_groups(plan, tz, jobs=jobs, progress=progress, stage=stage)
     return judge_groups(
-        plan.problems, parts, rules_file, generated_at, _teller(stage), starts_per_day
+        plan.problems, parts, rules_file, generated_at, teller(stage), starts_per_day
     )
 
 
@@ -116,7 +116,8 @@ def read_group(
     return group_facts(ing, tz, keep_tables, stage, packed)
 
 
-def _teller(stage: StageFn | None) -> Tell:
+def teller(stage: StageFn | None) -> Tell:
+    """A stage meter as a :data:`Tell` (one that tells no one when there is none)."""
     return quiet if stage is None else stage
 
 
@@ -233,7 +234,7 @@ def group_facts(
     ``packed=False`` (the only group of an analysis: one large log, nothing to bound) keeps
     the runs and tables as they are: packing them would only cost time and a second copy."""
     tables = (pack(ing.tables._frames) if packed else ing.tables._frames) if keep_tables else None
-    return group_stages(ing, tz, PackedRun.of if packed else live, tables, _teller(stage))
+    return group_stages(ing, tz, PackedRun.of if packed else live, tables, teller(stage))
 
 
 # ------------------------------------------------------------------ 5. advice

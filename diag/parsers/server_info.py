@@ -29,6 +29,7 @@ the config as JSON (its sub-configs nested: ``model_config.enforce_eager``,
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from dataclasses import dataclass
@@ -101,13 +102,7 @@ class _Lines:
 
     def at(self, key: str, value: Any) -> LogLine:
         pos = self.info.text.find(f'"{key}"')
-        lineno = 1
-        if pos > 0:
-            lo, hi = 0, len(self._starts)
-            while hi - lo > 1:  # the last line start at or before pos
-                mid = (lo + hi) // 2
-                lo, hi = (mid, hi) if self._starts[mid] <= pos else (lo, mid)
-            lineno = lo + 1
+        lineno = bisect.bisect_right(self._starts, pos) if pos > 0 else 1
         shown = json.dumps(value, separators=(", ", ": "), default=str)
         text = f'"{key}": {shown[:300]}'
         return LogLine(self.info.path, lineno, text, text)
