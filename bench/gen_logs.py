@@ -108,13 +108,18 @@ ValueError: The input (131200 tokens) is longer than the model's context length 
 
 
 def sglang_lines(
-    target_bytes: int, seed: int = 0, restarts: int = 0, tracebacks: int = 1, real: bool = False
+    target_bytes: int,
+    seed: int = 0,
+    restarts: int = 0,
+    tracebacks: int = 1,
+    real: bool = False,
+    max_bs: int = 160,
 ) -> Iterator[str]:
     """Lines of an SGLang log of about ``target_bytes`` (newlines not included); ``real``:
-    the steady state in the shapes real logs have (``_sglang_real``)."""
+    the steady state in the shapes real logs have (``_sglang_real``); ``max_bs``: the
+    server's ``cuda_graph_max_bs`` (its capture list is cut there)."""
     rng = random.Random(seed)
     clock = _Clock(datetime(2025, 6, 10, 8, 0, tzinfo=timezone.utc).timestamp(), 0.004, sglang=True)
-    max_bs = 160
     written = 0
     restart_at = sorted(rng.uniform(0.2, 0.9) * target_bytes for _ in range(restarts))
     tb_at = sorted(rng.uniform(0.05, 0.95) * target_bytes for _ in range(tracebacks))

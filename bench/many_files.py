@@ -15,6 +15,9 @@ With ``--cluster local:2`` (or a scheduler address) the folder is analysed by a 
 cluster's tasks (``analyze --cluster``): the peak RSS is then the client's (with a
 LocalCluster, the scheduler runs in the client process too; the workers are not counted).
 
+With ``--shapes fleet`` the pods are the fleet bar of issue 37: start-up and 40 decode lines
+each (~6 KB), four ``cuda_graph_max_bs`` values across them.
+
 With ``--shapes mixed`` the pods are of many shapes instead of one: every fixture incident's
 files (both engines, capture failures, OOMs, restarts, eager and disabled graphs, multi-rank,
 profiler tables) for half of them, and for the other half generated real-shape SGLang and vLLM
@@ -50,11 +53,37 @@ def write_folder(folder: Path, count: int, lines: int, shapes: str = "one") -> N
     if shapes == "mixed":
         write_mixed(folder, count)
         return
+    if shapes == "fleet":
+        write_fleet(folder, count)
+        return
     body = "\n".join(islice(sglang_lines(10**9, seed=1, tracebacks=0), lines)) + "\n"
     for i in range(count):
         pod = folder / f"pod-{i:05d}"
         pod.mkdir(parents=True)
         (pod / "server.log").write_text(body)
+
+
+#: the fleet bar's pods differ in their ``cuda_graph_max_bs``
+FLEET_MAX_BS = (64, 96, 128, 160)
+
+
+def write_fleet(folder: Path, count: int, decode_lines: int = 40) -> None:
+    """The fleet bar of issue 37: small SGLang pod logs (server_args echo, KV and capture
+    lines, ``decode_lines`` decode lines; ~6 KB), four ``cuda_graph_max_bs`` values across pods."""
+    for i in range(count):
+        max_bs = FLEET_MAX_BS[i % len(FLEET_MAX_BS)]
+        body, decodes = [], 0
+        for line in sglang_lines(10**9, seed=i, tracebacks=0, max_bs=max_bs):
+            if "Decode batch" in line:
+                decodes += 1
+                if decodes > decode_lines:
+                    break
+            elif decodes:
+                continue  # past start-up: decode lines only
+            body.append(line)
+        pod = folder / f"pod-{i:05d}"
+        pod.mkdir(parents=True)
+        (pod / "server.log").write_text("\n".join(body) + "\n")
 
 
 def write_mixed(folder: Path, count: int) -> None:
@@ -138,7 +167,7 @@ def main() -> None:
     ap.add_argument("--counts", nargs="+", default=["1000", "3000", "10000"])
     ap.add_argument("--lines", type=int, default=60, help="lines per log file (--shapes one)")
     ap.add_argument("--cluster", help="a Dask scheduler address or local[:N]")
-    ap.add_argument("--shapes", choices=("one", "mixed"), default="one", help="pod log shapes")
+    ap.add_argument("--shapes", choices=("one", "fleet", "mixed"), default="one", help="pod log shapes")
     ap.add_argument("--command", action="store_true", help="time the whole CLI command")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child's one folder size
     args = ap.parse_args()
