@@ -16,7 +16,7 @@ import signal
 import stat
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +39,18 @@ class InterruptedWrite(KeyboardInterrupt):
         self.written = list(written)
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
+#: what a file gets: its text or bytes, or its text in pieces made as they are written (a
+#: fleet's report is never whole in memory)
+Content = str | bytes | Iterable[str]
+
+
+def write_atomic(path: Path, data: Content) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, never a mix."""
     write_set([(path, data)])
 
 
 def write_set(
-    files: Sequence[tuple[Path, str | bytes]], check: Callable[[], None] | None = None
+    files: Sequence[tuple[Path, Content]], check: Callable[[], None] | None = None
 ) -> list[Path]:
     """Write every file, all or none: each to a temporary beside its target (flushed to
     disk), then, with SIGINT/SIGTERM held back, all renamed. ``check`` (raising
@@ -79,12 +84,11 @@ def write_set(
         raise
 
 
-def _write_temp(path: Path, data: str | bytes) -> str:
+def _write_temp(path: Path, data: Content) -> str:
     folder = path.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
         remove_stale(folder)
-        raw = data.encode("utf-8") if isinstance(data, str) else data
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=folder)
     except OSError as exc:
         raise WriteError(_say(exc, path)) from None
@@ -93,7 +97,8 @@ def _write_temp(path: Path, data: str | bytes) -> str:
             # mkstemp makes the file 0600; a report gets the mode any new file would get
             # (or keeps the one of the report it replaces), so others can still read it
             os.fchmod(fh.fileno(), _mode_for(path))
-            fh.write(raw)
+            for piece in [data] if isinstance(data, str | bytes) else data:
+                fh.write(piece.encode("utf-8") if isinstance(piece, str) else piece)
             fh.flush()
             os.fsync(fh.fileno())
     except BaseException as exc:

@@ -284,7 +284,6 @@ def rules_stage(
         findings,
         advice=got,
         fleet=advised.fleet.get(f.run.id),
-        restore=held.facts,
         rule_notes=notes,
     )
 
@@ -337,6 +336,8 @@ def judge(
             mine.append(rules_stage(engine, held, snapshots, advised))
         part.runs = []
         report_stage(mine, snapshots, read, chain, starts_per_day, tell)
+        for run in mine:  # judged: from here on only the runs read last stay unpacked
+            run.held.seal()
         runs += mine
     return Report(
         inputs,

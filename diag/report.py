@@ -6,13 +6,10 @@ deterministic: the same inputs give the same bytes apart from ``generated_at``.
 
 from __future__ import annotations
 
-import pickle
 import re
 import weakref
-import zlib
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -30,76 +27,82 @@ from diag.facts.requests import request_summary
 from diag.facts.run_record import RunRecord as RunRecord  # the record renderers read
 from diag.facts.verdict import Cut, RunState, Verdict, judge
 from diag.model import SEVERITY_ORDER, Evidence, Finding, InputStatus, Snapshot, clean_json
+from diag.spill import Spilled, spill
 from diag.summary import FleetSummary, fleet_summary
 
 SCHEMA = "graphdiag.report/1"
 
 
-#: runs whose facts stay unpacked; beyond, the least recently read are kept pickled (a
-#: fleet of 10,000 pod logs held 0.3 MB of pandas per run until the report was written)
-LIVE_FACTS = 64
+#: runs whose parts stay unpacked; beyond, the least recently read are spilled to disk (a
+#: fleet of 10,000 pod logs held ~0.3 MB of Python objects per run until it was written)
+LIVE_RUNS = 64
 
 
-class HeldFacts:
-    """A run's facts, unpacked while few runs are, else packed and unpacked on read.
+@dataclass(frozen=True)
+class RunParts:
+    """What a run's report reads and a fleet's cannot all keep in memory."""
 
-    ``restore`` gives the facts back when they are let go (:mod:`diag.fleet` hands in the
-    packed run it read); without it they are zlib-pickled at the first eviction. Facts are
-    final once a report holds them: a later read gives that state back."""
+    facts: RunFacts
+    advice: Advice | None = None
+    recommendation: Recommendation | None = None
 
-    # the holders whose facts are unpacked, least recently read first
-    _live: OrderedDict[int, weakref.ref[HeldFacts]] = OrderedDict()
 
-    __slots__ = ("__weakref__", "_facts", "_restore")
+class HeldParts:
+    """A run's parts: held as they are while the run is judged (:meth:`seal` ends that),
+    then unpacked only while among the :data:`LIVE_RUNS` read last, else spilled
+    (:mod:`diag.spill`) and read back on use. Parts are final once sealed: a read gives the
+    state sealed back; a change afterwards (a renderer's test) is kept as a new state."""
 
-    def __init__(self, facts: RunFacts, restore: Callable[[], RunFacts] | None = None) -> None:
-        self._facts: RunFacts | None = facts
-        self._restore = restore
+    # the sealed holders whose parts are unpacked, least recently read first
+    _live: OrderedDict[int, weakref.ref[HeldParts]] = OrderedDict()
+
+    __slots__ = ("__weakref__", "_parts", "_spilled", "_sealed")
+
+    def __init__(self, parts: RunParts) -> None:
+        self._parts: RunParts | None = parts
+        self._spilled: Spilled | None = None
+        self._sealed = False
+
+    def get(self) -> RunParts:
+        parts = self._parts
+        if parts is None:
+            assert self._spilled is not None
+            parts = self._parts = self._spilled.load()
+        self._touch()
+        return parts
+
+    def set(self, parts: RunParts) -> None:
+        self._parts, self._spilled = parts, None
         self._touch()
 
-    def get(self) -> RunFacts:
-        facts = self._facts
-        if facts is None:
-            assert self._restore is not None
-            facts = self._facts = self._restore()
+    def seal(self) -> None:
+        """The run is judged: from now on its parts may be let go."""
+        self._sealed = True
         self._touch()
-        return facts
 
     def _touch(self) -> None:
-        live, key = HeldFacts._live, id(self)
+        if not self._sealed:
+            return
+        live, key = HeldParts._live, id(self)
         if key in live:
             live.move_to_end(key)
             return
         live[key] = weakref.ref(self, lambda _, k=key: live.pop(k, None))  # type: ignore[misc]
-        while len(live) > LIVE_FACTS:
+        while len(live) > LIVE_RUNS:
             oldest = live.popitem(last=False)[1]()
             if oldest is not None:
                 oldest._let_go()
 
     def _let_go(self) -> None:
-        if self._restore is None and self._facts is not None:
-            self._restore = _Pickled(self._facts)
-        self._facts = None
+        if self._spilled is None and self._parts is not None:
+            self._spilled = spill(self._parts)
+        self._parts = None
 
-    def __getstate__(self) -> RunFacts:
+    def __getstate__(self) -> RunParts:
         return self.get()
 
-    def __setstate__(self, facts: RunFacts) -> None:
-        self._facts, self._restore = facts, None
-        self._touch()
-
-
-class _Pickled:
-    """Facts zlib-pickled, unpickled on call."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, facts: RunFacts) -> None:
-        self.data = zlib.compress(pickle.dumps(facts, protocol=5), 1)
-
-    def __call__(self) -> RunFacts:
-        facts: RunFacts = pickle.loads(zlib.decompress(self.data))
-        return facts
+    def __setstate__(self, parts: RunParts) -> None:
+        self._parts, self._spilled, self._sealed = parts, None, False
 
 
 @dataclass(frozen=True)
@@ -116,10 +119,10 @@ class LoadTimeline:
 
 @dataclass(init=False, eq=False)
 class RunReport:
-    held: HeldFacts
+    # the facts, the advice (computed from facts before the rules, diag.advise.run_advice)
+    # and the recommendation (the report stage's)
+    held: HeldParts
     findings: list[Finding] = field(default_factory=list)
-    recommendation: Recommendation | None = None
-    advice: Advice | None = None  # computed from facts before the rules (diag.advise.run_advice)
     # what the fleet summary needs of the run, built with it (diag.advise.fleet); None alone
     fleet: FleetRun | None = None
     id: str = ""
@@ -140,14 +143,11 @@ class RunReport:
         recommendation: Recommendation | None = None,
         advice: Advice | None = None,
         fleet: FleetRun | None = None,
-        restore: Callable[[], RunFacts] | None = None,
         rule_notes: tuple[str, ...] = (),
     ) -> None:
-        self.held = HeldFacts(facts, restore)
+        self.held = HeldParts(RunParts(facts, advice, recommendation))
         self.rule_notes = rule_notes
         self.findings = findings if findings is not None else []
-        self.recommendation = recommendation
-        self.advice = advice
         self.fleet = fleet
         self.id = facts.run.id
         self.sources = tuple(facts.run.sources)
@@ -160,13 +160,25 @@ class RunReport:
 
     @property
     def facts(self) -> RunFacts:
-        return self.held.get()
+        return self.held.get().facts
 
     @facts.setter
     def facts(self, facts: RunFacts) -> None:
-        self.held = HeldFacts(facts)
+        self.held.set(replace(self.held.get(), facts=facts))
         self.backend, self.engine_version = facts.backend, facts.engine_version
         self.state = facts.state
+
+    @property
+    def advice(self) -> Advice | None:
+        return self.held.get().advice
+
+    @property
+    def recommendation(self) -> Recommendation | None:
+        return self.held.get().recommendation
+
+    @recommendation.setter
+    def recommendation(self, recommendation: Recommendation | None) -> None:
+        self.held.set(replace(self.held.get(), recommendation=recommendation))
 
     @property
     def record(self) -> RunRecord:

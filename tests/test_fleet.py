@@ -56,7 +56,7 @@ def test_grouped_report_is_the_one_pass_report(
     root = _tree(tmp_path)
     want = _one_pass([str(root)])
     monkeypatch.setattr(groups, "BATCH_FILES", 1)
-    monkeypatch.setattr(report, "LIVE_FACTS", 2)
+    monkeypatch.setattr(report, "LIVE_RUNS", 2)
     got = to_json(analyze([str(root)], generated_at="fixed"))
     assert got == want
 

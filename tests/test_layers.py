@@ -31,6 +31,8 @@ LAYERS: list[tuple[str, ...]] = [
         "diag.engines",
         "diag.figures",
         "diag.batch_labels",
+        # values kept on disk while a report holds many runs
+        "diag.spill",
         # the line declarations: their spec language and the periodic lines
         "diag.lines",
     ),

@@ -119,14 +119,20 @@ def test_interrupted_before_the_rename(tmp_path: Path, monkeypatch: pytest.Monke
 def test_interrupted_in_the_html_renderer_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Both reports are rendered before either is written: an interrupt while the HTML
-    renders leaves no report at all, never a half one."""
+    """Reports are written piece by piece into temporaries renamed once both are whole: an
+    interrupt halfway through the HTML (pieces of it already on disk) leaves no report at
+    all, never a half one."""
     import diag.render.html
 
-    def interrupted(*_: Any, **__: Any) -> str:
+    real = diag.render.html.html_chunks
+
+    def interrupted(*a: Any, **k: Any) -> Iterator[str]:
+        pieces = real(*a, **k)
+        yield next(pieces)
+        yield next(pieces)
         raise KeyboardInterrupt("interrupted while rendering HTML")
 
-    monkeypatch.setattr(diag.render.html, "render_html", interrupted)
+    monkeypatch.setattr(diag.render.html, "html_chunks", interrupted)
     out = tmp_path / "reports"
     res = _analyze(out)
     assert res.exit_code == 130

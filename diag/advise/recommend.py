@@ -49,7 +49,9 @@ class RunReport(Protocol):
 
     facts: RunFacts
     recommendation: Recommendation | None
-    advice: Advice | None
+
+    @property
+    def advice(self) -> Advice | None: ...
 
 
 class RecommendError(ValueError):

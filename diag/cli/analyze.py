@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterable, Iterator
 from datetime import timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +24,7 @@ from diag.cli.common import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from diag.output import Content
     from diag.report import Report
 
 FORMATS = ["text", "json", "yaml", "markdown"]
@@ -170,7 +172,7 @@ def analyze(
     from diag.api import analyze as run_analysis
     from diag.output import InterruptedWrite, WriteError, write_set
     from diag.render.inputs import input_lines, why_nothing
-    from diag.render.serialize import to_json
+    from diag.render.serialize import json_chunks
     from diag.rules.engine import RulesError
 
     zone = parse_tz(tz) if tz else None
@@ -206,19 +208,26 @@ def analyze(
             sys.exit(2)
         stem = _stem(paths)
         out = Path(out_dir)
-        progress.stage("writing the JSON report")
-        json_text = to_json(report)
-        html_text = None
+        # the JSON and the HTML of one analysis appear together or not at all; each is
+        # written as it is made, run by run (a fleet's report is never whole in memory)
+        written: list[tuple[str, Path, Content]] = [
+            (
+                "JSON report",
+                out / f"{stem}.graphdiag.json",
+                _telling(json_chunks(report), progress, "writing the JSON report"),
+            )
+        ]
         if not no_html:
-            from diag.render.html import render_html
+            from diag.render.html import html_chunks
 
-            progress.stage("rendering the HTML report")
-            html_text = render_html(report)
-        check_interrupted()
-        # the JSON and the HTML of one analysis appear together or not at all
-        written = [("JSON report", out / f"{stem}.graphdiag.json", json_text)]
-        if html_text is not None:
-            written.insert(0, ("HTML report", out / f"{stem}.graphdiag.html", html_text))
+            written.insert(
+                0,
+                (
+                    "HTML report",
+                    out / f"{stem}.graphdiag.html",
+                    _telling(html_chunks(report), progress, "rendering the HTML report"),
+                ),
+            )
         write_set([(path, text) for _, path, text in written], check=check_interrupted)
         progress.finish()
         report_input_lines(input_lines(report))
@@ -232,7 +241,10 @@ def analyze(
     except KeyboardInterrupt:
         progress.finish()
         exit_interrupted()
-    click.echo(json_text if fmt == "json" else _rendered(report, fmt), nl=False)
+    if fmt == "json":  # the report file's text, as written
+        _echo_file(written[-1][1])
+    else:
+        click.echo(_rendered(report, fmt), nl=False)
     # where the files are, last: on stdout under the text summary, else on stderr (stdout
     # then carries data only)
     if fmt == "text":
@@ -244,6 +256,19 @@ def analyze(
     level = FAIL_LEVELS[fail_on]
     worst = [FAIL_LEVELS[f.severity] for f in report.findings]
     sys.exit(1 if level >= 0 and any(w <= level for w in worst) else 0)
+
+
+def _telling(chunks: Iterable[str], progress: Progress, step: str) -> Iterator[str]:
+    """``chunks``, the progress meter told when the first is made (files are written in turn)."""
+    progress.stage(step)
+    yield from chunks
+
+
+def _echo_file(path: Path) -> None:
+    """A written report on stdout, read back in pieces."""
+    with path.open(encoding="utf-8") as fh:
+        while piece := fh.read(1 << 20):
+            click.echo(piece, nl=False)
 
 
 def _rendered(report: Report, fmt: str) -> str:

@@ -23,6 +23,7 @@ class AdviceRules:
     """How the engine counts and keeps capture sizes, for bucket advice (diag.advise reads
     these instead of asking which engine it is)."""
 
+    engine: str  # whose rules (they pickle as this name: their callables are lambdas)
     unit: CaptureUnit  # what a capture size counts per step
     # the engine's own step pattern, long enough to pick conventional sizes from:
     # (version, speculative decoding on) -> sizes
@@ -40,6 +41,22 @@ class AdviceRules:
     # how to log more decode steps on this version, for advice that lacks evidence:
     # (version) -> "DEBUG step lines (...)" in the engine's own flags
     more_evidence: Callable[[str | None], str] = lambda version: "a longer window of serving"
+
+    def __post_init__(self) -> None:
+        _ADVICE_RULES[self.engine] = self
+
+    def __reduce__(self) -> tuple[Callable[[str], AdviceRules], tuple[str]]:
+        """Pickled by name: the rules are an engine's module data, so a run's facts, which
+        carry them, can be packed whole (loading this module loads the engines')."""
+        return (advice_rules_of, (self.engine,))
+
+
+_ADVICE_RULES: dict[str, AdviceRules] = {}
+
+
+def advice_rules_of(engine: str) -> AdviceRules:
+    """The rules an engine module declared (diag.engines imports every engine module)."""
+    return _ADVICE_RULES[engine]
 
 
 @dataclass(frozen=True)

@@ -232,6 +232,7 @@ def more_evidence(version: str | None) -> str:
 
 
 ADVICE_RULES = AdviceRules(
+    engine="sglang",
     unit="requests",
     step_pattern=lambda version, speculative: default_capture_sizes(
         version, 4096, speculative=speculative

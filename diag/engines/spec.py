@@ -99,9 +99,25 @@ class EngineSpec:
         of the capture path and the log lines that open each phase, with their sources."""
         return phase_table(self.name)
 
+    def __post_init__(self) -> None:
+        _SPECS[self.name] = self
+
+    def __reduce__(self) -> tuple[Callable[[str], EngineSpec], tuple[str]]:
+        """Pickled by name: a spec is module data (some of its callables are lambdas), so a
+        run's facts can be packed whole (:mod:`diag.spill`)."""
+        return (spec_named, (self.name,))
+
     def read_config(self, echo: ConfigEcho, version: str | None) -> EngineConfig:
         """The one typed reading of a run's config (keys in this engine's own names)."""
         return self.engine_settings(read_common(echo, version, self))
+
+
+_SPECS: dict[str, EngineSpec] = {}
+
+
+def spec_named(name: str) -> EngineSpec:
+    """The spec an engine module declared (diag.engines imports every engine module)."""
+    return _SPECS[name]
 
 
 def read_common(echo: ConfigEcho, version: str | None, spec: EngineSpec) -> EngineConfig:

@@ -205,6 +205,7 @@ def more_evidence(version: str | None) -> str:
 
 
 ADVICE_RULES = AdviceRules(
+    engine="vllm",
     unit="tokens",
     step_pattern=lambda version, speculative: default_capture_sizes(version, 4096, 8192),
     # FULL_DECODE_ONLY captures uniform decode only; every other mode's piecewise graphs

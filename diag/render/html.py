@@ -16,7 +16,7 @@ Content-Security-Policy that also forbids every network fetch (``default-src 'no
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 from markupsafe import Markup
@@ -40,7 +40,7 @@ MAX_EVIDENCE = 6
 MANY_RUNS = 3  # above this, runs table first, runs folded, findings grouped
 MAX_FIRST_CHANGES = 3
 
-__all__ = ["record_yaml", "render_html"]
+__all__ = ["html_chunks", "record_yaml", "render_html"]
 
 
 def _by_sev(findings: Iterable[Finding]) -> list[Finding]:
@@ -195,6 +195,13 @@ def _worst(report: Report) -> str:
 
 def render_html(report: Report) -> str:
     """The whole report as one HTML document (plotly.js inlined once, no network use)."""
+    return "".join(html_chunks(report))
+
+
+def html_chunks(report: Report) -> Iterator[str]:
+    """:func:`render_html`'s document in pieces, made as they are written: each run's
+    section is built, written and let go in turn, its figures' data right after it, so a
+    fleet's page is never whole in memory (nor its runs' views)."""
     page = Page()
     many = len(report.runs) > MANY_RUNS
     ids = {r.id for r in report.runs}
@@ -208,16 +215,21 @@ def render_html(report: Report) -> str:
     )
     # many runs: the findings section is one row per code, so each run's own section holds
     # its finding cards (message, remedies, evidence), as the single-run page does on top
-    runs = [
-        {
-            **run_view(page, row, run, profiles.get(run.id, []), snapshots.get(run.id, [])),
-            "findings": [_card(f, row) for f in _by_sev(run.findings)] if many else [],
-        }
-        for row, run in pairs
-    ]
     trace_views, loose_traces = trace_panel.views(report)
-    for view, (_, run) in zip(runs, pairs, strict=True):
-        view["traces"] = trace_views.get(run.id)
+
+    def runs() -> Iterator[dict[str, Any]]:  # each run's view, built as its section is written
+        for row, run in pairs:
+            yield {
+                **run_view(page, row, run, profiles.get(run.id, []), snapshots.get(run.id, [])),
+                "findings": [_card(f, row) for f in _by_sev(run.findings)] if many else [],
+                "traces": trace_views.get(run.id),
+            }
+
+    def take_figures() -> list[dict[str, Any]]:  # the figures registered since the last call
+        taken = [{"id": fid, "json": Markup(data)} for fid, data in page.figures]
+        page.figures.clear()
+        return taken
+
     rows = [row for row, _ in (order if many else pairs)]
     fleet = report.fleet  # two runs or more
     anchors = {run.id: row.anchor for row, run in pairs}
@@ -242,7 +254,7 @@ def render_html(report: Report) -> str:
     return (
         environment()
         .get_template("report.html.j2")
-        .render(
+        .generate(
             csp=csp,
             version=__version__,
             title=title,
@@ -262,12 +274,12 @@ def render_html(report: Report) -> str:
             groups=_groups(findings) if many else [],
             cards=[] if many else [_card(f, row) for f, row in findings],
             record_yaml=record_yaml(report),
-            runs=runs,
+            runs=runs(),
             loose=loose,
             loose_traces=loose_traces,
             inputs=_inputs(report),
             input_problems=input_lines(report, with_non_logs=False),
-            figures=[{"id": fid, "json": Markup(data)} for fid, data in page.figures],
+            take_figures=take_figures,
             plotly_js=Markup(plotly_script),
             app_js=Markup(app_js),
             css=Markup(template("report.css")),

@@ -120,10 +120,12 @@ class Page:
     """Collects figures while the view is built; figures become JSON data blocks."""
 
     def __init__(self) -> None:
-        self.figures: list[tuple[str, str]] = []
+        self.figures: list[tuple[str, str]] = []  # registered, not yet written
+        self.made = 0
 
     def chart(self, fig: Any, label: str, kind: str) -> Chart:
-        fid = f"fig-{len(self.figures) + 1}"
+        self.made += 1
+        fid = f"fig-{self.made}"
         data = (
             fig.to_json()
             if isinstance(fig, Spec)

@@ -14,6 +14,7 @@ ticket record as displayed in the HTML and Markdown reports.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import yaml
@@ -30,35 +31,43 @@ FRONTIER_NEIGHBOURS = 1
 
 
 def to_json(report: Report) -> str:
-    """The report contract, each run's part made, encoded and let go in turn: a fleet's
-    document never exists whole as objects (1,000 pods: 14 MB of JSON, several times that as
-    dicts and string fragments), only as its runs' encoded texts."""
+    """The report contract as one text (:func:`json_chunks` joined)."""
+    return "".join(json_chunks(report))
+
+
+def json_chunks(report: Report) -> Iterator[str]:
+    """The report contract in pieces, each run's part made, encoded, written and let go in
+    turn: a fleet's document never exists whole, as objects (1,000 pods: 14 MB of JSON,
+    several times that as dicts and string fragments) or as text."""
     doc = report.to_dict(runs=False)
-    runs = _runs_json(report.runs, "  ")
     fleet = report.fleet  # two runs or more: the fleet summary, an additive key
     if fleet is not None:
         doc["fleet"] = fleet_json(fleet)
-    out = ["{"]
+    yield "{"
     for n, (k, v) in enumerate(doc.items()):
-        out += ["\n" if n == 0 else ",\n", "  ", _key(k), ": "]
-        out += [runs] if k == "runs" else _encode(v, "  ")
-    return "".join([*out, "\n}\n"])
+        yield "".join(["\n" if n == 0 else ",\n", "  ", _key(k), ": "])
+        if k == "runs":
+            yield from _runs_json(report.runs, "  ")
+        else:
+            yield "".join(_encode(v, "  "))
+    yield "\n}\n"
 
 
-def _runs_json(runs: list[RunReport], pad: str) -> str:
+def _runs_json(runs: list[RunReport], pad: str) -> Iterator[str]:
     """The ``runs`` list as :func:`_encode` lays it out, one run's dict at a time."""
     if not runs:
-        return "[]"
+        yield "[]"
+        return
     inner = pad + "  "
-    out = ["["]
+    yield "["
     for n, r in enumerate(runs):
         run = r.to_dict()
         rec = run.get("recommendation")
         if isinstance(rec, dict) and isinstance(rec.get("frontier"), list):
             rec["frontier_rows"] = len(rec["frontier"])
             rec["frontier"] = frontier_summary(rec["frontier"])
-        out += ["\n" if n == 0 else ",\n", inner, "".join(_encode(run, inner))]
-    return "".join([*out, "\n", pad, "]"])
+        yield "".join(["\n" if n == 0 else ",\n", inner, *_encode(run, inner)])
+    yield "".join(["\n", pad, "]"])
 
 
 def frontier_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

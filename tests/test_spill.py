@@ -1,0 +1,54 @@
+"""diag.spill: values written to a temporary file and read back, bounded memory for fleets."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+
+import pytest
+
+from diag import spill as spill_mod
+from diag.spill import spill
+
+
+def test_a_spilled_value_reads_back_equal_and_fresh() -> None:
+    value = {"runs": [1, 2, 3], "text": "x" * 10_000}
+    held = spill(value)
+    back = held.load()
+    assert back == value and back is not value
+    back["runs"].append(4)  # a copy: the spilled state is unchanged
+    assert held.load() == value
+
+
+def test_the_file_is_emptied_when_the_last_handle_goes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spill_mod, "_stores", {})  # a store of this test's own
+    store = spill_mod._store()
+    first, second = spill(list(range(1000))), spill("y" * 5000)
+    assert store.file is not None and os.fstat(store.file.fileno()).st_size >= store.end > 0
+    del first
+    assert store.end > 0  # one handle still reads from it
+    del second
+    assert store.refs == 0 and store.end == 0
+    assert os.fstat(store.file.fileno()).st_size == 0
+
+
+def test_without_a_temporary_file_the_value_stays_in_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A read-only or full disk: slower to bound, never lost."""
+    monkeypatch.setattr(spill_mod, "_stores", {})
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", refuse)
+    held = spill(("kept", 42))
+    assert held.load() == ("kept", 42)
+
+
+def test_a_handle_pickles_as_its_value() -> None:
+    """A report sent to another process carries the values, not offsets into this file."""
+    held = spill([3.5, "z"])
+    again = pickle.loads(pickle.dumps(held))
+    assert again.load() == [3.5, "z"]
