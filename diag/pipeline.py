@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import tzinfo
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 import pandas as pd
 
@@ -175,6 +175,28 @@ class HeldRun(Protocol):
     def facts(self) -> RunFacts: ...
 
 
+class Lights(Sequence[RunFacts]):
+    """Runs as advice reads them (``light``), each read when asked: a fleet's runs are
+    spilled past the ones read last, never all in memory at once."""
+
+    def __init__(self, held: Sequence[HeldRun]) -> None:
+        self._held = held
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    @overload
+    def __getitem__(self, i: int) -> RunFacts: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[RunFacts]: ...
+
+    def __getitem__(self, i: int | slice) -> RunFacts | list[RunFacts]:
+        if isinstance(i, slice):
+            return [h.light for h in self._held[i]]
+        return self._held[i].light
+
+
 @dataclass(frozen=True)
 class LiveRun:
     """A run's facts held as they are (nothing to bound)."""
@@ -325,7 +347,7 @@ def judge(
     chain = rotation_chain([i.path for i in inputs if i.kind == "log"])
     engine = RuleEngine.load(rules_file)
     advised = advice_stage(
-        [r.light for part in parts for r in part.runs], snapshots, starts_per_day, tell
+        Lights([r for part in parts for r in part.runs]), snapshots, starts_per_day, tell
     )
     total = sum(len(part.runs) for part in parts)
     runs: list[RunReport] = []
@@ -337,7 +359,7 @@ def judge(
         part.runs = []
         report_stage(mine, snapshots, read, chain, starts_per_day, tell)
         for run in mine:  # judged: from here on only the runs read last stay unpacked
-            run.held.seal()
+            run.held.bound()
         runs += mine
     return Report(
         inputs,

@@ -7,8 +7,6 @@ deterministic: the same inputs give the same bytes apart from ``generated_at``.
 from __future__ import annotations
 
 import re
-import weakref
-from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -27,82 +25,21 @@ from diag.facts.requests import request_summary
 from diag.facts.run_record import RunRecord as RunRecord  # the record renderers read
 from diag.facts.verdict import Cut, RunState, Verdict, judge
 from diag.model import SEVERITY_ORDER, Evidence, Finding, InputStatus, Snapshot, clean_json
-from diag.spill import Spilled, spill
+from diag.spill import Held
 from diag.summary import FleetSummary, fleet_summary
 
 SCHEMA = "graphdiag.report/1"
 
 
-#: runs whose parts stay unpacked; beyond, the least recently read are spilled to disk (a
-#: fleet of 10,000 pod logs held ~0.3 MB of Python objects per run until it was written)
-LIVE_RUNS = 64
-
-
 @dataclass(frozen=True)
 class RunParts:
-    """What a run's report reads and a fleet's cannot all keep in memory."""
+    """What a run's report reads and a fleet's cannot all keep in memory (held by
+    :class:`diag.spill.Held`: whole while the run is judged, then spilled past the runs read
+    last)."""
 
     facts: RunFacts
     advice: Advice | None = None
     recommendation: Recommendation | None = None
-
-
-class HeldParts:
-    """A run's parts: held as they are while the run is judged (:meth:`seal` ends that),
-    then unpacked only while among the :data:`LIVE_RUNS` read last, else spilled
-    (:mod:`diag.spill`) and read back on use. Parts are final once sealed: a read gives the
-    state sealed back; a change afterwards (a renderer's test) is kept as a new state."""
-
-    # the sealed holders whose parts are unpacked, least recently read first
-    _live: OrderedDict[int, weakref.ref[HeldParts]] = OrderedDict()
-
-    __slots__ = ("__weakref__", "_parts", "_spilled", "_sealed")
-
-    def __init__(self, parts: RunParts) -> None:
-        self._parts: RunParts | None = parts
-        self._spilled: Spilled | None = None
-        self._sealed = False
-
-    def get(self) -> RunParts:
-        parts = self._parts
-        if parts is None:
-            assert self._spilled is not None
-            parts = self._parts = self._spilled.load()
-        self._touch()
-        return parts
-
-    def set(self, parts: RunParts) -> None:
-        self._parts, self._spilled = parts, None
-        self._touch()
-
-    def seal(self) -> None:
-        """The run is judged: from now on its parts may be let go."""
-        self._sealed = True
-        self._touch()
-
-    def _touch(self) -> None:
-        if not self._sealed:
-            return
-        live, key = HeldParts._live, id(self)
-        if key in live:
-            live.move_to_end(key)
-            return
-        live[key] = weakref.ref(self, lambda _, k=key: live.pop(k, None))  # type: ignore[misc]
-        while len(live) > LIVE_RUNS:
-            oldest = live.popitem(last=False)[1]()
-            if oldest is not None:
-                oldest._let_go()
-
-    def _let_go(self) -> None:
-        if self._spilled is None and self._parts is not None:
-            self._spilled = spill(self._parts)
-        self._parts = None
-
-    def __getstate__(self) -> RunParts:
-        return self.get()
-
-    def __setstate__(self, parts: RunParts) -> None:
-        self._parts, self._spilled, self._sealed = parts, None, False
 
 
 @dataclass(frozen=True)
@@ -121,7 +58,7 @@ class LoadTimeline:
 class RunReport:
     # the facts, the advice (computed from facts before the rules, diag.advise.run_advice)
     # and the recommendation (the report stage's)
-    held: HeldParts
+    held: Held[RunParts]
     findings: list[Finding] = field(default_factory=list)
     # what the fleet summary needs of the run, built with it (diag.advise.fleet); None alone
     fleet: FleetRun | None = None
@@ -145,7 +82,7 @@ class RunReport:
         fleet: FleetRun | None = None,
         rule_notes: tuple[str, ...] = (),
     ) -> None:
-        self.held = HeldParts(RunParts(facts, advice, recommendation))
+        self.held = Held(RunParts(facts, advice, recommendation), bounded=False)
         self.rule_notes = rule_notes
         self.findings = findings if findings is not None else []
         self.fleet = fleet

@@ -1,7 +1,9 @@
-"""Values kept on disk while a report holds many: a fleet's runs in bounded memory.
+"""Values kept on disk while an analysis holds many: a fleet's runs in bounded memory.
 
-A report of 10,000 pod logs holds every run until its outputs are written, and each run's
-facts, advice and recommendation are ~40 KB of Python objects. :func:`spill` zlib-pickles a
+An analysis of 10,000 pod logs holds every run from its reading until its report is
+written (advice pools runs of one server across the fleet), and each run's facts, advice and
+recommendation are ~50-100 KB of Python objects. :class:`Held` keeps the values read last
+as they are and spills the others. :func:`spill` zlib-pickles a
 value into an anonymous temporary file (the system deletes it when it is closed, even when
 the process is killed) and gives back a :class:`Spilled` handle of a few dozen bytes that
 reads it back. The file is emptied when its last handle is let go. Where no temporary file
@@ -13,8 +15,12 @@ from __future__ import annotations
 import os
 import pickle
 import tempfile
+import weakref
 import zlib
-from typing import IO, Any
+from collections import OrderedDict
+from typing import IO, Any, ClassVar, Generic, TypeVar
+
+T = TypeVar("T")
 
 
 class _Store:
@@ -94,3 +100,68 @@ class Spilled:
 def spill(value: Any) -> Spilled:
     """``value`` written away (it must pickle); ``.load()`` reads it back."""
     return Spilled(value)
+
+
+#: values held as they are; beyond, the least recently read are spilled (a fleet of 10,000
+#: pod logs held ~0.1 MB of Python objects a run while it was read, more until written)
+LIVE = 64
+
+
+class Held(Generic[T]):
+    """A value kept as it is while it is among the :data:`LIVE` bounded values read last,
+    else spilled and read back on use. A value is bounded from the start or from
+    :meth:`bound` (a run's report while it is judged stays whole). A value read back is the
+    state spilled; :meth:`set` replaces it."""
+
+    # the bounded holders whose values are in memory, least recently read first
+    _live: ClassVar[OrderedDict[int, weakref.ref[Held[Any]]]] = OrderedDict()
+
+    __slots__ = ("__weakref__", "_value", "_spilled", "_bounded")
+
+    def __init__(self, value: T, *, bounded: bool = True) -> None:
+        self._value: T | None = value
+        self._spilled: Spilled | None = None
+        self._bounded = bounded
+        self._touch()
+
+    def get(self) -> T:
+        value = self._value
+        if value is None:
+            assert self._spilled is not None
+            value = self._value = self._spilled.load()
+        self._touch()
+        return value
+
+    def set(self, value: T) -> None:
+        self._value, self._spilled = value, None
+        self._touch()
+
+    def bound(self) -> None:
+        """From now on the value may be spilled."""
+        self._bounded = True
+        self._touch()
+
+    def _touch(self) -> None:
+        if not self._bounded:
+            return
+        live, key = Held._live, id(self)
+        if key in live:
+            live.move_to_end(key)
+            return
+        live[key] = weakref.ref(self, lambda _, k=key: live.pop(k, None))  # type: ignore[misc]
+        while len(live) > LIVE:
+            oldest = live.popitem(last=False)[1]()
+            if oldest is not None:
+                oldest._let_go()
+
+    def _let_go(self) -> None:
+        if self._spilled is None and self._value is not None:
+            self._spilled = spill(self._value)
+        self._value = None
+
+    def __getstate__(self) -> tuple[T, bool]:
+        return self.get(), self._bounded
+
+    def __setstate__(self, state: tuple[T, bool]) -> None:
+        self._value, self._spilled, self._bounded = state[0], None, state[1]
+        self._touch()

@@ -50,13 +50,13 @@ def test_grouped_report_is_the_one_pass_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Groups of one pod each, and runs' facts packed beyond two live runs: byte-identical."""
-    import diag.report as report
     import diag.sources.groups as groups
+    import diag.spill as spill
 
     root = _tree(tmp_path)
     want = _one_pass([str(root)])
     monkeypatch.setattr(groups, "BATCH_FILES", 1)
-    monkeypatch.setattr(report, "LIVE_RUNS", 2)
+    monkeypatch.setattr(spill, "LIVE", 2)
     got = to_json(analyze([str(root)], generated_at="fixed"))
     assert got == want
 

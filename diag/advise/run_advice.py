@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import fields, replace
-from typing import Literal, cast
+from typing import Literal, cast, overload
 
 import numpy as np
 
@@ -208,6 +208,12 @@ def _config_key(f: RunFacts) -> str | None:
 def server_groups(facts: Sequence[RunFacts]) -> list[list[RunFacts]]:
     """Runs of the same server, in input order: same stream (rotated set / instance) or the
     same config echo. Prefill nodes of a disaggregated deployment are left out (no buckets)."""
+    return [[facts[i] for i in group] for group in server_indices(facts)]
+
+
+def server_indices(facts: Sequence[RunFacts]) -> list[list[int]]:
+    """:func:`server_groups` as positions in ``facts``, each run read once (a fleet's runs
+    are read back one at a time)."""
     parent: dict[int, int] = {}
 
     def find(i: int) -> int:
@@ -216,7 +222,8 @@ def server_groups(facts: Sequence[RunFacts]) -> list[list[RunFacts]]:
         return i
 
     first: dict[str, int] = {}
-    for i, f in enumerate(facts):
+    for i in range(len(facts)):
+        f = facts[i]
         find(i)
         for key in (f"stream:{f.backend}:{f.run.stream}", _config_key(f)):
             if key is None:
@@ -225,10 +232,31 @@ def server_groups(facts: Sequence[RunFacts]) -> list[list[RunFacts]]:
                 parent[find(i)] = find(first[key])
             else:
                 first[key] = i
-    groups: dict[int, list[RunFacts]] = {}
-    for i, f in enumerate(facts):
-        groups.setdefault(find(i), []).append(f)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(facts)):
+        groups.setdefault(find(i), []).append(i)
     return list(groups.values())
+
+
+class _Picked(Sequence[RunFacts]):
+    """``facts`` at ``positions``, each read when asked."""
+
+    def __init__(self, facts: Sequence[RunFacts], positions: list[int]) -> None:
+        self._facts, self._positions = facts, positions
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    @overload
+    def __getitem__(self, i: int) -> RunFacts: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[RunFacts]: ...
+
+    def __getitem__(self, i: int | slice) -> RunFacts | list[RunFacts]:
+        if isinstance(i, slice):
+            return [self._facts[p] for p in self._positions[i]]
+        return self._facts[self._positions[i]]
 
 
 def advise_group(
@@ -249,20 +277,38 @@ def advise_group(
     advice and the runs it used; None when none has decode traffic or advice is impossible.
     ``known``: run id -> :func:`run_evidence` (same snapshots, default engine) already built,
     filled with the ones built here (the evidence of millions of steps is built once)."""
-    usable = [
-        f
-        for f in group
-        if spec_for(engine or f.backend) is not None and f.record.prefill_node is not True
-    ]
-    evidence = [
-        (f, ev) for f in usable if (ev := _evidence(f, snapshots, engine, known)) is not None
-    ]
+    got = _advise_positions(
+        group, snapshots, engine, headroom, max_ceiling, min_coverage, max_k, known, starts_per_day
+    )
+    return None if got is None else (got[0], [group[i] for i in got[1]])
+
+
+def _advise_positions(
+    group: Sequence[RunFacts],
+    snapshots: Sequence[Snapshot] | None,
+    engine: str | None,
+    headroom: float = DEFAULT_HEADROOM,
+    max_ceiling: int | None = None,
+    min_coverage: float | None = None,
+    max_k: int | None = None,
+    known: dict[str, RunEvidence | None] | None = None,
+    starts_per_day: float | None = None,
+) -> tuple[Advice, list[int]] | None:
+    """:func:`advise_group`, the runs used given as positions in ``group``: each run is read
+    once for its evidence and let go (a fleet's server can pool thousands of pods)."""
+    evidence: list[tuple[int, str, RunEvidence]] = []
+    for i in range(len(group)):
+        f = group[i]
+        if spec_for(engine or f.backend) is None or f.record.prefill_node is True:
+            continue
+        if (ev := _evidence(f, snapshots, engine, known)) is not None:
+            evidence.append((i, f.run.id, ev))
     if not evidence:
         return None
-    limits = engine_limits(evidence[-1][0], engine)
+    limits = engine_limits(group[evidence[-1][0]], engine)
     try:
         adv = advise(
-            [ev for _, ev in evidence],
+            [ev for _, _, ev in evidence],
             limits,
             headroom=headroom,
             max_ceiling=max_ceiling,
@@ -272,14 +318,14 @@ def advise_group(
         )
     except ValueError:  # degenerate input: analyze and recommend must not fail over advice
         return None
-    ids = [f.run.id for f, _ in evidence]
+    ids = [rid for _, rid, _ in evidence]
     if len(ids) > 1:
         adv = replace(
             adv,
             notes=adv.notes
             + (f"{len(ids)} runs pooled ({_named(ids)}); limits from the latest, {ids[-1]}",),
         )
-    return adv, [f for f, _ in evidence]
+    return adv, [i for i, _, _ in evidence]
 
 
 NAMED_RUNS = 6  # runs a pooled server's note names; beyond, the first and last few
@@ -310,13 +356,15 @@ def advise_runs(
     """
     out: dict[str, Advice] = {}
     known = {} if known is None else known
-    for group in server_groups(facts):
-        got = advise_group(group, snapshots, known=known, starts_per_day=starts_per_day)
+    for positions in server_indices(facts):
+        group = _Picked(facts, positions)
+        got = _advise_positions(group, snapshots, None, known=known, starts_per_day=starts_per_day)
         if got is None:
             continue
         adv, used = got
-        limits = engine_limits(used[-1])
-        for f in used:
+        limits = engine_limits(group[used[-1]])
+        for i in used:
+            f = group[i]
             ev = _evidence(f, snapshots, None, known)
             own = _own_current(f, ev, adv, limits) if ev is not None else None
             out[f.run.id] = replace(adv, current=own)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from diag.events import EVENT_KINDS, EventTables, empty_frame
 from diag.facts.record import RunFacts
+from diag.spill import Held, Spilled, spill
 
 _NO_ROWS = pd.DataFrame()
 
@@ -74,28 +75,34 @@ class PackedTables(EventTables):
 @dataclass(frozen=True)
 class PackedRun:
     """A run's facts with its frames packed: ``light`` is what advice reads (every field
-    but the row frames); :meth:`facts` gives the run back whole."""
+    but the row frames), spilled past the runs read last (:class:`diag.spill.Held`: a
+    fleet's runs are all held from their reading to their report); :meth:`facts` gives the
+    run back whole."""
 
-    light: RunFacts
-    frames: bytes | None  # (batches, requests); None: ``light`` is the whole run, unpacked
+    held: Held[RunFacts]
+    frames: Spilled | None  # (batches, requests); None: ``light`` is the whole run, unpacked
 
     @classmethod
     def of(cls, f: RunFacts) -> PackedRun:
         tables = PackedTables(f.run.tables._frames)
         light = replace(f, run=replace(f.run, tables=tables), batches=_NO_ROWS, requests=_NO_ROWS)
-        return cls(light, pack((f.batches, f.requests)))
+        return cls(Held(light), spill((f.batches, f.requests)))
+
+    @property
+    def light(self) -> RunFacts:
+        return self.held.get()
 
     def facts(self) -> RunFacts:
         if self.frames is None:  # held live (a single group: nothing to bound)
             return self.light
-        batches, requests = unpack(self.frames)
+        batches, requests = self.frames.load()
         # the event tables stay packed until a reader asks for a kind (most reads of a run
         # need none: advice and the fleet summary read ``light``)
         return replace(self.light, batches=batches, requests=requests)
 
 
 def live(f: RunFacts) -> PackedRun:
-    return PackedRun(f, None)
+    return PackedRun(Held(f, bounded=False), None)
 
 
 class JoinedTables(EventTables):
