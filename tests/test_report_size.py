@@ -97,3 +97,42 @@ def test_packing_keeps_the_figure() -> None:
     assert len(block) < len(large) / 5 and "<" not in block
     assert unpack_figure(block) == json.loads(large)
     assert figure_block(large) == block  # deterministic: no time stamp in the packing
+
+
+def _sections(html_text: str) -> list[tuple[bool, str]]:
+    """Each run section: (quiet, its text up to the next section)."""
+    parts = re.split(r'(?=<details class="run[ "])', html_text)[1:]
+    return [(p.startswith('<details class="run quiet"'), p) for p in parts]
+
+
+@pytest.mark.parametrize("quiet_pods", [24, 30])
+def test_a_fleet_page_draws_charts_for_the_runs_with_something_to_show(
+    tmp_path: Path, quiet_pods: int
+) -> None:
+    """Past FIGURE_RUNS runs a quiet run's section says why it has no chart and how to get
+    them; a run with a finding keeps its charts; up to FIGURE_RUNS every run is drawn."""
+    from bench.many_files import write_fleet
+    from diag.render.html import FIGURE_RUNS
+
+    write_fleet(tmp_path / "fleet", quiet_pods)
+    squeeze = tmp_path / "fleet" / "pod-squeeze"
+    squeeze.mkdir()
+    for f in (ROOT / "fixtures" / "incidents" / "sglang-kv-squeeze").iterdir():
+        if f.suffix != ".yaml":
+            (squeeze / f.name).write_bytes(f.read_bytes())
+    page = render_html(analyze([str(tmp_path / "fleet")], generated_at="fixed"))
+    sections = _sections(page)
+    assert len(sections) == quiet_pods + 1
+    loud = [text for quiet, text in sections if not quiet]
+    assert loud and all('class="plot"' in text or "gd-plot" in text for text in loud)
+    many = len(sections) > FIGURE_RUNS
+    for quiet, text in sections:
+        if not quiet:
+            assert "figures-left-out" not in text
+            continue
+        left_out = "figures-left-out" in text
+        assert left_out == many
+        if left_out:
+            assert "graphdiag analyze " in text and "server.log" in text
+            assert "data-target" not in text  # no chart's figure data after it either
+    assert _figures(page)  # the loud run's charts are on the page

@@ -38,6 +38,10 @@ _T = TypeVar("_T")
 
 MAX_EVIDENCE = 6
 MANY_RUNS = 3  # above this, runs table first, runs folded, findings grouped
+#: above this many runs a quiet run's section draws no figure: a fleet's page of 3,000 pods
+#: was 123 MB of charts (18,000 of them) and a third of the analysis time, for runs with
+#: nothing to show; 25 runs still fit a ticket with every chart (tests/test_report_size.py)
+FIGURE_RUNS = 25
 MAX_FIRST_CHANGES = 3
 
 __all__ = ["html_chunks", "record_yaml", "render_html"]
@@ -193,6 +197,17 @@ def _worst(report: Report) -> str:
     return min(known, key=SEVERITY_ORDER.__getitem__) if known else "ok"
 
 
+def _figures_left_out(row: RunRow, run: RunReport, n_runs: int) -> str | None:
+    """Why a run's section draws no figure, None where it draws them."""
+    if n_runs <= FIGURE_RUNS or not row.quiet:
+        return None
+    sources = " ".join(run.sources) or "its log"
+    return (
+        f"No charts for a quiet run (verdict ok, no finding) on a page of {n_runs:,} runs; "
+        f"the JSON report has its figures, and `graphdiag analyze {sources}` draws them."
+    )
+
+
 def render_html(report: Report) -> str:
     """The whole report as one HTML document (plotly.js inlined once, no network use)."""
     return "".join(html_chunks(report))
@@ -219,8 +234,11 @@ def html_chunks(report: Report) -> Iterator[str]:
 
     def runs() -> Iterator[dict[str, Any]]:  # each run's view, built as its section is written
         for row, run in pairs:
+            left_out = _figures_left_out(row, run, len(pairs))
             yield {
-                **run_view(page, row, run, profiles.get(run.id, []), snapshots.get(run.id, [])),
+                **run_view(
+                    page, row, run, profiles.get(run.id, []), snapshots.get(run.id, []), left_out
+                ),
                 "findings": [_card(f, row) for f in _by_sev(run.findings)] if many else [],
                 "traces": trace_views.get(run.id),
             }

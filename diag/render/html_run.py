@@ -352,9 +352,43 @@ def run_view(
     run: RunReport,
     profiles: Sequence[Mapping[str, Any]],
     snapshots: list[Snapshot],
+    figures_left_out: str | None = None,
 ) -> dict[str, Any]:
+    """The run's section; ``figures_left_out``: why it draws no figure (a quiet run on a
+    fleet's page), said where they would be."""
     facts = run.facts
     sizes = list(facts.window.sizes or ())  # the record's list, or the engine's default
+    above, below = ([], []) if figures_left_out else _figure_panels(page, run, sizes, snapshots)
+    notes = [n for n in run.notes if not (snapshots and n.startswith("snapshot "))]
+    flags = run.recommendation["flags"] if run.recommendation is not None else None
+    return {
+        "row": row,
+        "sources": list(facts.run.sources),
+        "cards": cards(run),
+        "buckets": compact_sizes(sizes),
+        "buckets_inferred": facts.window.sizes_inferred,
+        "padding": facts.window.padding,
+        "flags": flags or None,
+        "load_panels": above,
+        "eager": eager_view(run),
+        "panels": below,
+        "figures_left_out": figures_left_out,
+        "ranks": ranks_view(run),
+        "graphs": {"columns": RUNNER_COLUMNS, "rows": runner_rows(run)}
+        if run.record.graphs
+        else None,
+        "startup": startup_view(run),
+        "profiles": [profile_view(p, open_=i < 2) for i, p in enumerate(profiles)],
+        "snapshots": [snapshot_view(s) for s in snapshots],
+        "notes": notes,
+    }
+
+
+def _figure_panels(
+    page: Page, run: RunReport, sizes: list[int], snapshots: list[Snapshot]
+) -> tuple[list[Panel], list[Panel]]:
+    """The run's load panels (above the eager-traffic summary) and figure panels (below)."""
+    facts = run.facts
     batches = plots.prepare_batches(facts.batches)
     load = run.load_timeline(plots.MAX_TIMELINE_POINTS)
     axis = time_axis([batches["ts"].to_numpy(), load.ts], facts.year_source)
@@ -370,28 +404,7 @@ def run_view(
         snapshots=snapshots,
         load_bin_s=load.bin_s,
     )
-    notes = [n for n in run.notes if not (snapshots and n.startswith("snapshot "))]
-    flags = run.recommendation["flags"] if run.recommendation is not None else None
-    return {
-        "row": row,
-        "sources": list(facts.run.sources),
-        "cards": cards(run),
-        "buckets": compact_sizes(sizes),
-        "buckets_inferred": facts.window.sizes_inferred,
-        "padding": facts.window.padding,
-        "flags": flags or None,
-        "load_panels": load_panels(ctx),
-        "eager": eager_view(run),
-        "panels": [p for make in RUN_PANELS for p in make(ctx)],
-        "ranks": ranks_view(run),
-        "graphs": {"columns": RUNNER_COLUMNS, "rows": runner_rows(run)}
-        if run.record.graphs
-        else None,
-        "startup": startup_view(run),
-        "profiles": [profile_view(p, open_=i < 2) for i, p in enumerate(profiles)],
-        "snapshots": [snapshot_view(s) for s in snapshots],
-        "notes": notes,
-    }
+    return load_panels(ctx), [p for make in RUN_PANELS for p in make(ctx)]
 
 
 def unattached_view(
