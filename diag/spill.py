@@ -8,6 +8,8 @@ value into an anonymous temporary file (the system deletes it when it is closed,
 the process is killed) and gives back a :class:`Spilled` handle of a few dozen bytes that
 reads it back. The file is emptied when its last handle is let go. Where no temporary file
 can be made (a read-only or full disk) the packed bytes stay in memory: never lost.
+Only what this process pickled is ever unpickled: the file has no name, nothing else can
+open it (no input file meets ``pickle.loads`` here).
 """
 
 from __future__ import annotations
