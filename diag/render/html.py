@@ -29,7 +29,7 @@ from diag.render.html_page import Page, csp_hash, environment, plotly_js, templa
 from diag.render.html_run import run_view, unattached_view
 from diag.render.inputs import input_lines
 from diag.render.numbers import fmt_num, joined
-from diag.render.serialize import record_yaml
+from diag.render.serialize import record_chunks, record_yaml
 from diag.render.text import VERDICT_BADGE, headline, verdict_text
 from diag.render.view import EvidenceLine, FindingCard, FindingGroup, FirstChange, RunRow
 from diag.report import Report, RunReport
@@ -291,7 +291,7 @@ def html_chunks(report: Report) -> Iterator[str]:
             n_findings=len(findings),
             groups=_groups(findings) if many else [],
             cards=[] if many else [_card(f, row) for f, row in findings],
-            record_yaml=record_yaml(report),
+            record_yaml=record_chunks(report),
             runs=runs(),
             loose=loose,
             loose_traces=loose_traces,
