@@ -22,7 +22,7 @@ import pandas as pd
 from diag.engines import EngineConfig
 from diag.engines.runners import PHASE_RUNNER, Model, Runner, Status, phase_of, unit_of
 from diag.events import EventTables
-from diag.facts.access import _rank0
+from diag.facts.access import Row, _rank0, records
 from diag.facts.metric_counts import MetricCounts
 from diag.facts.run_record import BatchCounts, CaptureError, GraphRunner, RunRecord
 from diag.facts.steps import DecodeSteps
@@ -36,15 +36,11 @@ _VLLM_SETS: dict[str, tuple[tuple[Runner, str], ...]] = {
 }
 
 
-def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return frame.to_dict("records") if not frame.empty else []
-
-
 def _text(v: Any) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
-def _key(row: dict[str, Any]) -> int:
+def _key(row: Row) -> int:
     return int(row.get("_order", row["line"]))
 
 
@@ -52,7 +48,7 @@ def _phases(tables: EventTables) -> list[str]:
     """Every capture phase the logs name, in order of first appearance."""
     seen: dict[str, int] = {}
     for kind in ("capture_begin", "capture_sizes", "capture_progress", "capture_end"):
-        for row in _rows(tables[kind]):
+        for row in records(tables[kind]):
             phase = _text(row.get("phase"))
             if phase is not None:
                 seen[phase] = min(seen.get(phase, 1 << 62), _key(row))
@@ -75,7 +71,7 @@ def _sizes(tables: EventTables, phases: set[str]) -> tuple[tuple[int, ...] | Non
     rows = _phase_rows(tables["capture_sizes"], phases)
     sizes: tuple[int, ...] | None = None
     backend = None
-    for row in _rows(rows):
+    for row in records(rows):
         if _text(row.get("mode")):
             backend = str(row["mode"])
         raw = row.get("sizes")
@@ -303,7 +299,7 @@ def _vllm_sizes(
     rows = _phase_rows(tables["capture_sizes"], which - {"all"})
     largest = None
     backend = None
-    for row in _rows(rows):
+    for row in records(rows):
         if row.get("largest") is not None and not pd.isna(row.get("largest")):
             largest = int(row["largest"])
         if _text(row.get("mode")):
@@ -339,14 +335,14 @@ def error_runner(tables: EventTables, error: CaptureError | None) -> tuple[Runne
     err = tables["error"]
     at = None
     who = None
-    for row in _rows(err):
+    for row in records(err):
         if str(row["source"]) == error.path and int(row["line"]) == error.line:
             at, who = _key(row), _text(row.get("rank"))
             break
     if at is not None:
         opened: list[tuple[int, str, str | None]] = []
         for kind in ("capture_begin", "capture_progress"):
-            for row in _rows(tables[kind]):
+            for row in records(tables[kind]):
                 phase = _text(row.get("phase"))
                 if phase is not None and _key(row) <= at:
                     opened.append((_key(row), phase, _text(row.get("rank"))))
@@ -355,7 +351,7 @@ def error_runner(tables: EventTables, error: CaptureError | None) -> tuple[Runne
             k0, phase, rank = max(mine)
             ended = any(
                 k0 <= _key(r) <= at and _text(r.get("rank")) in (rank, None)
-                for r in _rows(tables["capture_end"])
+                for r in records(tables["capture_end"])
             )
             if not ended and phase in PHASE_RUNNER:
                 return PHASE_RUNNER[phase]

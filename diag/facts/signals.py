@@ -15,7 +15,7 @@ import pandas as pd
 
 from diag.engines import spec_for
 from diag.events import EventTables
-from diag.facts.access import sizing
+from diag.facts.access import box_rows, sizing
 from diag.facts.advisories import Advisory
 from diag.facts.record import RunFacts, captured_size_count
 
@@ -47,9 +47,9 @@ def line_signals(facts: RunFacts) -> LineSignals:
         Advisory(
             str(r["topic"]), None if pd.isna(r["value"]) else float(r["value"]), str(r["text"])
         )
-        for r in (
+        for r in box_rows(
             adv[adv["topic"].isin(NUMERIC_MEMORY_ADVISORIES)] if not adv.empty else adv
-        ).to_dict("records")
+        )
     )
     stats = t["stats"]
     decode = t["decode_batch"]
@@ -204,7 +204,7 @@ def engine_downgrades(facts: RunFacts) -> tuple[str, ...]:
     user = user_eager(facts)
     modes = facts.tables["graph_mode"]
     if not modes.empty:
-        for row in modes[modes["downgraded"] == True].to_dict("records"):  # noqa: E712
+        for row in box_rows(modes[modes["downgraded"] == True]):  # noqa: E712
             if user is not None and str(row["mode"]).upper() == "NONE":
                 continue
             out.append(str(row["text"]))

@@ -11,6 +11,7 @@ time from the first start-up line to it (the time to first service).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ import pandas as pd
 
 from diag.engines.runners import PHASE_RUNNER
 from diag.events import EventTables
-from diag.facts.access import is_rank0
+from diag.facts.access import Row, box_rows, is_rank0, records
 
 #: phase markers -> timeline stages (capture phases come from the capture lines instead)
 _MARKER_STAGE = {
@@ -61,11 +62,7 @@ class Stage:
         }
 
 
-def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return frame.to_dict("records") if not frame.empty else []
-
-
-def _first_row(frame: pd.DataFrame, skip_received: bool) -> dict[str, Any] | None:
+def _first_row(frame: pd.DataFrame, skip_received: bool) -> Row | None:
     """The table's earliest row (by ``_order``, else ``line``) as a dict: only that row is
     boxed (a big log's decode table has millions of rows; boxing them all was its peak)."""
     if skip_received and "action" in frame.columns:
@@ -74,20 +71,19 @@ def _first_row(frame: pd.DataFrame, skip_received: bool) -> dict[str, Any] | Non
         return None
     col = "_order" if "_order" in frame.columns else "line"
     at = int(frame[col].to_numpy().argmin())
-    row: dict[str, Any] = frame.iloc[[at]].to_dict("records")[0]
-    return row
+    return box_rows(frame.iloc[[at]])[0]
 
 
-def _ts(row: dict[str, Any]) -> float | None:
+def _ts(row: Row) -> float | None:
     v = row.get("ts")
     return None if v is None or pd.isna(v) else float(v)
 
 
-def _order(row: dict[str, Any]) -> int:
+def _order(row: Row) -> int:
     return int(row.get("_order", row["line"]))
 
 
-def _rank0(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _rank0(rows: Sequence[Row]) -> Sequence[Row]:
     mine = [r for r in rows if is_rank0(r.get("rank") if isinstance(r.get("rank"), str) else None)]
     return mine or rows
 
@@ -100,8 +96,8 @@ def _runner_name(phase: str) -> str:
 
 
 def _captures(tables: EventTables) -> list[Stage]:
-    begins = _rank0(_rows(tables["capture_begin"]))
-    ends = _rank0(_rows(tables["capture_end"]))
+    begins = _rank0(records(tables["capture_begin"]))
+    ends = _rank0(records(tables["capture_end"]))
     out = []
     for b in begins:
         phase = str(b.get("phase") or "")
@@ -133,7 +129,7 @@ def _captures(tables: EventTables) -> list[Stage]:
     # a server-info document times each runner's capture with no begin line
     # (diag.parsers.server_info): its stages carry the engine's seconds, no start
     documents = {
-        str(r["source"]) for r in _rows(tables["startup"]) if r.get("marker") == "server_info"
+        str(r["source"]) for r in records(tables["startup"]) if r.get("marker") == "server_info"
     }
     begun = {str(b.get("phase") or "") for b in begins}
     for e in ends:
@@ -164,7 +160,7 @@ def startup_timeline(tables: EventTables) -> tuple[Stage, ...]:
     """The run's start-up stages in order (empty where the log shows none)."""
     stages: list[Stage] = []
     seen: set[str] = set()
-    for row in sorted(_rank0(_rows(tables["phase"])), key=_order):
+    for row in sorted(_rank0(records(tables["phase"])), key=_order):
         stage = _MARKER_STAGE.get(str(row.get("phase")))
         if stage is None or stage in seen:
             continue
@@ -183,7 +179,7 @@ def startup_timeline(tables: EventTables) -> tuple[Stage, ...]:
         )
     stages += _captures(tables)
     for name, stage in _TIMED.items():
-        sizing = [r for r in _rows(tables["sizing"]) if r.get("name") == name]
+        sizing = [r for r in records(tables["sizing"]) if r.get("name") == name]
         if sizing and stage not in seen:
             r = sizing[0]
             stages.append(
