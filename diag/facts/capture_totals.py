@@ -67,6 +67,20 @@ def kv_tokens_with_source(
     )
 
 
+def captured_size_count(tables: EventTables) -> int | None:
+    """How many decode sizes were captured, from size-list counts or tqdm totals."""
+    counts: list[int] = []
+    cs = tables["capture_sizes"]
+    if not cs.empty:
+        cs = cs[cs["phase"] != "prefill"]
+        counts += [int(c) for c in cs["count"].dropna()]
+    prog = tables["capture_progress"]
+    if not prog.empty:
+        prog = prog[prog["phase"] != "prefill"]
+        counts += [int(c) for c in prog["total"].dropna()]
+    return max(counts) if counts else None
+
+
 _BEGUN = ("capture_begin", "capture_progress")
 _SERVING = ("decode_batch", "prefill_batch", "stats", "graph_step")
 

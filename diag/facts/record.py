@@ -42,6 +42,9 @@ from diag.facts.capture_totals import (
     unfinished_capture,
     unplaced_error,
 )
+from diag.facts.capture_totals import (
+    captured_size_count as captured_size_count,  # re-exported: tests read it from here
+)
 from diag.facts.config_eager import ConfigEager, config_eager
 from diag.facts.graphs import build_graphs, error_runner, name_error_runner
 from diag.facts.metric_counts import MetricCounts, metric_counts, with_metric_counts
@@ -60,6 +63,7 @@ from diag.facts.run_record import (
 )
 from diag.facts.runs import Run
 from diag.facts.settings import engine_config
+from diag.facts.signals import LineSignals, line_signals
 from diag.facts.stalls import CaptureStall, capture_stalls
 from diag.facts.startup import Stage, capture_share, startup_timeline
 from diag.facts.steps import DecodeSteps, clock_jump_note, decode_steps
@@ -122,6 +126,9 @@ class RunFacts:
     kv_tokens_source: str | None = None
     # the run's profiler traces joined to its batches (diag.facts.joins)
     trace_check: TraceCheck | None = None
+    # what its lines say beyond the record, for the rules (diag.facts.signals): read while
+    # the event tables are at hand, so the rules of a fleet's run never unpack them
+    signals: LineSignals | None = None
 
     @property
     def tables(self) -> EventTables:
@@ -316,20 +323,6 @@ def capture_error(tables: EventTables) -> tuple[CaptureError | None, tuple[str, 
     return out, (out.path, out.line)
 
 
-def captured_size_count(tables: EventTables) -> int | None:
-    """How many decode sizes were captured, from size-list counts or tqdm totals."""
-    counts: list[int] = []
-    cs = tables["capture_sizes"]
-    if not cs.empty:
-        cs = cs[cs["phase"] != "prefill"]
-        counts += [int(c) for c in cs["count"].dropna()]
-    prog = tables["capture_progress"]
-    if not prog.empty:
-        prog = prog[prog["phase"] != "prefill"]
-        counts += [int(c) for c in prog["total"].dropna()]
-    return max(counts) if counts else None
-
-
 # ------------------------------------------------------------------ the record
 def _prefill_node(config: EngineConfig, tables: EventTables) -> bool | None:
     if config.disaggregation_mode is not None:
@@ -415,7 +408,7 @@ def build_facts(run: Run) -> RunFacts:
     )
     stalls = capture_stalls(t) if error is None else ()
     timeline = startup_timeline(t)
-    return RunFacts(
+    facts = RunFacts(
         run,
         config,
         window,
@@ -435,6 +428,7 @@ def build_facts(run: Run) -> RunFacts:
         startup_capture=capture_share(timeline),
         metric_counts=counted,
     )
+    return replace(facts, signals=line_signals(facts))
 
 
 def _clock_notes(steps: DecodeSteps) -> list[str]:

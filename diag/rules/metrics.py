@@ -302,7 +302,7 @@ def run_metrics(
         eager_by_reason = {"counted_eager": float(counts.eager)}
 
     sizes = rec.graph_capture_sizes or facts.window.sizes or ()
-    lines = line_signals(facts)
+    lines = facts.signals or line_signals(facts)  # (read at build time, else now)
     snap_gib = facts.snapshot_graph_pool_gib  # one fact, set where snapshots join runs
     speed = _per_request_speed(batches)
     tp = cfg.tp_size
