@@ -153,19 +153,30 @@ def _stream_frames(tables: EventTables, streams: list[Stream]) -> list[dict[str,
             )
             continue
         order = np.argsort(keys, kind="stable")
+        grouped = frame.take(order)  # one copy, each stream's rows a slice (not a take each)
         sorted_keys = keys[order]
         starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
         ends = np.r_[starts[1:], len(sorted_keys)]
         for a, b in zip(starts, ends, strict=True):
             key = int(sorted_keys[a])
             if key >= 0:
-                part = frame.iloc[order[a:b]]
+                part = grouped.iloc[a:b]
                 if categorical:
                     part = part.assign(source=_own_categories(part["source"]))
                 out[key][kind] = part
     # keep the frames' order as in the tables, as the per-stream filter did
     names = list(tables._frames)
     return [dict(sorted(m.items(), key=lambda kv: names.index(kv[0]))) for m in out]
+
+
+def _numbered(index: pd.Index) -> bool:
+    """Is this the index ``reset_index(drop=True)`` gives (rows numbered from 0)?"""
+    return (
+        isinstance(index, pd.RangeIndex)
+        and index.start == 0
+        and index.step == 1
+        and index.name is None
+    )
 
 
 def _own_categories(source: pd.Series) -> pd.Series:
@@ -225,7 +236,8 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
             if len(order) > 1 and not bool(np.all(order[1:] >= order[:-1])):
                 frame = frame.sort_values("_order", kind="stable")  # rarely: logs are in order
                 order = frame["_order"].to_numpy()
-            frame = frame.reset_index(drop=True)
+            if not _numbered(frame.index):
+                frame = frame.reset_index(drop=True)
             if n_runs == 1:  # no restart: one run of all rows, no copy
                 parts[0][kind] = frame
                 continue
