@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -68,28 +68,43 @@ def rows_at(frame: pd.DataFrame, rows: np.ndarray | None) -> pd.DataFrame:
 
 Row = Mapping[str, Any]
 
-#: frames boxed lately and their rows: a run's few small kinds (capture, phase, sizing lines)
-#: are read as rows by several facts modules in turn, boxed once (held with the frame, so an
-#: id is never reused while cached; callers never modify frames in place)
-_BOXED: dict[int, tuple[pd.DataFrame, tuple[Row, ...]]] = {}
-_BOXED_KEEP = 32  # frames (a run's kinds and a few over)
-_BOXED_MAX_ROWS = 2048  # a larger frame's rows are not held (a big log's serving tables)
+T = TypeVar("T")
+
+#: frames read lately, with what was read of them (by reader): a run's few small kinds
+#: (capture, phase, sizing lines) are read by several facts modules in turn, each read done
+#: once (held with its frame, so an id is never reused while held; callers never modify
+#: frames in place, nor what these readers return)
+_HELD: dict[tuple[int, str], tuple[pd.DataFrame, Any]] = {}
+_HELD_KEEP = 64  # (frame, reader) pairs: a run's kinds and a few over
+_HELD_MAX_ROWS = 2048  # a larger frame's reading is not held (a big log's serving tables)
 
 
+def once_per_frame(read: Callable[[pd.DataFrame], T]) -> Callable[[pd.DataFrame], T]:
+    """``read(frame)``, done once per frame while the frame is among the last few read."""
+    name = read.__qualname__
+
+    def held(frame: pd.DataFrame) -> T:
+        key = (id(frame), name)
+        got = _HELD.get(key)
+        if got is not None and got[0] is frame:
+            value: T = got[1]
+            return value
+        value = read(frame)
+        if len(frame) <= _HELD_MAX_ROWS:
+            if len(_HELD) >= _HELD_KEEP:
+                del _HELD[next(iter(_HELD))]  # the oldest
+            _HELD[key] = (frame, value)
+        return value
+
+    held.__doc__ = read.__doc__
+    return held
+
+
+@once_per_frame
 def records(frame: pd.DataFrame) -> tuple[Row, ...]:
     """``frame.to_dict("records")``, read-only and boxed once per frame: pandas' own takes
     ~0.5 ms on a frame of a few rows, 18 calls a small run (most of them the same frames)."""
-    if frame.empty:
-        return ()
-    held = _BOXED.get(id(frame))
-    if held is not None and held[0] is frame:
-        return held[1]
-    rows = box_rows(frame)
-    if len(rows) <= _BOXED_MAX_ROWS:
-        if len(_BOXED) >= _BOXED_KEEP:
-            del _BOXED[next(iter(_BOXED))]  # the oldest
-        _BOXED[id(frame)] = (frame, rows)
-    return rows
+    return box_rows(frame) if not frame.empty else ()
 
 
 def box_rows(frame: pd.DataFrame) -> tuple[Row, ...]:
@@ -122,7 +137,19 @@ def _plain(v: Any) -> Any:
 
 
 def sizing(tables: EventTables, name: str, rank0: bool = True) -> float | None:
-    return sizing_values(tables["sizing"], rank0).get(name)
+    read = _rank0_sizing if rank0 else _any_rank_sizing
+    value: float | None = read(tables["sizing"]).get(name)
+    return value
+
+
+@once_per_frame
+def _rank0_sizing(frame: pd.DataFrame) -> dict[str, Any]:
+    return sizing_values(frame, rank0=True)
+
+
+@once_per_frame
+def _any_rank_sizing(frame: pd.DataFrame) -> dict[str, Any]:
+    return sizing_values(frame, rank0=False)
 
 
 def sizing_values(frame: pd.DataFrame, rank0: bool = True) -> dict[str, Any]:

@@ -30,14 +30,15 @@ from diag.facts.access import (
     _rank0,
     mode_is_none,
     rank_rows,
+    records,
     rows_at,
     sizing,
 )
 from diag.facts.access import is_rank0 as is_rank0  # re-exported: callers read it from here
 from diag.facts.agreement import agreement
 from diag.facts.capture_totals import (
+    CAPTURE_PHASE_GROUPS,
     _capture_totals,
-    _kv_tokens,
     kv_tokens_with_source,
     unfinished_capture,
     unplaced_error,
@@ -485,31 +486,61 @@ def _ranks(run: Run, batches: pd.DataFrame) -> list[RankRecord]:
     ranks: set[str] = set()
     for frame in run.tables._frames.values():
         ranks.update(r for r in pd.unique(frame["rank"]) if isinstance(r, str) and r)
-    out = []
-    # per-rank figures need only these tables: never copy the big batch tables per rank
-    small = [(k, run.tables[k]) for k in ("capture_end", "sizing")]
-    small_rows = [rank_rows(f) for _, f in small]
+    if not ranks:
+        return []
+    # each rank's figures from one pass over the few capture-end and sizing rows (a frame
+    # per rank and table cost ~1 ms a rank); never copy the big batch tables per rank
+    capture = _capture_totals_by_rank(run.tables["capture_end"])
+    sized = _sizing_by_rank(run.tables["sizing"])
     narrow = batches if batches.empty else batches[list(cls.SUMMARY_COLUMNS)]
     batch_rows = rank_rows(batches)
+    out = []
     for rank in sorted(ranks, key=_rank_sort_key):
-        sub = EventTables(
-            {k: rows_at(f, rows.get(rank)) for (k, f), rows in zip(small, small_rows, strict=True)}
-        )
-        cap_time, cap_mem = _capture_totals(sub)
+        cap_time, cap_mem = capture.get(rank, (None, None))
+        values = sized.get(rank, {})
         rb = rows_at(narrow, batch_rows.get(rank))
         counts = cls.batch_counts(rb)
         entry = RankRecord(
             rank=rank,
             capture_time_s=cap_time,
             capture_mem_gib=cap_mem,
-            kv_tokens=_kv_tokens(sub),
-            gpu_blocks=_as_int(sizing(sub, "gpu_blocks")),
-            kv_cache_gib=sizing(sub, "kv_cache_gib"),
-            max_concurrency=sizing(sub, "max_concurrency"),
+            kv_tokens=_as_int(_first(values.get("kv_tokens"), values.get("max_total_num_tokens"))),
+            gpu_blocks=_as_int(values.get("gpu_blocks")),
+            kv_cache_gib=values.get("kv_cache_gib"),
+            max_concurrency=values.get("max_concurrency"),
             captured_share=cls.captured_share(counts),
             padding_waste=cls.padding_waste(rb),
         )
         out.append(entry)
+    return out
+
+
+def _capture_totals_by_rank(ends: pd.DataFrame) -> dict[str, tuple[float | None, float | None]]:
+    """Each rank's decode capture time and memory: :func:`_capture_totals` of its own rows."""
+    if ends.empty:
+        return {}
+    decode = ends["phase"].fillna("decode").isin(CAPTURE_PHASE_GROUPS["decode"]).to_numpy(bool)
+    time_s = ends["time_s"].to_numpy(dtype=float, na_value=np.nan)
+    mem = ends["mem_gib"].to_numpy(dtype=float, na_value=np.nan)
+
+    def total(values: np.ndarray) -> float | None:
+        values = values[~np.isnan(values)]
+        return round(float(values.sum()), 3) if len(values) else None
+
+    return {
+        rank: (total(time_s[mine]), total(mem[mine]))
+        for rank, rows in rank_rows(ends).items()
+        if len(mine := rows[decode[rows]])
+    }
+
+
+def _sizing_by_rank(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Each rank's last logged value of every sizing name (:func:`sizing` of its own rows)."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in records(frame):
+        value = _plain(row["value"])
+        if value is not None:
+            out.setdefault(row["rank"], {})[row["name"]] = value
     return out
 
 
