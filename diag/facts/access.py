@@ -32,7 +32,7 @@ def _rank0(frame: pd.DataFrame) -> pd.DataFrame:
     the lowest pid, the driver that spawned the others (never the sum over all ranks)."""
     if frame.empty:
         return frame
-    mask = frame["rank"].map(is_rank0).to_numpy(dtype=bool)  # ranks may be categorical
+    mask = _rank0_mask(frame["rank"])
     if not mask.any():
         ranks = [r for r in pd.unique(frame["rank"]) if isinstance(r, str) and r]
         if len(ranks) > 1:
@@ -40,6 +40,18 @@ def _rank0(frame: pd.DataFrame) -> pd.DataFrame:
             return frame[(frame["rank"] == low).to_numpy(dtype=bool)]
         return frame
     return frame[mask] if not mask.all() else frame  # (all rank 0: no copy)
+
+
+def _rank0_mask(ranks: pd.Series) -> np.ndarray:
+    """Per row: is its rank rank 0? On categorical ranks, asked once per category (a run's
+    few ranks) instead of through ``Series.map``, which costs ~0.2 ms on a frame of a few rows."""
+    if isinstance(ranks.dtype, pd.CategoricalDtype):
+        cat = ranks.array
+        codes = np.asarray(cat.codes)
+        if not (codes < 0).any():  # (a missing rank: as ``map`` reads it, below)
+            says = np.array([is_rank0(r) for r in cat.categories], dtype=bool)
+            return np.asarray(says[codes])
+    return np.asarray(ranks.map(is_rank0).to_numpy(dtype=bool))
 
 
 def rank_rows(frame: pd.DataFrame) -> dict[str, np.ndarray]:
