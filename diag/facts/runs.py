@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -118,13 +119,17 @@ def _keys(frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[str]) 
     return pd.Series(keys, index=frame.index, copy=False)
 
 
-def _stream_frames(tables: EventTables, streams: list[Stream]) -> list[dict[str, pd.DataFrame]]:
-    """Each stream's rows of every frame, in one grouped pass per frame.
+def _stream_frames(
+    tables: EventTables, streams: list[Stream]
+) -> tuple[list[dict[str, pd.DataFrame]], bool]:
+    """Each stream's rows of every frame, in one grouped pass per frame, and whether their
+    ``source`` categories are still to be narrowed to the stream's own files (done with its
+    order keys, one new frame: :func:`_keyed`).
 
     Equal to ``f[f["source"].isin(stream.sources)]`` per stream and frame (same rows, order
     and index), without filtering every frame once per stream: thousands of small files
     made that quadratic. A source listed by two streams (never made by ingest) falls back
-    to the per-stream filter."""
+    to the per-stream filter (its categories left as they are)."""
     stream_of: dict[str, int] = {}
     for i, stream in enumerate(streams):
         for src in stream.sources:
@@ -132,7 +137,7 @@ def _stream_frames(tables: EventTables, streams: list[Stream]) -> list[dict[str,
                 return [
                     {k: f[f["source"].isin(st.sources)] for k, f in tables._frames.items()}
                     for st in streams
-                ]
+                ], False
     out: list[dict[str, pd.DataFrame]] = [{} for _ in streams]
     for kind, frame in tables._frames.items():
         if frame.empty:
@@ -145,12 +150,9 @@ def _stream_frames(tables: EventTables, streams: list[Stream]) -> list[dict[str,
             keys = by_code[src.cat.codes.to_numpy()]  # code -1 (missing) -> the last entry
         else:
             keys = src.map(stream_of).fillna(-1).to_numpy(dtype=np.int64)
-        categorical = isinstance(src.dtype, pd.CategoricalDtype)
         if len(keys) and keys[0] >= 0 and bool((keys == keys[0]).all()):
             # one stream holds every row (one file, one rotated set): the frame itself
-            out[int(keys[0])][kind] = (
-                frame.assign(source=_own_categories(src)) if categorical else frame
-            )
+            out[int(keys[0])][kind] = frame
             continue
         order = np.argsort(keys, kind="stable")
         grouped = frame.take(order)  # one copy, each stream's rows a slice (not a take each)
@@ -160,13 +162,10 @@ def _stream_frames(tables: EventTables, streams: list[Stream]) -> list[dict[str,
         for a, b in zip(starts, ends, strict=True):
             key = int(sorted_keys[a])
             if key >= 0:
-                part = grouped.iloc[a:b]
-                if categorical:
-                    part = part.assign(source=_own_categories(part["source"]))
-                out[key][kind] = part
+                out[key][kind] = grouped.iloc[a:b]
     # keep the frames' order as in the tables, as the per-stream filter did
     names = list(tables._frames)
-    return [dict(sorted(m.items(), key=lambda kv: names.index(kv[0]))) for m in out]
+    return [dict(sorted(m.items(), key=lambda kv: names.index(kv[0]))) for m in out], True
 
 
 def _numbered(index: pd.Index) -> bool:
@@ -183,8 +182,9 @@ def _own_categories(source: pd.Series) -> pd.Series:
     """A stream's ``source`` column with only its own files as categories: every later
     per-stream step (``map``, ``isin``, ``unique``) then costs the stream's files, not the
     whole folder's (10,000 files made each of them quadratic)."""
-    codes = source.cat.codes.to_numpy()
-    cats = source.cat.categories
+    cat = source.array  # (its codes and categories without a Series each)
+    codes = np.asarray(cat.codes)
+    cats = cat.categories
     seen = np.bincount(codes + 1, minlength=len(cats) + 1) > 0  # slot 0: missing (-1)
     present = np.flatnonzero(seen[1:])
     if len(present) == len(cats):  # every category is in use: already its own
@@ -192,20 +192,52 @@ def _own_categories(source: pd.Series) -> pd.Series:
     remap = np.full(len(cats) + 1, -1, dtype=np.int64)
     remap[present + 1] = np.arange(len(present))
     local = remap[codes + 1]  # missing values keep code -1
+    dtype = pd.CategoricalDtype(cats[present], ordered=False)
     return pd.Series(
-        pd.Categorical.from_codes(local, cats[present]), index=source.index, name=source.name
+        pd.Categorical.from_codes(local, dtype=dtype), index=source.index, name=source.name
     )
 
 
-def _by_instance(tables: EventTables, streams: list[Stream]) -> list[tuple[Stream, EventTables]]:
-    """A stream whose lines name several compose services / pods is several servers."""
-    out: list[tuple[Stream, EventTables]] = []
-    for stream, frames in zip(streams, _stream_frames(tables, streams), strict=True):
+def _keyed(
+    frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[str], narrow: bool
+) -> pd.DataFrame:
+    """The frame with its order keys as ``_order`` and, where ``narrow``, its ``source``
+    categories narrowed to the files it holds: one new frame (~0.14 ms each, per kind of
+    each small run), not one a column."""
+    columns = {"_order": _keys(frame, file_index, reversed_)}
+    if narrow and isinstance(frame["source"].dtype, pd.CategoricalDtype):
+        columns["source"] = _own_categories(frame["source"])
+    return frame.assign(**columns)
+
+
+def _distinct(col: pd.Series) -> set[Any]:
+    """``set(col.unique())``; on a categorical without missing values, from its codes
+    (``unique`` builds a Categorical: ~30 us a call, twice per kind of each small run)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cat = col.array
+        codes = np.asarray(cat.codes)
+        if not (codes < 0).any():
+            used = np.flatnonzero(np.bincount(codes, minlength=len(cat.categories)))
+            return set(cat.categories[used])
+    return set(col.unique())
+
+
+def _by_instance(
+    tables: EventTables, streams: list[Stream]
+) -> list[tuple[Stream, EventTables, bool]]:
+    """A stream whose lines name several compose services / pods is several servers. With
+    each: whether its ``source`` categories are still to be narrowed (:func:`_stream_frames`;
+    a server of several is cut from its stream's frames, narrowed before the cut)."""
+    out: list[tuple[Stream, EventTables, bool]] = []
+    per_stream, narrow = _stream_frames(tables, streams)
+    for stream, frames in zip(streams, per_stream, strict=True):
         mine = {k: f for k, f in frames.items() if not f.empty}
-        names = sorted({n for f in mine.values() for n in f["instance"].unique() if n})
+        names = sorted({n for f in mine.values() for n in _distinct(f["instance"]) if n})
         if len(names) <= 1:
-            out.append((stream, EventTables(mine)))
+            out.append((stream, EventTables(mine), narrow))
             continue
+        if narrow:
+            mine = {k: _narrowed(f) for k, f in mine.items()}
         for name in ["", *names]:
             part = {k: f[f["instance"] == name] for k, f in mine.items()}
             part = {k: f for k, f in part.items() if not f.empty}
@@ -214,20 +246,27 @@ def _by_instance(tables: EventTables, streams: list[Stream]) -> list[tuple[Strea
                 sub = Stream(
                     label, stream.backend, list(stream.sources), stream.kind, stream.year_source
                 )
-                out.append((sub, EventTables(part)))
+                out.append((sub, EventTables(part), False))
     return out
+
+
+def _narrowed(frame: pd.DataFrame) -> pd.DataFrame:
+    src = frame["source"]
+    if not isinstance(src.dtype, pd.CategoricalDtype):
+        return frame
+    return frame.assign(source=_own_categories(src))
 
 
 def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
     runs: list[Run] = []
-    for stream, sub_tables in _by_instance(tables, streams):
+    for stream, sub_tables, narrow in _by_instance(tables, streams):
         file_index = {s: i for i, s in enumerate(stream.sources)}
         mine = dict(sub_tables._frames)
         sub = sub_tables
         if not mine:
             continue  # a file with nothing relevant makes no run (it is still listed in inputs)
         rev = _reversed_sources(sub, stream.sources)
-        keyed = {k: f.assign(_order=_keys(f, file_index, rev)) for k, f in mine.items()}
+        keyed = {k: _keyed(f, file_index, rev, narrow) for k, f in mine.items()}
         bounds = _boundaries(keyed.get("startup"))
         n_runs = len(bounds) + 1
         parts: list[dict[str, pd.DataFrame]] = [{} for _ in range(n_runs)]
@@ -251,7 +290,7 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
             if not p:
                 continue
             srcs = sorted(
-                {s for f in p.values() for s in f["source"].unique()},
+                {s for f in p.values() for s in _distinct(f["source"])},
                 key=lambda s: file_index.get(s, 0),
             )
             runs.append(
@@ -350,9 +389,10 @@ def _value_counts(col: pd.Series) -> list[tuple[object, int]]:
     """(value, count) pairs of a column; on a categorical, a bincount of its codes (pandas'
     own value_counts costs ~0.5 ms a call there, paid per frame of every small run)."""
     if isinstance(col.dtype, pd.CategoricalDtype):
-        codes = col.cat.codes.to_numpy()
-        counts = np.bincount(codes[codes >= 0], minlength=len(col.cat.categories))
-        return [(v, int(n)) for v, n in zip(col.cat.categories, counts, strict=True) if n]
+        cat = col.array  # (its codes and categories without a Series each)
+        codes = np.asarray(cat.codes)
+        counts = np.bincount(codes[codes >= 0], minlength=len(cat.categories))
+        return [(v, int(n)) for v, n in zip(cat.categories, counts, strict=True) if n]
     return [(v, int(n)) for v, n in col.value_counts().items()]
 
 
