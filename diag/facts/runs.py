@@ -109,6 +109,11 @@ def order_keys(frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[s
     return np.asarray(idx * _FILE_STRIDE + line)
 
 
+def _line_keys(frame: pd.DataFrame) -> pd.Series:
+    """The order keys of a file read in order: its line (:func:`_keys`)."""
+    return _keys(frame, {"": 0}, set())
+
+
 def _keys(frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[str]) -> pd.Series:
     """:func:`order_keys` as the ``_order`` column. A Series, not an array: pandas copies
     an array assigned as a column, and for one file in order the keys are the ``line``
@@ -119,17 +124,16 @@ def _keys(frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[str]) 
     return pd.Series(keys, index=frame.index, copy=False)
 
 
-def _stream_frames(
-    tables: EventTables, streams: list[Stream]
-) -> tuple[list[dict[str, pd.DataFrame]], bool]:
-    """Each stream's rows of every frame, in one grouped pass per frame, and whether their
-    ``source`` categories are still to be narrowed to the stream's own files (done with its
-    order keys, one new frame: :func:`_keyed`).
+def _stream_frames(tables: EventTables, streams: list[Stream]) -> list[dict[str, pd.DataFrame]]:
+    """Each stream's rows of every frame, in one grouped pass per frame, with only its own
+    files as ``source`` categories and its line as ``_order`` (the order key of a file read
+    in order, :func:`split_runs` keys the others): the column added once per frame, not per
+    stream and frame (a new column costs ~0.1 ms, per kind of each small run).
 
-    Equal to ``f[f["source"].isin(stream.sources)]`` per stream and frame (same rows, order
-    and index), without filtering every frame once per stream: thousands of small files
-    made that quadratic. A source listed by two streams (never made by ingest) falls back
-    to the per-stream filter (its categories left as they are)."""
+    Equal to ``f[f["source"].isin(stream.sources)]`` per stream and frame (same rows and
+    order), without filtering every frame once per stream: thousands of small files made
+    that quadratic. A source listed by two streams (never made by ingest) falls back to the
+    per-stream filter (its frames as they are)."""
     stream_of: dict[str, int] = {}
     for i, stream in enumerate(streams):
         for src in stream.sources:
@@ -137,13 +141,14 @@ def _stream_frames(
                 return [
                     {k: f[f["source"].isin(st.sources)] for k, f in tables._frames.items()}
                     for st in streams
-                ], False
+                ]
     out: list[dict[str, pd.DataFrame]] = [{} for _ in streams]
     for kind, frame in tables._frames.items():
         if frame.empty:
             continue
         src = frame["source"]
-        if isinstance(src.dtype, pd.CategoricalDtype):
+        categorical = isinstance(src.dtype, pd.CategoricalDtype)
+        if categorical:
             by_code = np.array(
                 [stream_of.get(c, -1) for c in src.cat.categories] + [-1], dtype=np.int64
             )
@@ -152,20 +157,25 @@ def _stream_frames(
             keys = src.map(stream_of).fillna(-1).to_numpy(dtype=np.int64)
         if len(keys) and keys[0] >= 0 and bool((keys == keys[0]).all()):
             # one stream holds every row (one file, one rotated set): the frame itself
-            out[int(keys[0])][kind] = frame
+            own = {"source": _own_categories(src)} if categorical else {}
+            out[int(keys[0])][kind] = frame.assign(**own, _order=_line_keys(frame))
             continue
         order = np.argsort(keys, kind="stable")
         grouped = frame.take(order)  # one copy, each stream's rows a slice (not a take each)
+        grouped = grouped.assign(_order=_line_keys(grouped))
         sorted_keys = keys[order]
         starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
         ends = np.r_[starts[1:], len(sorted_keys)]
         for a, b in zip(starts, ends, strict=True):
             key = int(sorted_keys[a])
             if key >= 0:
-                out[key][kind] = grouped.iloc[a:b]
+                part = grouped.iloc[a:b]
+                if categorical:
+                    part = part.assign(source=_own_categories(part["source"]))
+                out[key][kind] = part
     # keep the frames' order as in the tables, as the per-stream filter did
     names = list(tables._frames)
-    return [dict(sorted(m.items(), key=lambda kv: names.index(kv[0]))) for m in out], True
+    return [dict(sorted(m.items(), key=lambda kv: names.index(kv[0]))) for m in out]
 
 
 def _numbered(index: pd.Index) -> bool:
@@ -198,18 +208,6 @@ def _own_categories(source: pd.Series) -> pd.Series:
     )
 
 
-def _keyed(
-    frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[str], narrow: bool
-) -> pd.DataFrame:
-    """The frame with its order keys as ``_order`` and, where ``narrow``, its ``source``
-    categories narrowed to the files it holds: one new frame (~0.14 ms each, per kind of
-    each small run), not one a column."""
-    columns = {"_order": _keys(frame, file_index, reversed_)}
-    if narrow and isinstance(frame["source"].dtype, pd.CategoricalDtype):
-        columns["source"] = _own_categories(frame["source"])
-    return frame.assign(**columns)
-
-
 def _distinct(col: pd.Series) -> set[Any]:
     """``set(col.unique())``; on a categorical without missing values, from its codes
     (``unique`` builds a Categorical: ~30 us a call, twice per kind of each small run)."""
@@ -222,22 +220,15 @@ def _distinct(col: pd.Series) -> set[Any]:
     return set(col.unique())
 
 
-def _by_instance(
-    tables: EventTables, streams: list[Stream]
-) -> list[tuple[Stream, EventTables, bool]]:
-    """A stream whose lines name several compose services / pods is several servers. With
-    each: whether its ``source`` categories are still to be narrowed (:func:`_stream_frames`;
-    a server of several is cut from its stream's frames, narrowed before the cut)."""
-    out: list[tuple[Stream, EventTables, bool]] = []
-    per_stream, narrow = _stream_frames(tables, streams)
-    for stream, frames in zip(streams, per_stream, strict=True):
+def _by_instance(tables: EventTables, streams: list[Stream]) -> list[tuple[Stream, EventTables]]:
+    """A stream whose lines name several compose services / pods is several servers."""
+    out: list[tuple[Stream, EventTables]] = []
+    for stream, frames in zip(streams, _stream_frames(tables, streams), strict=True):
         mine = {k: f for k, f in frames.items() if not f.empty}
         names = sorted({n for f in mine.values() for n in _distinct(f["instance"]) if n})
         if len(names) <= 1:
-            out.append((stream, EventTables(mine), narrow))
+            out.append((stream, EventTables(mine)))
             continue
-        if narrow:
-            mine = {k: _narrowed(f) for k, f in mine.items()}
         for name in ["", *names]:
             part = {k: f[f["instance"] == name] for k, f in mine.items()}
             part = {k: f for k, f in part.items() if not f.empty}
@@ -246,27 +237,26 @@ def _by_instance(
                 sub = Stream(
                     label, stream.backend, list(stream.sources), stream.kind, stream.year_source
                 )
-                out.append((sub, EventTables(part), False))
+                out.append((sub, EventTables(part)))
     return out
-
-
-def _narrowed(frame: pd.DataFrame) -> pd.DataFrame:
-    src = frame["source"]
-    if not isinstance(src.dtype, pd.CategoricalDtype):
-        return frame
-    return frame.assign(source=_own_categories(src))
 
 
 def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
     runs: list[Run] = []
-    for stream, sub_tables, narrow in _by_instance(tables, streams):
+    for stream, sub_tables in _by_instance(tables, streams):
         file_index = {s: i for i, s in enumerate(stream.sources)}
         mine = dict(sub_tables._frames)
         sub = sub_tables
         if not mine:
             continue  # a file with nothing relevant makes no run (it is still listed in inputs)
         rev = _reversed_sources(sub, stream.sources)
-        keyed = {k: _keyed(f, file_index, rev, narrow) for k, f in mine.items()}
+        in_order = len(file_index) == 1 and not rev  # (the line is the key: set already)
+        keyed = {
+            k: f
+            if in_order and "_order" in f.columns
+            else f.assign(_order=_keys(f, file_index, rev))
+            for k, f in mine.items()
+        }
         bounds = _boundaries(keyed.get("startup"))
         n_runs = len(bounds) + 1
         parts: list[dict[str, pd.DataFrame]] = [{} for _ in range(n_runs)]
