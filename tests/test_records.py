@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from diag.api import parse_events
-from diag.facts.access import box_rows, records
+from diag.facts.access import box_rows, box_value, records
 
 INCIDENTS = Path(__file__).resolve().parents[1] / "fixtures" / "incidents"
 
@@ -28,9 +28,12 @@ def _assert_same_rows(frame: pd.DataFrame) -> None:
     want = frame.to_dict("records")
     got = box_rows(frame)
     assert len(got) == len(want)
-    for w, g in zip(want, got, strict=True):
+    for at, (w, g) in enumerate(zip(want, got, strict=True)):
         assert list(g) == list(w)
         bad = {k: (w[k], g[k]) for k in w if not _same(w[k], g[k])}
+        assert not bad, bad
+        one = {k: box_value(frame[k], at) for k in w}  # a single value read alike
+        bad = {k: (w[k], one[k]) for k in w if not _same(w[k], one[k])}
         assert not bad, bad
 
 

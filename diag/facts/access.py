@@ -133,6 +133,14 @@ def box_rows(frame: pd.DataFrame) -> tuple[Row, ...]:
     return tuple(dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True))
 
 
+def box_value(col: pd.Series, at: int) -> Any:
+    """The value at row ``at`` of the column, as :func:`box_rows` gives it."""
+    value = col.iloc[at]
+    if col.dtype == np.dtype(object) or isinstance(col.dtype, ExtensionDtype):
+        return maybe_box_native(value) if value is not pd.NA else None
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _last(frame: pd.DataFrame, col: str) -> Any:
     if frame.empty:
         return None
