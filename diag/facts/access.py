@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -40,6 +40,21 @@ def _rank0(frame: pd.DataFrame) -> pd.DataFrame:
             return frame[(frame["rank"] == low).to_numpy(dtype=bool)]
         return frame
     return frame[mask] if not mask.all() else frame  # (all rank 0: no copy)
+
+
+def rank0_rows(rows: Sequence[Row]) -> Sequence[Row]:
+    """:func:`_rank0` of rows read as :func:`records`."""
+    if not rows:
+        return rows
+    mask = [is_rank0(r["rank"]) for r in rows]
+    if not any(mask):
+        ranks = list(dict.fromkeys(r["rank"] for r in rows if isinstance(r["rank"], str)))
+        ranks = [r for r in ranks if r]
+        if len(ranks) > 1:
+            low = min(ranks, key=lambda r: (_rank_number(r), r))
+            return [r for r in rows if r["rank"] == low]
+        return rows
+    return [r for r, zero in zip(rows, mask, strict=True) if zero]
 
 
 def _rank0_mask(ranks: pd.Series) -> np.ndarray:
