@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -154,6 +155,13 @@ def box_value(col: pd.Series, at: int) -> Any:
     if col.dtype == np.dtype(object) or isinstance(col.dtype, ExtensionDtype):
         return maybe_box_native(value) if value is not pd.NA else None
     return value.item() if isinstance(value, np.generic) else value
+
+
+@functools.cache
+def categories(names: tuple[str, ...]) -> pd.CategoricalDtype:
+    """The categorical dtype of exactly these names, built once: ``from_codes`` with the
+    names took ~80 us a call (building and checking the dtype), with the dtype ~4 us."""
+    return pd.CategoricalDtype(list(names))
 
 
 def _last(frame: pd.DataFrame, col: str) -> Any:

@@ -31,6 +31,7 @@ from diag.batch_labels import REASONS as REASONS
 from diag.batch_labels import VERDICTS as VERDICTS
 from diag.batch_labels import Reason as Reason
 from diag.batch_labels import verdict_codes as verdict_codes
+from diag.facts.access import categories
 from diag.facts.pricing import tally
 from diag.facts.steps import ORIGINS, DecodeSteps
 
@@ -183,7 +184,7 @@ def infer_many(window: Window, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def labels(codes: np.ndarray, names: tuple[str, ...]) -> pd.Categorical:
     """Codes into ``names`` as a categorical column of exactly those categories."""
-    return pd.Categorical.from_codes(codes, categories=list(names))
+    return pd.Categorical.from_codes(codes, dtype=categories(names))
 
 
 def _rows(

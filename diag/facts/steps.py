@@ -36,7 +36,7 @@ import pandas as pd
 
 from diag.engines import EngineConfig
 from diag.events import EventTables
-from diag.facts.access import is_rank0
+from diag.facts.access import categories, is_rank0
 
 __all__ = [
     "COLUMNS",
@@ -269,7 +269,7 @@ def _frame(rows: pd.DataFrame, origin: Origin, **cols: object) -> pd.DataFrame:
         "ts": _shared(rows, "ts"),
         "rank": _shared(rows, "rank"),
         "origin": pd.Categorical.from_codes(
-            _same(np.int8(ORIGINS.index(origin)), n), categories=list(ORIGINS)
+            _same(np.int8(ORIGINS.index(origin)), n), dtype=categories(ORIGINS)
         ),
         **cols,
     }
