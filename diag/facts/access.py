@@ -87,6 +87,18 @@ def rank_rows(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     return {names[j]: order[ends[j] : ends[j + 1]] for j in range(len(names)) if counts[j + 1]}
 
 
+def distinct(col: pd.Series) -> set[Any]:
+    """``set(col.unique())``; on a categorical without missing values, from its codes
+    (``unique`` builds a Categorical: ~30 us a call, a few times per kind of each small run)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cat = col.array
+        codes = np.asarray(cat.codes)
+        if not (codes < 0).any():
+            used = np.flatnonzero(np.bincount(codes, minlength=len(cat.categories)))
+            return set(cat.categories[used])
+    return set(col.unique())
+
+
 def rows_at(frame: pd.DataFrame, rows: np.ndarray | None) -> pd.DataFrame:
     """The frame's rows at ``rows`` (None: none of them); every row: the frame itself."""
     if rows is None:

@@ -28,6 +28,7 @@ from diag.facts.access import (
     _last,
     _plain,
     _rank0,
+    distinct,
     mode_is_none,
     rank_rows,
     records,
@@ -485,7 +486,7 @@ def _capped(t: EventTables) -> int | None:
 def _ranks(run: Run, batches: pd.DataFrame) -> list[RankRecord]:
     ranks: set[str] = set()
     for frame in run.tables._frames.values():
-        ranks.update(r for r in pd.unique(frame["rank"]) if isinstance(r, str) and r)
+        ranks.update(r for r in distinct(frame["rank"]) if isinstance(r, str) and r)
     if not ranks:
         return []
     # each rank's figures from one pass over the few capture-end and sizing rows (a frame
