@@ -31,7 +31,7 @@ from diag.batch_labels import REASONS as REASONS
 from diag.batch_labels import VERDICTS as VERDICTS
 from diag.batch_labels import Reason as Reason
 from diag.batch_labels import verdict_codes as verdict_codes
-from diag.facts.access import categories
+from diag.facts.access import categories, once_per_frame
 from diag.facts.pricing import tally
 from diag.facts.steps import ORIGINS, DecodeSteps
 
@@ -310,6 +310,7 @@ def _floats(batches: pd.DataFrame, column: str) -> np.ndarray:
     return np.asarray(batches[column].to_numpy(dtype=float, na_value=np.nan))
 
 
+@once_per_frame  # (the run's and its one rank's: the same frame)
 def batch_counts(batches: pd.DataFrame) -> dict[str, object]:
     if batches.empty:
         return {"graph": 0, "eager": 0, "unknown": 0, "source": "none"}
@@ -344,6 +345,7 @@ def captured_share(counts: dict[str, object]) -> float | None:
     return round(g / (g + e), 4) if g + e else None
 
 
+@once_per_frame
 def padding_waste(batches: pd.DataFrame) -> float | None:
     """Padded slots over graph slots of the graph batches, each at its own bucket (logged or
     inferred)."""

@@ -8,6 +8,7 @@ do not show stays ``None``.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -24,6 +25,7 @@ from diag.events import EventTables
 from diag.facts import attribution
 from diag.facts import classify as cls
 from diag.facts.access import (
+    Row,
     _first,
     _last,
     _plain,
@@ -493,13 +495,17 @@ def _ranks(run: Run, batches: pd.DataFrame) -> list[RankRecord]:
     # per rank and table cost ~1 ms a rank); never copy the big batch tables per rank
     capture = _capture_totals_by_rank(run.tables["capture_end"])
     sized = _sizing_by_rank(run.tables["sizing"])
-    narrow = batches if batches.empty else batches[list(cls.SUMMARY_COLUMNS)]
     batch_rows = rank_rows(batches)
+    narrow: list[pd.DataFrame] = []  # the summary columns, taken once a rank needs a part
     out = []
     for rank in sorted(ranks, key=_rank_sort_key):
         cap_time, cap_mem = capture.get(rank, (None, None))
         values = sized.get(rank, {})
-        rb = rows_at(narrow, batch_rows.get(rank))
+        rows = batch_rows.get(rank)
+        if rows is not None and 0 < len(rows) < len(batches) and not narrow:
+            narrow.append(batches[list(cls.SUMMARY_COLUMNS)])
+        # a rank of every batch row reads the frame itself (its summaries computed once)
+        rb = rows_at(narrow[0] if narrow else batches, rows)
         counts = cls.batch_counts(rb)
         entry = RankRecord(
             rank=rank,
@@ -518,21 +524,25 @@ def _ranks(run: Run, batches: pd.DataFrame) -> list[RankRecord]:
 
 def _capture_totals_by_rank(ends: pd.DataFrame) -> dict[str, tuple[float | None, float | None]]:
     """Each rank's decode capture time and memory: :func:`_capture_totals` of its own rows."""
-    if ends.empty:
-        return {}
-    decode = ends["phase"].fillna("decode").isin(CAPTURE_PHASE_GROUPS["decode"]).to_numpy(bool)
-    time_s = ends["time_s"].to_numpy(dtype=float, na_value=np.nan)
-    mem = ends["mem_gib"].to_numpy(dtype=float, na_value=np.nan)
+    mine: dict[str, list[Row]] = {}
+    for row in records(ends):
+        phase = "decode" if _missing(row["phase"]) else row["phase"]
+        if isinstance(row["rank"], str) and phase in CAPTURE_PHASE_GROUPS["decode"]:
+            mine.setdefault(row["rank"], []).append(row)
 
-    def total(values: np.ndarray) -> float | None:
-        values = values[~np.isnan(values)]
-        return round(float(values.sum()), 3) if len(values) else None
+    def total(values: list[Any]) -> float | None:
+        known = np.asarray(values, dtype=float)
+        known = known[~np.isnan(known)]  # (summed as pandas sums a column: numpy's sum)
+        return round(float(known.sum()), 3) if len(known) else None
 
     return {
-        rank: (total(time_s[mine]), total(mem[mine]))
-        for rank, rows in rank_rows(ends).items()
-        if len(mine := rows[decode[rows]])
+        rank: (total([r["time_s"] for r in rows]), total([r["mem_gib"] for r in rows]))
+        for rank, rows in mine.items()
     }
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _sizing_by_rank(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
