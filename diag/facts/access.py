@@ -230,6 +230,11 @@ def sizing_values(frame: pd.DataFrame, rank0: bool = True) -> dict[str, Any]:
     return out
 
 
+def missing(value: Any) -> bool:
+    """None, NA or NaN (a row's value that ``dropna`` drops)."""
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
 def _first(*values: Any) -> Any:
     for v in values:
         if v is not None:

@@ -22,7 +22,7 @@ import pandas as pd
 from diag.engines import EngineConfig
 from diag.engines.runners import PHASE_RUNNER, Model, Runner, Status, phase_of, unit_of
 from diag.events import EventTables
-from diag.facts.access import Row, _rank0, once_per_frame, rank0_rows, records
+from diag.facts.access import Row, _rank0, missing, once_per_frame, rank0_rows, records
 from diag.facts.metric_counts import MetricCounts
 from diag.facts.run_record import BatchCounts, CaptureError, GraphRunner, RunRecord
 from diag.facts.steps import DecodeSteps
@@ -67,10 +67,6 @@ def _first_keys(frame: pd.DataFrame) -> dict[str, int]:
     return seen
 
 
-def _missing(v: Any) -> bool:
-    return v is None or bool(pd.isna(v))
-
-
 def _sum(values: Iterable[Any]) -> float | None:
     vals = [float(v) for v in values if v is not None and not pd.isna(v)]
     return round(sum(vals), 3) if vals else None
@@ -101,8 +97,8 @@ def _status(tables: EventTables, phases: set[str], failed: bool, disabled: bool)
         return "captured"
     bars = _phase_rows(tables["capture_progress"], phases)
     if bars:
-        done = [b["done"] for b in bars if not _missing(b["done"])]
-        total = [b["total"] for b in bars if not _missing(b["total"])]
+        done = [b["done"] for b in bars if not missing(b["done"])]
+        total = [b["total"] for b in bars if not missing(b["total"])]
         if done and total and int(max(done)) >= int(max(total)):
             return "captured"
         return "not_captured"

@@ -8,7 +8,6 @@ do not show stays ``None``.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -40,9 +39,10 @@ from diag.facts.access import (
 from diag.facts.access import is_rank0 as is_rank0  # re-exported: callers read it from here
 from diag.facts.agreement import agreement
 from diag.facts.capture_totals import (
-    CAPTURE_PHASE_GROUPS,
     _capture_totals,
+    capture_rows,
     kv_tokens_with_source,
+    summed,
     unfinished_capture,
     unplaced_error,
 )
@@ -525,24 +525,13 @@ def _ranks(run: Run, batches: pd.DataFrame) -> list[RankRecord]:
 def _capture_totals_by_rank(ends: pd.DataFrame) -> dict[str, tuple[float | None, float | None]]:
     """Each rank's decode capture time and memory: :func:`_capture_totals` of its own rows."""
     mine: dict[str, list[Row]] = {}
-    for row in records(ends):
-        phase = "decode" if _missing(row["phase"]) else row["phase"]
-        if isinstance(row["rank"], str) and phase in CAPTURE_PHASE_GROUPS["decode"]:
+    for row in capture_rows(ends):
+        if isinstance(row["rank"], str):
             mine.setdefault(row["rank"], []).append(row)
-
-    def total(values: list[Any]) -> float | None:
-        known = np.asarray(values, dtype=float)
-        known = known[~np.isnan(known)]  # (summed as pandas sums a column: numpy's sum)
-        return round(float(known.sum()), 3) if len(known) else None
-
     return {
-        rank: (total([r["time_s"] for r in rows]), total([r["mem_gib"] for r in rows]))
+        rank: (summed([r["time_s"] for r in rows]), summed([r["mem_gib"] for r in rows]))
         for rank, rows in mine.items()
     }
-
-
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _sizing_by_rank(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
