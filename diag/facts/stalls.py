@@ -108,7 +108,7 @@ def capture_stalls(tables: EventTables) -> tuple[CaptureStall, ...]:
         key = (row["rank"], str(row.get("phase") or ""))
         if key not in last or _order(row) > _order(last[key]):
             last[key] = row
-    run_end = _last_ts(tables, None)
+    run_end: list[float | None] = []  # the run's last stamp, read once a stall is found
     out = []
     for (rank, phase), row in sorted(last.items(), key=lambda kv: _order(kv[1])):
         at = _order(row)
@@ -117,9 +117,12 @@ def capture_stalls(tables: EventTables) -> tuple[CaptureStall, ...]:
             continue
         runner, model = PHASE_RUNNER.get(phase, ("decode", "target"))
         rank_end = _last_ts(tables, rank)
+        if not run_end:
+            run_end.append(_last_ts(tables, None))
+        end = run_end[0]
         silent = (
-            round(run_end - rank_end, 3)
-            if run_end is not None and rank_end is not None and run_end > rank_end
+            round(end - rank_end, 3)
+            if end is not None and rank_end is not None and end > rank_end
             else None
         )
         others = tuple(sorted({str(e["rank"]) for e in same if e.get("rank")}))
