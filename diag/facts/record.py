@@ -31,6 +31,7 @@ from diag.facts.access import (
     _rank0,
     distinct,
     mode_is_none,
+    once_per_frame,
     rank_rows,
     records,
     rows_at,
@@ -203,13 +204,8 @@ def snapshot_graph_pool_gib(run_id: str, snapshots: Iterable[Snapshot]) -> float
 
 # ------------------------------------------------------------------ graph mode and window
 def graph_mode(tables: EventTables, config: EngineConfig) -> GraphMode:
-    phases = (
-        set(tables["capture_begin"]["phase"].dropna())
-        | set(tables["capture_end"]["phase"].dropna())
-        | set(tables["capture_progress"]["phase"].dropna())
-        | set(tables["capture_sizes"]["phase"].dropna())
-    )
-    decode_true = bool((tables["decode_batch"]["cuda_graph"] == True).any())  # noqa: E712
+    phases = capture_phases(tables)
+    decode_true = _flagged_graph(tables["decode_batch"])
     steps = tables["graph_step"]
     step_graph = bool((~mode_is_none(steps["mode"])).any()) if not steps.empty else False
     if phases & DECODE_PHASES or decode_true or step_graph:
@@ -232,6 +228,23 @@ def graph_mode(tables: EventTables, config: EngineConfig) -> GraphMode:
     if config.graphs_off is not None:
         return "disabled" if config.graphs_off else "enabled"
     return "unknown"
+
+
+def capture_phases(tables: EventTables) -> set[Any]:
+    """Every phase the capture lines name (graph_mode and cudagraph_mode read them both)."""
+    kinds = ("capture_begin", "capture_end", "capture_progress", "capture_sizes")
+    return set().union(*(_named_phases(tables[k]) for k in kinds))
+
+
+@once_per_frame
+def _named_phases(frame: pd.DataFrame) -> frozenset[Any]:
+    return frozenset(frame["phase"].dropna())
+
+
+@once_per_frame
+def _flagged_graph(decode: pd.DataFrame) -> bool:
+    """Does a decode batch line say ``cuda graph: True``?"""
+    return bool((decode["cuda_graph"] == True).any())  # noqa: E712
 
 
 def cudagraph_mode(
@@ -260,13 +273,8 @@ def cudagraph_mode(
     sizes = tables["capture_sizes"]
     kinds = []
     backend_name = _last(sizes[sizes["phase"] == "decode"], "mode") if not sizes.empty else None
-    phases = (
-        set(tables["capture_begin"]["phase"].dropna())
-        | set(tables["capture_progress"]["phase"].dropna())
-        | set(tables["capture_end"]["phase"].dropna())
-        | set(sizes["phase"].dropna())
-    )
-    if phases & DECODE_PHASES or (tables["decode_batch"]["cuda_graph"] == True).any():  # noqa: E712
+    phases = capture_phases(tables)
+    if phases & DECODE_PHASES or _flagged_graph(tables["decode_batch"]):
         kinds.append(str(backend_name or "full"))
     if "prefill" in phases:
         kinds.append("piecewise_prefill")
