@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from diag.engines.runners import PHASE_RUNNER
@@ -66,12 +67,16 @@ def _first_row(frame: pd.DataFrame, skip_received: bool) -> Row | None:
     """The table's earliest row (by ``_order``, else ``line``): only the fields a stage
     reads, boxed as :func:`~diag.facts.access.records` boxes them (a big log's decode table
     has millions of rows; a copy of even one row of a small one cost ~0.4 ms, 5 tables a run)."""
-    if skip_received and "action" in frame.columns:
-        frame = frame[frame["action"] != "received"]
     if frame.empty:
         return None
-    col = "_order" if "_order" in frame.columns else "line"
-    at = int(frame[col].to_numpy().argmin())
+    order = frame["_order" if "_order" in frame.columns else "line"].to_numpy()
+    if skip_received and "action" in frame.columns:  # (positions: no filtered copy)
+        rows = np.flatnonzero((frame["action"] != "received").to_numpy(dtype=bool))
+        if not len(rows):
+            return None
+        at = int(rows[order[rows].argmin()])
+    else:
+        at = int(order.argmin())
     return {c: box_value(frame[c], at) for c in _STAGE_FIELDS if c in frame.columns}
 
 
@@ -133,9 +138,16 @@ def _captures(tables: EventTables) -> list[Stage]:
         )
     # a server-info document times each runner's capture with no begin line
     # (diag.parsers.server_info): its stages carry the engine's seconds, no start
-    documents = {
-        str(r["source"]) for r in records(tables["startup"]) if r.get("marker") == "server_info"
-    }
+    marks = tables["startup"]
+    documents = (
+        set()
+        if marks.empty or "marker" not in marks.columns
+        else {
+            str(s)
+            for s, m in zip(marks["source"].tolist(), marks["marker"].tolist(), strict=True)
+            if m == "server_info"
+        }
+    )
     begun = {str(b.get("phase") or "") for b in begins}
     for e in ends:
         phase = str(e.get("phase") or "")
