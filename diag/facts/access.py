@@ -99,6 +99,16 @@ def distinct(col: pd.Series) -> set[Any]:
     return set(col.unique())
 
 
+def numbered(index: pd.Index) -> bool:
+    """Is this the index ``reset_index(drop=True)`` gives (rows numbered from 0)?"""
+    return (
+        isinstance(index, pd.RangeIndex)
+        and index.start == 0
+        and index.step == 1
+        and index.name is None
+    )
+
+
 def rows_at(frame: pd.DataFrame, rows: np.ndarray | None) -> pd.DataFrame:
     """The frame's rows at ``rows`` (None: none of them); every row: the frame itself."""
     if rows is None:

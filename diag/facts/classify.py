@@ -33,7 +33,7 @@ from diag.batch_labels import Reason as Reason
 from diag.batch_labels import verdict_codes as verdict_codes
 from diag.facts.access import categories, once_per_frame
 from diag.facts.pricing import tally
-from diag.facts.steps import ORIGINS, DecodeSteps
+from diag.facts.steps import ORIGINS, DecodeSteps, shared
 
 COLUMNS = [
     "source",
@@ -239,10 +239,10 @@ def _rows(
     # (no memory per row: the frame lives until the report is written)
     return pd.DataFrame(
         {
-            "source": _shared(frame, "source"),  # categoricals stay categoricals
+            "source": shared(frame, "source"),  # categoricals stay categoricals
             "line": _readonly(frame["line"].to_numpy()),  # (Int64's: a view of its data)
-            "ts": _shared(frame, "ts"),
-            "rank": _shared(frame, "rank"),
+            "ts": shared(frame, "ts"),
+            "rank": shared(frame, "rank"),
             "batch_size": bs,
             "weight": _constant(1.0, n)
             if weights is None
@@ -297,12 +297,6 @@ def _one_value(codes: np.ndarray) -> np.ndarray:
 def _constant(value: float | np.int8, n: int) -> np.ndarray:
     """``n`` rows of one value without ``n`` copies of it (read-only, stride 0)."""
     return np.broadcast_to(value, n)
-
-
-def _shared(frame: pd.DataFrame, column: str) -> pd.Series:
-    """An event column as a Series of the classify frame's rows: the same data, not a copy
-    (pandas' copy-on-write keeps either frame's later writes to itself)."""
-    return frame[column].reset_index(drop=True)
 
 
 # ------------------------------------------------------------------ summaries for the record

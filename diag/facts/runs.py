@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from diag.events import EventTables
-from diag.facts.access import distinct
+from diag.facts.access import distinct, numbered
 from diag.model import Stream
 
 # markers that begin a start-up; "ready" only marks the end of one
@@ -178,16 +178,6 @@ def _stream_frames(tables: EventTables, streams: list[Stream]) -> list[dict[str,
     return [dict(sorted(m.items(), key=lambda kv: names.index(kv[0]))) for m in out]
 
 
-def _numbered(index: pd.Index) -> bool:
-    """Is this the index ``reset_index(drop=True)`` gives (rows numbered from 0)?"""
-    return (
-        isinstance(index, pd.RangeIndex)
-        and index.start == 0
-        and index.step == 1
-        and index.name is None
-    )
-
-
 def _own_categories(source: pd.Series) -> pd.Series:
     """A stream's ``source`` column with only its own files as categories: every later
     per-stream step (``map``, ``isin``, ``unique``) then costs the stream's files, not the
@@ -253,7 +243,7 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
             if len(order) > 1 and not bool(np.all(order[1:] >= order[:-1])):
                 frame = frame.sort_values("_order", kind="stable")  # rarely: logs are in order
                 order = frame["_order"].to_numpy()
-            if not _numbered(frame.index):
+            if not numbered(frame.index):
                 frame = frame.reset_index(drop=True)
             if n_runs == 1:  # no restart: one run of all rows, no copy
                 parts[0][kind] = frame
