@@ -28,10 +28,11 @@ from diag.facts.access import (
     _first,
     _last,
     _plain,
-    _rank0,
     distinct,
+    missing,
     mode_is_none,
     once_per_frame,
+    rank0_rows,
     rank_rows,
     records,
     rows_at,
@@ -282,16 +283,15 @@ def cudagraph_mode(
 
 
 def capture_sizes(tables: EventTables, config: EngineConfig) -> list[int] | None:
-    sizes = _rank0(tables["capture_sizes"])
-    if not sizes.empty:
-        listed = sizes[
-            sizes["sizes"].notna()
-            & sizes["phase"].isin(["decode", "verify", "mixed", "metrics", "all"])
-        ]
-        if not listed.empty:
-            got = as_sizes(json.loads(listed["sizes"].iloc[-1]))
-            if got:  # (sizes past what a config holds are a garbled list: not read)
-                return list(got)
+    listed = [
+        r
+        for r in rank0_rows(records(tables["capture_sizes"]))
+        if not missing(r["sizes"]) and r["phase"] in ("decode", "verify", "mixed", "metrics", "all")
+    ]
+    if listed:
+        got = as_sizes(json.loads(listed[-1]["sizes"]))
+        if got:  # (sizes past what a config holds are a garbled list: not read)
+            return list(got)
     return list(config.capture_sizes) if config.capture_sizes else None
 
 
