@@ -35,6 +35,13 @@ def _assert_same_rows(frame: pd.DataFrame) -> None:
         one = {k: box_value(frame[k], at) for k in w}  # a single value read alike
         bad = {k: (w[k], one[k]) for k in w if not _same(w[k], one[k])}
         assert not bad, bad
+    lazy = records(frame)  # the shared rows (a column boxed on its first read)
+    assert len(lazy) == len(want)
+    for w, row in zip(want, lazy, strict=True):
+        assert list(row) == list(w) and len(row) == len(w)
+        bad = {k: (w[k], row[k]) for k in w if not _same(w[k], row[k])}
+        assert not bad, bad
+        assert row.get("no such column") is None and "no such column" not in row
 
 
 def test_every_dtype_with_missing_values() -> None:
@@ -72,9 +79,13 @@ def test_real_format_event_frames(incident: str) -> None:
 
 
 def test_boxed_once_per_frame() -> None:
-    frame = pd.DataFrame({"line": pd.array([1, 2], dtype="Int64"), "phase": ["decode", None]})
+    frame = pd.DataFrame({"line": pd.array([1, 2], dtype="Int64"), "phase": ["decode", "verify"]})
     first = records(frame)
     assert records(frame) is first  # the same frame: its rows held
     copy = frame.copy()
     assert records(copy) is not first and records(copy) == first  # another frame: its own
+    assert [dict(r) for r in first] == [
+        {"line": 1, "phase": "decode"},
+        {"line": 2, "phase": "verify"},
+    ]
     assert records(frame.iloc[:0]) == ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -153,22 +153,66 @@ def once_per_frame(read: Callable[[pd.DataFrame], T]) -> Callable[[pd.DataFrame]
 @once_per_frame
 def records(frame: pd.DataFrame) -> tuple[Row, ...]:
     """``frame.to_dict("records")``, read-only and boxed once per frame: pandas' own takes
-    ~0.5 ms on a frame of a few rows, 18 calls a small run (most of them the same frames)."""
-    return box_rows(frame) if not frame.empty else ()
+    ~0.5 ms on a frame of a few rows, 18 calls a small run (most of them the same frames).
+    A column is boxed when a reader first reads it: readers read a few of a dozen."""
+    if frame.empty:
+        return ()
+    columns = _Columns(frame)
+    return tuple(_LazyRow(columns, at) for at in range(len(frame)))
 
 
 def box_rows(frame: pd.DataFrame) -> tuple[Row, ...]:
-    """The frame's rows as dicts, the values pandas' ``to_dict("records")`` gives (Python
-    scalars; object and extension columns boxed by pandas' own ``maybe_box_native``), column
-    by column instead of through ``itertuples`` and a Series per column."""
+    """The frame's rows as dicts, the values pandas' ``to_dict("records")`` gives, every
+    column boxed at once (:func:`box_column`)."""
     columns = frame.columns.tolist()
-    values = []
-    for _, col in frame.items():
-        vals = col.tolist()
-        if col.dtype == np.dtype(object) or isinstance(col.dtype, ExtensionDtype):
-            vals = list(map(maybe_box_native, vals))
-        values.append(vals)
+    values = [box_column(col) for _, col in frame.items()]
     return tuple(dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True))
+
+
+def box_column(col: pd.Series) -> list[Any]:
+    """A column's values as ``to_dict("records")`` gives them (Python scalars; object and
+    extension columns boxed by pandas' own ``maybe_box_native``), from one ``tolist``
+    instead of through ``itertuples``."""
+    values: list[Any] = col.tolist()
+    if col.dtype == np.dtype(object) or isinstance(col.dtype, ExtensionDtype):
+        values = list(map(maybe_box_native, values))
+    return values
+
+
+class _Columns:
+    """A frame's columns, each boxed (:func:`box_column`) on its first read."""
+
+    __slots__ = ("boxed", "frame", "names")
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self.frame = frame
+        self.names: list[str] = frame.columns.tolist()
+        self.boxed: dict[str, list[Any]] = {}
+
+    def column(self, name: str) -> list[Any]:
+        values = self.boxed.get(name)
+        if values is None:
+            values = self.boxed[name] = box_column(self.frame[name])  # (KeyError: no such)
+        return values
+
+
+class _LazyRow(Mapping[str, Any]):
+    """One row of :func:`records`: the mapping of column to value a dict of it would be."""
+
+    __slots__ = ("_at", "_columns")
+
+    def __init__(self, columns: _Columns, at: int) -> None:
+        self._columns = columns
+        self._at = at
+
+    def __getitem__(self, name: str) -> Any:
+        return self._columns.column(name)[self._at]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._columns.names)
+
+    def __len__(self) -> int:
+        return len(self._columns.names)
 
 
 def box_value(col: pd.Series, at: int) -> Any:
