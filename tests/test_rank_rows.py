@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from diag.facts.access import rank_rows, rows_at
+from diag.facts.access import _rank0, rank0_rows, rank_rows, records, rows_at
 
 RANKS = ["TP1", "", "TP0", None, "TP1", "DP1-TP0", "TP0", "TP1", None, ""]
 
@@ -37,3 +37,19 @@ def test_one_rank_is_the_frame_itself() -> None:
     frame = pd.DataFrame({"rank": pd.Categorical(["TP0"] * 4), "v": [1, 2, 3, 4]})
     assert rows_at(frame, rank_rows(frame)["TP0"]) is frame
     assert rank_rows(frame.iloc[:0]) == {}
+
+
+@pytest.mark.parametrize(
+    "ranks",
+    [
+        ["TP1", "", "TP0", "TP1"],  # rank 0's rows (untagged lines count as rank 0)
+        ["TP2", "TP1", "TP2"],  # no rank 0: the lowest rank's
+        ["1234", "987", "1234"],  # processes named by pid alone: the lowest pid's
+        ["TP3", "TP3"],  # one rank only: every row
+    ],
+)
+def test_rank0_rows_picks_the_rows_rank0_picks(ranks: list[str]) -> None:
+    frame = pd.DataFrame({"rank": pd.Categorical(ranks), "v": np.arange(len(ranks), dtype=float)})
+    picked = rank0_rows(records(frame))
+    assert [dict(r) for r in picked] == [dict(r) for r in records(_rank0(frame))]
+    assert 0 < len(picked) <= len(ranks)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
+from pandas.api.extensions import ExtensionDtype
+from pandas.core.dtypes.cast import maybe_box_native
 
 from diag.events import EventTables
 
@@ -29,7 +33,7 @@ def _rank0(frame: pd.DataFrame) -> pd.DataFrame:
     the lowest pid, the driver that spawned the others (never the sum over all ranks)."""
     if frame.empty:
         return frame
-    mask = frame["rank"].map(is_rank0).to_numpy(dtype=bool)  # ranks may be categorical
+    mask = _rank0_mask(frame["rank"])
     if not mask.any():
         ranks = [r for r in pd.unique(frame["rank"]) if isinstance(r, str) and r]
         if len(ranks) > 1:
@@ -37,6 +41,33 @@ def _rank0(frame: pd.DataFrame) -> pd.DataFrame:
             return frame[(frame["rank"] == low).to_numpy(dtype=bool)]
         return frame
     return frame[mask] if not mask.all() else frame  # (all rank 0: no copy)
+
+
+def rank0_rows(rows: Sequence[Row]) -> Sequence[Row]:
+    """:func:`_rank0` of rows read as :func:`records`."""
+    if not rows:
+        return rows
+    mask = [is_rank0(r["rank"]) for r in rows]
+    if not any(mask):
+        ranks = list(dict.fromkeys(r["rank"] for r in rows if isinstance(r["rank"], str)))
+        ranks = [r for r in ranks if r]
+        if len(ranks) > 1:
+            low = min(ranks, key=lambda r: (_rank_number(r), r))
+            return [r for r in rows if r["rank"] == low]
+        return rows
+    return [r for r, zero in zip(rows, mask, strict=True) if zero]
+
+
+def _rank0_mask(ranks: pd.Series) -> np.ndarray:
+    """Per row: is its rank rank 0? On categorical ranks, asked once per category (a run's
+    few ranks) instead of through ``Series.map``, which costs ~0.2 ms on a frame of a few rows."""
+    if isinstance(ranks.dtype, pd.CategoricalDtype):
+        cat = ranks.array
+        codes = np.asarray(cat.codes)
+        if not (codes < 0).any():  # (a missing rank: as ``map`` reads it, below)
+            says = np.array([is_rank0(r) for r in cat.categories], dtype=bool)
+            return np.asarray(says[codes])
+    return np.asarray(ranks.map(is_rank0).to_numpy(dtype=bool))
 
 
 def rank_rows(frame: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -56,11 +87,147 @@ def rank_rows(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     return {names[j]: order[ends[j] : ends[j + 1]] for j in range(len(names)) if counts[j + 1]}
 
 
+def distinct(col: pd.Series) -> set[Any]:
+    """``set(col.unique())``; on a categorical without missing values, from its codes
+    (``unique`` builds a Categorical: ~30 us a call, a few times per kind of each small run)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cat = col.array
+        codes = np.asarray(cat.codes)
+        if not (codes < 0).any():
+            used = np.flatnonzero(np.bincount(codes, minlength=len(cat.categories)))
+            return set(cat.categories[used])
+    return set(col.unique())
+
+
+def numbered(index: pd.Index) -> bool:
+    """Is this the index ``reset_index(drop=True)`` gives (rows numbered from 0)?"""
+    return (
+        isinstance(index, pd.RangeIndex)
+        and index.start == 0
+        and index.step == 1
+        and index.name is None
+    )
+
+
 def rows_at(frame: pd.DataFrame, rows: np.ndarray | None) -> pd.DataFrame:
     """The frame's rows at ``rows`` (None: none of them); every row: the frame itself."""
     if rows is None:
         return frame.iloc[:0]
     return frame if len(rows) == len(frame) else frame.take(rows)
+
+
+Row = Mapping[str, Any]
+
+T = TypeVar("T")
+
+#: frames read lately, with what was read of them (by reader): a run's few small kinds
+#: (capture, phase, sizing lines) are read by several facts modules in turn, each read done
+#: once (held with its frame, so an id is never reused while held; callers never modify
+#: frames in place, nor what these readers return)
+_HELD: dict[tuple[int, str], tuple[pd.DataFrame, Any]] = {}
+_HELD_KEEP = 64  # (frame, reader) pairs: a run's kinds and a few over
+_HELD_MAX_ROWS = 2048  # a larger frame's reading is not held (a big log's serving tables)
+
+
+def once_per_frame(read: Callable[[pd.DataFrame], T]) -> Callable[[pd.DataFrame], T]:
+    """``read(frame)``, done once per frame while the frame is among the last few read."""
+    name = read.__qualname__
+
+    def held(frame: pd.DataFrame) -> T:
+        key = (id(frame), name)
+        got = _HELD.get(key)
+        if got is not None and got[0] is frame:
+            value: T = got[1]
+            return value
+        value = read(frame)
+        if len(frame) <= _HELD_MAX_ROWS:
+            if len(_HELD) >= _HELD_KEEP:
+                del _HELD[next(iter(_HELD))]  # the oldest
+            _HELD[key] = (frame, value)
+        return value
+
+    held.__doc__ = read.__doc__
+    return held
+
+
+@once_per_frame
+def records(frame: pd.DataFrame) -> tuple[Row, ...]:
+    """``frame.to_dict("records")``, read-only and boxed once per frame: pandas' own takes
+    ~0.5 ms on a frame of a few rows, 18 calls a small run (most of them the same frames).
+    A column is boxed when a reader first reads it: readers read a few of a dozen."""
+    if frame.empty:
+        return ()
+    columns = _Columns(frame)
+    return tuple(_LazyRow(columns, at) for at in range(len(frame)))
+
+
+def box_rows(frame: pd.DataFrame) -> tuple[Row, ...]:
+    """The frame's rows as dicts, the values pandas' ``to_dict("records")`` gives, every
+    column boxed at once (:func:`box_column`)."""
+    columns = frame.columns.tolist()
+    values = [box_column(col) for _, col in frame.items()]
+    return tuple(dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True))
+
+
+def box_column(col: pd.Series) -> list[Any]:
+    """A column's values as ``to_dict("records")`` gives them (Python scalars; object and
+    extension columns boxed by pandas' own ``maybe_box_native``), from one ``tolist``
+    instead of through ``itertuples``."""
+    values: list[Any] = col.tolist()
+    if col.dtype == np.dtype(object) or isinstance(col.dtype, ExtensionDtype):
+        values = list(map(maybe_box_native, values))
+    return values
+
+
+class _Columns:
+    """A frame's columns, each boxed (:func:`box_column`) on its first read."""
+
+    __slots__ = ("boxed", "frame", "names")
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self.frame = frame
+        self.names: list[str] = frame.columns.tolist()
+        self.boxed: dict[str, list[Any]] = {}
+
+    def column(self, name: str) -> list[Any]:
+        values = self.boxed.get(name)
+        if values is None:
+            values = self.boxed[name] = box_column(self.frame[name])  # (KeyError: no such)
+        return values
+
+
+class _LazyRow(Mapping[str, Any]):
+    """One row of :func:`records`: the mapping of column to value a dict of it would be."""
+
+    __slots__ = ("_at", "_columns")
+
+    def __init__(self, columns: _Columns, at: int) -> None:
+        self._columns = columns
+        self._at = at
+
+    def __getitem__(self, name: str) -> Any:
+        return self._columns.column(name)[self._at]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._columns.names)
+
+    def __len__(self) -> int:
+        return len(self._columns.names)
+
+
+def box_value(col: pd.Series, at: int) -> Any:
+    """The value at row ``at`` of the column, as :func:`box_rows` gives it."""
+    value = col.iloc[at]
+    if col.dtype == np.dtype(object) or isinstance(col.dtype, ExtensionDtype):
+        return maybe_box_native(value) if value is not pd.NA else None
+    return value.item() if isinstance(value, np.generic) else value
+
+
+@functools.cache
+def categories(names: tuple[str, ...]) -> pd.CategoricalDtype:
+    """The categorical dtype of exactly these names, built once: ``from_codes`` with the
+    names took ~80 us a call (building and checking the dtype), with the dtype ~4 us."""
+    return pd.CategoricalDtype(list(names))
 
 
 def _last(frame: pd.DataFrame, col: str) -> Any:
@@ -79,7 +246,19 @@ def _plain(v: Any) -> Any:
 
 
 def sizing(tables: EventTables, name: str, rank0: bool = True) -> float | None:
-    return sizing_values(tables["sizing"], rank0).get(name)
+    read = _rank0_sizing if rank0 else _any_rank_sizing
+    value: float | None = read(tables["sizing"]).get(name)
+    return value
+
+
+@once_per_frame
+def _rank0_sizing(frame: pd.DataFrame) -> dict[str, Any]:
+    return sizing_values(frame, rank0=True)
+
+
+@once_per_frame
+def _any_rank_sizing(frame: pd.DataFrame) -> dict[str, Any]:
+    return sizing_values(frame, rank0=False)
 
 
 def sizing_values(frame: pd.DataFrame, rank0: bool = True) -> dict[str, Any]:
@@ -103,6 +282,11 @@ def sizing_values(frame: pd.DataFrame, rank0: bool = True) -> dict[str, Any]:
     out = {n: v for n, v in last_any.items() if n not in has_rank0}
     out.update(last_rank0)
     return out
+
+
+def missing(value: Any) -> bool:
+    """None, NA or NaN (a row's value that ``dropna`` drops)."""
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
 def _first(*values: Any) -> Any:

@@ -35,6 +35,7 @@ import pandas as pd
 from diag.engines import capture_evidence as words
 from diag.engines.phases import CAPTURE_PHASES
 from diag.events import EventTables
+from diag.facts.access import Row, records
 from diag.facts.verdict import SERVING_KINDS
 
 Confidence = Literal["certain", "likely", "no"]
@@ -132,15 +133,15 @@ class Timeline:
 
     def __init__(self, tables: EventTables) -> None:
         sig: list[_Signal] = []
-        for row in _rows(tables["phase"]):
+        for row in records(tables["phase"]):
             if _text(row.get("phase")):
                 sig.append(_signal(row, str(row["phase"])))
-        for row in _rows(tables["capture_begin"]):
+        for row in records(tables["capture_begin"]):
             sig.append(_signal(row, _capture_phase(row.get("phase"))))
-        for row in _rows(tables["capture_end"]):
+        for row in records(tables["capture_end"]):
             sig.append(_signal(row, _ENDED))
         bars = []
-        for row in _rows(tables["capture_progress"]):
+        for row in records(tables["capture_progress"]):
             if _text(row.get("rank")):  # a bar a process prefix names is that process's line
                 sig.append(_signal(row, _capture_phase(row.get("phase"))))
             done, total = _int(row.get("done")), _int(row.get("total"))
@@ -169,7 +170,7 @@ class Timeline:
         return [s for s in self.signals if s.key <= key]
 
 
-def collect(row: dict[str, Any], timeline: Timeline) -> list[Evidence]:
+def collect(row: Row, timeline: Timeline) -> list[Evidence]:
     """Every sign for and against capture the run shows for one error row."""
     out: list[Evidence] = []
     key, message = _key(row), str(row.get("message") or "")
@@ -250,7 +251,7 @@ def collect(row: dict[str, Any], timeline: Timeline) -> list[Evidence]:
     return out
 
 
-def _positional(row: dict[str, Any], key: int, timeline: Timeline) -> list[Evidence]:
+def _positional(row: Row, key: int, timeline: Timeline) -> list[Evidence]:
     """(b) the process's own phase; (c) the neighbours' capture lines and a cut bar; (g) a
     neighbour's later phase outside capture."""
     out: list[Evidence] = []
@@ -365,7 +366,7 @@ def decide(evidence: list[Evidence], named: bool) -> Attribution:
 class Placed:
     """The run's capture error: its error row, the decision and the phase it places it in."""
 
-    row: dict[str, Any]
+    row: Row
     attribution: Attribution
     decided: Evidence
     phase: str
@@ -385,7 +386,7 @@ def place_capture_error(tables: EventTables) -> Placed | None:
         return None
     timeline = Timeline(tables)
     chosen = None
-    rows = _rows(errors)
+    rows = records(errors)
     roots = any(not _flag(r.get("secondary")) for r in rows)
     for row in rows:
         cls_ = str(row["error_class"])
@@ -421,7 +422,7 @@ def overruled(tables: EventTables) -> list[str]:
         return []
     timeline = Timeline(tables)
     out = []
-    for row in _rows(errors):
+    for row in records(errors):
         named = str(row["error_class"]) != "other" or _text(row.get("reason")) is not None
         verdict = decide(collect(row, timeline), named)
         if verdict.in_capture or not verdict.conflict or verdict.decided_by is None:
@@ -452,24 +453,20 @@ def _capture_phase(p: Any) -> str:
     return LOG_CAPTURE_PHASE.get(str(_text(p) or ""), "capture_decode")
 
 
-def _signal(row: dict[str, Any], phase: str) -> _Signal:
+def _signal(row: Row, phase: str) -> _Signal:
     rank = _text(row.get("rank")) or ""
     return _Signal(_key(row), rank, phase, int(row["line"]), _ts(row), _at(row))
 
 
-def _at(row: dict[str, Any]) -> str:
+def _at(row: Row) -> str:
     return f"{row.get('source') or 'line'}:{int(row['line'])}"
 
 
-def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return frame.to_dict("records") if not frame.empty else []
-
-
-def _key(row: dict[str, Any]) -> int:
+def _key(row: Row) -> int:
     return int(row.get("_order", row["line"]))
 
 
-def _ts(row: dict[str, Any]) -> float:
+def _ts(row: Row) -> float:
     v = row.get("ts")
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
 

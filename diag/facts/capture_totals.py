@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
 from diag.engines import EngineConfig, spec_for
 from diag.engines.config import as_count as _as_int
 from diag.events import EventTables
-from diag.facts.access import _first, _rank0, sizing
+from diag.facts.access import Row, _first, missing, rank0_rows, records, sizing
 from diag.model import headline
 
 # capture phases by what they serve: the record's capture_time_s / capture_mem_gib are the
@@ -24,20 +26,25 @@ CAPTURE_PHASE_GROUPS = {
 def _capture_totals(
     tables: EventTables, group: str = "decode"
 ) -> tuple[float | None, float | None]:
-    ends = tables["capture_end"]
-    if ends.empty:
-        return None, None
     # phase first, then rank 0 of that phase (a draft model may capture on another rank only)
-    ends = _rank0(ends[ends["phase"].fillna("decode").isin(CAPTURE_PHASE_GROUPS[group])])
-    if ends.empty:
-        return None, None
-    t = ends["time_s"].dropna()
-    m = ends["mem_gib"].dropna()
+    ends = rank0_rows(capture_rows(tables["capture_end"], group))
     # several ranks' or several decode captures (e.g. one per graph backend) add up
-    return (
-        round(float(t.sum()), 3) if not t.empty else None,
-        round(float(m.sum()), 3) if not m.empty else None,
-    )
+    return summed([e["time_s"] for e in ends]), summed([e["mem_gib"] for e in ends])
+
+
+def capture_rows(ends: pd.DataFrame, group: str = "decode") -> list[Row]:
+    """The capture-end rows of a phase group (a row naming no phase is a decode capture's),
+    read from the run's shared rows."""
+    phases = CAPTURE_PHASE_GROUPS[group]
+    return [e for e in records(ends) if ("decode" if missing(e["phase"]) else e["phase"]) in phases]
+
+
+def summed(values: list[Any]) -> float | None:
+    """The sum of the known values to 3 places (None: none known), summed as pandas sums a
+    column (numpy's pairwise sum, so the figure is the same to the last bit)."""
+    known = np.asarray(values, dtype=float)
+    known = known[~np.isnan(known)]
+    return round(float(known.sum()), 3) if len(known) else None
 
 
 def _kv_tokens(tables: EventTables) -> int | None:
@@ -65,6 +72,21 @@ def kv_tokens_with_source(
         f"derived: {blocks} GPU blocks x block_size {size} ({spec.name} default; "
         "the log does not echo block_size)"
     )
+
+
+def captured_size_count(tables: EventTables) -> int | None:
+    """How many decode sizes were captured, from size-list counts or tqdm totals."""
+    counts: list[int] = []
+    for kind, column in (("capture_sizes", "count"), ("capture_progress", "total")):
+        frame = tables[kind]
+        if not frame.empty:  # (two columns read: not a filtered frame per kind)
+            phases, values = frame["phase"].tolist(), frame[column].tolist()
+            counts += [
+                int(c)
+                for p, c in zip(phases, values, strict=True)
+                if p != "prefill" and not missing(c)
+            ]
+    return max(counts) if counts else None
 
 
 _BEGUN = ("capture_begin", "capture_progress")

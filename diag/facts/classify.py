@@ -31,8 +31,9 @@ from diag.batch_labels import REASONS as REASONS
 from diag.batch_labels import VERDICTS as VERDICTS
 from diag.batch_labels import Reason as Reason
 from diag.batch_labels import verdict_codes as verdict_codes
+from diag.facts.access import categories, once_per_frame
 from diag.facts.pricing import tally
-from diag.facts.steps import ORIGINS, DecodeSteps
+from diag.facts.steps import ORIGINS, DecodeSteps, shared
 
 COLUMNS = [
     "source",
@@ -183,7 +184,7 @@ def infer_many(window: Window, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def labels(codes: np.ndarray, names: tuple[str, ...]) -> pd.Categorical:
     """Codes into ``names`` as a categorical column of exactly those categories."""
-    return pd.Categorical.from_codes(codes, categories=list(names))
+    return pd.Categorical.from_codes(codes, dtype=categories(names))
 
 
 def _rows(
@@ -238,10 +239,10 @@ def _rows(
     # (no memory per row: the frame lives until the report is written)
     return pd.DataFrame(
         {
-            "source": _shared(frame, "source"),  # categoricals stay categoricals
+            "source": shared(frame, "source"),  # categoricals stay categoricals
             "line": _readonly(frame["line"].to_numpy()),  # (Int64's: a view of its data)
-            "ts": _shared(frame, "ts"),
-            "rank": _shared(frame, "rank"),
+            "ts": shared(frame, "ts"),
+            "rank": shared(frame, "rank"),
             "batch_size": bs,
             "weight": _constant(1.0, n)
             if weights is None
@@ -298,17 +299,12 @@ def _constant(value: float | np.int8, n: int) -> np.ndarray:
     return np.broadcast_to(value, n)
 
 
-def _shared(frame: pd.DataFrame, column: str) -> pd.Series:
-    """An event column as a Series of the classify frame's rows: the same data, not a copy
-    (pandas' copy-on-write keeps either frame's later writes to itself)."""
-    return frame[column].reset_index(drop=True)
-
-
 # ------------------------------------------------------------------ summaries for the record
 def _floats(batches: pd.DataFrame, column: str) -> np.ndarray:
     return np.asarray(batches[column].to_numpy(dtype=float, na_value=np.nan))
 
 
+@once_per_frame  # (the run's and its one rank's: the same frame)
 def batch_counts(batches: pd.DataFrame) -> dict[str, object]:
     if batches.empty:
         return {"graph": 0, "eager": 0, "unknown": 0, "source": "none"}
@@ -343,6 +339,7 @@ def captured_share(counts: dict[str, object]) -> float | None:
     return round(g / (g + e), 4) if g + e else None
 
 
+@once_per_frame
 def padding_waste(batches: pd.DataFrame) -> float | None:
     """Padded slots over graph slots of the graph batches, each at its own bucket (logged or
     inferred)."""

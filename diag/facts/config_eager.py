@@ -28,7 +28,7 @@ import pandas as pd
 
 from diag.engines import EngineConfig
 from diag.events import EventTables
-from diag.facts.access import _rank0
+from diag.facts.access import Row, _rank0, records
 from diag.facts.run_record import RunRecord
 
 
@@ -47,15 +47,11 @@ class ConfigEager:
     needed: int | None = None  # the size that brings them back (vLLM: tokens)
 
 
-def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return frame.to_dict("records") if not frame.empty else []
-
-
 def _truncation(
     tables: EventTables, record: RunRecord, config: EngineConfig, batches: pd.DataFrame
 ) -> ConfigEager | None:
     adv = tables["advisory"]
-    rows = [r for r in _rows(adv) if r.get("topic") == "truncating_capture_size"]
+    rows = [r for r in records(adv) if r.get("topic") == "truncating_capture_size"]
     k = config.spec_tokens
     if not rows or k <= 0 or pd.isna(rows[-1].get("value")):
         return None
@@ -99,7 +95,7 @@ def _truncation(
 
 def _prefill_disabled(tables: EventTables, config: EngineConfig) -> ConfigEager | None:
     frame = tables["graph_disabled"]
-    rows = [r for r in _rows(frame) if r.get("reason") == "prefill_graph_only"]
+    rows = [r for r in records(frame) if r.get("reason") == "prefill_graph_only"]
     if not rows or config.prefill_graphs_off:
         return None
     row = rows[0]
@@ -131,15 +127,15 @@ def _dp(rank: Any) -> int | None:
 def _dp_rank_eager(tables: EventTables, batches: pd.DataFrame) -> ConfigEager | None:
     """A DP rank that logged no capture at all while other DP ranks captured theirs: by the
     ranks' minimum vote every step of every rank runs eager."""
-    began = {_dp(r.get("rank")) for r in _rows(tables["capture_begin"])}
-    ended = {_dp(r.get("rank")) for r in _rows(tables["capture_end"])}
+    began = {_dp(r.get("rank")) for r in records(tables["capture_begin"])}
+    ended = {_dp(r.get("rank")) for r in records(tables["capture_end"])}
     began.discard(None)
     ended.discard(None)
     if not ended:
         return None
-    first: dict[int, dict[str, Any]] = {}  # each DP rank's first serving line
+    first: dict[int, Row] = {}  # each DP rank's first serving line
     for kind in ("decode_batch", "prefill_batch"):
-        for r in _rows(tables[kind]):
+        for r in records(tables[kind]):
             dp = _dp(r.get("rank"))
             if (
                 dp is not None
@@ -151,7 +147,7 @@ def _dp_rank_eager(tables: EventTables, batches: pd.DataFrame) -> ConfigEager | 
         return None
     disabled = {
         _dp(r.get("rank")): r
-        for r in _rows(tables["graph_disabled"])
+        for r in records(tables["graph_disabled"])
         if _dp(r.get("rank")) in first
     }
     dp = min(first)

@@ -12,7 +12,7 @@ batch counts, so the two never disagree.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -22,7 +22,7 @@ import pandas as pd
 from diag.engines import EngineConfig
 from diag.engines.runners import PHASE_RUNNER, Model, Runner, Status, phase_of, unit_of
 from diag.events import EventTables
-from diag.facts.access import _rank0
+from diag.facts.access import Row, _rank0, missing, once_per_frame, rank0_rows, records
 from diag.facts.metric_counts import MetricCounts
 from diag.facts.run_record import BatchCounts, CaptureError, GraphRunner, RunRecord
 from diag.facts.steps import DecodeSteps
@@ -36,15 +36,11 @@ _VLLM_SETS: dict[str, tuple[tuple[Runner, str], ...]] = {
 }
 
 
-def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return frame.to_dict("records") if not frame.empty else []
-
-
 def _text(v: Any) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
-def _key(row: dict[str, Any]) -> int:
+def _key(row: Row) -> int:
     return int(row.get("_order", row["line"]))
 
 
@@ -52,11 +48,23 @@ def _phases(tables: EventTables) -> list[str]:
     """Every capture phase the logs name, in order of first appearance."""
     seen: dict[str, int] = {}
     for kind in ("capture_begin", "capture_sizes", "capture_progress", "capture_end"):
-        for row in _rows(tables[kind]):
-            phase = _text(row.get("phase"))
-            if phase is not None:
-                seen[phase] = min(seen.get(phase, 1 << 62), _key(row))
+        for phase, key in _first_keys(tables[kind]).items():
+            seen[phase] = min(seen.get(phase, 1 << 62), key)
     return sorted(seen, key=seen.__getitem__)
+
+
+@once_per_frame
+def _first_keys(frame: pd.DataFrame) -> dict[str, int]:
+    """Each phase the frame names -> the order key of its first row (two columns read, not
+    every row boxed)."""
+    seen: dict[str, int] = {}
+    if frame.empty:
+        return seen
+    keys = frame["_order" if "_order" in frame.columns else "line"].tolist()
+    for phase, key in zip(frame["phase"].tolist(), keys, strict=True):
+        if _text(phase) is not None:
+            seen[phase] = min(seen.get(phase, 1 << 62), int(key))
+    return seen
 
 
 def _sum(values: Iterable[Any]) -> float | None:
@@ -64,18 +72,16 @@ def _sum(values: Iterable[Any]) -> float | None:
     return round(sum(vals), 3) if vals else None
 
 
-def _phase_rows(frame: pd.DataFrame, phases: set[str]) -> pd.DataFrame:
-    if frame.empty:
-        return frame
-    return _rank0(frame[frame["phase"].isin(list(phases))])
+def _phase_rows(frame: pd.DataFrame, phases: set[str]) -> Sequence[Row]:
+    """Rank 0's rows of these phases (as :func:`~diag.facts.access._rank0` picks them)."""
+    return rank0_rows([r for r in records(frame) if r["phase"] in phases])
 
 
 def _sizes(tables: EventTables, phases: set[str]) -> tuple[tuple[int, ...] | None, str | None]:
     """The runner's last logged size list (rank 0) and the backend its line names."""
-    rows = _phase_rows(tables["capture_sizes"], phases)
     sizes: tuple[int, ...] | None = None
     backend = None
-    for row in _rows(rows):
+    for row in _phase_rows(tables["capture_sizes"], phases):
         if _text(row.get("mode")):
             backend = str(row["mode"])
         raw = row.get("sizes")
@@ -87,15 +93,16 @@ def _sizes(tables: EventTables, phases: set[str]) -> tuple[tuple[int, ...] | Non
 def _status(tables: EventTables, phases: set[str], failed: bool, disabled: bool) -> Status:
     if failed:
         return "failed"
-    if not _phase_rows(tables["capture_end"], phases).empty:
+    if _phase_rows(tables["capture_end"], phases):
         return "captured"
     bars = _phase_rows(tables["capture_progress"], phases)
-    if not bars.empty:
-        done, total = bars["done"].dropna(), bars["total"].dropna()
-        if len(done) and len(total) and int(done.max()) >= int(total.max()):
+    if bars:
+        done = [b["done"] for b in bars if not missing(b["done"])]
+        total = [b["total"] for b in bars if not missing(b["total"])]
+        if done and total and int(max(done)) >= int(max(total)):
             return "captured"
         return "not_captured"
-    if not _phase_rows(tables["capture_begin"], phases).empty:
+    if _phase_rows(tables["capture_begin"], phases):
         return "not_captured"
     return "disabled" if disabled else "unknown"
 
@@ -285,9 +292,9 @@ def _main_runner(wanted: list[tuple[Runner, Model, set[str]]]) -> tuple[str, str
 
 def _time_mem(tables: EventTables, phases: set[str]) -> tuple[float | None, float | None]:
     ends = _phase_rows(tables["capture_end"], phases)
-    if ends.empty:
+    if not ends:
         return None, None
-    return _sum(ends["time_s"]), _sum(ends["mem_gib"])
+    return _sum(e["time_s"] for e in ends), _sum(e["mem_gib"] for e in ends)
 
 
 def _vllm_sizes(
@@ -300,10 +307,9 @@ def _vllm_sizes(
     """vLLM: the mixed set is every capture size; the FULL decode set the sizes up to the
     memory profile's ``largest`` (else max_num_seqs x (1 + k), vllm==0.34.0:
     vllm/v1/cudagraph_dispatcher.py); the encoder set its token budgets."""
-    rows = _phase_rows(tables["capture_sizes"], which - {"all"})
     largest = None
     backend = None
-    for row in _rows(rows):
+    for row in _phase_rows(tables["capture_sizes"], which - {"all"}):
         if row.get("largest") is not None and not pd.isna(row.get("largest")):
             largest = int(row["largest"])
         if _text(row.get("mode")):
@@ -339,14 +345,14 @@ def error_runner(tables: EventTables, error: CaptureError | None) -> tuple[Runne
     err = tables["error"]
     at = None
     who = None
-    for row in _rows(err):
+    for row in records(err):
         if str(row["source"]) == error.path and int(row["line"]) == error.line:
             at, who = _key(row), _text(row.get("rank"))
             break
     if at is not None:
         opened: list[tuple[int, str, str | None]] = []
         for kind in ("capture_begin", "capture_progress"):
-            for row in _rows(tables[kind]):
+            for row in records(tables[kind]):
                 phase = _text(row.get("phase"))
                 if phase is not None and _key(row) <= at:
                     opened.append((_key(row), phase, _text(row.get("rank"))))
@@ -355,7 +361,7 @@ def error_runner(tables: EventTables, error: CaptureError | None) -> tuple[Runne
             k0, phase, rank = max(mine)
             ended = any(
                 k0 <= _key(r) <= at and _text(r.get("rank")) in (rank, None)
-                for r in _rows(tables["capture_end"])
+                for r in records(tables["capture_end"])
             )
             if not ended and phase in PHASE_RUNNER:
                 return PHASE_RUNNER[phase]

@@ -24,12 +24,17 @@ from diag.events import EventTables
 from diag.facts import attribution
 from diag.facts import classify as cls
 from diag.facts.access import (
+    Row,
     _first,
     _last,
     _plain,
-    _rank0,
+    distinct,
+    missing,
     mode_is_none,
+    once_per_frame,
+    rank0_rows,
     rank_rows,
+    records,
     rows_at,
     sizing,
 )
@@ -37,10 +42,14 @@ from diag.facts.access import is_rank0 as is_rank0  # re-exported: callers read 
 from diag.facts.agreement import agreement
 from diag.facts.capture_totals import (
     _capture_totals,
-    _kv_tokens,
+    capture_rows,
     kv_tokens_with_source,
+    summed,
     unfinished_capture,
     unplaced_error,
+)
+from diag.facts.capture_totals import (
+    captured_size_count as captured_size_count,  # re-exported: tests read it from here
 )
 from diag.facts.config_eager import ConfigEager, config_eager
 from diag.facts.graphs import build_graphs, error_runner, name_error_runner
@@ -60,6 +69,7 @@ from diag.facts.run_record import (
 )
 from diag.facts.runs import Run
 from diag.facts.settings import engine_config
+from diag.facts.signals import LineSignals, line_signals
 from diag.facts.stalls import CaptureStall, capture_stalls
 from diag.facts.startup import Stage, capture_share, startup_timeline
 from diag.facts.steps import DecodeSteps, clock_jump_note, decode_steps
@@ -122,6 +132,9 @@ class RunFacts:
     kv_tokens_source: str | None = None
     # the run's profiler traces joined to its batches (diag.facts.joins)
     trace_check: TraceCheck | None = None
+    # what its lines say beyond the record, for the rules (diag.facts.signals): read while
+    # the event tables are at hand, so the rules of a fleet's run never unpack them
+    signals: LineSignals | None = None
 
     @property
     def tables(self) -> EventTables:
@@ -192,13 +205,8 @@ def snapshot_graph_pool_gib(run_id: str, snapshots: Iterable[Snapshot]) -> float
 
 # ------------------------------------------------------------------ graph mode and window
 def graph_mode(tables: EventTables, config: EngineConfig) -> GraphMode:
-    phases = (
-        set(tables["capture_begin"]["phase"].dropna())
-        | set(tables["capture_end"]["phase"].dropna())
-        | set(tables["capture_progress"]["phase"].dropna())
-        | set(tables["capture_sizes"]["phase"].dropna())
-    )
-    decode_true = bool((tables["decode_batch"]["cuda_graph"] == True).any())  # noqa: E712
+    phases = capture_phases(tables)
+    decode_true = _flagged_graph(tables["decode_batch"])
     steps = tables["graph_step"]
     step_graph = bool((~mode_is_none(steps["mode"])).any()) if not steps.empty else False
     if phases & DECODE_PHASES or decode_true or step_graph:
@@ -221,6 +229,23 @@ def graph_mode(tables: EventTables, config: EngineConfig) -> GraphMode:
     if config.graphs_off is not None:
         return "disabled" if config.graphs_off else "enabled"
     return "unknown"
+
+
+def capture_phases(tables: EventTables) -> set[Any]:
+    """Every phase the capture lines name (graph_mode and cudagraph_mode read them both)."""
+    kinds = ("capture_begin", "capture_end", "capture_progress", "capture_sizes")
+    return set().union(*(_named_phases(tables[k]) for k in kinds))
+
+
+@once_per_frame
+def _named_phases(frame: pd.DataFrame) -> frozenset[Any]:
+    return frozenset(frame["phase"].dropna())
+
+
+@once_per_frame
+def _flagged_graph(decode: pd.DataFrame) -> bool:
+    """Does a decode batch line say ``cuda graph: True``?"""
+    return bool((decode["cuda_graph"] == True).any())  # noqa: E712
 
 
 def cudagraph_mode(
@@ -249,13 +274,8 @@ def cudagraph_mode(
     sizes = tables["capture_sizes"]
     kinds = []
     backend_name = _last(sizes[sizes["phase"] == "decode"], "mode") if not sizes.empty else None
-    phases = (
-        set(tables["capture_begin"]["phase"].dropna())
-        | set(tables["capture_progress"]["phase"].dropna())
-        | set(tables["capture_end"]["phase"].dropna())
-        | set(sizes["phase"].dropna())
-    )
-    if phases & DECODE_PHASES or (tables["decode_batch"]["cuda_graph"] == True).any():  # noqa: E712
+    phases = capture_phases(tables)
+    if phases & DECODE_PHASES or _flagged_graph(tables["decode_batch"]):
         kinds.append(str(backend_name or "full"))
     if "prefill" in phases:
         kinds.append("piecewise_prefill")
@@ -263,16 +283,15 @@ def cudagraph_mode(
 
 
 def capture_sizes(tables: EventTables, config: EngineConfig) -> list[int] | None:
-    sizes = _rank0(tables["capture_sizes"])
-    if not sizes.empty:
-        listed = sizes[
-            sizes["sizes"].notna()
-            & sizes["phase"].isin(["decode", "verify", "mixed", "metrics", "all"])
-        ]
-        if not listed.empty:
-            got = as_sizes(json.loads(listed["sizes"].iloc[-1]))
-            if got:  # (sizes past what a config holds are a garbled list: not read)
-                return list(got)
+    listed = [
+        r
+        for r in rank0_rows(records(tables["capture_sizes"]))
+        if not missing(r["sizes"]) and r["phase"] in ("decode", "verify", "mixed", "metrics", "all")
+    ]
+    if listed:
+        got = as_sizes(json.loads(listed[-1]["sizes"]))
+        if got:  # (sizes past what a config holds are a garbled list: not read)
+            return list(got)
     return list(config.capture_sizes) if config.capture_sizes else None
 
 
@@ -314,20 +333,6 @@ def capture_error(tables: EventTables) -> tuple[CaptureError | None, tuple[str, 
         conflict=verdict.conflict_note(),
     )
     return out, (out.path, out.line)
-
-
-def captured_size_count(tables: EventTables) -> int | None:
-    """How many decode sizes were captured, from size-list counts or tqdm totals."""
-    counts: list[int] = []
-    cs = tables["capture_sizes"]
-    if not cs.empty:
-        cs = cs[cs["phase"] != "prefill"]
-        counts += [int(c) for c in cs["count"].dropna()]
-    prog = tables["capture_progress"]
-    if not prog.empty:
-        prog = prog[prog["phase"] != "prefill"]
-        counts += [int(c) for c in prog["total"].dropna()]
-    return max(counts) if counts else None
 
 
 # ------------------------------------------------------------------ the record
@@ -415,7 +420,7 @@ def build_facts(run: Run) -> RunFacts:
     )
     stalls = capture_stalls(t) if error is None else ()
     timeline = startup_timeline(t)
-    return RunFacts(
+    facts = RunFacts(
         run,
         config,
         window,
@@ -435,6 +440,7 @@ def build_facts(run: Run) -> RunFacts:
         startup_capture=capture_share(timeline),
         metric_counts=counted,
     )
+    return replace(facts, signals=line_signals(facts))
 
 
 def _clock_notes(steps: DecodeSteps) -> list[str]:
@@ -490,32 +496,59 @@ def _capped(t: EventTables) -> int | None:
 def _ranks(run: Run, batches: pd.DataFrame) -> list[RankRecord]:
     ranks: set[str] = set()
     for frame in run.tables._frames.values():
-        ranks.update(r for r in pd.unique(frame["rank"]) if isinstance(r, str) and r)
-    out = []
-    # per-rank figures need only these tables: never copy the big batch tables per rank
-    small = [(k, run.tables[k]) for k in ("capture_end", "sizing")]
-    small_rows = [rank_rows(f) for _, f in small]
-    narrow = batches if batches.empty else batches[list(cls.SUMMARY_COLUMNS)]
+        ranks.update(r for r in distinct(frame["rank"]) if isinstance(r, str) and r)
+    if not ranks:
+        return []
+    # each rank's figures from one pass over the few capture-end and sizing rows (a frame
+    # per rank and table cost ~1 ms a rank); never copy the big batch tables per rank
+    capture = _capture_totals_by_rank(run.tables["capture_end"])
+    sized = _sizing_by_rank(run.tables["sizing"])
     batch_rows = rank_rows(batches)
+    narrow: list[pd.DataFrame] = []  # the summary columns, taken once a rank needs a part
+    out = []
     for rank in sorted(ranks, key=_rank_sort_key):
-        sub = EventTables(
-            {k: rows_at(f, rows.get(rank)) for (k, f), rows in zip(small, small_rows, strict=True)}
-        )
-        cap_time, cap_mem = _capture_totals(sub)
-        rb = rows_at(narrow, batch_rows.get(rank))
+        cap_time, cap_mem = capture.get(rank, (None, None))
+        values = sized.get(rank, {})
+        rows = batch_rows.get(rank)
+        if rows is not None and 0 < len(rows) < len(batches) and not narrow:
+            narrow.append(batches[list(cls.SUMMARY_COLUMNS)])
+        # a rank of every batch row reads the frame itself (its summaries computed once)
+        rb = rows_at(narrow[0] if narrow else batches, rows)
         counts = cls.batch_counts(rb)
         entry = RankRecord(
             rank=rank,
             capture_time_s=cap_time,
             capture_mem_gib=cap_mem,
-            kv_tokens=_kv_tokens(sub),
-            gpu_blocks=_as_int(sizing(sub, "gpu_blocks")),
-            kv_cache_gib=sizing(sub, "kv_cache_gib"),
-            max_concurrency=sizing(sub, "max_concurrency"),
+            kv_tokens=_as_int(_first(values.get("kv_tokens"), values.get("max_total_num_tokens"))),
+            gpu_blocks=_as_int(values.get("gpu_blocks")),
+            kv_cache_gib=values.get("kv_cache_gib"),
+            max_concurrency=values.get("max_concurrency"),
             captured_share=cls.captured_share(counts),
             padding_waste=cls.padding_waste(rb),
         )
         out.append(entry)
+    return out
+
+
+def _capture_totals_by_rank(ends: pd.DataFrame) -> dict[str, tuple[float | None, float | None]]:
+    """Each rank's decode capture time and memory: :func:`_capture_totals` of its own rows."""
+    mine: dict[str, list[Row]] = {}
+    for row in capture_rows(ends):
+        if isinstance(row["rank"], str):
+            mine.setdefault(row["rank"], []).append(row)
+    return {
+        rank: (summed([r["time_s"] for r in rows]), summed([r["mem_gib"] for r in rows]))
+        for rank, rows in mine.items()
+    }
+
+
+def _sizing_by_rank(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Each rank's last logged value of every sizing name (:func:`sizing` of its own rows)."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in records(frame):
+        value = _plain(row["value"])
+        if value is not None:
+            out.setdefault(row["rank"], {})[row["name"]] = value
     return out
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from diag.events import EventTables
+from diag.facts.access import distinct, numbered
 from diag.model import Stream
 
 # markers that begin a start-up; "ready" only marks the end of one
@@ -108,6 +109,11 @@ def order_keys(frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[s
     return np.asarray(idx * _FILE_STRIDE + line)
 
 
+def _line_keys(frame: pd.DataFrame) -> pd.Series:
+    """The order keys of a file read in order: its line (:func:`_keys`)."""
+    return _keys(frame, {"": 0}, set())
+
+
 def _keys(frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[str]) -> pd.Series:
     """:func:`order_keys` as the ``_order`` column. A Series, not an array: pandas copies
     an array assigned as a column, and for one file in order the keys are the ``line``
@@ -119,12 +125,15 @@ def _keys(frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[str]) 
 
 
 def _stream_frames(tables: EventTables, streams: list[Stream]) -> list[dict[str, pd.DataFrame]]:
-    """Each stream's rows of every frame, in one grouped pass per frame.
+    """Each stream's rows of every frame, in one grouped pass per frame, with only its own
+    files as ``source`` categories and its line as ``_order`` (the order key of a file read
+    in order, :func:`split_runs` keys the others): the column added once per frame, not per
+    stream and frame (a new column costs ~0.1 ms, per kind of each small run).
 
-    Equal to ``f[f["source"].isin(stream.sources)]`` per stream and frame (same rows, order
-    and index), without filtering every frame once per stream: thousands of small files
-    made that quadratic. A source listed by two streams (never made by ingest) falls back
-    to the per-stream filter."""
+    Equal to ``f[f["source"].isin(stream.sources)]`` per stream and frame (same rows and
+    order), without filtering every frame once per stream: thousands of small files made
+    that quadratic. A source listed by two streams (never made by ingest) falls back to the
+    per-stream filter (its frames as they are)."""
     stream_of: dict[str, int] = {}
     for i, stream in enumerate(streams):
         for src in stream.sources:
@@ -138,28 +147,29 @@ def _stream_frames(tables: EventTables, streams: list[Stream]) -> list[dict[str,
         if frame.empty:
             continue
         src = frame["source"]
-        if isinstance(src.dtype, pd.CategoricalDtype):
+        categorical = isinstance(src.dtype, pd.CategoricalDtype)
+        if categorical:
             by_code = np.array(
                 [stream_of.get(c, -1) for c in src.cat.categories] + [-1], dtype=np.int64
             )
             keys = by_code[src.cat.codes.to_numpy()]  # code -1 (missing) -> the last entry
         else:
             keys = src.map(stream_of).fillna(-1).to_numpy(dtype=np.int64)
-        categorical = isinstance(src.dtype, pd.CategoricalDtype)
         if len(keys) and keys[0] >= 0 and bool((keys == keys[0]).all()):
             # one stream holds every row (one file, one rotated set): the frame itself
-            out[int(keys[0])][kind] = (
-                frame.assign(source=_own_categories(src)) if categorical else frame
-            )
+            own = {"source": _own_categories(src)} if categorical else {}
+            out[int(keys[0])][kind] = frame.assign(**own, _order=_line_keys(frame))
             continue
         order = np.argsort(keys, kind="stable")
+        grouped = frame.take(order)  # one copy, each stream's rows a slice (not a take each)
+        grouped = grouped.assign(_order=_line_keys(grouped))
         sorted_keys = keys[order]
         starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
         ends = np.r_[starts[1:], len(sorted_keys)]
         for a, b in zip(starts, ends, strict=True):
             key = int(sorted_keys[a])
             if key >= 0:
-                part = frame.iloc[order[a:b]]
+                part = grouped.iloc[a:b]
                 if categorical:
                     part = part.assign(source=_own_categories(part["source"]))
                 out[key][kind] = part
@@ -172,8 +182,9 @@ def _own_categories(source: pd.Series) -> pd.Series:
     """A stream's ``source`` column with only its own files as categories: every later
     per-stream step (``map``, ``isin``, ``unique``) then costs the stream's files, not the
     whole folder's (10,000 files made each of them quadratic)."""
-    codes = source.cat.codes.to_numpy()
-    cats = source.cat.categories
+    cat = source.array  # (its codes and categories without a Series each)
+    codes = np.asarray(cat.codes)
+    cats = cat.categories
     seen = np.bincount(codes + 1, minlength=len(cats) + 1) > 0  # slot 0: missing (-1)
     present = np.flatnonzero(seen[1:])
     if len(present) == len(cats):  # every category is in use: already its own
@@ -181,8 +192,9 @@ def _own_categories(source: pd.Series) -> pd.Series:
     remap = np.full(len(cats) + 1, -1, dtype=np.int64)
     remap[present + 1] = np.arange(len(present))
     local = remap[codes + 1]  # missing values keep code -1
+    dtype = pd.CategoricalDtype(cats[present], ordered=False)
     return pd.Series(
-        pd.Categorical.from_codes(local, cats[present]), index=source.index, name=source.name
+        pd.Categorical.from_codes(local, dtype=dtype), index=source.index, name=source.name
     )
 
 
@@ -191,7 +203,7 @@ def _by_instance(tables: EventTables, streams: list[Stream]) -> list[tuple[Strea
     out: list[tuple[Stream, EventTables]] = []
     for stream, frames in zip(streams, _stream_frames(tables, streams), strict=True):
         mine = {k: f for k, f in frames.items() if not f.empty}
-        names = sorted({n for f in mine.values() for n in f["instance"].unique() if n})
+        names = sorted({n for f in mine.values() for n in distinct(f["instance"]) if n})
         if len(names) <= 1:
             out.append((stream, EventTables(mine)))
             continue
@@ -216,7 +228,13 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
         if not mine:
             continue  # a file with nothing relevant makes no run (it is still listed in inputs)
         rev = _reversed_sources(sub, stream.sources)
-        keyed = {k: f.assign(_order=_keys(f, file_index, rev)) for k, f in mine.items()}
+        in_order = len(file_index) == 1 and not rev  # (the line is the key: set already)
+        keyed = {
+            k: f
+            if in_order and "_order" in f.columns
+            else f.assign(_order=_keys(f, file_index, rev))
+            for k, f in mine.items()
+        }
         bounds = _boundaries(keyed.get("startup"))
         n_runs = len(bounds) + 1
         parts: list[dict[str, pd.DataFrame]] = [{} for _ in range(n_runs)]
@@ -225,7 +243,8 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
             if len(order) > 1 and not bool(np.all(order[1:] >= order[:-1])):
                 frame = frame.sort_values("_order", kind="stable")  # rarely: logs are in order
                 order = frame["_order"].to_numpy()
-            frame = frame.reset_index(drop=True)
+            if not numbered(frame.index):
+                frame = frame.reset_index(drop=True)
             if n_runs == 1:  # no restart: one run of all rows, no copy
                 parts[0][kind] = frame
                 continue
@@ -239,7 +258,7 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
             if not p:
                 continue
             srcs = sorted(
-                {s for f in p.values() for s in f["source"].unique()},
+                {s for f in p.values() for s in distinct(f["source"])},
                 key=lambda s: file_index.get(s, 0),
             )
             runs.append(
@@ -338,9 +357,10 @@ def _value_counts(col: pd.Series) -> list[tuple[object, int]]:
     """(value, count) pairs of a column; on a categorical, a bincount of its codes (pandas'
     own value_counts costs ~0.5 ms a call there, paid per frame of every small run)."""
     if isinstance(col.dtype, pd.CategoricalDtype):
-        codes = col.cat.codes.to_numpy()
-        counts = np.bincount(codes[codes >= 0], minlength=len(col.cat.categories))
-        return [(v, int(n)) for v, n in zip(col.cat.categories, counts, strict=True) if n]
+        cat = col.array  # (its codes and categories without a Series each)
+        codes = np.asarray(cat.codes)
+        counts = np.bincount(codes[codes >= 0], minlength=len(cat.categories))
+        return [(v, int(n)) for v, n in zip(cat.categories, counts, strict=True) if n]
     return [(v, int(n)) for v, n in col.value_counts().items()]
 
 

@@ -10,14 +10,32 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
 import pandas as pd
 
-from diag.engines import spec_for
+from diag.engines import EngineConfig, spec_for
 from diag.events import EventTables
-from diag.facts.access import sizing
+from diag.facts.access import box_rows, sizing
 from diag.facts.advisories import Advisory
-from diag.facts.record import RunFacts, captured_size_count
+from diag.facts.capture_totals import captured_size_count
+
+
+class RunLines(Protocol):
+    """What the signals read of a run's facts (:class:`diag.facts.record.RunFacts`, which
+    carries them: it is built with them, so this module cannot import it)."""
+
+    @property
+    def tables(self) -> EventTables: ...
+
+    @property
+    def config(self) -> EngineConfig: ...
+
+    @property
+    def backend(self) -> str: ...
+
+    @property
+    def capture_error_at(self) -> tuple[str, int] | None: ...
 
 
 @dataclass(frozen=True)
@@ -40,16 +58,16 @@ class LineSignals:
     engine_solutions: tuple[str, ...]
 
 
-def line_signals(facts: RunFacts) -> LineSignals:
+def line_signals(facts: RunLines) -> LineSignals:
     t = facts.tables
     adv = t["advisory"]
     memory_advisories = tuple(
         Advisory(
             str(r["topic"]), None if pd.isna(r["value"]) else float(r["value"]), str(r["text"])
         )
-        for r in (
+        for r in box_rows(
             adv[adv["topic"].isin(NUMERIC_MEMORY_ADVISORIES)] if not adv.empty else adv
-        ).to_dict("records")
+        )
     )
     stats = t["stats"]
     decode = t["decode_batch"]
@@ -141,7 +159,7 @@ def first_advisory_text(adv: pd.DataFrame, topic: str) -> str | None:
     return None if rows.empty else str(rows["text"].iloc[0])
 
 
-def user_eager(facts: RunFacts) -> str | None:
+def user_eager(facts: RunLines) -> str | None:
     """The user's own eager setting (GD131), never an engine downgrade (GD160).
 
     The user's own args (vLLM's "non-default args" / args echo) decide first: what the user
@@ -177,7 +195,7 @@ def user_eager(facts: RunFacts) -> str | None:
 CONSEQUENCE_REASONS = frozenset({"dispatch_keys_uninitialized"})
 
 
-def _user_set_mode_none(facts: RunFacts, reasons: set[str]) -> bool:
+def _user_set_mode_none(facts: RunLines, reasons: set[str]) -> bool:
     """cudagraph_mode NONE is the user's when the user's own args say so (vLLM 0.10.1+
     "non-default args"), or the config echo says so and the engine printed no override to
     NONE (an engine override is GD160's, even though the echo then shows NONE too)."""
@@ -197,14 +215,14 @@ def _user_set_mode_none(facts: RunFacts, reasons: set[str]) -> bool:
     return not overridden
 
 
-def engine_downgrades(facts: RunFacts) -> tuple[str, ...]:
+def engine_downgrades(facts: RunLines) -> tuple[str, ...]:
     """Engine-chosen mode changes and model/backend disables. A change to NONE that follows
     the user's own eager mode is the user's choice, not a downgrade."""
     out: list[str] = []
     user = user_eager(facts)
     modes = facts.tables["graph_mode"]
     if not modes.empty:
-        for row in modes[modes["downgraded"] == True].to_dict("records"):  # noqa: E712
+        for row in box_rows(modes[modes["downgraded"] == True]):  # noqa: E712
             if user is not None and str(row["mode"]).upper() == "NONE":
                 continue
             out.append(str(row["text"]))
@@ -218,7 +236,7 @@ def engine_downgrades(facts: RunFacts) -> tuple[str, ...]:
     return tuple(out)
 
 
-def refused_by(facts: RunFacts) -> str:
+def refused_by(facts: RunLines) -> str:
     """The attention backend the engine named refusing a graph mode (vLLM's downgrade line)."""
     modes = facts.tables["graph_mode"]
     if modes.empty or "backend" not in modes.columns:

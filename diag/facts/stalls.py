@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from diag.engines.runners import PHASE_RUNNER
 from diag.events import EventTables
+from diag.facts.access import Row, records
 
 
 @dataclass(frozen=True)
@@ -50,11 +50,7 @@ class CaptureStall:
         )
 
 
-def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return frame.to_dict("records") if not frame.empty else []
-
-
-def _order(row: dict[str, Any]) -> int:
+def _order(row: Row) -> int:
     return int(row.get("_order", row["line"]))
 
 
@@ -76,7 +72,7 @@ def _position(tables: EventTables, phase: str, after: int) -> str | None:
     """Rank 0's bar of this capture (bars carry no rank): its last state after the begin."""
     bars = [
         r
-        for r in _rows(tables["capture_progress"])
+        for r in records(tables["capture_progress"])
         if r.get("phase") == phase and _order(r) >= after
     ]
     if not bars:
@@ -97,22 +93,22 @@ def capture_stalls(tables: EventTables) -> tuple[CaptureStall, ...]:
     logs whose lines name their rank (an untagged single-rank log cut in capture is the
     run's unfinished-capture note instead)."""
     begins = [
-        r for r in _rows(tables["capture_begin"]) if isinstance(r.get("rank"), str) and r["rank"]
+        r for r in records(tables["capture_begin"]) if isinstance(r.get("rank"), str) and r["rank"]
     ]
     if not begins:
         return ()
-    ends = _rows(tables["capture_end"])
+    ends = records(tables["capture_end"])
     serving = any(
         not tables[k].empty for k in ("decode_batch", "prefill_batch", "stats", "iteration")
     )
     if not ends and serving:
         return ()  # an era that logs no end of capture (SGLang <= 0.3.6), and it served
-    last: dict[tuple[str, str], dict[str, Any]] = {}
+    last: dict[tuple[str, str], Row] = {}
     for row in begins:
         key = (row["rank"], str(row.get("phase") or ""))
         if key not in last or _order(row) > _order(last[key]):
             last[key] = row
-    run_end = _last_ts(tables, None)
+    run_end: list[float | None] = []  # the run's last stamp, read once a stall is found
     out = []
     for (rank, phase), row in sorted(last.items(), key=lambda kv: _order(kv[1])):
         at = _order(row)
@@ -121,9 +117,12 @@ def capture_stalls(tables: EventTables) -> tuple[CaptureStall, ...]:
             continue
         runner, model = PHASE_RUNNER.get(phase, ("decode", "target"))
         rank_end = _last_ts(tables, rank)
+        if not run_end:
+            run_end.append(_last_ts(tables, None))
+        end = run_end[0]
         silent = (
-            round(run_end - rank_end, 3)
-            if run_end is not None and rank_end is not None and run_end > rank_end
+            round(end - rank_end, 3)
+            if end is not None and rank_end is not None and end > rank_end
             else None
         )
         others = tuple(sorted({str(e["rank"]) for e in same if e.get("rank")}))

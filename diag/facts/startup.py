@@ -11,14 +11,16 @@ time from the first start-up line to it (the time to first service).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from diag.engines.runners import PHASE_RUNNER
 from diag.events import EventTables
-from diag.facts.access import is_rank0
+from diag.facts.access import Row, box_value, is_rank0, records
 
 #: phase markers -> timeline stages (capture phases come from the capture lines instead)
 _MARKER_STAGE = {
@@ -61,33 +63,37 @@ class Stage:
         }
 
 
-def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return frame.to_dict("records") if not frame.empty else []
-
-
-def _first_row(frame: pd.DataFrame, skip_received: bool) -> dict[str, Any] | None:
-    """The table's earliest row (by ``_order``, else ``line``) as a dict: only that row is
-    boxed (a big log's decode table has millions of rows; boxing them all was its peak)."""
-    if skip_received and "action" in frame.columns:
-        frame = frame[frame["action"] != "received"]
+def _first_row(frame: pd.DataFrame, skip_received: bool) -> Row | None:
+    """The table's earliest row (by ``_order``, else ``line``): only the fields a stage
+    reads, boxed as :func:`~diag.facts.access.records` boxes them (a big log's decode table
+    has millions of rows; a copy of even one row of a small one cost ~0.4 ms, 5 tables a run)."""
     if frame.empty:
         return None
-    col = "_order" if "_order" in frame.columns else "line"
-    at = int(frame[col].to_numpy().argmin())
-    row: dict[str, Any] = frame.iloc[[at]].to_dict("records")[0]
-    return row
+    order = frame["_order" if "_order" in frame.columns else "line"].to_numpy()
+    if skip_received and "action" in frame.columns:  # (positions: no filtered copy)
+        rows = np.flatnonzero((frame["action"] != "received").to_numpy(dtype=bool))
+        if not len(rows):
+            return None
+        at = int(rows[order[rows].argmin()])
+    else:
+        at = int(order.argmin())
+    return {c: box_value(frame[c], at) for c in _STAGE_FIELDS if c in frame.columns}
 
 
-def _ts(row: dict[str, Any]) -> float | None:
+#: the fields of a row a stage reads (:class:`Stage`)
+_STAGE_FIELDS = ("source", "line", "ts", "_order")
+
+
+def _ts(row: Row) -> float | None:
     v = row.get("ts")
     return None if v is None or pd.isna(v) else float(v)
 
 
-def _order(row: dict[str, Any]) -> int:
+def _order(row: Row) -> int:
     return int(row.get("_order", row["line"]))
 
 
-def _rank0(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _rank0(rows: Sequence[Row]) -> Sequence[Row]:
     mine = [r for r in rows if is_rank0(r.get("rank") if isinstance(r.get("rank"), str) else None)]
     return mine or rows
 
@@ -100,8 +106,8 @@ def _runner_name(phase: str) -> str:
 
 
 def _captures(tables: EventTables) -> list[Stage]:
-    begins = _rank0(_rows(tables["capture_begin"]))
-    ends = _rank0(_rows(tables["capture_end"]))
+    begins = _rank0(records(tables["capture_begin"]))
+    ends = _rank0(records(tables["capture_end"]))
     out = []
     for b in begins:
         phase = str(b.get("phase") or "")
@@ -132,9 +138,16 @@ def _captures(tables: EventTables) -> list[Stage]:
         )
     # a server-info document times each runner's capture with no begin line
     # (diag.parsers.server_info): its stages carry the engine's seconds, no start
-    documents = {
-        str(r["source"]) for r in _rows(tables["startup"]) if r.get("marker") == "server_info"
-    }
+    marks = tables["startup"]
+    documents = (
+        set()
+        if marks.empty or "marker" not in marks.columns
+        else {
+            str(s)
+            for s, m in zip(marks["source"].tolist(), marks["marker"].tolist(), strict=True)
+            if m == "server_info"
+        }
+    )
     begun = {str(b.get("phase") or "") for b in begins}
     for e in ends:
         phase = str(e.get("phase") or "")
@@ -164,7 +177,7 @@ def startup_timeline(tables: EventTables) -> tuple[Stage, ...]:
     """The run's start-up stages in order (empty where the log shows none)."""
     stages: list[Stage] = []
     seen: set[str] = set()
-    for row in sorted(_rank0(_rows(tables["phase"])), key=_order):
+    for row in sorted(_rank0(records(tables["phase"])), key=_order):
         stage = _MARKER_STAGE.get(str(row.get("phase")))
         if stage is None or stage in seen:
             continue
@@ -183,7 +196,7 @@ def startup_timeline(tables: EventTables) -> tuple[Stage, ...]:
         )
     stages += _captures(tables)
     for name, stage in _TIMED.items():
-        sizing = [r for r in _rows(tables["sizing"]) if r.get("name") == name]
+        sizing = [r for r in records(tables["sizing"]) if r.get("name") == name]
         if sizing and stage not in seen:
             r = sizing[0]
             stages.append(

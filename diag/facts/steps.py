@@ -36,7 +36,7 @@ import pandas as pd
 
 from diag.engines import EngineConfig
 from diag.events import EventTables
-from diag.facts.access import is_rank0
+from diag.facts.access import categories, is_rank0, numbered
 
 __all__ = [
     "COLUMNS",
@@ -248,28 +248,30 @@ def _same(value: object, n: int) -> np.ndarray:
     return np.broadcast_to(np.asarray(value), (n,))
 
 
-def _shared(frame: pd.DataFrame, column: str) -> pd.Series:
-    """An event column as a Series of these rows: the same data, not a copy (pandas'
-    copy-on-write keeps either frame's later writes to itself)."""
-    return frame[column].reset_index(drop=True)
+def shared(frame: pd.DataFrame, column: str) -> pd.Series:
+    """An event column as a Series of these rows numbered from 0: the same data, not a copy
+    (pandas' copy-on-write keeps either frame's later writes to itself); a run's frames are
+    numbered so already (no Series made again)."""
+    col = frame[column]
+    return col if numbered(col.index) else col.reset_index(drop=True)
 
 
 def _floats(frame: pd.DataFrame, column: str) -> pd.Series | np.ndarray:
     """A float column shared as :func:`_shared` when it is float64 already, else converted."""
     if frame[column].dtype == np.float64:
-        return _shared(frame, column)
+        return shared(frame, column)
     return _num(frame, column)
 
 
 def _frame(rows: pd.DataFrame, origin: Origin, **cols: object) -> pd.DataFrame:
     n = len(rows)
     data = {
-        "source": _shared(rows, "source"),
-        "line": _shared(rows, "line"),
-        "ts": _shared(rows, "ts"),
-        "rank": _shared(rows, "rank"),
+        "source": shared(rows, "source"),
+        "line": shared(rows, "line"),
+        "ts": shared(rows, "ts"),
+        "rank": shared(rows, "rank"),
         "origin": pd.Categorical.from_codes(
-            _same(np.int8(ORIGINS.index(origin)), n), categories=list(ORIGINS)
+            _same(np.int8(ORIGINS.index(origin)), n), dtype=categories(ORIGINS)
         ),
         **cols,
     }

@@ -132,6 +132,8 @@ def request_errors(t: EventTables) -> tuple[np.ndarray, RequestErrors | None]:
     """The mask of the run's error rows that are one request's (diag/facts/request_errors.py)
     and their summary (None when there are none)."""
     errors = t["error"]
+    if errors.empty:  # (no error: the serving lines need not be read)
+        return np.zeros(0, bool), None
     order = _order(errors)
     serving = _serving_orders(t)
     mask = request_scoped(errors, order, serving)

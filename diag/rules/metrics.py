@@ -302,7 +302,7 @@ def run_metrics(
         eager_by_reason = {"counted_eager": float(counts.eager)}
 
     sizes = rec.graph_capture_sizes or facts.window.sizes or ()
-    lines = line_signals(facts)
+    lines = facts.signals or line_signals(facts)  # (read at build time, else now)
     snap_gib = facts.snapshot_graph_pool_gib  # one fact, set where snapshots join runs
     speed = _per_request_speed(batches)
     tp = cfg.tp_size
@@ -450,9 +450,17 @@ def _eager_by_reason(batches: pd.DataFrame) -> dict[str, float]:
     if batches.empty:
         return {}
     eager = cls.verdict_codes(batches) == cls.VERDICTS.index("eager")
-    reason = batches["reason"][eager]
     weight = batches["weight"].to_numpy(dtype=float)[eager]
-    codes, names = pd.factorize(reason, use_na_sentinel=True)
+    col = batches["reason"]
+    if isinstance(col.dtype, pd.CategoricalDtype):  # (its codes: no filtered copy, no hashing)
+        cat = col.array
+        codes = np.asarray(cat.codes)[eager]
+        known = codes >= 0
+        seen, first = np.unique(codes[known], return_index=True)
+        sums = np.bincount(codes[known], weights=weight[known], minlength=len(cat.categories))
+        # in order of first appearance, as pd.factorize gives them
+        return {str(cat.categories[c]): float(sums[c]) for c in seen[np.argsort(first)]}
+    codes, names = pd.factorize(col[eager], use_na_sentinel=True)
     sums = np.bincount(codes[codes >= 0], weights=weight[codes >= 0], minlength=len(names))
     return {str(n): float(w) for n, w in zip(names, sums, strict=True)}
 
