@@ -167,7 +167,9 @@ def main() -> None:
     ap.add_argument("--counts", nargs="+", default=["1000", "3000", "10000"])
     ap.add_argument("--lines", type=int, default=60, help="lines per log file (--shapes one)")
     ap.add_argument("--cluster", help="a Dask scheduler address or local[:N]")
-    ap.add_argument("--shapes", choices=("one", "fleet", "mixed"), default="one", help="pod log shapes")
+    ap.add_argument(
+        "--shapes", choices=("one", "fleet", "mixed"), default="one", help="pod log shapes"
+    )
     ap.add_argument("--command", action="store_true", help="time the whole CLI command")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child's one folder size
     args = ap.parse_args()
