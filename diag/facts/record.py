@@ -135,6 +135,9 @@ class RunFacts:
     # what its lines say beyond the record, for the rules (diag.facts.signals): read while
     # the event tables are at hand, so the rules of a fleet's run never unpack them
     signals: LineSignals | None = None
+    # the last start-up phase a log line opened, "serving" past the first periodic serving
+    # line (read once at build: every surface asks, and a fleet's tables are packed by then)
+    last_phase: str | None = None
 
     @property
     def tables(self) -> EventTables:
@@ -169,20 +172,7 @@ class RunFacts:
         err = self.record.capture_error
         if err is not None and err.phase != "unknown":
             return err.phase
-        seen: list[tuple[int, str]] = []
-        for kind, col in (("phase", "phase"), ("error", "phase")):
-            frame = self.tables[kind]
-            if frame.empty:
-                continue
-            part = frame[frame[col].notna() & (frame[col] != REQUEST_PHASE)]  # not start-up
-            key = "_order" if "_order" in part.columns else "line"
-            seen += [(int(o), str(p)) for o, p in zip(part[key], part[col], strict=True)]
-        for kind in ("decode_batch", "stats"):  # periodic serving lines
-            frame = self.tables[kind]
-            if not frame.empty:
-                key = "_order" if "_order" in frame.columns else "line"
-                seen.append((int(frame[key].min()), "serving"))
-        return max(seen)[1] if seen else None
+        return self.last_phase
 
     @property
     def year_source(self) -> str:
@@ -439,8 +429,28 @@ def build_facts(run: Run) -> RunFacts:
         startup=timeline,
         startup_capture=capture_share(timeline),
         metric_counts=counted,
+        last_phase=_last_phase(t),
     )
     return replace(facts, signals=line_signals(facts))
+
+
+def _last_phase(t: EventTables) -> str | None:
+    """The last start-up phase the run's lines opened (errors placed in one count), or
+    "serving" once a periodic serving line came after them."""
+    seen: list[tuple[int, str]] = []
+    for kind, col in (("phase", "phase"), ("error", "phase")):
+        frame = t[kind]
+        if frame.empty:
+            continue
+        part = frame[frame[col].notna() & (frame[col] != REQUEST_PHASE)]  # not start-up
+        key = "_order" if "_order" in part.columns else "line"
+        seen += [(int(o), str(p)) for o, p in zip(part[key], part[col], strict=True)]
+    for kind in ("decode_batch", "stats"):  # periodic serving lines
+        frame = t[kind]
+        if not frame.empty:
+            key = "_order" if "_order" in frame.columns else "line"
+            seen.append((int(frame[key].min()), "serving"))
+    return max(seen)[1] if seen else None
 
 
 def _clock_notes(steps: DecodeSteps) -> list[str]:
