@@ -34,7 +34,7 @@ from diag.event_frames import release_freed_memory
 from diag.events import EventTables
 from diag.evidence import LineReader, read_all, resolve_evidence, rotation_chain
 from diag.facts.joins import join_runs, joined, run_profiles
-from diag.facts.packed import JoinedTables, PackedRun, live, pack
+from diag.facts.packed import JoinedTables, PackedRun, live
 from diag.facts.record import RunFacts, build_facts
 from diag.facts.runs import Run, split_runs
 from diag.ingest import Ingested, ProgressFn, StageFn, ingest_files
@@ -44,6 +44,7 @@ from diag.rules.engine import RuleEngine
 from diag.sources.discover import Problem
 from diag.sources.groups import GroupPlan, InputGroup, plan_groups
 from diag.sources.readers import LineAnchor
+from diag.spill import Spilled, spill
 
 #: the stages, in order; each has its function below (``<name>_stage``)
 STAGES: tuple[str, ...] = ("inputs", "ingest", "runs", "facts", "advice", "rules", "report")
@@ -210,7 +211,7 @@ class LiveRun:
 @dataclass
 class GroupFacts:
     """One group after stage 4: its inputs' statuses, runs, artifacts, and its event tables
-    (``Report.tables``; packed bytes in a fleet, None where they stay on a cluster worker).
+    (``Report.tables``; spilled in a fleet, None where they stay on a cluster worker).
     ``runs`` is emptied once the rules judged them (:func:`judge`)."""
 
     inputs: list[InputStatus]
@@ -219,7 +220,7 @@ class GroupFacts:
     profiles: list[dict[str, Any]]  # standalone table files
     snapshots: list[Snapshot]
     traces: list[TraceAnalysis] = field(default_factory=list)
-    tables: bytes | dict[str, pd.DataFrame] | None = None
+    tables: Spilled | dict[str, pd.DataFrame] | None = None
     line_anchors: dict[str, tuple[LineAnchor, ...]] = field(default_factory=dict)  # Ingested's
 
 
@@ -227,7 +228,7 @@ def group_stages(
     ing: Ingested,
     tz: tzinfo | None,
     hold: Callable[[RunFacts], HeldRun] = LiveRun,
-    tables: bytes | dict[str, pd.DataFrame] | None = None,
+    tables: Spilled | dict[str, pd.DataFrame] | None = None,
     tell: Tell = quiet,
 ) -> GroupFacts:
     """Stages 3-4 of one ingested group: its runs' facts, each kept by ``hold``."""
@@ -255,7 +256,7 @@ def group_facts(
 
     ``packed=False`` (the only group of an analysis: one large log, nothing to bound) keeps
     the runs and tables as they are: packing them would only cost time and a second copy."""
-    tables = (pack(ing.tables._frames) if packed else ing.tables._frames) if keep_tables else None
+    tables = (spill(ing.tables._frames) if packed else ing.tables._frames) if keep_tables else None
     return group_stages(ing, tz, PackedRun.of if packed else live, tables, teller(stage))
 
 

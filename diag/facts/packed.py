@@ -107,9 +107,9 @@ def live(f: RunFacts) -> PackedRun:
 
 class JoinedTables(EventTables):
     """The event tables of every group, concatenated when first read (``Report.tables``;
-    a fleet's analysis never needs them all at once)."""
+    a fleet's analysis never needs them all at once: each group's are spilled)."""
 
-    def __init__(self, packed: list[bytes | dict[str, pd.DataFrame]]) -> None:
+    def __init__(self, packed: list[Spilled | dict[str, pd.DataFrame]]) -> None:
         self._packed = packed
         self._joined: dict[str, pd.DataFrame] | None = None
 
@@ -117,7 +117,7 @@ class JoinedTables(EventTables):
     def _frames(self) -> dict[str, pd.DataFrame]:
         if self._joined is None:
             self._joined = concat_frames(
-                [p if isinstance(p, dict) else unpack(p) for p in self._packed]
+                [p if isinstance(p, dict) else p.load() for p in self._packed]
             )
         return self._joined
 
