@@ -3,10 +3,9 @@
 An analysis of 10,000 pod logs holds every run from its reading until its report is
 written (advice pools runs of one server across the fleet), and each run's facts, advice and
 recommendation are ~50-100 KB of Python objects. :class:`Held` keeps the values read last
-as they are and spills the others. :func:`spill` zlib-pickles a
-value into an anonymous temporary file (the system deletes it when it is closed, even when
-the process is killed) and gives back a :class:`Spilled` handle of a few dozen bytes that
-reads it back. The file is emptied when its last handle is let go. Where no temporary file
+as they are and spills the others: :func:`spill` zlib-pickles a value into an anonymous
+temporary file (the system deletes it when it is closed, even when the process is killed)
+and gives back a :class:`Spilled` handle of a few dozen bytes that reads it back. The file is emptied when its last handle is let go. Where no temporary file
 can be made (a read-only or full disk) the packed bytes stay in memory: never lost.
 Only what this process pickled is ever unpickled: the file has no name, nothing else can
 open it (no input file meets ``pickle.loads`` here).
