@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import tzinfo
-from typing import Any, Protocol, overload
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -44,7 +44,7 @@ from diag.rules.engine import RuleEngine
 from diag.sources.discover import Problem
 from diag.sources.groups import GroupPlan, InputGroup, plan_groups
 from diag.sources.readers import LineAnchor
-from diag.spill import Spilled, spill
+from diag.spill import ReadOnAsk, Spilled, spill
 
 #: the stages, in order; each has its function below (``<name>_stage``)
 STAGES: tuple[str, ...] = ("inputs", "ingest", "runs", "facts", "advice", "rules", "report")
@@ -174,28 +174,6 @@ class HeldRun(Protocol):
     def light(self) -> RunFacts: ...
 
     def facts(self) -> RunFacts: ...
-
-
-class Lights(Sequence[RunFacts]):
-    """Runs as advice reads them (``light``), each read when asked: a fleet's runs are
-    spilled past the ones read last, never all in memory at once."""
-
-    def __init__(self, held: Sequence[HeldRun]) -> None:
-        self._held = held
-
-    def __len__(self) -> int:
-        return len(self._held)
-
-    @overload
-    def __getitem__(self, i: int) -> RunFacts: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[RunFacts]: ...
-
-    def __getitem__(self, i: int | slice) -> RunFacts | list[RunFacts]:
-        if isinstance(i, slice):
-            return [h.light for h in self._held[i]]
-        return self._held[i].light
 
 
 @dataclass(frozen=True)
@@ -347,8 +325,9 @@ def judge(
     snapshots = [s for part in parts for s in part.snapshots]
     chain = rotation_chain([i.path for i in inputs if i.kind == "log"])
     engine = RuleEngine.load(rules_file)
+    every = [r for part in parts for r in part.runs]  # advice reads each run when it asks
     advised = advice_stage(
-        Lights([r for part in parts for r in part.runs]), snapshots, starts_per_day, tell
+        ReadOnAsk(len(every), lambda i: every[i].light), snapshots, starts_per_day, tell
     )
     total = sum(len(part.runs) for part in parts)
     runs: list[RunReport] = []

@@ -19,7 +19,8 @@ import tempfile
 import weakref
 import zlib
 from collections import OrderedDict
-from typing import IO, Any, ClassVar, Generic, TypeVar
+from collections.abc import Callable, Sequence
+from typing import IO, Any, ClassVar, Generic, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -166,3 +167,27 @@ class Held(Generic[T]):
     def __setstate__(self, state: tuple[T, bool]) -> None:
         self._value, self._spilled, self._bounded = state[0], None, state[1]
         self._touch()
+
+
+class ReadOnAsk(Sequence[T]):
+    """``n`` items, item ``i`` read by ``read(i)`` each time it is asked for: a fleet's held
+    runs walked without ever being all in memory at once."""
+
+    def __init__(self, n: int, read: Callable[[int], T]) -> None:
+        self._n, self._read = n, read
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[T]: ...
+
+    def __getitem__(self, i: int | slice) -> T | list[T]:
+        if isinstance(i, slice):
+            return [self._read(k) for k in range(self._n)[i]]
+        if not -self._n <= i < self._n:
+            raise IndexError(i)
+        return self._read(i % self._n)

@@ -52,3 +52,15 @@ def test_a_handle_pickles_as_its_value() -> None:
     held = spill([3.5, "z"])
     again = pickle.loads(pickle.dumps(held))
     assert again.load() == [3.5, "z"]
+
+
+def test_read_on_ask_reads_each_item_when_asked() -> None:
+    from diag.spill import ReadOnAsk
+
+    asked: list[int] = []
+    items = ReadOnAsk(3, lambda i: asked.append(i) or i * 10)
+    assert len(items) == 3 and asked == []  # nothing read up front
+    assert items[1] == 10 and items[-1] == 20 and asked == [1, 2]
+    assert list(items) == [0, 10, 20] and items[1:] == [10, 20]
+    with pytest.raises(IndexError):
+        items[3]

@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import fields, replace
-from typing import Literal, cast, overload
+from functools import partial
+from typing import Literal, cast
 
 import numpy as np
 
@@ -36,6 +37,7 @@ from diag.engines import ConfigEcho, EngineConfig, read_config, spec_for
 from diag.facts.record import RunFacts, snapshot_graph_pool_gib
 from diag.facts.steps import clock_elapsed
 from diag.model import Snapshot
+from diag.spill import ReadOnAsk
 
 __all__ = [
     "advise_group",
@@ -238,25 +240,8 @@ def server_indices(facts: Sequence[RunFacts]) -> list[list[int]]:
     return list(groups.values())
 
 
-class _Picked(Sequence[RunFacts]):
-    """``facts`` at ``positions``, each read when asked."""
-
-    def __init__(self, facts: Sequence[RunFacts], positions: list[int]) -> None:
-        self._facts, self._positions = facts, positions
-
-    def __len__(self) -> int:
-        return len(self._positions)
-
-    @overload
-    def __getitem__(self, i: int) -> RunFacts: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[RunFacts]: ...
-
-    def __getitem__(self, i: int | slice) -> RunFacts | list[RunFacts]:
-        if isinstance(i, slice):
-            return [self._facts[p] for p in self._positions[i]]
-        return self._facts[self._positions[i]]
+def _at(facts: Sequence[RunFacts], positions: list[int], i: int) -> RunFacts:
+    return facts[positions[i]]
 
 
 def advise_group(
@@ -357,7 +342,7 @@ def advise_runs(
     out: dict[str, Advice] = {}
     known = {} if known is None else known
     for positions in server_indices(facts):
-        group = _Picked(facts, positions)
+        group = ReadOnAsk(len(positions), partial(_at, facts, positions))
         got = _advise_positions(group, snapshots, None, known=known, starts_per_day=starts_per_day)
         if got is None:
             continue
