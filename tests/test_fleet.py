@@ -72,6 +72,34 @@ def test_an_artifact_above_the_pods_joins_every_pod(tmp_path: Path) -> None:
     assert to_json(analyze([str(root)], generated_at="fixed")) == _one_pass([str(root)])
 
 
+def test_a_pod_of_server_info_or_metrics_alone_joins_no_other_pod(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server-info document or a /metrics dump joins a log of its own folder only
+    (``diag.facts.runs``): a pod folder holding one without a log is a group of its own,
+    one beside a log stays with it, and the grouped report is the one-pass report."""
+    import diag.sources.groups as groups
+
+    names = (
+        "sglang-2026-server-info-only",
+        "sglang-kv-squeeze",
+        "sglang-2026-metrics-only",
+        "vllm-healthy",
+        "vllm-server-info-json",
+    )
+    root = _tree(tmp_path, names)
+    info = INCIDENTS / "sglang-2026-server-info-only" / "server_info.json"
+    shutil.copy(info, root / "pod-1-sglang-kv-squeeze" / "server_info.json")
+    files, _ = discover([str(root)])
+    got = group_files(files)
+    assert len(got) == len(names)
+    beside = [g for g in got if any("kv-squeeze" in p for p in g.paths)]
+    assert len(beside) == 1 and any(p.endswith("server_info.json") for p in beside[0].paths)
+    want = _one_pass([str(root)])
+    monkeypatch.setattr(groups, "BATCH_FILES", 1)
+    assert to_json(analyze([str(root)], generated_at="fixed")) == want
+
+
 def test_a_rotated_set_is_never_split(tmp_path: Path) -> None:
     root = _tree(tmp_path, ("sglang-rotated-docker",))
     files, _ = discover([str(root)])

@@ -122,8 +122,10 @@ def ingest_files(
         )
     else:
         sink, streams, found = _ingest_here(groups, inputs, meter, snapshot_limit, use_hot)
-    for info in found.server_infos:
-        streams.append(_read_server_info(info, sink, inputs))
+    if found.server_infos:  # each document's stream at its place in the reading order
+        streams.extend(_read_server_info(info, sink, inputs) for info in found.server_infos)
+        order = {f.path: i for i, f in enumerate(files)}
+        streams.sort(key=lambda s: order.get(s.sources[0], len(files)))
     if stage is not None:
         stage("building the event tables", 0, 0)
     tables = _to_tables(sink)

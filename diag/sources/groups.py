@@ -2,12 +2,14 @@
 
 A run never spans two rotated sets (``diag.facts.runs``: one stream is one rotated set,
 the ranks of a server print into it), so a rotated set is the smallest unit. What joins
-units is an artifact: a snapshot, profiler table or trace is joined to the run whose logs
-share its deepest folder (``diag.api``), so it is grouped with every log unit at that
-depth. Any file that does not sniff as a plain log is treated as an artifact (when unsure
-keep files together: a wrong split changes verdicts). Groups are then widened to
-contiguous ranges of the reading order, so concatenating the groups' results in order is
-the order of one pass.
+units is a file that is not a log (:func:`join_scope`): a server-info document or a
+``/metrics`` dump joins a log in its own folder (``diag.facts.runs``), so it is grouped
+with the log units there; a snapshot, profiler table or trace is joined to the run whose
+logs share its deepest folder (``diag.facts.joins``), so it is grouped with every log unit
+at that depth. Any other file that does not sniff as a plain log is treated as an artifact
+(when unsure keep files together: a wrong split changes verdicts). Groups are then
+widened to contiguous ranges of the reading order, so concatenating the groups' results in
+order is the order of one pass.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from diag.sources.discover import STDIN, InputFile, Problem, discover
 from diag.sources.readers import open_binary, read_head, sniff
@@ -102,13 +105,19 @@ def group_files(files: Sequence[InputFile]) -> list[InputGroup]:
             i = parent[i]
         return i
 
-    logs = [i for i, u in enumerate(units) if all(_is_plain_log(f) for f in u)]
+    scopes = [[join_scope(f) for f in u] for u in units]
+    logs = [i for i, s in enumerate(scopes) if all(x == "log" for x in s)]
     folders = {i: [_folder(f) for f in units[i]] for i in logs}
     for i, unit in enumerate(units):
         if i in folders:
             continue
-        for f in unit:
-            for j in _nearest_units(_folder(f), folders):
+        for f, scope in zip(unit, scopes[i], strict=True):
+            if scope == "folder":
+                here = _folder(f)
+                joins = [j for j, theirs in folders.items() if here in theirs]
+            else:
+                joins = _nearest_units(_folder(f), folders)
+            for j in joins:
                 parent[find(j)] = find(i)
     # widen each group to the range of reading order it spans, then cut at the gaps
     end_of: dict[int, int] = {}
@@ -141,17 +150,26 @@ def _folder(f: InputFile) -> str:
     return str(Path(f.path).parent.resolve())
 
 
-def _is_plain_log(f: InputFile) -> bool:
-    """Sniffs as a text log and not as JSON (a trace or a JSON-lines file): the files that
-    can only ever be read into a run of their own stream."""
+#: what a file can join: ``log`` nothing (a text log is read into runs of its own stream),
+#: ``folder`` a log in its own folder (a server-info document, a /metrics dump: the
+#: companions of ``diag.facts.runs``), ``nearest`` the logs sharing its deepest folder
+JoinScope = Literal["log", "folder", "nearest"]
+
+
+def join_scope(f: InputFile) -> JoinScope:
+    """What ``f`` may join, from its first bytes as the ingest sniffs them (a JSON document
+    that is not a server-info document may be read as a trace: ``nearest``)."""
     if f.path == STDIN or f.path.lower().endswith((".pickle", ".pkl", ".pickle.gz", ".pkl.gz")):
-        return False
+        return "nearest"
     try:
         with open_binary(f) as stream:
             head, _ = read_head(stream)
     except OSError:
-        return True  # unreadable: skipped with its reason, joins nothing
-    return sniff(head, compressed=False).kind == "log" and not _may_be_trace(f.path, head)
+        return "log"  # unreadable: skipped with its reason, joins nothing
+    kind = sniff(head, compressed=False).kind
+    if kind in ("server_info", "metrics"):
+        return "folder"
+    return "log" if kind == "log" and not _may_be_trace(f.path, head) else "nearest"
 
 
 def _may_be_trace(path: str, head: bytes) -> bool:
