@@ -59,6 +59,12 @@ class RunReport:
     # the facts, the advice (computed from facts before the rules, diag.advise.run_advice)
     # and the recommendation (the report stage's)
     held: Held[RunParts]
+    # what every surface reads of the facts, kept so that reading it never reloads them
+    _record: RunRecord = field(repr=False)
+    _notes: tuple[str, ...] = field(default=(), repr=False)
+    # the pooled traffic its advice was fitted on (one object for a server's runs): the
+    # fleet summary tells by it whether a group is one server without reloading the advice
+    advice_histogram: tuple[tuple[int, float], ...] | None = None
     findings: list[Finding] = field(default_factory=list)
     # what the fleet summary needs of the run, built with it (diag.advise.fleet); None alone
     fleet: FleetRun | None = None
@@ -92,6 +98,8 @@ class RunReport:
         self.backend = facts.backend
         self.engine_version = facts.engine_version
         self.state = facts.state
+        self._record, self._notes = facts.record, tuple(facts.notes)
+        self.advice_histogram = None if advice is None else advice.histogram
         self.cut = None
         self.label = run_labels([self.id])[self.id]
 
@@ -103,7 +111,7 @@ class RunReport:
     def facts(self, facts: RunFacts) -> None:
         self.held.set(replace(self.held.get(), facts=facts))
         self.backend, self.engine_version = facts.backend, facts.engine_version
-        self.state = facts.state
+        self.state, self._record, self._notes = facts.state, facts.record, tuple(facts.notes)
 
     @property
     def advice(self) -> Advice | None:
@@ -119,7 +127,7 @@ class RunReport:
 
     @property
     def record(self) -> RunRecord:
-        return self.facts.record
+        return self._record
 
     def load_timeline(self, max_points: int) -> LoadTimeline:
         """The run's KV usage and queue over time, as its page draws them (at most
@@ -130,7 +138,7 @@ class RunReport:
     @property
     def notes(self) -> list[str]:
         """The run's notes: its facts' (joins included), then the rules' held back."""
-        return [*self.facts.notes, *self.rule_notes]
+        return [*self._notes, *self.rule_notes]
 
     @property
     def verdict(self) -> Verdict:

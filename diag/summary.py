@@ -79,6 +79,8 @@ class SummaryRun(Protocol):
     @property
     def advice(self) -> Advice | None: ...
     @property
+    def advice_histogram(self) -> tuple[tuple[int, float], ...] | None: ...
+    @property
     def verdict(self) -> Verdict: ...
     @property
     def verdict_reason(self) -> str: ...
@@ -142,11 +144,14 @@ def _group_advice(
     for t in traffic:
         for size, steps in t.histogram().items():
             pooled[size] = pooled.get(size, 0.0) + steps
-    server = [r.advice for r, v in runs if v.traffic is not None]
+    server = [r for r, v in runs if v.traffic is not None]
     source: AdviceSource = "pooled"
     adv: Advice | None
-    if all(a is not None and _same_hist(a.hist(), pooled) for a in server):
-        adv, source = server[-1], "server"
+    if all(
+        r.advice_histogram is not None and _same_hist(dict(r.advice_histogram), pooled)
+        for r in server
+    ):
+        adv, source = server[-1].advice, "server"
     else:
         adv = pooled_advice(traffic)
     if adv is None:

@@ -5,7 +5,7 @@ on an input (NUL bytes dropped, a log cut inside a traceback)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -89,7 +89,12 @@ def why_nothing(report: Report) -> str:
     return f"{n} input{'s' if n != 1 else ''}: " + ", ".join(parts)
 
 
-def run_input_notes(report: Report, sources: Sequence[str]) -> list[str]:
-    """The notes reading left on a run's own input files, each with its file."""
-    by_path = {i.path: i for i in report.inputs}
-    return [f"{src}: {note}" for src in sources if src in by_path for note in by_path[src].notes]
+def input_notes(report: Report) -> dict[str, list[str]]:
+    """The notes reading left on each input file, by path (built once for all runs)."""
+    return {i.path: i.notes for i in report.inputs}
+
+
+def run_input_notes(notes: Mapping[str, list[str]], sources: Sequence[str]) -> list[str]:
+    """The notes reading left on a run's own input files (:func:`input_notes`), each with
+    its file."""
+    return [f"{src}: {note}" for src in sources for note in notes.get(src, ())]

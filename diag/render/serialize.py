@@ -123,8 +123,8 @@ def ticket_records(report: Report) -> Iterator[dict[str, Any]]:
     for run in report.runs:
         yield {
             "run": run.label,
-            "backend": run.facts.backend,
-            "engine_version": run.facts.engine_version,
+            "backend": run.backend,
+            "engine_version": run.engine_version,
             "verdict": run.verdict,
             "verdict_reason": run.verdict_reason,
             **clean_json(run.record.to_json()),

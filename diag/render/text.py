@@ -16,7 +16,7 @@ from diag.figures import number, share
 from diag.model import SEVERITY_ORDER, finding_key
 from diag.render import trace_panel
 from diag.render.fleet import fleet_text
-from diag.render.inputs import input_lines, run_input_notes
+from diag.render.inputs import input_lines, input_notes, run_input_notes
 from diag.render.mdtable import md_cell, md_table
 from diag.render.plots import prepare_batches, throughput_table
 from diag.render.runners import runner_lines, startup_line
@@ -120,7 +120,7 @@ def verdict_text(run: RunReport, with_id: bool = True) -> str:
     if run.facts.ceiling:
         default = " (engine default)" if run.facts.ceiling_inferred else ""
         parts.append(f"ceiling {run.facts.ceiling}{default}")
-    head = f"{run.label} [{run.facts.backend}]: " if with_id else ""
+    head = f"{run.label} [{run.backend}]: " if with_id else ""
     return head + "; ".join(parts)
 
 
@@ -227,9 +227,10 @@ def render_text(report: Report) -> str:
         out.append("")
     if report.runs:
         out.append("Runs:")
+    notes_of = input_notes(report)
     for run in report.runs:
         out.extend(wrap(verdict(run), WIDTH, subsequent_indent="     "))
-        notes = run.notes + run_input_notes(report, run.facts.run.sources)
+        notes = run.notes + run_input_notes(notes_of, run.sources)
         lines = [verdict_line(run), *record_lines(run)]
         for line in lines + [f"note: {n}" for n in notes]:
             out.extend(wrap(line, WIDTH, initial_indent="     ", subsequent_indent="       "))
@@ -279,7 +280,7 @@ def render_markdown(report: Report) -> str:
                 [
                     f"{VERDICT_BADGE[run.verdict][1]} ({run.verdict})",
                     run.label,
-                    _join(run.facts.backend, run.facts.engine_version, sep=" "),
+                    _join(run.backend, run.engine_version, sep=" "),
                     "" if on_graphs is None else share(on_graphs),
                     _join(_num(rec.capture_time_s, "s"), _num(rec.capture_mem_gib, "GiB")),
                     _num(rec.kv_tokens) or "",
