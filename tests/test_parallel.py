@@ -123,8 +123,8 @@ def test_single_file_is_split_and_line_numbers_exact(incident: Path) -> None:
 
 
 def test_segments_shrink_at_the_end_so_workers_end_together(incident: Path) -> None:
-    """Near a file's end the segments share what is left among the workers (down to an
-    eighth of a chunk) instead of leaving one worker a whole last chunk; they still cover
+    """Near a file's end the segments share what is left among the workers (down to a
+    quarter of a chunk) instead of leaving one worker a whole last chunk; they still cover
     the file end to end from line starts, numbered exactly."""
     path = incident / "sglang-node1.log"
     size = path.stat().st_size
@@ -137,10 +137,10 @@ def test_segments_shrink_at_the_end_so_workers_end_together(incident: Path) -> N
         assert data.count(b"\n", 0, start) + 1 == first
     sizes = [e - s for (s, _, _), e in zip(plans, ends, strict=True)]
     assert max(sizes[1:]) >= CHUNK  # whole chunks first
-    assert sizes[-1] < CHUNK // 2  # the last pieces small (a boundary may add some)
+    assert sizes[-1] < 3 * CHUNK // 4  # the last pieces small (a boundary may add some)
     assert ingest_mod.next_size(10 * CHUNK, CHUNK, 2) == CHUNK
     assert ingest_mod.next_size(CHUNK, CHUNK, 2) == CHUNK // 2
-    assert ingest_mod.next_size(1, CHUNK, 2) == CHUNK // 8
+    assert ingest_mod.next_size(1, CHUNK, 2) == CHUNK // 4
 
 
 def _count_rescans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
