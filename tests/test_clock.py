@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 import pandas as pd
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from diag.events import EventTables
@@ -77,3 +77,29 @@ def test_years_by_day_table_are_the_calendar_years(stamps: list[float]) -> None:
     ts = np.round(np.array(stamps), 3)
     want = pd.to_datetime(ts, unit="s", utc=True).year.to_numpy(np.int64)
     np.testing.assert_array_equal(_years(ts), want)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=rows, chunk=st.integers(1, 9))
+@example(rows=[(0, 2026, 1), (0, 2024, 1), (0, NO_YEAR, 2)], chunk=1)  # a tie, later year first
+def test_settling_in_chunks_is_settling_whole(rows: list, chunk: int) -> None:
+    """The years and shifted stamps do not depend on the chunk the rows are read in (a big
+    log's tables are read 256 K rows at a time), ties between years included."""
+    from diag.ingest import clock
+
+    names = [f"pod-{s % 7}.log" for s, _, _ in rows]  # few sources: ties across chunks
+    ts = np.array([_stamp(y, d) for _, y, d in rows], np.float64)
+
+    def settled(rows_at_a_time: int) -> tuple[list[float], list[str]]:
+        frame = pd.DataFrame({"source": pd.Categorical(names), "ts": ts.copy()})
+        streams = [Stream(n, "vllm", [n]) for n in sorted(set(names))]
+        tables = EventTables({"decode_batch": frame})
+        old = clock.CHUNK_ROWS
+        clock.CHUNK_ROWS = rows_at_a_time
+        try:
+            settle_years(tables, streams)
+        finally:
+            clock.CHUNK_ROWS = old
+        return tables["decode_batch"]["ts"].tolist(), [s.year_source for s in streams]
+
+    assert settled(chunk) == settled(1 << 20)

@@ -13,9 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from diag.cli import main
-from diag.facts.steps import clock_elapsed
+from diag.facts.steps import CLOCK_BACK_S, CLOCK_FORWARD_S, clock_elapsed, clock_jumps
 from tests.bad_inputs_support import INCIDENTS
 
 LOG = INCIDENTS / "sglang-padding-waste" / "server.log"
@@ -68,3 +70,23 @@ def test_elapsed_time_counts_only_the_stretches_between_jumps() -> None:
     swapped = np.array([0.0, 10.0, 5.0, 20.0])
     assert clock_elapsed(swapped)[0].tolist() == swapped.tolist()
     assert len(clock_elapsed(swapped)[1]) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.floats(-5.0, 60.0),  # ordinary steps, neighbours swapped included
+            st.sampled_from([-CLOCK_BACK_S - 1.0, CLOCK_FORWARD_S + 1.0, -6 * 3600.0]),
+            st.just(float("nan")),  # a line without a stamp
+        ),
+        max_size=60,
+    )
+)
+def test_the_jumps_alone_are_those_of_the_elapsed_times(steps: list[float]) -> None:
+    """``clock_jumps`` (the note's: no elapsed times made) lands where ``clock_elapsed``
+    says, stamps missing or not."""
+    ts = np.array(steps, dtype=float)
+    stamped = ~np.isnan(ts)
+    ts[stamped] = 1.7e9 + np.cumsum(ts[stamped])
+    assert clock_jumps(ts).tolist() == clock_elapsed(ts)[1].tolist()

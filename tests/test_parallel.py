@@ -122,6 +122,27 @@ def test_single_file_is_split_and_line_numbers_exact(incident: Path) -> None:
         assert b"Decode batch" in lines[int(n) - 1]
 
 
+def test_segments_shrink_at_the_end_so_workers_end_together(incident: Path) -> None:
+    """Near a file's end the segments share what is left among the workers (down to a
+    quarter of a chunk) instead of leaving one worker a whole last chunk; they still cover
+    the file end to end from line starts, numbered exactly."""
+    path = incident / "sglang-node1.log"
+    size = path.stat().st_size
+    plans = list(ingest_mod._split_plain(str(path), size, CHUNK, CHUNK // 4, workers=2))
+    data = path.read_bytes()
+    ends = [e if e is not None else size for _, e, _ in plans]
+    assert [s for s, _, _ in plans[1:]] == ends[:-1] and ends[-1] == size
+    for start, _end, first in plans:
+        assert start == 0 or data[start - 1 : start] == b"\n"
+        assert data.count(b"\n", 0, start) + 1 == first
+    sizes = [e - s for (s, _, _), e in zip(plans, ends, strict=True)]
+    assert max(sizes[1:]) >= CHUNK  # whole chunks first
+    assert sizes[-1] < 3 * CHUNK // 4  # the last pieces small (a boundary may add some)
+    assert ingest_mod.next_size(10 * CHUNK, CHUNK, 2) == CHUNK
+    assert ingest_mod.next_size(CHUNK, CHUNK, 2) == CHUNK // 2
+    assert ingest_mod.next_size(1, CHUNK, 2) == CHUNK // 4
+
+
 def _count_rescans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Per accepted-or-refused segment result, how many segments it sent back for a second
     scan (filled as the parallel ingest runs)."""

@@ -458,7 +458,7 @@ def _clock_notes(steps: DecodeSteps) -> list[str]:
     f = steps.frame
     if len(f) < 2:
         return []
-    note = clock_jump_note(steps.floats("ts"), f["line"].to_numpy(), f["source"].to_numpy())
+    note = clock_jump_note(steps.floats("ts"), f["line"].array, f["source"].array)
     return [note] if note else []
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from datetime import datetime, timezone
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -43,24 +44,33 @@ def _mtime_year(stream: Stream) -> int | None:
     return None
 
 
-def _shift(ts: np.ndarray, year: int) -> np.ndarray:
-    """Placeholder-year timestamps moved to ``year`` (same month, day and time)."""
-    out = ts.copy()
-    mask = (ts >= _START) & (ts < _END)
-    if not mask.any():
-        return out
-    days = np.floor((ts[mask] - _START) / 86400).astype("int64")
-    distinct, which = np.unique(days, return_inverse=True)
-    delta = np.empty(len(distinct), np.float64)
-    for i, d in enumerate(distinct.tolist()):  # once per calendar day, not per row
+#: rows handled at a time: each pass's temporaries stay a few MB (whole-column temporaries of
+#: a 700 MB log's 1.9 M step rows came to ~130 MB above its event tables)
+CHUNK_ROWS = 1 << 18
+
+
+@lru_cache(maxsize=64)
+def _day_deltas(year: int) -> np.ndarray:
+    """Seconds that move a placeholder-year stamp to ``year`` (same month, day and time), per
+    day of the placeholder year (a leap year: 366 days)."""
+    delta = np.empty(366, np.float64)
+    for d in range(366):
         old = datetime.fromtimestamp(_START + d * 86400, tz=timezone.utc)
         try:
             new = old.replace(year=year)
         except ValueError:  # Feb 29 in a common year
             new = old.replace(year=year, day=28)
-        delta[i] = new.timestamp() - old.timestamp()
-    out[mask] = ts[mask] + delta[which.ravel()]
-    return out
+        delta[d] = new.timestamp() - old.timestamp()
+    return delta
+
+
+def _shift_into(ts: np.ndarray, rows: np.ndarray, year: int) -> None:
+    """Placeholder-year stamps among ``rows`` (a mask of ``ts``) moved to ``year``, in place."""
+    mask = rows & (ts >= _START) & (ts < _END)
+    if mask.any():
+        old = ts[mask]
+        days = np.floor((old - _START) / 86400).astype(np.int64)
+        ts[mask] = old + _day_deltas(year)[days]
 
 
 def _source_codes(col: pd.Series) -> tuple[np.ndarray, list[str]]:
@@ -117,27 +127,14 @@ def settle_years(tables: EventTables, streams: list[Stream]) -> dict[str, str]:
     for frame in frames.values():
         if frame.empty:
             continue
-        ts = frame["ts"].to_numpy(dtype="float64", na_value=np.nan)
-        codes, names = _source_codes(frame["source"])
-        known = ~np.isnan(ts) & (codes >= 0)
-        placeholder = known & (ts >= _START) & (ts < _END)
-        yearless.update(names[c] for c in np.unique(codes[placeholder]).tolist())
-        dated = known & ~placeholder
-        if dated.any():
-            got = _years(ts[dated])
-            # one count per (source, year) pair by a bincount of one integer key: no Python
-            # loop over rows (np.unique over pairs sorts structured rows: 50x slower)
-            low = int(got.min())
-            span = int(got.max()) - low + 1
-            keys = codes[dated].astype(np.int64) * span + (got - low)
-            if len(names) * span <= 4 * len(keys) + 1024:
-                hist = np.bincount(keys)
-                found, tally = np.flatnonzero(hist), hist[hist > 0]
-            else:  # far-apart years (a garbled stamp) over many sources: sort instead
-                found, tally = np.unique(keys, return_counts=True)
-            for key, n in zip(found.tolist(), tally.tolist(), strict=True):
-                code, offset = divmod(key, span)
-                years.setdefault(names[code], Counter())[low + offset] += n
+        ts_all = frame["ts"].to_numpy(dtype="float64", na_value=np.nan)
+        codes_all, names = _source_codes(frame["source"])
+        pairs: Counter[tuple[int, int]] = Counter()  # (source code, year) -> dated rows
+        for at in range(0, len(ts_all), CHUNK_ROWS):
+            ts, codes = ts_all[at : at + CHUNK_ROWS], codes_all[at : at + CHUNK_ROWS]
+            _count_years(ts, codes, names, pairs, yearless)
+        for code, year in sorted(pairs):  # in (source, year) order, as one pass would
+            years.setdefault(names[code], Counter())[year] += pairs[code, year]
     target: dict[str, int] = {}
     for stream in streams:
         counts: Counter[int] = Counter()
@@ -157,13 +154,45 @@ def settle_years(tables: EventTables, streams: list[Stream]) -> dict[str, str]:
     for name, frame in frames.items():
         if frame.empty:
             continue
-        year_of = frame["source"].map(target)
-        if year_of.isna().all():
+        codes, names = _source_codes(frame["source"])
+        year_of = np.array([target.get(n, 0) for n in names] + [0], np.int64)  # code -1: none
+        if not year_of.any():
             continue
-        ts = frame["ts"].to_numpy(dtype="float64", na_value=np.nan)
-        new = ts.copy()
-        for year in pd.unique(year_of.dropna()):
-            mine = (year_of == year).to_numpy()
-            new[mine] = _shift(ts[mine], int(year))
+        new = np.array(frame["ts"].to_numpy(dtype="float64", na_value=np.nan), copy=True)
+        for at in range(0, len(new), CHUNK_ROWS):
+            part, row_year = new[at : at + CHUNK_ROWS], year_of[codes[at : at + CHUNK_ROWS]]
+            for year in np.unique(row_year[row_year > 0]).tolist():
+                _shift_into(part, row_year == year, int(year))
         frames[name] = frame.assign(ts=new)
     return notes
+
+
+def _count_years(
+    ts: np.ndarray,
+    codes: np.ndarray,
+    names: list[str],
+    pairs: Counter[tuple[int, int]],
+    yearless: set[str],
+) -> None:
+    """Rows of one chunk: the dated ones counted per (source code, year) into ``pairs``;
+    the sources with placeholder-year stamps added to ``yearless``."""
+    known = ~np.isnan(ts) & (codes >= 0)
+    placeholder = known & (ts >= _START) & (ts < _END)
+    yearless.update(names[c] for c in np.unique(codes[placeholder]).tolist())
+    dated = known & ~placeholder
+    if not dated.any():
+        return
+    got = _years(ts[dated])
+    # one count per (source, year) pair by a bincount of one integer key: no Python
+    # loop over rows (np.unique over pairs sorts structured rows: 50x slower)
+    low = int(got.min())
+    span = int(got.max()) - low + 1
+    keys = codes[dated].astype(np.int64) * span + (got - low)
+    if len(names) * span <= 4 * len(keys) + 1024:
+        hist = np.bincount(keys)
+        found, tally = np.flatnonzero(hist), hist[hist > 0]
+    else:  # far-apart years (a garbled stamp) over many sources: sort instead
+        found, tally = np.unique(keys, return_counts=True)
+    for key, n in zip(found.tolist(), tally.tolist(), strict=True):
+        code, offset = divmod(key, span)
+        pairs[code, low + offset] += n
