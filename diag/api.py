@@ -40,6 +40,7 @@ def analyze(
     tz: tzinfo | None = None,
     stage: StageFn | None = None,
     starts_per_day: float | None = None,
+    keep_tables: bool = True,
 ) -> Report:
     """Read the inputs, build facts per run, run the rules, return the :class:`Report`:
     :func:`diag.pipeline.analyze`, the stages in order (``ingested``: inputs already read,
@@ -49,11 +50,14 @@ def analyze(
     epoch times; None reads them as UTC. ``stage(name, done, total)`` hears of each step
     (files counted while groups are read, runs where a step goes run by run), so a meter
     moves through the whole analysis. ``starts_per_day``: how often the server starts, which
-    prices capture time in the bucket advice (None: the stated default, one a day)."""
+    prices capture time in the bucket advice (None: the stated default, one a day).
+    ``keep_tables=False``: the report without its event tables and each run's facts without
+    the raw rows they digested (:data:`diag.pipeline.DIGESTED`; what writing the report
+    needs: the command line's memory on a big log)."""
     when = generated_at or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     with fewer_collections():
         if ingested is not None:
-            parts = [pipeline.group_facts(ingested, tz, packed=False)]
+            parts = [pipeline.group_facts(ingested, tz, keep_tables, packed=False)]
             tell = pipeline.teller(stage)
             return pipeline.judge_groups((), parts, rules_file, when, tell, starts_per_day)
         return pipeline.analyze(
@@ -65,6 +69,7 @@ def analyze(
             progress=progress,
             stage=stage,
             starts_per_day=starts_per_day,
+            keep_tables=keep_tables,
         )
 
 

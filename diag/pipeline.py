@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import tzinfo
 from typing import Any, Protocol
 
@@ -68,12 +68,18 @@ def analyze(
     progress: ProgressFn | None = None,
     stage: StageFn | None = None,
     starts_per_day: float | None = None,
+    keep_tables: bool = True,
 ) -> Report:
     """Every stage in order: the inputs cut into groups, stages 2-4 group by group (each
     group's event tables let go once its facts are built, so a folder of many pod logs stays
-    bounded), then stages 5-7 over every group: the report one pass would make."""
+    bounded), then stages 5-7 over every group: the report one pass would make.
+    ``keep_tables=False``: no event tables on the report, and each run's facts without the
+    raw rows they digested (:data:`DIGESTED`): what a caller that only writes the report
+    needs (the command line)."""
     plan = inputs_stage(paths)
-    parts = read_groups(plan, tz, jobs=jobs, progress=progress, stage=stage)
+    parts = read_groups(
+        plan, tz, jobs=jobs, progress=progress, stage=stage, keep_tables=keep_tables
+    )
     return judge_groups(
         plan.problems, parts, rules_file, generated_at, teller(stage), starts_per_day
     )
@@ -86,17 +92,28 @@ def read_groups(
     jobs: int | None = None,
     progress: ProgressFn | None = None,
     stage: StageFn | None = None,
+    keep_tables: bool = True,
 ) -> list[GroupFacts]:
     """Stages 2-4 of every group, in order. One group is read with the caller's byte meter
     and stages, held as it is; several are counted in files read, each held packed."""
     if len(plan.groups) <= 1:
         group = plan.groups[0] if plan.groups else InputGroup(())
-        return [read_group(group, tz, jobs=jobs, progress=progress, stage=stage, packed=False)]
+        return [
+            read_group(
+                group,
+                tz,
+                jobs=jobs,
+                progress=progress,
+                stage=stage,
+                keep_tables=keep_tables,
+                packed=False,
+            )
+        ]
     parts, done = [], 0
     for group in plan.groups:
         if stage is not None:
             stage("reading files", done, plan.files)
-        parts.append(read_group(group, tz, jobs=jobs))
+        parts.append(read_group(group, tz, jobs=jobs, keep_tables=keep_tables))
         done += len(group.files)
     return parts
 
@@ -150,16 +167,31 @@ def runs_stage(ing: Ingested, tell: Tell = quiet) -> list[Run]:
 
 
 # ------------------------------------------------------------------ 4. facts
+#: the event kinds a run's facts digest whole (its decode steps, batches and requests are
+#: built from them) and nothing after stage 4 reads: a big log's largest frames (graph_step
+#: 113 MB and request 43 MB of a 700 MB vLLM log), let go where no one asks for the tables
+DIGESTED = ("graph_step", "request")
+
+
 def facts_stage(
-    runs: Sequence[Run], ing: Ingested, tz: tzinfo | None, tell: Tell = quiet
+    runs: Sequence[Run],
+    ing: Ingested,
+    tz: tzinfo | None,
+    tell: Tell = quiet,
+    keep_tables: bool = True,
 ) -> list[RunFacts]:
     """Each run's facts, frozen: built from its event tables (metrics counters included),
     then the snapshots, tables and traces of its folder joined as inputs of the same build
-    (:mod:`diag.facts.joins`). ``tz``: the zone of log stamps without one, for traces."""
+    (:mod:`diag.facts.joins`). ``tz``: the zone of log stamps without one, for traces.
+    ``keep_tables=False``: each run's tables without the :data:`DIGESTED` kinds."""
     built = []
     for i, run in enumerate(runs):
         tell("facts per run", i, len(runs))
-        built.append(build_facts(run))
+        f = build_facts(run)
+        if not keep_tables:
+            frames = {k: v for k, v in run.tables._frames.items() if k not in DIGESTED}
+            f = replace(f, run=replace(run, tables=EventTables(frames)))
+        built.append(f)
     release_freed_memory()  # the stages' temporaries, kept by the allocators otherwise
     joins = join_runs(built, ing.profiles, ing.snapshots, ing.traces, tz)
     return [joined(f, joins.get(f.run.id)) for f in built]
@@ -208,9 +240,10 @@ def group_stages(
     hold: Callable[[RunFacts], HeldRun] = LiveRun,
     tables: Spilled | dict[str, pd.DataFrame] | None = None,
     tell: Tell = quiet,
+    keep_tables: bool = True,
 ) -> GroupFacts:
     """Stages 3-4 of one ingested group: its runs' facts, each kept by ``hold``."""
-    facts = facts_stage(runs_stage(ing, tell), ing, tz, tell)
+    facts = facts_stage(runs_stage(ing, tell), ing, tz, tell, keep_tables)
     return GroupFacts(
         ing.inputs,
         [hold(f) for f in facts],
@@ -235,7 +268,8 @@ def group_facts(
     ``packed=False`` (the only group of an analysis: one large log, nothing to bound) keeps
     the runs and tables as they are: packing them would only cost time and a second copy."""
     tables = (spill(ing.tables._frames) if packed else ing.tables._frames) if keep_tables else None
-    return group_stages(ing, tz, PackedRun.of if packed else live, tables, teller(stage))
+    hold = PackedRun.of if packed else live
+    return group_stages(ing, tz, hold, tables, teller(stage), keep_tables)
 
 
 # ------------------------------------------------------------------ 5. advice

@@ -193,6 +193,7 @@ def analyze(
                 tz=zone,
                 stage=progress.stage,
                 starts_per_day=starts_per_day,
+                keep_tables=False,  # the report is all it writes
             )
         if not report.readable() or not report.recognised():
             progress.finish()
