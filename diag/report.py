@@ -22,7 +22,8 @@ from diag.events import EventTables
 from diag.facts.load import has_load, load_timeline
 from diag.facts.record import RunFacts
 from diag.facts.requests import request_summary
-from diag.facts.run_record import RunRecord as RunRecord  # the record renderers read
+from diag.facts.run_record import RunRecord as RunRecord
+from diag.facts.throughput import DecodeSpeed, decode_speeds  # the record renderers read
 from diag.facts.verdict import Cut, RunState, Verdict, judge
 from diag.model import SEVERITY_ORDER, Evidence, Finding, InputStatus, Snapshot, clean_json
 from diag.spill import Held
@@ -62,6 +63,9 @@ class RunReport:
     # what every surface reads of the facts, kept so that reading it never reloads them
     _record: RunRecord = field(repr=False)
     _notes: tuple[str, ...] = field(default=(), repr=False)
+    ceiling: int | None = None  # RunFacts.ceiling
+    ceiling_inferred: bool = False  # RunFacts.ceiling_inferred
+    decode_speeds: tuple[DecodeSpeed, ...] = ()  # diag.facts.throughput, from the batches
     # the pooled traffic its advice was fitted on (one object for a server's runs): the
     # fleet summary tells by it whether a group is one server without reloading the advice
     advice_histogram: tuple[tuple[int, float], ...] | None = None
@@ -94,11 +98,7 @@ class RunReport:
         self.fleet = fleet
         self.id = facts.run.id
         self.sources = tuple(facts.run.sources)
-        # what a fleet's summaries read of every run, kept so they never unpack its facts
-        self.backend = facts.backend
-        self.engine_version = facts.engine_version
-        self.state = facts.state
-        self._record, self._notes = facts.record, tuple(facts.notes)
+        self._glance(facts)
         self.advice_histogram = None if advice is None else advice.histogram
         self.cut = None
         self.label = run_labels([self.id])[self.id]
@@ -110,8 +110,15 @@ class RunReport:
     @facts.setter
     def facts(self, facts: RunFacts) -> None:
         self.held.set(replace(self.held.get(), facts=facts))
+        self._glance(facts)
+
+    def _glance(self, facts: RunFacts) -> None:
+        """What every surface and the fleet summary read of the facts, kept beside them so
+        that reading it never reloads a spilled run."""
         self.backend, self.engine_version = facts.backend, facts.engine_version
         self.state, self._record, self._notes = facts.state, facts.record, tuple(facts.notes)
+        self.ceiling, self.ceiling_inferred = facts.ceiling, facts.ceiling_inferred
+        self.decode_speeds = decode_speeds(facts.batches)
 
     @property
     def advice(self) -> Advice | None:

@@ -7,11 +7,13 @@ more function there.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import pandas as pd
 
 from diag.engines import spec_for
+from diag.facts.throughput import DecodeSpeed
 from diag.figures import number
 from diag.model import Snapshot
 from diag.render import advice_plots, load_plots, memory_plots, plots
@@ -136,8 +138,8 @@ def batch_panels(ctx: RunContext) -> list[Panel]:
 def throughput_panels(ctx: RunContext) -> list[Panel]:
     """Per-request decode speed first (what a user feels), engine total second: the total
     grows with batch size, so eager batches (the big ones) look faster there."""
-    table = plots.throughput_table(ctx.batches)
-    if table.empty:
+    speeds = ctx.run.decode_speeds
+    if not speeds:
         return []
     cols = [
         "served by",
@@ -147,15 +149,15 @@ def throughput_panels(ctx: RunContext) -> list[Panel]:
         "engine total (tok/s, median)",
     ]
     rows = []
-    for _, r in table.iterrows():
-        name = "in window (graph)" if r["verdict"] == "graph" else "out of window (eager)"
+    for s in speeds:
+        name = "in window (graph)" if s.verdict == "graph" else "out of window (eager)"
         rows.append(
             [
                 name,
-                f"{int(r['n']):,}",
-                f"{r['per_req_p50']:,.1f}",
-                f"{r['per_req_p25']:,.1f}–{r['per_req_p75']:,.1f}",
-                f"{r['gen_throughput_p50']:,.0f}",
+                f"{s.n:,}",
+                f"{s.per_req[1]:,.1f}",
+                f"{s.per_req[0]:,.1f}–{s.per_req[2]:,.1f}",
+                f"{s.gen_throughput[1]:,.0f}",
             ]
         )
     return [
@@ -164,17 +166,17 @@ def throughput_panels(ctx: RunContext) -> list[Panel]:
             table=SmallTable(
                 "throughput", "Decode speed in vs out of the capture window", cols, rows
             ),
-            caption=throughput_caption(table),
+            caption=throughput_caption(speeds),
         )
     ]
 
 
-def throughput_caption(table: pd.DataFrame) -> str | None:
-    if len(table) == 1:
-        only = "graph-served" if table["verdict"].iloc[0] == "graph" else "eager"
+def throughput_caption(speeds: Sequence[DecodeSpeed]) -> str | None:
+    if len(speeds) == 1:
+        only = "graph-served" if speeds[0].verdict == "graph" else "eager"
         return f"Only {only} batches carry a throughput figure: no in/out comparison possible from these logs."
-    g, x = (table[table["verdict"] == v].iloc[0] for v in ("graph", "eager"))
-    a, b = float(g["per_req_p50"]), float(x["per_req_p50"])
+    by = {s.verdict: s for s in speeds}
+    a, b = by["graph"].per_req[1], by["eager"].per_req[1]
     if a <= 0:
         return None
     change = (b - a) / a

@@ -72,8 +72,8 @@ def cards(run: RunReport) -> list[Card]:
         )
     if decided:
         out.append(Card("eager batches", f"{b.eager:,}", cls="bad" if b.eager else ""))
-    ceiling, top = run.facts.ceiling, shape.max if shape else None
-    default = "engine default" if run.facts.ceiling_inferred else None
+    ceiling, top = run.ceiling, shape.max if shape else None
+    default = "engine default" if run.ceiling_inferred else None
     if ceiling is not None and top is not None:
         bad = "bad" if top > ceiling else ""
         value = f"{fmt_num(ceiling)} / {fmt_num(top)}"
@@ -163,8 +163,8 @@ def eager_view(run: RunReport) -> dict[str, Any]:
         "decided": f"{decided:,}",
         "share": f"{b.eager / decided:.0%}",
         "ceiling": None
-        if run.facts.ceiling is None
-        else f"{run.facts.ceiling}" + (" (engine default)" if run.facts.ceiling_inferred else ""),
+        if run.ceiling is None
+        else f"{run.ceiling}" + (" (engine default)" if run.ceiling_inferred else ""),
         "rows": rows,
     }
 

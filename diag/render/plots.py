@@ -394,26 +394,3 @@ def timeline_figure(
     fig.update_yaxes(title_text="batch size (running requests)")
     integer_ticks(fig, max(float(table["max"].max()), float(ceiling or 0)))
     return finish_axes(layout(fig, title))
-
-
-# ------------------------------------------------------------------ throughput split
-def throughput_table(batches: pd.DataFrame) -> pd.DataFrame:
-    """Per verdict: count, quartiles of generation throughput and of throughput per request."""
-    rows = _decode_rows(batches)
-    gen = rows["gen_throughput"].to_numpy(dtype="float64", na_value=np.nan)
-    v = rows["v"].to_numpy()
-    with np.errstate(invalid="ignore"):
-        usable = (gen > 0) & (v < 2)
-    out = []
-    # on arrays, one verdict at a time: a frame copy per step (filter, assign, groupby) held
-    # the largest memory peak of a whole analysis of a 700 MB log
-    for code in np.unique(v[usable]).tolist():
-        mine = usable & (v == code)
-        g = gen[mine]
-        per_req = g / rows["batch_size"].to_numpy(dtype="float64")[mine]
-        entry: dict[str, Any] = {"verdict": VERDICTS[int(code)], "n": len(g)}
-        for col, a in (("gen_throughput", g), ("per_req", per_req)):
-            q = np.quantile(a, [0.25, 0.5, 0.75], overwrite_input=True)  # (our own copies)
-            entry.update({f"{col}_p25": q[0], f"{col}_p50": q[1], f"{col}_p75": q[2]})
-        out.append(entry)
-    return pd.DataFrame(out)

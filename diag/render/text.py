@@ -18,7 +18,6 @@ from diag.render import trace_panel
 from diag.render.fleet import fleet_text
 from diag.render.inputs import input_lines, input_notes, run_input_notes
 from diag.render.mdtable import md_cell, md_table
-from diag.render.plots import prepare_batches, throughput_table
 from diag.render.runners import runner_lines, startup_line
 from diag.render.sizes import compact_sizes
 from diag.report import Report, RunReport
@@ -117,9 +116,9 @@ def verdict_text(run: RunReport, with_id: bool = True) -> str:
         parts.append(
             f"{share(rec.captured_share)} of {b.decided:,} decode batches on graphs ({b.source})"
         )
-    if run.facts.ceiling:
-        default = " (engine default)" if run.facts.ceiling_inferred else ""
-        parts.append(f"ceiling {run.facts.ceiling}{default}")
+    if run.ceiling:
+        default = " (engine default)" if run.ceiling_inferred else ""
+        parts.append(f"ceiling {run.ceiling}{default}")
     head = f"{run.label} [{run.backend}]: " if with_id else ""
     return head + "; ".join(parts)
 
@@ -127,28 +126,23 @@ def verdict_text(run: RunReport, with_id: bool = True) -> str:
 def throughput_line(run: RunReport) -> str | None:
     """Per-request decode speed first (what users feel); the engine total second, as it
     grows with batch size and makes big eager batches look faster."""
-    table = throughput_table(prepare_batches(run.facts.batches))
-    if table.empty:
-        return None
-    by = {r["verdict"]: r for _, r in table.iterrows()}
+    by = {s.verdict: s for s in run.decode_speeds}
     g, x = by.get("graph"), by.get("eager")
     if g is not None and x is not None:
-        a, b = float(g["per_req_p50"]), float(x["per_req_p50"])
+        a, b = g.per_req[1], x.per_req[1]
         change = (b - a) / a if a > 0 else 0.0
         word = "slower" if change < 0 else "faster"
         return (
             f"decode speed per request: {number(b)} tok/s out of window vs {number(a)} in "
             f"(eager {abs(change):.0%} {word}, medians); engine total "
-            f"{number(float(x['gen_throughput_p50']))} vs {number(float(g['gen_throughput_p50']))} "
+            f"{number(x.gen_throughput[1])} vs {number(g.gen_throughput[1])} "
             "tok/s grows with batch size"
         )
     only = g if g is not None else x
-    assert only is not None
+    if only is None:
+        return None
     side = "graph-served" if g is not None else "eager"
-    return (
-        f"decode speed per request {number(float(only['per_req_p50']))} tok/s "
-        f"({side} batches only, median)"
-    )
+    return f"decode speed per request {number(only.per_req[1])} tok/s ({side} batches only, median)"
 
 
 def record_lines(run: RunReport) -> list[str]:
