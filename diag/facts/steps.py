@@ -220,7 +220,7 @@ def from_tables(tables: EventTables, timing: StepTiming) -> DecodeSteps:
 _EMPTY = pd.DataFrame(
     {
         **{c: pd.Series(dtype="object") for c in ("source", "line", "ts", "rank")},
-        "origin": pd.Categorical([], categories=list(ORIGINS)),
+        "origin": pd.Categorical.from_codes([], dtype=categories(ORIGINS)),
         **{c: pd.Series(dtype=np.int64) for c in ("requests", "tokens", "padded")},
         **{c: pd.Series(dtype=float) for c in ("batches", "steps")},
         "graph": pd.Series(dtype=np.int8),
