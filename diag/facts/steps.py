@@ -36,7 +36,7 @@ import pandas as pd
 
 from diag.engines import EngineConfig
 from diag.events import EventTables
-from diag.facts.access import categories, is_rank0, numbered
+from diag.facts.access import categories, is_rank0, numbered, once_per_frame
 
 __all__ = [
     "COLUMNS",
@@ -162,8 +162,14 @@ class DecodeSteps:
         return bool(self.frame.empty)
 
     def column(self, name: str) -> np.ndarray:
-        """A column as its numpy array (read-only views stay read-only: never write into it)."""
-        return np.asarray(self.frame[name].to_numpy())
+        """A column as its numpy array (read-only views stay read-only: never write into it);
+        each read once per frame while it is among the frames read last (classify, advice,
+        signals and rules read the same few columns, ~14 reads a run)."""
+        read = _read_columns(self.frame)
+        got = read.get(name)
+        if got is None:
+            got = read[name] = np.asarray(self.frame[name].to_numpy())
+        return got
 
     def floats(self, name: str) -> np.ndarray:
         """A column as float64, NaN where missing (``ts`` of event frames may be nullable)."""
@@ -189,6 +195,13 @@ class DecodeSteps:
             if origin in every_rank_of or not (rank0 & rows).any():
                 keep |= rows
         return None if keep.all() else keep
+
+
+@once_per_frame
+def _read_columns(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The columns of a steps frame read so far, by name (:meth:`DecodeSteps.column` fills
+    it: a memo of arrays nobody writes into, the one thing held here that grows)."""
+    return {}
 
 
 def decode_steps(tables: EventTables, config: EngineConfig) -> DecodeSteps:
