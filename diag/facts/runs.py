@@ -171,9 +171,9 @@ def _stream_frames(tables: EventTables, streams: list[Stream]) -> list[dict[str,
         for a, b in zip(starts, ends, strict=True):
             key = int(sorted_keys[a])
             if key >= 0:
-                # the slice's own frame (its data shared: copy on write), the column
-                # replaced in it and its rows numbered, as assign + reset_index would give
-                part = grouped.iloc[a:b].copy(deep=False)
+                # the slice (its data shared: copy on write) with the column replaced in
+                # it and its rows numbered, as assign + reset_index would give
+                part = grouped.iloc[a:b]  # (a frame of its own: copy on write)
                 if categorical:
                     part.isetitem(at, _own_categories(part["source"], dtypes).array)
                 part.index = pd.RangeIndex(int(b - a))
@@ -193,13 +193,20 @@ def _own_categories(
     cat = source.array  # (its codes and categories without a Series each)
     codes = np.asarray(cat.codes)
     cats = cat.categories
-    seen = np.bincount(codes + 1, minlength=len(cats) + 1) > 0  # slot 0: missing (-1)
-    present = np.flatnonzero(seen[1:])
-    if len(present) == len(cats):  # every category is in use: already its own
-        return source
-    remap = np.full(len(cats) + 1, -1, dtype=np.int64)
-    remap[present + 1] = np.arange(len(present))
-    local = remap[codes + 1]  # missing values keep code -1
+    if len(codes) and (one := int(codes.min())) >= 0 and one == int(codes.max()):
+        # one file (a pod's log): no count over every file of the folder, per frame
+        if len(cats) == 1:
+            return source
+        present = np.array([one])
+        local = np.zeros(len(codes), dtype=np.int64)
+    else:
+        seen = np.bincount(codes + 1, minlength=len(cats) + 1) > 0  # slot 0: missing (-1)
+        present = np.flatnonzero(seen[1:])
+        if len(present) == len(cats):  # every category is in use: already its own
+            return source
+        remap = np.full(len(cats) + 1, -1, dtype=np.int64)
+        remap[present + 1] = np.arange(len(present))
+        local = remap[codes + 1]  # missing values keep code -1
     names = cats[present]
     key = tuple(names)  # (by the names: each frame's categories are its own)
     dtype = None if dtypes is None else dtypes.get(key)
