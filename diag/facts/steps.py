@@ -36,7 +36,7 @@ import pandas as pd
 
 from diag.engines import EngineConfig
 from diag.events import EventTables
-from diag.facts.access import categories, is_rank0, numbered, once_per_frame
+from diag.facts.access import _rank0_mask, categories, numbered, once_per_frame
 
 __all__ = [
     "COLUMNS",
@@ -185,7 +185,7 @@ class DecodeSteps:
         attention: each DP rank's batch line is a batch of its own). None: every row."""
         if self.empty:
             return None
-        rank0 = self.frame["rank"].map(is_rank0).to_numpy(dtype=bool)
+        rank0 = _rank0_mask(self.frame["rank"])  # (per category, not a Series.map)
         if rank0.all():
             return None
         codes = self.origin_codes()
