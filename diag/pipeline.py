@@ -290,15 +290,18 @@ def advice_stage(
 ) -> Advised:
     """The bucket advice, from facts alone (the rules and every renderer quote it): runs of
     one server pooled across groups. The fleet summary's binned traffic is built from the
-    same evidence, each let go once binned."""
+    same evidence on the same read of each run (a fleet's runs are read back one at a time)."""
     tell("advice (bucket sets)", 0, 0)
     evidence: dict[str, RunEvidence | None] = {}  # each run's, built once for both steps
-    advice = advise_runs(runs, snapshots, evidence, starts_per_day)
     fleet: dict[str, FleetRun] = {}
-    for f in runs if len(runs) > 1 else ():
+
+    def binned(f: RunFacts) -> None:  # on the advice's one read of the run
         fleet[f.run.id] = fleet_run(f, snapshots, evidence)
-        evidence.pop(f.run.id, None)
-    del evidence
+
+    advice = advise_runs(
+        runs, snapshots, evidence, starts_per_day, binned if len(runs) > 1 else None
+    )
+    evidence.clear()  # (each let go: the fleet entries hold what they need)
     release_freed_memory()
     return Advised(advice, fleet)
 

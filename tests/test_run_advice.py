@@ -15,10 +15,20 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from diag.advise.bucket_sets import traffic_histogram
 from diag.advise.recommend import recommend
+from diag.advise.run_advice import (
+    advise_group,
+    advise_runs,
+    current_sizes,
+    engine_limits,
+    run_evidence,
+)
 from diag.advise.validation import MAX_RUN_FOLDS
 from diag.api import analyze
 from diag.cli import main
+from diag.facts.record import RunFacts
+from diag.spill import ReadOnAsk
 from gen import sglang_logs as sg
 from gen import vllm_logs as vl
 from tests.conftest import ROOT
@@ -299,3 +309,48 @@ def test_a_fleet_is_validated_in_a_bounded_number_of_folds(tmp_path: Path) -> No
     assert pooled.startswith(f"{n} runs pooled ({ids[0]}, {ids[1]}, {ids[2]}, ... {n - 6} more")
     assert pooled.endswith(f"{ids[-1]}); limits from the latest, {ids[-1]}")
     assert sum(run_id in pooled for run_id in ids) == 6
+
+
+def test_advice_reads_each_run_once_and_pools_as_advise_group(tmp_path: Path) -> None:
+    """A fleet's runs are read back from disk one at a time: the advice stage reads each run
+    once (its evidence, own set and the server's limits taken on that read, the caller's
+    ``each`` too), and pools a server's runs as :func:`advise_group` does on its own reads."""
+    clock = sg.Clock()
+    sizes = [1, 2, 4, 8, 12, 16, 24, 32, 40, 48]
+    folder = tmp_path / "srv"
+    folder.mkdir()
+    for i, name in enumerate(("server.log.2", "server.log.1", "server.log")):
+        series = sg.traffic(60, low=8, high=30, seed=60 + i, burst_every=10, burst_to=40 + i)
+        lines = [sg.server_args(clock.now, cuda_graph_max_bs=max(sizes))]
+        lines += sg.startup(clock, sizes=sizes, kv_gib_each=20.0, kv_tokens=400000)
+        served, _ = sg.serve(clock, series, sizes=sizes, seed=i)
+        (folder / name).write_text("\n".join(lines + served) + "\n", encoding="utf-8")
+    report = analyze([str(folder)])
+    facts = [r.facts for r in report.runs]
+    assert len(facts) == 3
+    reads: list[int] = []
+
+    def read(i: int) -> RunFacts:
+        reads.append(i)
+        return facts[i]
+
+    seen: list[str] = []
+    got = advise_runs(ReadOnAsk(3, read), report.snapshots, each=lambda f: seen.append(f.run.id))
+    assert sorted(reads) == [0, 1, 2]
+    assert seen == [f.run.id for f in facts]
+    pooled = advise_group(facts, report.snapshots)
+    assert pooled is not None
+    adv, used = pooled
+    assert [f.run.id for f in used] == list(got)
+    for f in facts:
+        mine = got[f.run.id]
+        assert (mine.ceiling, mine.recommended.sizes, mine.notes) == (
+            adv.ceiling,
+            adv.recommended.sizes,
+            adv.notes,
+        )
+        # its own set priced on its own traffic, with the server's limits (the latest run's)
+        ev = run_evidence(f, report.snapshots)
+        assert ev is not None
+        hist = traffic_histogram(ev.traffic, engine_limits(facts[-1]))
+        assert mine.current == adv.price(current_sizes(f, f.backend)[0], hist)

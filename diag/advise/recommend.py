@@ -88,11 +88,14 @@ def _kv_note(engine: str, version: str | None, saved_gib: float) -> str:
 
 # ------------------------------------------------------------------ picking runs
 def _steps(f: RunFacts) -> float:
+    """The run's decode steps with a known size (a batch's weight, 1 where not said): the
+    same sum as pandas' on the same rows, from the columns' arrays (~1 ms less a run)."""
     b = f.batches
     if b.empty:
         return 0.0
-    ok = b["batch_size"].astype("float64").fillna(0) >= 1
-    return float(b.loc[ok, "weight"].astype("float64").fillna(1.0).sum())
+    ok = b["batch_size"].to_numpy(dtype="float64", na_value=np.nan) >= 1  # (NaN: not known)
+    weight = b["weight"].to_numpy(dtype="float64", na_value=np.nan)[ok]
+    return float(np.where(np.isnan(weight), 1.0, weight).sum())
 
 
 def _pick_engine(

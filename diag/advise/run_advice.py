@@ -17,10 +17,9 @@ advice; none of them computes a ceiling or a set of its own.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields, replace
-from functools import partial
-from typing import Literal, cast
+from typing import Literal, TypeVar, cast
 
 import numpy as np
 
@@ -37,7 +36,6 @@ from diag.engines import ConfigEcho, EngineConfig, read_config, spec_for
 from diag.facts.record import RunFacts, snapshot_graph_pool_gib
 from diag.facts.steps import clock_elapsed
 from diag.model import Snapshot
-from diag.spill import ReadOnAsk
 
 __all__ = [
     "advise_group",
@@ -50,6 +48,7 @@ __all__ = [
 ]
 
 SizesSource = Literal["logged", "inferred", "default"]
+T = TypeVar("T")
 
 
 # ------------------------------------------------------------------ per-run inputs
@@ -216,32 +215,51 @@ def server_groups(facts: Sequence[RunFacts]) -> list[list[RunFacts]]:
 def server_indices(facts: Sequence[RunFacts]) -> list[list[int]]:
     """:func:`server_groups` as positions in ``facts``, each run read once (a fleet's runs
     are read back one at a time)."""
+    return _servers(facts)[0]
+
+
+def _servers(
+    facts: Sequence[RunFacts], visit: Callable[[int, RunFacts], T | None] | None = None
+) -> tuple[list[list[int]], dict[int, T]]:
+    """:func:`server_indices`, and ``visit(i, run)`` called on each run during its one read:
+    per group (keyed by its first position) the last run's value that was not None. Only
+    the latest value of each group is kept: a fleet of one server holds one, not one a pod."""
     parent: dict[int, int] = {}
+    latest: dict[int, tuple[int, T]] = {}  # root -> (position, value) of its last visited
 
     def find(i: int) -> int:
         while parent.setdefault(i, i) != i:
             i = parent[i]
         return i
 
+    def union(a: int, b: int) -> None:
+        ra, rb = find(a), find(b)
+        if ra == rb:
+            return
+        parent[ra] = rb
+        got = latest.pop(ra, None)
+        if got is not None and (rb not in latest or latest[rb][0] < got[0]):
+            latest[rb] = got
+
     first: dict[str, int] = {}
     for i in range(len(facts)):
         f = facts[i]
         find(i)
+        if visit is not None and (value := visit(i, f)) is not None:
+            latest[i] = (i, value)  # (i is its own root still: no key joined it yet)
         for key in (f"stream:{f.backend}:{f.run.stream}", _config_key(f)):
             if key is None:
                 continue
             if key in first:
-                parent[find(i)] = find(first[key])
+                union(i, first[key])
             else:
                 first[key] = i
     groups: dict[int, list[int]] = {}
     for i in range(len(facts)):
         groups.setdefault(find(i), []).append(i)
-    return list(groups.values())
-
-
-def _at(facts: Sequence[RunFacts], positions: list[int], i: int) -> RunFacts:
-    return facts[positions[i]]
+    return list(groups.values()), {
+        g[0]: latest[root][1] for root, g in groups.items() if root in latest
+    }
 
 
 def advise_group(
@@ -305,12 +323,12 @@ def _advise_positions(
         return None
     ids = [rid for _, rid, _ in evidence]
     if len(ids) > 1:
-        adv = replace(
-            adv,
-            notes=adv.notes
-            + (f"{len(ids)} runs pooled ({_named(ids)}); limits from the latest, {ids[-1]}",),
-        )
+        adv = replace(adv, notes=adv.notes + (_pooled_note(ids),))
     return adv, [i for i, _, _ in evidence]
+
+
+def _pooled_note(ids: Sequence[str]) -> str:
+    return f"{len(ids)} runs pooled ({_named(ids)}); limits from the latest, {ids[-1]}"
 
 
 NAMED_RUNS = 6  # runs a pooled server's note names; beyond, the first and last few
@@ -330,6 +348,7 @@ def advise_runs(
     snapshots: Sequence[Snapshot] | None = None,
     known: dict[str, RunEvidence | None] | None = None,
     starts_per_day: float | None = None,
+    each: Callable[[RunFacts], object] | None = None,
 ) -> dict[str, Advice]:
     """The advice per run id, for every run of a known engine with decode traffic.
 
@@ -338,27 +357,59 @@ def advise_runs(
     run's :func:`run_evidence` by run id, for a later step that reads the same evidence
     (the fleet summary's binned traffic) instead of building it again. ``starts_per_day``:
     how often the server starts (each start pays the capture), None the stated default.
+    ``each(run)``: called on every run while it is read, after its evidence is in ``known``.
+
+    Each run is read once (a fleet's runs are read back from disk one at a time): what the
+    advice needs of it (evidence, own set, the server's limits from its latest run) is
+    taken on that read, as :func:`advise_group` would take it on its own reads.
     """
     out: dict[str, Advice] = {}
     known = {} if known is None else known
-    for positions in server_indices(facts):
-        group = ReadOnAsk(len(positions), partial(_at, facts, positions))
-        got = _advise_positions(group, snapshots, None, known=known, starts_per_day=starts_per_day)
-        if got is None:
-            continue
-        adv, used = got
-        limits = engine_limits(group[used[-1]])
-        for i in used:
-            f = group[i]
+    used: dict[int, tuple[str, RunEvidence, tuple[list[int], SizesSource]]] = {}
+
+    def visit(i: int, f: RunFacts) -> EngineLimits | None:
+        limits = None
+        if spec_for(f.backend) is not None and f.record.prefill_node is not True:
             ev = _evidence(f, snapshots, None, known)
-            own = _own_current(f, ev, adv, limits) if ev is not None else None
-            out[f.run.id] = replace(adv, current=own)
+            if ev is not None:
+                # the server's engine is the run's own: its keys carry the backend
+                used[i] = (f.run.id, ev, current_sizes(f, f.backend))
+                limits = engine_limits(f)
+        if each is not None:
+            each(f)
+        return limits
+
+    groups, limits_of = _servers(facts, visit)
+    for positions in groups:
+        mine = [used[i] for i in positions if i in used]
+        if not mine:
+            continue
+        limits = limits_of[positions[0]]
+        try:
+            adv = advise(
+                [ev for _, ev, _ in mine],
+                limits,
+                headroom=DEFAULT_HEADROOM,
+                max_ceiling=None,
+                min_coverage=None,
+                max_k=None,
+                starts_per_day=starts_per_day,
+            )
+        except ValueError:  # degenerate input: analyze and recommend must not fail over advice
+            continue
+        ids = [rid for rid, _, _ in mine]
+        if len(ids) > 1:
+            adv = replace(adv, notes=adv.notes + (_pooled_note(ids),))
+        for rid, ev, (sizes, source) in mine:
+            out[rid] = replace(adv, current=_own_current(sizes, source, ev, adv, limits))
     return out
 
 
-def _own_current(f: RunFacts, ev: RunEvidence, adv: Advice, limits: EngineLimits) -> SetCost | None:
-    """This run's own set priced on this run's own traffic (the server's parameters)."""
-    sizes, source = current_sizes(f, limits.engine)
+def _own_current(
+    sizes: list[int], source: SizesSource, ev: RunEvidence, adv: Advice, limits: EngineLimits
+) -> SetCost | None:
+    """A run's own set (its :func:`current_sizes`) priced on its own traffic (the server's
+    parameters)."""
     if source == "default" or not sizes:
         return None
     hist = traffic_histogram(ev.traffic, limits)

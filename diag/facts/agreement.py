@@ -26,7 +26,11 @@ def agreement(batches: pd.DataFrame, ceiling: int | None) -> dict[str, object] |
     logged = batches["logged"].to_numpy(dtype=bool)
     w = batches["weight"].to_numpy(dtype=float, na_value=1.0)
     size = batches["batch_size"].to_numpy(dtype=float, na_value=np.nan)
-    decided = logged & np.isin(inferred, (_GRAPH, _EAGER)) & np.isin(final, (_GRAPH, _EAGER))
+    decided = (  # (two comparisons each: np.isin costs ~30 us a call on a few rows)
+        logged
+        & ((inferred == _GRAPH) | (inferred == _EAGER))
+        & ((final == _GRAPH) | (final == _EAGER))
+    )
     g_e = decided & (final == _GRAPH) & (inferred == _EAGER)
     e_g = decided & (final == _EAGER) & (inferred == _GRAPH)
     above = logged & (final == _GRAPH) & (size > ceiling) if ceiling else np.zeros(len(w), bool)

@@ -116,7 +116,7 @@ def unfinished_capture(tables: EventTables) -> str | None:
         return None
     last, rank, row_at = max(begun)
     kind = _BEGUN[rank]
-    row = tables[kind].iloc[row_at]
+    row = records(tables[kind])[row_at]  # (a row of a mixed frame via iloc: ~0.3 ms)
     if kind == "capture_progress" and _as_int(row.get("done")) is not None:
         total = _as_int(row.get("total"))
         if total is not None and _as_int(row.get("done")) == total:

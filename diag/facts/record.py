@@ -442,9 +442,12 @@ def _last_phase(t: EventTables) -> str | None:
         frame = t[kind]
         if frame.empty:
             continue
-        part = frame[frame[col].notna() & (frame[col] != REQUEST_PHASE)]  # not start-up
-        key = "_order" if "_order" in part.columns else "line"
-        seen += [(int(o), str(p)) for o, p in zip(part[key], part[col], strict=True)]
+        phases = frame[col]
+        keep = (phases.notna() & (phases != REQUEST_PHASE)).to_numpy(dtype=bool)  # start-up
+        key = "_order" if "_order" in frame.columns else "line"
+        # (the kept rows' two columns, not a filtered copy of the frame)
+        orders, names = frame[key].to_numpy()[keep], phases.to_numpy()[keep]
+        seen += [(int(o), str(p)) for o, p in zip(orders, names, strict=True)]
     for kind in ("decode_batch", "stats"):  # periodic serving lines
         frame = t[kind]
         if not frame.empty:

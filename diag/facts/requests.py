@@ -34,17 +34,21 @@ COLUMNS = [
 ]
 
 
+#: the table of a run with no request: copied (~10 us) rather than made (~160 us a run)
+_NONE = pd.DataFrame(columns=COLUMNS)
+
+
 def request_table(tables: EventTables, batches: pd.DataFrame) -> pd.DataFrame:
     req = tables["request"]
     if req.empty or req["request_id"].isna().all():
-        return pd.DataFrame(columns=COLUMNS)
+        return _NONE.copy()
     usable = (req["request_id"].notna() & req["ts"].notna()).to_numpy(dtype=bool)
     if not usable.all():  # (a copy only where some line lacks an id or a clock)
         req = req[usable]
     columns, seen = _lifetime_columns(req)
     n = len(columns["request_id"])
     if not n:
-        return pd.DataFrame(columns=COLUMNS)
+        return _NONE.copy()
     # counted in order of the ids' first lines, where the lifetimes are nearly in time order
     # (sorting them for the searches is then ~2x cheaper than in id order), placed back by row
     graph_w, eager_w = np.empty(n), np.empty(n)

@@ -36,7 +36,7 @@ import pandas as pd
 
 from diag.engines import EngineConfig
 from diag.events import EventTables
-from diag.facts.access import categories, is_rank0, numbered
+from diag.facts.access import _rank0_mask, categories, numbered, once_per_frame
 
 __all__ = [
     "COLUMNS",
@@ -178,8 +178,14 @@ class DecodeSteps:
         return bool(self.frame.empty)
 
     def column(self, name: str) -> np.ndarray:
-        """A column as its numpy array (read-only views stay read-only: never write into it)."""
-        return np.asarray(self.frame[name].to_numpy())
+        """A column as its numpy array (read-only views stay read-only: never write into it);
+        each read once per frame while it is among the frames read last (classify, advice,
+        signals and rules read the same few columns, ~14 reads a run)."""
+        read = _read_columns(self.frame)
+        got = read.get(name)
+        if got is None:
+            got = read[name] = np.asarray(self.frame[name].to_numpy())
+        return got
 
     def floats(self, name: str) -> np.ndarray:
         """A column as float64, NaN where missing (``ts`` of event frames may be nullable)."""
@@ -195,7 +201,7 @@ class DecodeSteps:
         attention: each DP rank's batch line is a batch of its own). None: every row."""
         if self.empty:
             return None
-        rank0 = self.frame["rank"].map(is_rank0).to_numpy(dtype=bool)
+        rank0 = _rank0_mask(self.frame["rank"])  # (per category, not a Series.map)
         if rank0.all():
             return None
         codes = self.origin_codes()
@@ -205,6 +211,13 @@ class DecodeSteps:
             if origin in every_rank_of or not (rank0 & rows).any():
                 keep |= rows
         return None if keep.all() else keep
+
+
+@once_per_frame
+def _read_columns(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The columns of a steps frame read so far, by name (:meth:`DecodeSteps.column` fills
+    it: a memo of arrays nobody writes into, the one thing held here that grows)."""
+    return {}
 
 
 def decode_steps(tables: EventTables, config: EngineConfig) -> DecodeSteps:
@@ -236,7 +249,7 @@ def from_tables(tables: EventTables, timing: StepTiming) -> DecodeSteps:
 _EMPTY = pd.DataFrame(
     {
         **{c: pd.Series(dtype="object") for c in ("source", "line", "ts", "rank")},
-        "origin": pd.Categorical([], categories=list(ORIGINS)),
+        "origin": pd.Categorical.from_codes([], dtype=categories(ORIGINS)),
         **{c: pd.Series(dtype=np.int64) for c in ("requests", "tokens", "padded")},
         **{c: pd.Series(dtype=float) for c in ("batches", "steps")},
         "graph": pd.Series(dtype=np.int8),

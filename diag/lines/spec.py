@@ -207,6 +207,19 @@ class LineSpec:
     cells: str = ""
     _groups: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
 
+    def __hash__(self) -> int:
+        """The hash dataclass would give (of the compared fields), made once: the cached
+        readers below hash their spec on every line read, and the nested items' hash cost
+        ~1 ms a small pod log."""
+        got: int | None = self.__dict__.get("_hash")
+        if got is None:
+            got = hash(
+                (self.name, self.engine, self.table, self.items, self.absent, self.consts)
+                + (self.triggers, self.cells)
+            )
+            object.__setattr__(self, "_hash", got)
+        return got
+
     def __post_init__(self) -> None:
         if not self.items or not isinstance(self.items[-1], Tail):
             raise ValueError(f"{self.name}: a line ends with its Tail")
