@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from diag.engines import spec_for
-from diag.facts.throughput import DecodeSpeed
 from diag.figures import number
 from diag.model import Snapshot
 from diag.render import advice_plots, load_plots, memory_plots, plots
@@ -21,7 +20,7 @@ from diag.render.axes import TimeAxis, wants_table
 from diag.render.html_page import Page
 from diag.render.numbers import fmt_num, joined
 from diag.render.view import Panel, SmallTable
-from diag.report import RunRecord, RunReport
+from diag.report import DecodeSpeed, RunRecord, RunReport
 
 
 # ------------------------------------------------------------------ figure slots
