@@ -278,9 +278,15 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
         for i, p in enumerate(parts):
             if not p:
                 continue
-            srcs = sorted(
-                {s for f in p.values() for s in distinct(f["source"])},
-                key=lambda s: file_index.get(s, 0),
+            # every row of a stream's frames is of one of its files (``_stream_frames``): a
+            # one-file stream's run is of that file, read without a pass over each frame
+            srcs = (
+                list(stream.sources)
+                if len(stream.sources) == 1
+                else sorted(
+                    {s for f in p.values() for s in distinct(f["source"])},
+                    key=lambda s: file_index.get(s, 0),
+                )
             )
             runs.append(
                 Run(
