@@ -67,3 +67,45 @@ def test_runs_written_in_turn_give_the_whole_document_layout() -> None:
     doc["fleet"] = fleet_json(report.fleet)
     assert to_json(report) == "".join(_encode(doc, "")) + "\n"
     assert report.to_dict(runs=False)["runs"] == []
+
+
+def test_scalars_are_written_as_json_dumps_writes_them() -> None:
+    """The JSON writer's scalar fast path (str, int, finite float, None, bool) against
+    ``json.dumps``, the escapes and the values json spells its own way included."""
+    import enum
+    import math
+
+    from diag.render.serialize import _key, _scalar
+
+    class Level(enum.IntEnum):
+        LOW = 1
+
+    values = [
+        "",
+        "plain",
+        'quote " and \\ back',
+        "tab\tnew\nline",
+        "\x00\x1f ctrl",
+        "é ü 漢字 🙂",
+        0,
+        -1,
+        2**70,
+        1.0,
+        -0.0,
+        1e-300,
+        1.5e300,
+        0.1 + 0.2,
+        math.nan,
+        math.inf,
+        -math.inf,
+        None,
+        True,
+        False,
+        Level.LOW,
+        [1, "a", None],
+        (2.5, True),
+    ]
+    for v in values:
+        assert _scalar(v) == json.dumps(v, ensure_ascii=False), v
+    for k in ["k", "é\n", 3, 2.5, True, None]:
+        assert "{" + _key(k) + ": 0}" == json.dumps({k: 0}, ensure_ascii=False), k

@@ -92,9 +92,29 @@ def frontier_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _key(k: Any) -> str:
     """A key as ``json.dumps`` writes it (int and float keys as strings, True as "true")."""
-    if not isinstance(k, str):
+    if type(k) is not str:
         k = next(iter(json.loads(json.dumps({k: 0}))))
-    return json.dumps(k, ensure_ascii=False)
+    return _text(k)
+
+
+#: json's own string encoder (its C version where built), as ``json.dumps(ensure_ascii=False)``
+_text = json.encoder.encode_basestring
+_CONSTANTS = {None: "null", True: "true", False: "false"}
+
+
+def _scalar(v: Any) -> str:
+    """``json.dumps(v, ensure_ascii=False)`` of a scalar, without an encoder a value (a
+    fleet's report writes ~600 scalars a run)."""
+    t = type(v)
+    if t is str:
+        return _text(v)
+    if t is int:
+        return int.__repr__(v)
+    if t is float and v - v == 0:  # finite (json writes NaN and Infinity its own way)
+        return float.__repr__(v)
+    if v is None or t is bool:
+        return _CONSTANTS[v]
+    return json.dumps(v, ensure_ascii=False)
 
 
 def _encode(value: Any, pad: str) -> list[str]:
@@ -114,7 +134,7 @@ def _encode(value: Any, pad: str) -> list[str]:
             out += ["\n" if n == 0 else ",\n", inner]
             out += _encode(v, inner)
         return [*out, "\n", pad, "]"]
-    return [json.dumps(value, ensure_ascii=False)]
+    return [_scalar(value)]
 
 
 def ticket_records(report: Report) -> Iterator[dict[str, Any]]:
