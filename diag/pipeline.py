@@ -323,6 +323,7 @@ def rules_stage(
         advice=got,
         fleet=advised.fleet.get(f.run.id),
         rule_notes=notes,
+        reload=held.facts,
     )
 
 
@@ -376,7 +377,7 @@ def judge(
         part.runs = []
         report_stage(mine, snapshots, read, chain, starts_per_day, tell)
         for run in mine:  # judged: from here on only the runs read last stay unpacked
-            run.held.bound()
+            run.bound()
         runs += mine
     return Report(
         inputs,

@@ -7,6 +7,7 @@ deterministic: the same inputs give the same bytes apart from ``generated_at``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -22,8 +23,9 @@ from diag.events import EventTables
 from diag.facts.load import has_load, load_timeline
 from diag.facts.record import RunFacts
 from diag.facts.requests import request_summary
-from diag.facts.run_record import RunRecord as RunRecord
-from diag.facts.throughput import DecodeSpeed, decode_speeds  # the record renderers read
+from diag.facts.run_record import RunRecord as RunRecord  # the record renderers read
+from diag.facts.throughput import DecodeSpeed as DecodeSpeed  # a run's speed, as printed
+from diag.facts.throughput import decode_speeds
 from diag.facts.verdict import Cut, RunState, Verdict, judge
 from diag.model import SEVERITY_ORDER, Evidence, Finding, InputStatus, Snapshot, clean_json
 from diag.spill import Held
@@ -34,11 +36,10 @@ SCHEMA = "graphdiag.report/1"
 
 @dataclass(frozen=True)
 class RunParts:
-    """What a run's report reads and a fleet's cannot all keep in memory (held by
-    :class:`diag.spill.Held`: whole while the run is judged, then spilled past the runs read
-    last)."""
+    """What a run's report reads beside its facts and a fleet's cannot all keep in memory
+    (held by :class:`diag.spill.Held`: whole while the run is judged, then spilled past the
+    runs read last; the facts are held likewise, :attr:`RunReport.held_facts`)."""
 
-    facts: RunFacts
     advice: Advice | None = None
     recommendation: Recommendation | None = None
 
@@ -60,6 +61,7 @@ class RunReport:
     # the facts, the advice (computed from facts before the rules, diag.advise.run_advice)
     # and the recommendation (the report stage's)
     held: Held[RunParts]
+    held_facts: Held[RunFacts]
     # what every surface reads of the facts, kept so that reading it never reloads them
     _record: RunRecord = field(repr=False)
     _notes: tuple[str, ...] = field(default=(), repr=False)
@@ -91,8 +93,12 @@ class RunReport:
         advice: Advice | None = None,
         fleet: FleetRun | None = None,
         rule_notes: tuple[str, ...] = (),
+        reload: Callable[[], RunFacts] | None = None,
     ) -> None:
-        self.held = Held(RunParts(facts, advice, recommendation), bounded=False)
+        """``reload``: gives ``facts`` again where they are kept packed already (the facts
+        are then let go, not spilled a second time, once the run is judged)."""
+        self.held = Held(RunParts(advice, recommendation), bounded=False)
+        self.held_facts = Held(facts, bounded=False, reload=reload)
         self.rule_notes = rule_notes
         self.findings = findings if findings is not None else []
         self.fleet = fleet
@@ -105,12 +111,17 @@ class RunReport:
 
     @property
     def facts(self) -> RunFacts:
-        return self.held.get().facts
+        return self.held_facts.get()
 
     @facts.setter
     def facts(self, facts: RunFacts) -> None:
-        self.held.set(replace(self.held.get(), facts=facts))
+        self.held_facts.set(facts)
         self._glance(facts)
+
+    def bound(self) -> None:
+        """Judged: from now on its parts may be let go (past the runs read last)."""
+        self.held.bound()
+        self.held_facts.bound()
 
     def _glance(self, facts: RunFacts) -> None:
         """What every surface and the fleet summary read of the facts, kept beside them so

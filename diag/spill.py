@@ -113,29 +113,37 @@ class Held(Generic[T]):
     """A value kept as it is while it is among the :data:`LIVE` bounded values read last,
     else spilled and read back on use. A value is bounded from the start or from
     :meth:`bound` (a run's report while it is judged stays whole). A value read back is the
-    state spilled; :meth:`set` replaces it."""
+    state spilled; :meth:`set` replaces it. With ``reload`` (the value is kept elsewhere
+    already, e.g. packed) it is let go without spilling and read back by ``reload()``."""
 
     # the bounded holders whose values are in memory, least recently read first
     _live: ClassVar[OrderedDict[int, weakref.ref[Held[Any]]]] = OrderedDict()
 
-    __slots__ = ("__weakref__", "_value", "_spilled", "_bounded")
+    __slots__ = ("__weakref__", "_value", "_spilled", "_bounded", "_reload")
 
-    def __init__(self, value: T, *, bounded: bool = True) -> None:
+    def __init__(
+        self, value: T, *, bounded: bool = True, reload: Callable[[], T] | None = None
+    ) -> None:
         self._value: T | None = value
         self._spilled: Spilled | None = None
         self._bounded = bounded
+        # gives the value again where it is kept elsewhere already (let go, not spilled)
+        self._reload = reload
         self._touch()
 
     def get(self) -> T:
         value = self._value
         if value is None:
-            assert self._spilled is not None
-            value = self._value = self._spilled.load()
+            if self._reload is not None:
+                value = self._value = self._reload()
+            else:
+                assert self._spilled is not None
+                value = self._value = self._spilled.load()
         self._touch()
         return value
 
     def set(self, value: T) -> None:
-        self._value, self._spilled = value, None
+        self._value, self._spilled, self._reload = value, None, None
         self._touch()
 
     def bound(self) -> None:
@@ -157,7 +165,7 @@ class Held(Generic[T]):
                 oldest._let_go()
 
     def _let_go(self) -> None:
-        if self._spilled is None and self._value is not None:
+        if self._spilled is None and self._reload is None and self._value is not None:
             self._spilled = spill(self._value)
         self._value = None
 
@@ -166,6 +174,7 @@ class Held(Generic[T]):
 
     def __setstate__(self, state: tuple[T, bool]) -> None:
         self._value, self._spilled, self._bounded = state[0], None, state[1]
+        self._reload = None
         self._touch()
 
 

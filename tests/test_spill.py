@@ -64,3 +64,29 @@ def test_read_on_ask_reads_each_item_when_asked() -> None:
     assert list(items) == [0, 10, 20] and items[1:] == [10, 20]
     with pytest.raises(IndexError):
         items[3]
+
+
+def test_a_held_value_with_reload_is_let_go_unspilled_and_read_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the values read last, a value kept elsewhere (``reload``) is dropped, never
+    written to the spill file, and given back by ``reload`` on the next read; one without
+    is spilled and read back from the file."""
+    monkeypatch.setattr(spill_mod, "_stores", {})
+    monkeypatch.setattr(spill_mod, "LIVE", 1)
+    calls: list[int] = []
+
+    def reload() -> list[int]:
+        calls.append(1)
+        return [1, 2, 3]
+
+    kept = spill_mod.Held([1, 2, 3], reload=reload)
+    plain = spill_mod.Held(["a"])  # pushes ``kept`` out
+    assert kept._value is None and kept._spilled is None
+    assert spill_mod._stores == {}  # nothing written
+    assert kept.get() == [1, 2, 3] and calls == [1]  # read back by reload; ``plain`` out
+    assert plain._value is None and plain._spilled is not None
+    assert plain.get() == ["a"]
+    kept.set([4])  # a new value is no longer the one ``reload`` gives: spilled when let go
+    spill_mod.Held(["b"])
+    assert kept._spilled is not None and kept.get() == [4] and calls == [1]
