@@ -315,7 +315,8 @@ def _companion(run: Run, documents: set[str]) -> bool:
 
 def _join_companions(runs: list[Run], documents: set[str]) -> list[Run]:
     """A /metrics dump or a server-info document makes a stream of its own; beside a log of
-    the same engine (same folder) it joins that log's last run, as a snapshot does. Alone it
+    the same engine (same folder: ``diag.sources.groups.join_scope`` keeps them in one
+    group) it joins that log's last run, as a snapshot does. Alone it
     stays a run. What the log itself shows wins: a document's event kinds the log already
     has (its config echo, its capture lines) are not added twice."""
     runs = list(runs)  # a host is replaced by itself with the dump joined
