@@ -323,7 +323,8 @@ def rules_stage(
         advice=got,
         fleet=advised.fleet.get(f.run.id),
         rule_notes=notes,
-        reload=held.facts,
+        # packed facts are let go once judged, not spilled again; live ones are spilled
+        reload=held.facts if isinstance(held, PackedRun) and held.packed else None,
     )
 
 

@@ -58,8 +58,8 @@ class LoadTimeline:
 
 @dataclass(init=False, eq=False)
 class RunReport:
-    # the facts, the advice (computed from facts before the rules, diag.advise.run_advice)
-    # and the recommendation (the report stage's)
+    # the advice (computed from facts before the rules, diag.advise.run_advice) and the
+    # recommendation (the report stage's); the facts beside them
     held: Held[RunParts]
     held_facts: Held[RunFacts]
     # what every surface reads of the facts, kept so that reading it never reloads them

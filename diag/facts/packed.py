@@ -92,6 +92,12 @@ class PackedRun:
     def light(self) -> RunFacts:
         return self.held.get()
 
+    @property
+    def packed(self) -> bool:
+        """Are the facts kept packed (so that :meth:`facts` can give them again without
+        holding them)? Not for a single group's runs, held live."""
+        return self.frames is not None
+
     def facts(self) -> RunFacts:
         if self.frames is None:  # held live (a single group: nothing to bound)
             return self.light
