@@ -97,21 +97,11 @@ def test_a_config_text_read_again_gives_a_value_of_its_own() -> None:
     """The pods of one deployment echo the same ServerArgs line: it is parsed once, and each
     reader gets its own copy (parse_kwargs pops ``__call__``; a caller may change its dict)."""
     text = "ServerArgs(model_path='m', cuda_graph_bs=[1, 2, 4], tp_size=2, extra={'a': [1]})"
+    want = {"model_path": "m", "cuda_graph_bs": [1, 2, 4], "tp_size": 2, "extra": {"a": [1]}}
     first = parse_kwargs(text)
-    assert first == {
-        "model_path": "m",
-        "cuda_graph_bs": [1, 2, 4],
-        "tp_size": 2,
-        "extra": {"a": [1]},
-    }
+    assert first == want
     first["cuda_graph_bs"].append(8)
     first["extra"]["a"].clear()
     del first["tp_size"]
-    again = parse_kwargs(text)
-    assert again == {
-        "model_path": "m",
-        "cuda_graph_bs": [1, 2, 4],
-        "tp_size": 2,
-        "extra": {"a": [1]},
-    }
+    assert parse_kwargs(text) == want
     assert parse_value("[1, 2]") is not parse_value("[1, 2]")

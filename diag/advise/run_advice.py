@@ -309,9 +309,33 @@ def _advise_positions(
     if not evidence:
         return None
     limits = engine_limits(group[evidence[-1][0]], engine)
+    adv = _server_advice(
+        [(rid, ev) for _, rid, ev in evidence],
+        limits,
+        headroom=headroom,
+        max_ceiling=max_ceiling,
+        min_coverage=min_coverage,
+        max_k=max_k,
+        starts_per_day=starts_per_day,
+    )
+    return None if adv is None else (adv, [i for i, _, _ in evidence])
+
+
+def _server_advice(
+    runs: Sequence[tuple[str, RunEvidence]],
+    limits: EngineLimits,
+    *,
+    headroom: float = DEFAULT_HEADROOM,
+    max_ceiling: int | None = None,
+    min_coverage: float | None = None,
+    max_k: int | None = None,
+    starts_per_day: float | None = None,
+) -> Advice | None:
+    """One frontier for a server's runs (id, evidence), the pooled runs named in its notes;
+    None on degenerate input (analyze and recommend must not fail over advice)."""
     try:
         adv = advise(
-            [ev for _, _, ev in evidence],
+            [ev for _, ev in runs],
             limits,
             headroom=headroom,
             max_ceiling=max_ceiling,
@@ -319,16 +343,13 @@ def _advise_positions(
             max_k=max_k,
             starts_per_day=starts_per_day,
         )
-    except ValueError:  # degenerate input: analyze and recommend must not fail over advice
+    except ValueError:
         return None
-    ids = [rid for _, rid, _ in evidence]
+    ids = [rid for rid, _ in runs]
     if len(ids) > 1:
-        adv = replace(adv, notes=adv.notes + (_pooled_note(ids),))
-    return adv, [i for i, _, _ in evidence]
-
-
-def _pooled_note(ids: Sequence[str]) -> str:
-    return f"{len(ids)} runs pooled ({_named(ids)}); limits from the latest, {ids[-1]}"
+        note = f"{len(ids)} runs pooled ({_named(ids)}); limits from the latest, {ids[-1]}"
+        adv = replace(adv, notes=adv.notes + (note,))
+    return adv
 
 
 NAMED_RUNS = 6  # runs a pooled server's note names; beyond, the first and last few
@@ -385,21 +406,11 @@ def advise_runs(
         if not mine:
             continue
         limits = limits_of[positions[0]]
-        try:
-            adv = advise(
-                [ev for _, ev, _ in mine],
-                limits,
-                headroom=DEFAULT_HEADROOM,
-                max_ceiling=None,
-                min_coverage=None,
-                max_k=None,
-                starts_per_day=starts_per_day,
-            )
-        except ValueError:  # degenerate input: analyze and recommend must not fail over advice
+        adv = _server_advice(
+            [(rid, ev) for rid, ev, _ in mine], limits, starts_per_day=starts_per_day
+        )
+        if adv is None:
             continue
-        ids = [rid for rid, _, _ in mine]
-        if len(ids) > 1:
-            adv = replace(adv, notes=adv.notes + (_pooled_note(ids),))
         for rid, ev, (sizes, source) in mine:
             out[rid] = replace(adv, current=_own_current(sizes, source, ev, adv, limits))
     return out
