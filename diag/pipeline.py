@@ -189,8 +189,8 @@ def facts_stage(
         tell("facts per run", i, len(runs))
         f = build_facts(run)
         if not keep_tables:
-            frames = {k: v for k, v in run.tables._frames.items() if k not in DIGESTED}
-            f = replace(f, run=replace(run, tables=EventTables(frames)))
+            frames = {k: v for k, v in f.run.tables._frames.items() if k not in DIGESTED}
+            f = replace(f, run=replace(f.run, tables=EventTables(frames)))
         built.append(f)
     release_freed_memory()  # the stages' temporaries, kept by the allocators otherwise
     joins = join_runs(built, ing.profiles, ing.snapshots, ing.traces, tz)

@@ -26,6 +26,7 @@ from diag.facts.requests import request_summary
 from diag.facts.run_record import RunRecord as RunRecord  # the record renderers read
 from diag.facts.throughput import DecodeSpeed as DecodeSpeed  # a run's speed, as printed
 from diag.facts.throughput import decode_speeds
+from diag.facts.throughput import eager_change as eager_change  # as renderers quote it
 from diag.facts.verdict import Cut, RunState, Verdict, judge
 from diag.model import SEVERITY_ORDER, Evidence, Finding, InputStatus, Snapshot, clean_json
 from diag.spill import Held

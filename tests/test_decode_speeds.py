@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from diag.batch_labels import VERDICTS
-from diag.facts.throughput import decode_speeds
+from diag.facts.throughput import decode_speeds, eager_change
 
 
 def _frame(seed: int, n: int) -> pd.DataFrame:
@@ -58,3 +58,13 @@ def test_no_throughput_column_or_no_rows_gives_none() -> None:
     assert decode_speeds(frame.drop(columns="gen_throughput")) == ()
     assert decode_speeds(frame.iloc[:0]) == ()
     assert decode_speeds(frame.assign(gen_throughput=0.0)) == ()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_eager_change_is_the_medians_ratio(seed: int) -> None:
+    frame = _frame(seed, 400)
+    want = _expected(frame)
+    graph, eager = want["graph"][2][1], want["eager"][2][1]
+    assert eager_change(decode_speeds(frame)) == pytest.approx((eager - graph) / graph)
+    only_graph = frame[frame["verdict"] != "eager"]
+    assert eager_change(decode_speeds(only_graph)) is None

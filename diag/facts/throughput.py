@@ -8,6 +8,7 @@ the text summary's speed line, the HTML page's table)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,6 +58,16 @@ def decode_speeds(batches: pd.DataFrame) -> tuple[DecodeSpeed, ...]:
             )
         )
     return tuple(out)
+
+
+def eager_change(speeds: Sequence[DecodeSpeed]) -> float | None:
+    """Eager decode's speed per request against graph-served (medians): +0.2 is 20 % faster,
+    -0.2 20 % slower; None without both (or with a zero graph-served median)."""
+    by = {s.verdict: s for s in speeds}
+    g, x = by.get("graph"), by.get("eager")
+    if g is None or x is None or g.per_req[1] <= 0:
+        return None
+    return (x.per_req[1] - g.per_req[1]) / g.per_req[1]
 
 
 def _quartiles(a: np.ndarray) -> tuple[float, float, float]:

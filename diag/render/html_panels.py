@@ -20,7 +20,7 @@ from diag.render.axes import TimeAxis, wants_table
 from diag.render.html_page import Page
 from diag.render.numbers import fmt_num, joined
 from diag.render.view import Panel, SmallTable
-from diag.report import DecodeSpeed, RunRecord, RunReport
+from diag.report import DecodeSpeed, RunRecord, RunReport, eager_change
 
 
 # ------------------------------------------------------------------ figure slots
@@ -174,11 +174,11 @@ def throughput_caption(speeds: Sequence[DecodeSpeed]) -> str | None:
     if len(speeds) == 1:
         only = "graph-served" if speeds[0].verdict == "graph" else "eager"
         return f"Only {only} batches carry a throughput figure: no in/out comparison possible from these logs."
+    change = eager_change(speeds)
+    if change is None:
+        return None
     by = {s.verdict: s for s in speeds}
     a, b = by["graph"].per_req[1], by["eager"].per_req[1]
-    if a <= 0:
-        return None
-    change = (b - a) / a
     word = "slower" if change < 0 else "faster"
     return (
         f"Per request, eager (out-of-window) decode runs at {number(b)} tok/s against {number(a)} in "

@@ -20,7 +20,7 @@ from diag.render.inputs import input_lines, input_notes, run_input_notes
 from diag.render.mdtable import md_cell, md_table
 from diag.render.runners import runner_lines, startup_line
 from diag.render.sizes import compact_sizes
-from diag.report import Report, RunReport
+from diag.report import Report, RunReport, eager_change
 
 WIDTH = 100
 MAX_REMEDIES = 2
@@ -128,9 +128,9 @@ def throughput_line(run: RunReport) -> str | None:
     grows with batch size and makes big eager batches look faster."""
     by = {s.verdict: s for s in run.decode_speeds}
     g, x = by.get("graph"), by.get("eager")
-    if g is not None and x is not None:
+    change = eager_change(run.decode_speeds)
+    if g is not None and x is not None and change is not None:
         a, b = g.per_req[1], x.per_req[1]
-        change = (b - a) / a if a > 0 else 0.0
         word = "slower" if change < 0 else "faster"
         return (
             f"decode speed per request: {number(b)} tok/s out of window vs {number(a)} in "
