@@ -26,7 +26,17 @@ def _floats(col: pd.Series) -> np.ndarray:
 
 @settings(max_examples=100, deadline=None)
 @given(
-    st.lists(st.tuples(counts, counts, counts, st.sampled_from([None, 1, 1, 2, 0])), max_size=30),
+    st.lists(
+        st.tuples(
+            counts,
+            counts,
+            counts,
+            st.sampled_from([None, 1, 1, 2, 0]),
+            st.sampled_from([None, "FULL", "none", "PIECEWISE", ""]),
+            st.sampled_from([None, True, False]),
+        ),
+        max_size=30,
+    ),
     st.booleans(),
 )
 def test_step_columns_are_the_float_definition(rows: list, with_tokens: bool) -> None:
@@ -37,11 +47,11 @@ def test_step_columns_are_the_float_definition(rows: list, with_tokens: bool) ->
             "line": pd.array(range(1, n + 1), dtype="Int64"),
             "rank": pd.Series([""] * n, dtype="category"),
             "ts": np.arange(len(rows), dtype=float),
-            "mode": pd.Series(["FULL"] * len(rows), dtype="category"),
+            "mode": pd.Series([r[4] for r in rows], dtype="category"),
             "num_reqs": pd.array([r[0] for r in rows], dtype="Int64"),
             "padded_tokens": pd.array([r[2] for r in rows], dtype="Int64"),
             "count": pd.array([r[3] for r in rows], dtype="Int64"),
-            "uniform": pd.array([True] * len(rows), dtype="boolean"),
+            "uniform": pd.array([r[5] for r in rows], dtype="boolean"),
         }
     )
     if with_tokens:
@@ -56,6 +66,10 @@ def test_step_columns_are_the_float_definition(rows: list, with_tokens: bool) ->
     assert got.column("requests").tolist() == _old_ints(_floats(frame["num_reqs"])).tolist()
     assert got.column("tokens").tolist() == _old_ints(tokens).tolist()
     assert got.column("padded").tolist() == _old_ints(_floats(frame["padded_tokens"])).tolist()
+    # the engine's flag: -1 where the line names no mode, 0 NONE, else 1; mixed: uniform=False
+    want_graph = [-1 if not r[4] else int(r[4].upper() != "NONE") for r in rows]
+    assert got.column("graph").tolist() == want_graph
+    assert got.column("mixed").tolist() == (_floats(frame["uniform"]) == 0.0).tolist()
     count = _floats(frame["count"])
     want_steps = np.where(np.isnan(count), 1.0, count)  # a metrics row's Count, else 1
     assert got.column("steps").tolist() == want_steps.tolist()

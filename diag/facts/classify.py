@@ -93,15 +93,19 @@ _EMPTY = pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
 
 def classify_batches(steps: DecodeSteps, window: Window) -> pd.DataFrame:
     """The verdict of every decode batch of the run's steps: mixed prefill+decode steps
-    are not decode batches (they are the advice's, see :mod:`diag.facts.steps`)."""
+    are not decode batches (they are the advice's, see :mod:`diag.facts.steps`).
+
+    Classified :data:`_CHUNK` step rows at a time into the frame's own columns, made once:
+    a row's verdict reads that row alone, so each conversion on the way (counts to floats,
+    the window's buckets, the logged padding) is a temporary of one chunk, not of the
+    whole run (~110 MB of them on a 700 MB vLLM log)."""
     if steps.empty:
         return _empty()
-    mixed = steps.column("mixed")
-    keep = ~mixed
-    if not keep.any():
-        return _empty()
-    every = bool(keep.all())
+    keep = ~steps.column("mixed")
     n_kept = int(np.count_nonzero(keep))
+    if not n_kept:
+        return _empty()
+    every = n_kept == len(keep)
 
     def kept(a: np.ndarray) -> np.ndarray:
         """The decode rows of a step column; one of one value a row (zero stride: the
@@ -112,26 +116,67 @@ def classify_batches(steps: DecodeSteps, window: Window) -> pd.DataFrame:
             return np.broadcast_to(a[:1], (n_kept,))
         return np.asarray(a[keep])
 
+    out = _Verdicts(n_kept)
+    read = {name: steps.column(name) for name in ("requests", "tokens", "padded", "graph")}
+    for start in range(0, len(keep), _CHUNK):
+        part = slice(start, start + _CHUNK)
+        rows = None if every else keep[part]
+
+        def chunk(name: str, part: slice = part, rows: np.ndarray | None = rows) -> np.ndarray:
+            a = read[name][part]
+            return a if rows is None else a[rows]
+
+        req, tok = _sized(chunk("requests")), _sized(chunk("tokens"))
+        flags = chunk("graph").astype(float)
+        flags[flags < 0] = np.nan
+        out.add(
+            np.where(np.isnan(req), tok, req),  # requests, else the step's tokens
+            flags,
+            window,
+            (_sized(chunk("padded")), tok),
+        )
     frame = steps.frame
-    rows = frame if every else frame[_STEP_ROW].iloc[np.flatnonzero(keep)]
-    req, tok = _sized(kept(steps.column("requests"))), _sized(kept(steps.column("tokens")))
     weights = kept(steps.column("batches"))
     gen = frame["gen_throughput"] if every else kept(steps.column("gen_throughput"))
-    flags = kept(steps.column("graph")).astype(float)
-    flags[flags < 0] = np.nan
-    return _rows(
-        rows,
-        np.where(np.isnan(req), tok, req),  # requests, else the step's tokens
-        None if bool((weights == 1.0).all()) else weights,  # (one batch a row: one value)
-        flags,
-        window,
-        kept(steps.origin_codes()),
-        gen.reset_index(drop=True) if isinstance(gen, pd.Series) else gen,
-        (_sized(kept(steps.column("padded"))), tok),
+    n = n_kept
+    # the arrays are this frame's own and event columns are handed over as Series (shared,
+    # copy-on-write) or as the decode rows of them, so the frame is built without pandas
+    # copying anything; columns of one value a row (weight 1, the origin) are one read-only
+    # value broadcast (no memory per row: the frame lives until the report is written)
+    return pd.DataFrame(
+        {
+            "source": _kept_rows(frame, "source", keep, every),  # categoricals stay so
+            # (Int64's: a view of its data)
+            "line": _readonly(_kept_rows(frame, "line", keep, every).to_numpy()),
+            "ts": _kept_rows(frame, "ts", keep, every),
+            "rank": _kept_rows(frame, "rank", keep, every),
+            "batch_size": out.bs,
+            "weight": _constant(1.0, n)
+            if bool((weights == 1.0).all())  # (one batch a row: one value)
+            else _own(np.asarray(weights, dtype=float)),
+            "verdict": labels(out.verdict, VERDICTS),
+            "logged": out.logged,
+            "origin": labels(_one_value(kept(steps.origin_codes())), ORIGINS),
+            "reason": labels(out.reason, REASONS),
+            "bucket": out.bucket,
+            "padded": out.padded,
+            "inferred": labels(out.inferred, VERDICTS),
+            "gen_throughput": gen.reset_index(drop=True) if isinstance(gen, pd.Series) else gen,
+        },
+        copy=False,
     )
 
 
-_STEP_ROW = ["source", "line", "ts", "rank"]  # what the classify frame keeps of a step row
+#: step rows classified at a time (a few MB of temporaries a chunk)
+_CHUNK = 1 << 16
+
+
+def _kept_rows(frame: pd.DataFrame, column: str, keep: np.ndarray, every: bool) -> pd.Series:
+    """An event column's decode rows: shared as it is (:func:`shared`) where every row is
+    one, else those rows' values (masked by ``keep``: no index array of the rows)."""
+    if every:
+        return shared(frame, column)
+    return pd.Series(frame[column].array[keep], copy=False)
 
 
 def _sized(counts: np.ndarray) -> np.ndarray:
@@ -187,77 +232,81 @@ def labels(codes: np.ndarray, names: tuple[str, ...]) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, dtype=categories(names))
 
 
-def _rows(
-    frame: pd.DataFrame,
-    bs: np.ndarray,
-    weights: np.ndarray | None,
-    flags: np.ndarray,
-    window: Window,
-    origin: np.ndarray,
-    gen: pd.Series | np.ndarray | None,
-    logged_padding: tuple[np.ndarray, np.ndarray] | None = None,
-) -> pd.DataFrame:
-    """The classify frame of ``frame``'s rows: float batch sizes ``bs``, step ``weights``
-    (None: one step a row), the engine's own graph ``flags`` (1.0 / 0.0 / NaN: it does not
-    say). ``logged_padding``: (padded, unpadded) tokens a row logged; a logged padded size
-    beats one computed from the bucket list. ``bs`` and ``weights`` become columns as they
-    are where they are arrays of their own (the callers' fresh conversions), else copies."""
-    bs = _own(bs)
-    inferred, inferred_reason, bucket_any = infer_codes(window, bs)
-    has_flag = ~np.isnan(flags)
-    said_graph = has_flag & (flags == 1.0)
-    said_eager = has_flag & (flags == 0.0)
-    verdict = inferred.copy()
-    reason = inferred_reason.copy()
-    bucket = np.where(inferred == _GRAPH, bucket_any, np.nan)
-    verdict[said_graph], reason[said_graph] = _GRAPH, _R["logged_graph"]
-    bucket[said_graph] = bucket_any[said_graph]
-    verdict[said_eager] = _EAGER
-    bucket[said_eager] = np.nan
-    # why the engine ran a batch eagerly: the window's reason if it says eager too
-    if window.graphs == "disabled":
-        reason[said_eager] = _R["graphs_disabled"]
-    else:
-        eager_why = np.where(
-            inferred == _EAGER,
-            inferred_reason,
-            np.where(inferred == _GRAPH, _R["engine_reported_eager"], _R["logged_eager"]),
-        ).astype(np.int8)
-        reason[said_eager] = eager_why[said_eager]
-    padded = np.where(verdict == _GRAPH, bucket - bs, np.nan)
-    if logged_padding is not None:
+class _Verdicts:
+    """The classify frame's computed columns of ``n`` rows, filled a chunk at a time
+    (:meth:`add`). ``bucket`` and ``padded`` are float32 while every value is exact in
+    it (bucket and padding sizes are whole numbers far below 2**24), else float64: half
+    the memory of columns the frame keeps through the report, and every reader reads
+    them back as float64 (``to_numpy(dtype=float)``), so no sum is done in float32."""
+
+    def __init__(self, n: int) -> None:
+        self.bs = np.empty(n)
+        self.verdict = np.empty(n, dtype=np.int8)
+        self.reason = np.empty(n, dtype=np.int8)
+        self.inferred = np.empty(n, dtype=np.int8)
+        self.logged = np.empty(n, dtype=bool)
+        self.bucket = np.empty(n, dtype=np.float32)
+        self.padded = np.empty(n, dtype=np.float32)
+        self.filled = 0
+
+    def add(
+        self,
+        bs: np.ndarray,
+        flags: np.ndarray,
+        window: Window,
+        logged_padding: tuple[np.ndarray, np.ndarray],
+    ) -> None:
+        """The next rows: float batch sizes ``bs`` (this chunk's own array), the engine's
+        own graph ``flags`` (1.0 / 0.0 / NaN: it does not say), and (padded, unpadded)
+        tokens a row logged (a logged padded size beats one computed from the buckets)."""
+        inferred, inferred_reason, bucket_any = infer_codes(window, bs)
+        has_flag = ~np.isnan(flags)
+        said_graph = has_flag & (flags == 1.0)
+        said_eager = has_flag & (flags == 0.0)
+        verdict = inferred.copy()
+        reason = inferred_reason.copy()
+        bucket = np.where(inferred == _GRAPH, bucket_any, np.nan)
+        verdict[said_graph], reason[said_graph] = _GRAPH, _R["logged_graph"]
+        bucket[said_graph] = bucket_any[said_graph]
+        verdict[said_eager] = _EAGER
+        bucket[said_eager] = np.nan
+        # why the engine ran a batch eagerly: the window's reason if it says eager too
+        if window.graphs == "disabled":
+            reason[said_eager] = _R["graphs_disabled"]
+        else:
+            eager_why = np.where(
+                inferred == _EAGER,
+                inferred_reason,
+                np.where(inferred == _GRAPH, _R["engine_reported_eager"], _R["logged_eager"]),
+            ).astype(np.int8)
+            reason[said_eager] = eager_why[said_eager]
+        padded = np.where(verdict == _GRAPH, bucket - bs, np.nan)
         padded_tokens, unpadded = logged_padding
         has = ~np.isnan(padded_tokens) & (verdict == _GRAPH)
         bucket[has] = padded_tokens[has]
         both = has & ~np.isnan(unpadded)
         padded[both] = padded_tokens[both] - unpadded[both]
         bs[both] = unpadded[both]
-    n = len(bs)
-    # the arrays below are this frame's own and event columns are handed over as Series
-    # (shared, copy-on-write), so the frame is built without pandas copying anything;
-    # columns of one value a row (weight 1, the origin) are one read-only value broadcast
-    # (no memory per row: the frame lives until the report is written)
-    return pd.DataFrame(
-        {
-            "source": shared(frame, "source"),  # categoricals stay categoricals
-            "line": _readonly(frame["line"].to_numpy()),  # (Int64's: a view of its data)
-            "ts": shared(frame, "ts"),
-            "rank": shared(frame, "rank"),
-            "batch_size": bs,
-            "weight": _constant(1.0, n)
-            if weights is None
-            else _own(np.asarray(weights, dtype=float)),
-            "verdict": labels(verdict, VERDICTS),
-            "logged": has_flag,
-            "origin": labels(_one_value(origin), ORIGINS),
-            "reason": labels(reason, REASONS),
-            "bucket": _narrow(bucket),
-            "padded": _narrow(padded),
-            "inferred": labels(inferred, VERDICTS),
-            "gen_throughput": _constant(np.nan, n) if gen is None else gen,
-        },
-        copy=False,
-    )
+        at = slice(self.filled, self.filled + len(bs))
+        self.filled = at.stop
+        self.bs[at], self.logged[at] = bs, has_flag
+        self.verdict[at], self.reason[at], self.inferred[at] = verdict, reason, inferred
+        self.bucket = _put(self.bucket, at, bucket)
+        self.padded = _put(self.padded, at, padded)
+
+
+def _put(column: np.ndarray, at: slice, values: np.ndarray) -> np.ndarray:
+    """``values`` written at ``at`` of a float32 column while float32 holds them exactly,
+    else of the column as float64 from then on (the rows before were exact: the same
+    values); returns the column written."""
+    if column.dtype == np.float32:
+        narrow = values.astype(np.float32)
+        if np.array_equal(narrow, values, equal_nan=True):
+            column[at] = narrow
+            return column
+        column = column.astype(float)
+    column[at] = values
+    return column
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -272,19 +321,6 @@ def _own(a: np.ndarray) -> np.ndarray:
     """``a`` itself where it owns its (writable) data, else a copy: never a view, which
     would share an event column outside copy-on-write or keep a whole block alive."""
     return a if a.flags.owndata and a.flags.writeable else a.copy()
-
-
-def _narrow(a: np.ndarray) -> np.ndarray:
-    """Float32 where that holds every value exactly (bucket and padding sizes are whole
-    numbers far below 2**24), else ``a`` as it is: half the memory of a column the frame
-    keeps through the report, and every reader reads it back as float64 (``to_numpy(dtype=
-    float)``), so no sum or product is done in float32."""
-    narrow = a.astype(np.float32)
-    step = 1 << 16  # compared in slices: no float64 copy of the whole column on the way
-    for i in range(0, len(a), step):
-        if not np.array_equal(narrow[i : i + step], a[i : i + step], equal_nan=True):
-            return a
-    return narrow
 
 
 def _one_value(codes: np.ndarray) -> np.ndarray:
