@@ -90,3 +90,50 @@ def test_the_jumps_alone_are_those_of_the_elapsed_times(steps: list[float]) -> N
     stamped = ~np.isnan(ts)
     ts[stamped] = 1.7e9 + np.cumsum(ts[stamped])
     assert clock_jumps(ts).tolist() == clock_elapsed(ts)[1].tolist()
+
+
+def _elapsed_whole(ts: np.ndarray) -> np.ndarray:
+    """The elapsed times by their definition in one piece (each row's stretch offset)."""
+    t = np.asarray(ts, dtype=float)
+    ok = np.isfinite(t)
+    out = np.zeros(len(t))
+    if not ok.any():
+        return out
+    idx = np.flatnonzero(ok)
+    v = t[idx]
+    d = np.diff(v)
+    jump = (d < -CLOCK_BACK_S) | (d > CLOCK_FORWARD_S)
+    starts = np.concatenate(([0], np.flatnonzero(jump) + 1))
+    lo = np.minimum.reduceat(v, starts)
+    hi = np.maximum.reduceat(v, starts)
+    offset = np.concatenate(([0.0], np.cumsum(hi - lo)[:-1]))
+    seg = np.cumsum(np.concatenate(([False], jump)))
+    out[idx] = v - lo[seg] + offset[seg]
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.floats(-5.0, 60.0),
+            st.sampled_from([-CLOCK_BACK_S - 1.0, CLOCK_FORWARD_S + 1.0, -6 * 3600.0]),
+            st.just(float("nan")),
+        ),
+        max_size=60,
+    ),
+    rows=st.integers(1, 8),
+)
+def test_elapsed_times_made_a_few_rows_at_a_time_are_those_in_one_piece(
+    steps: list[float], rows: int
+) -> None:
+    """(issue 37: a million steps' elapsed times without row-long temporaries)"""
+    import diag.facts.steps as steps_module
+
+    ts = np.array(steps, dtype=float)
+    stamped = ~np.isnan(ts)
+    ts[stamped] = 1.7e9 + np.cumsum(ts[stamped])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(steps_module, "_ROWS", rows)
+        got = clock_elapsed(ts)[0]
+    assert got.tobytes() == _elapsed_whole(ts).tobytes()

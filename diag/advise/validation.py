@@ -94,17 +94,22 @@ def make_folds(
         how = f"leave-one-run-out over {len(runs)} runs"
     else:
         s, w, t = runs[0]
-        order = np.argsort(t, kind="stable")
-        blocks = np.array_split(order, max(1, min(n_blocks, len(order) // MIN_BLOCK_LINES)))
-        parts = [(s[b], w[b]) for b in blocks if len(b)]
+        n = len(t)
+        if not bool((t[1:] >= t[:-1]).all()):  # in time order (stable: ties as logged)
+            order = np.argsort(t, kind="stable")
+            s, w = s[order], w[order]
+        # the blocks and the quiet window as row ranges of the time-ordered steps: views, not
+        # copies (a log in time order, the rule, sorts nothing; a constant weight stays one)
+        n_parts = max(1, min(n_blocks, n // MIN_BLOCK_LINES))
+        bounds = np.cumsum([0] + [n // n_parts + (i < n % n_parts) for i in range(n_parts)])
+        parts = [(s[a:b], w[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
         pairs = _leave_one_out(parts)
         how = f"{len(parts)} time blocks (fit on the others, price the held-out one)"
-        bounds = np.cumsum([0] + [len(b) for b in blocks])
-        quiet = quietest_window(s[order], w[order], len(order) // (2 * max(1, n_blocks)))
+        quiet = quietest_window(s, w, n // (2 * max(1, n_blocks)))
         if len(parts) > 1 and quiet is not None and not _is_block(quiet, bounds):
             lo, hi = quiet
-            inside, outside = order[lo:hi], np.r_[order[:lo], order[hi:]]
-            pairs.append(([(s[outside], w[outside])], (s[inside], w[inside])))
+            outside = [(s[a:b], w[a:b]) for a, b in ((0, lo), (hi, n)) if b > a]
+            pairs.append((outside, (s[lo:hi], w[lo:hi])))
             how = (
                 f"{len(parts)} time blocks and the quietest window of {hi - lo} lines "
                 "(fit on the others, price the held-out one)"
@@ -137,15 +142,24 @@ def quietest_window(sizes: np.ndarray, steps: np.ndarray, length: int) -> tuple[
     :data:`MIN_BLOCK_LINES`) with the lowest mean batch size weighted by steps: the quiet hour a
     set must hold on too. None where the run is shorter than two such windows."""
     length = max(length, MIN_BLOCK_LINES)
-    if len(sizes) < 2 * length:
+    n = len(sizes)
+    if n < 2 * length:
         return None
+    # running sums written in place (each a row-long array once, not three times)
     ok = sizes >= 1
-    wz = np.where(ok, steps.astype(float), 0.0)
-    num = np.concatenate([[0.0], np.cumsum(wz * np.where(ok, sizes, 0))])
-    den = np.concatenate([[0.0], np.cumsum(wz)])
-    win_num, win_den = num[length:] - num[:-length], den[length:] - den[:-length]
-    mean = np.full(len(win_den), np.inf)
-    np.divide(win_num, win_den, out=mean, where=win_den > 0)
+    wz = np.where(ok, steps, 0.0).astype(float, copy=False)
+    num, den = np.zeros(n + 1), np.zeros(n + 1)
+    np.multiply(wz, np.where(ok, sizes, 0), out=num[1:])
+    np.cumsum(num[1:], out=num[1:])
+    np.cumsum(wz, out=den[1:])
+    del ok, wz
+    mean = num[length:] - num[:-length]
+    del num
+    win_den = den[length:] - den[:-length]
+    del den
+    some = win_den > 0
+    np.divide(mean, win_den, out=mean, where=some)
+    mean[~some] = np.inf
     lo = int(np.argmin(mean))
     return (lo, lo + length) if np.isfinite(mean[lo]) else None
 

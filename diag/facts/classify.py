@@ -32,7 +32,7 @@ from diag.batch_labels import VERDICTS as VERDICTS
 from diag.batch_labels import Reason as Reason
 from diag.batch_labels import verdict_codes as verdict_codes
 from diag.facts.access import categories, once_per_frame
-from diag.facts.pricing import tally
+from diag.facts.pricing import Served, tally
 from diag.facts.steps import ORIGINS, DecodeSteps, shared
 
 COLUMNS = [
@@ -336,8 +336,18 @@ def _constant(value: float | np.int8, n: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ summaries for the record
-def _floats(batches: pd.DataFrame, column: str) -> np.ndarray:
-    return np.asarray(batches[column].to_numpy(dtype=float, na_value=np.nan))
+def _floats(batches: pd.DataFrame, column: str, rows: slice | None = None) -> np.ndarray:
+    """A column (of ``rows``) as float64, NaN where missing."""
+    col = batches[column] if rows is None else batches[column].iloc[rows]
+    return np.asarray(col.to_numpy(dtype=float, na_value=np.nan))
+
+
+def _row_chunks(batches: pd.DataFrame) -> range:
+    """Starts of :data:`_CHUNK` rows: sums read a chunk at a time convert a chunk of the
+    float32 and one-value columns to float64, never a whole column (10 MB each on a 700 MB
+    log). Weights, buckets and padding are whole numbers, so their sums (below 2**53) are
+    exact in any order: summed a chunk at a time they are the same figures."""
+    return range(0, len(batches), _CHUNK)
 
 
 @once_per_frame  # (the run's and its one rank's: the same frame)
@@ -346,7 +356,10 @@ def batch_counts(batches: pd.DataFrame) -> dict[str, object]:
         return {"graph": 0, "eager": 0, "unknown": 0, "source": "none"}
     v = verdict_codes(batches)
     # weights are step counts (whole numbers): per-verdict sums are exact in any order
-    w = np.bincount(v, weights=_floats(batches, "weight"), minlength=_OTHER + 1)
+    w = np.zeros(_OTHER + 1)
+    for at in _row_chunks(batches):
+        rows = slice(at, at + _CHUNK)
+        w += np.bincount(v[rows], weights=_floats(batches, "weight", rows), minlength=_OTHER + 1)
     logged = batches["logged"].to_numpy(dtype=bool)
     decided = v != _UNKNOWN
     if not decided.any():
@@ -381,11 +394,18 @@ def padding_waste(batches: pd.DataFrame) -> float | None:
     inferred)."""
     if batches.empty:  # runs without batches: no filter on an empty frame (per run and rank)
         return None
-    bucket, padded = _floats(batches, "bucket"), _floats(batches, "padded")
-    g = (verdict_codes(batches) == _GRAPH) & ~np.isnan(bucket) & ~np.isnan(padded)
-    if not g.any():
+    v = verdict_codes(batches)
+    parts = []
+    for at in _row_chunks(batches):
+        rows = slice(at, at + _CHUNK)
+        bucket, padded = _floats(batches, "bucket", rows), _floats(batches, "padded", rows)
+        g = (v[rows] == _GRAPH) & ~np.isnan(bucket) & ~np.isnan(padded)
+        if g.any():
+            parts.append(tally(bucket, padded, _floats(batches, "weight", rows), g))
+    if not parts:
         return None
-    waste = tally(bucket, padded, _floats(batches, "weight"), g).padding_waste
+    slots = Served(0.0, 0.0, sum(p.padded_slots for p in parts), sum(p.graph_slots for p in parts))
+    waste = slots.padding_waste
     return None if waste is None else round(waste, 4)
 
 
