@@ -1,5 +1,6 @@
-"""Per-rank rows by one sort of the rank codes: the same rows, in the same order, as a mask
-per rank, for categorical and plain rank columns, missing ranks and ranks without rows."""
+"""Per-rank rows: rank 0's as rank0 picks them, and each rank's batch figures summed in one
+pass (``classify.rank_summaries``) as those of its rows taken apart, for categorical and
+plain rank columns, missing ranks and categories without rows."""
 
 from __future__ import annotations
 
@@ -7,36 +8,48 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from diag.facts.access import _rank0, rank0_rows, rank_rows, records, rows_at
+from diag.facts import classify as cls
+from diag.facts.access import _rank0, rank0_rows, records
 
 RANKS = ["TP1", "", "TP0", None, "TP1", "DP1-TP0", "TP0", "TP1", None, ""]
 
 
-def _frames() -> list[pd.DataFrame]:
-    values = np.arange(len(RANKS)) * 1.5
-    plain = pd.DataFrame({"rank": pd.Series(RANKS, dtype=object), "v": values})
+def _batches(categorical: bool, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    ranks = RANKS * 3
+    n = len(ranks)
     # a categorical with a category no row uses (a run's slice of a stream's frame)
-    cats = pd.Categorical(RANKS, categories=["", "DP1-TP0", "TP0", "TP1", "TP7"])
-    return [plain, pd.DataFrame({"rank": cats, "v": values})]
+    cats = ["", "DP1-TP0", "TP0", "TP1", "TP7"]
+    bucket = rng.choice([np.nan, 8.0, 16.0, 32.0], n)
+    return pd.DataFrame(
+        {
+            "rank": pd.Categorical(ranks, categories=cats)
+            if categorical
+            else pd.Series(ranks, dtype=object),
+            "weight": rng.choice([1.0, 2.0, 5.0], n),
+            "verdict": cls.labels(rng.integers(0, 3, n).astype(np.int8), cls.VERDICTS),
+            "logged": rng.random(n) < 0.5,
+            "bucket": bucket.astype(np.float32),
+            "padded": np.where(rng.random(n) < 0.2, np.nan, bucket - rng.integers(0, 8, n)),
+        }
+    )
 
 
-@pytest.mark.parametrize("frame", _frames(), ids=["object", "categorical"])
-def test_rank_rows_are_the_masked_rows_in_order(frame: pd.DataFrame) -> None:
-    rows = rank_rows(frame)
-    named = {r for r in RANKS if isinstance(r, str)}
-    assert set(rows) == named  # no entry for a category without rows, none for missing
-    for rank in named:
-        mask = (frame["rank"] == rank).to_numpy(dtype=bool, na_value=False)
-        assert rows[rank].tolist() == np.flatnonzero(mask).tolist()
-        assert rows_at(frame, rows[rank]).equals(frame[mask])
-    assert rows_at(frame, rows.get("TP7")).empty
-    assert list(rows_at(frame, None).columns) == ["rank", "v"]
-
-
-def test_one_rank_is_the_frame_itself() -> None:
-    frame = pd.DataFrame({"rank": pd.Categorical(["TP0"] * 4), "v": [1, 2, 3, 4]})
-    assert rows_at(frame, rank_rows(frame)["TP0"]) is frame
-    assert rank_rows(frame.iloc[:0]) == {}
+@pytest.mark.parametrize("categorical", [True, False], ids=["categorical", "object"])
+@pytest.mark.parametrize("seed", range(6))
+def test_rank_figures_are_those_of_each_ranks_rows(
+    categorical: bool, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frame = _batches(categorical, seed)
+    monkeypatch.setattr(cls, "_CHUNK", 4)  # (sums across chunks)
+    got = cls.rank_summaries(frame)
+    assert set(got) == {r for r in RANKS if isinstance(r, str)}  # none for TP7, nor missing
+    for rank, (counts, waste) in got.items():
+        rows = frame[(frame["rank"] == rank).to_numpy(dtype=bool, na_value=False)]
+        rows = rows.reset_index(drop=True)
+        assert counts == cls.batch_counts(rows)
+        assert waste == cls.padding_waste(rows)
+    assert cls.rank_summaries(frame.iloc[:0]) == {}
 
 
 @pytest.mark.parametrize(

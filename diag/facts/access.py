@@ -70,23 +70,6 @@ def _rank0_mask(ranks: pd.Series) -> np.ndarray:
     return np.asarray(ranks.map(is_rank0).to_numpy(dtype=bool))
 
 
-def rank_rows(frame: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Row positions of each rank's rows (in row order), from one stable sort of the rank
-    codes: a comparison and a masked copy of the frame per rank cost a pass over every row
-    per rank (8 ranks of 490 k decode batches). Rows without a rank belong to none."""
-    if frame.empty:
-        return {}
-    col = frame["rank"]
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        codes, names = col.cat.codes.to_numpy(), col.cat.categories
-    else:
-        codes, names = pd.factorize(col)
-    counts = np.bincount(codes + 1, minlength=len(names) + 1)  # slot 0: no rank (-1)
-    order = np.argsort(codes, kind="stable")
-    ends = np.cumsum(counts)
-    return {names[j]: order[ends[j] : ends[j + 1]] for j in range(len(names)) if counts[j + 1]}
-
-
 def distinct(col: pd.Series) -> set[Any]:
     """``set(col.unique())``; on a categorical without missing values, from its codes
     (``unique`` builds a Categorical: ~30 us a call, a few times per kind of each small run)."""
@@ -107,13 +90,6 @@ def numbered(index: pd.Index) -> bool:
         and index.step == 1
         and index.name is None
     )
-
-
-def rows_at(frame: pd.DataFrame, rows: np.ndarray | None) -> pd.DataFrame:
-    """The frame's rows at ``rows`` (None: none of them); every row: the frame itself."""
-    if rows is None:
-        return frame.iloc[:0]
-    return frame if len(rows) == len(frame) else frame.take(rows)
 
 
 Row = Mapping[str, Any]

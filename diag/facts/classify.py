@@ -31,7 +31,7 @@ from diag.batch_labels import REASONS as REASONS
 from diag.batch_labels import VERDICTS as VERDICTS
 from diag.batch_labels import Reason as Reason
 from diag.batch_labels import verdict_codes as verdict_codes
-from diag.facts.access import categories, once_per_frame
+from diag.facts.access import categories, once_per_frame, value_codes
 from diag.facts.pricing import Served, tally
 from diag.facts.steps import ORIGINS, DecodeSteps, shared
 
@@ -360,16 +360,16 @@ def batch_counts(batches: pd.DataFrame) -> dict[str, object]:
     for at in _row_chunks(batches):
         rows = slice(at, at + _CHUNK)
         w += np.bincount(v[rows], weights=_floats(batches, "weight", rows), minlength=_OTHER + 1)
-    logged = batches["logged"].to_numpy(dtype=bool)
     decided = v != _UNKNOWN
-    if not decided.any():
-        source = "none"
-    elif logged[decided].all():
-        source = "logged"
-    elif not logged[decided].any():
+    logged = batches["logged"].to_numpy(dtype=bool)[decided]
+    return _counts(w, int(np.count_nonzero(decided)), int(np.count_nonzero(logged)))
+
+
+def _counts(w: np.ndarray, decided: int, logged: int) -> dict[str, object]:
+    """:func:`batch_counts` from the weight per verdict and the decided rows (logged ones)."""
+    source = "none" if not decided else "logged" if logged == decided else "mixed"
+    if decided and not logged:
         source = "inferred"
-    else:
-        source = "mixed"
     return {
         "graph": int(round(w[_GRAPH])),
         "eager": int(round(w[_EAGER])),
@@ -378,9 +378,42 @@ def batch_counts(batches: pd.DataFrame) -> dict[str, object]:
     }
 
 
-#: what :func:`batch_counts` and :func:`padding_waste` read of the batches (a per-rank
-#: summary needs these columns of each rank's rows, not a copy of every column)
-SUMMARY_COLUMNS = ("verdict", "weight", "logged", "bucket", "padded")
+def rank_summaries(batches: pd.DataFrame) -> dict[str, tuple[dict[str, object], float | None]]:
+    """(:func:`batch_counts`, :func:`padding_waste`) of each rank's rows, by rank (rows
+    without a rank belong to none; a rank without rows has no entry): one pass over the
+    batches a chunk at a time, each sum kept per rank, instead of a copy of each rank's
+    rows (12 MB a rank of a 700 MB vLLM log, and an index of every row to find them)."""
+    if batches.empty:
+        return {}
+    codes, names = value_codes(batches["rank"])
+    v, logged = verdict_codes(batches), batches["logged"].to_numpy(dtype=bool)
+    k, cells = len(names), _OTHER + 1
+    w, slots = np.zeros(k * cells), np.zeros((2, k))
+    rows_of, decided, said, graph_rows = (np.zeros(k, dtype=np.int64) for _ in range(4))
+    for at in _row_chunks(batches):
+        rows = slice(at, at + _CHUNK)
+        rank = codes[rows].astype(np.intp)
+        mine = rank >= 0
+        weight = _floats(batches, "weight", rows)
+        vc = v[rows]
+        w += np.bincount(rank[mine] * cells + vc[mine], weights=weight[mine], minlength=k * cells)
+        rows_of += np.bincount(rank[mine], minlength=k)
+        dec = mine & (vc != _UNKNOWN)
+        decided += np.bincount(rank[dec], minlength=k)
+        said += np.bincount(rank[dec & logged[rows]], minlength=k)
+        bucket, padded = _floats(batches, "bucket", rows), _floats(batches, "padded", rows)
+        g = mine & (vc == _GRAPH) & ~np.isnan(bucket) & ~np.isnan(padded)
+        graph_rows += np.bincount(rank[g], minlength=k)
+        slots[0] += np.bincount(rank[g], weights=padded[g] * weight[g], minlength=k)
+        slots[1] += np.bincount(rank[g], weights=bucket[g] * weight[g], minlength=k)
+    out = {}
+    for j in np.flatnonzero(rows_of):
+        waste = Served(0.0, 0.0, slots[0, j], slots[1, j]).padding_waste if graph_rows[j] else None
+        out[names[j]] = (
+            _counts(w[j * cells : (j + 1) * cells], int(decided[j]), int(said[j])),
+            None if waste is None else round(waste, 4),
+        )
+    return out
 
 
 def captured_share(counts: dict[str, object]) -> float | None:

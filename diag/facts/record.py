@@ -33,9 +33,7 @@ from diag.facts.access import (
     mode_is_none,
     once_per_frame,
     rank0_rows,
-    rank_rows,
     records,
-    rows_at,
     sizing,
 )
 from diag.facts.access import is_rank0 as is_rank0  # re-exported: callers read it from here
@@ -516,18 +514,12 @@ def _ranks(run: Run, batches: pd.DataFrame) -> list[RankRecord]:
     # per rank and table cost ~1 ms a rank); never copy the big batch tables per rank
     capture = _capture_totals_by_rank(run.tables["capture_end"])
     sized = _sizing_by_rank(run.tables["sizing"])
-    batch_rows = rank_rows(batches)
-    narrow: list[pd.DataFrame] = []  # the summary columns, taken once a rank needs a part
+    summaries = cls.rank_summaries(batches)
     out = []
     for rank in sorted(ranks, key=_rank_sort_key):
         cap_time, cap_mem = capture.get(rank, (None, None))
         values = sized.get(rank, {})
-        rows = batch_rows.get(rank)
-        if rows is not None and 0 < len(rows) < len(batches) and not narrow:
-            narrow.append(batches[list(cls.SUMMARY_COLUMNS)])
-        # a rank of every batch row reads the frame itself (its summaries computed once)
-        rb = rows_at(narrow[0] if narrow else batches, rows)
-        counts = cls.batch_counts(rb)
+        counts, waste = summaries.get(rank) or (cls.batch_counts(batches.iloc[:0]), None)
         entry = RankRecord(
             rank=rank,
             capture_time_s=cap_time,
@@ -537,7 +529,7 @@ def _ranks(run: Run, batches: pd.DataFrame) -> list[RankRecord]:
             kv_cache_gib=values.get("kv_cache_gib"),
             max_concurrency=values.get("max_concurrency"),
             captured_share=cls.captured_share(counts),
-            padding_waste=cls.padding_waste(rb),
+            padding_waste=waste,
         )
         out.append(entry)
     return out
