@@ -1,6 +1,7 @@
 """The batch classification built a chunk of step rows at a time (issue 37: no whole-column
 temporaries on a 700 MB log) is the one built in one piece: every column, its values and
-its dtype, whatever the chunk boundaries, mixed rows and sizes too large for float32."""
+its dtype, whatever the chunk boundaries, mixed rows and sizes too large for float32; and
+the run's figures summed from it a chunk at a time are those summed in one piece."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from diag.events import EventTables
 from diag.facts import classify as cls
+from diag.facts.agreement import agreement
 from diag.facts.steps import StepTiming, from_tables
 
 counts = st.one_of(st.none(), st.integers(-1, 600))
@@ -51,6 +53,20 @@ def _both(frame: pd.DataFrame, window: cls.Window, monkeypatch: pytest.MonkeyPat
     whole, chunked = classified(1 << 30), classified(3)
     pd.testing.assert_frame_equal(chunked, whole)
     assert list(chunked.columns) == cls.COLUMNS
+
+    def figures(batches: pd.DataFrame, chunk: int) -> tuple:
+        monkeypatch.setattr(cls, "_CHUNK", chunk)
+        batches = batches.copy()  # (a frame of its own: the readers keep a small frame's figures)
+        return (
+            cls.batch_counts(batches),
+            cls.padding_waste(batches),
+            cls.batch_shape(batches),
+            cls.rank_summaries(batches),
+            agreement(batches, 8),
+            agreement(batches, None),
+        )
+
+    assert figures(whole, 3) == figures(whole, 1 << 30)  # the summaries, summed a chunk at a time
 
 
 @settings(max_examples=60, deadline=None)

@@ -92,13 +92,14 @@ def test_the_jumps_alone_are_those_of_the_elapsed_times(steps: list[float]) -> N
     assert clock_jumps(ts).tolist() == clock_elapsed(ts)[1].tolist()
 
 
-def _elapsed_whole(ts: np.ndarray) -> np.ndarray:
-    """The elapsed times by their definition in one piece (each row's stretch offset)."""
+def _elapsed_whole(ts: np.ndarray) -> tuple[np.ndarray, list[int]]:
+    """The elapsed times and jumps by their definition in one piece (each row's stretch
+    offset, every difference at once)."""
     t = np.asarray(ts, dtype=float)
     ok = np.isfinite(t)
     out = np.zeros(len(t))
     if not ok.any():
-        return out
+        return out, []
     idx = np.flatnonzero(ok)
     v = t[idx]
     d = np.diff(v)
@@ -109,7 +110,7 @@ def _elapsed_whole(ts: np.ndarray) -> np.ndarray:
     offset = np.concatenate(([0.0], np.cumsum(hi - lo)[:-1]))
     seg = np.cumsum(np.concatenate(([False], jump)))
     out[idx] = v - lo[seg] + offset[seg]
-    return out
+    return out, idx[starts[1:]].tolist()
 
 
 @settings(max_examples=200, deadline=None)
@@ -135,5 +136,8 @@ def test_elapsed_times_made_a_few_rows_at_a_time_are_those_in_one_piece(
     ts[stamped] = 1.7e9 + np.cumsum(ts[stamped])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(steps_module, "_ROWS", rows)
-        got = clock_elapsed(ts)[0]
-    assert got.tobytes() == _elapsed_whole(ts).tobytes()
+        got, jumps = clock_elapsed(ts)
+        alone = clock_jumps(ts)
+    want, want_jumps = _elapsed_whole(ts)
+    assert got.tobytes() == want.tobytes()
+    assert jumps.tolist() == alone.tolist() == want_jumps

@@ -61,8 +61,16 @@ def test_step_columns_are_the_float_definition(rows: list, with_tokens: bool) ->
         assert got.empty
         return
     tokens = _floats(frame["num_tokens"]) if with_tokens else np.full(len(rows), np.nan)
-    for name in ("requests", "tokens", "padded"):
-        assert got.column(name).dtype == np.int64
+    for name, col in (
+        ("requests", "num_reqs"),
+        ("tokens", "num_tokens"),
+        ("padded", "padded_tokens"),
+    ):
+        # int64 (the event column's own) where every line shows the count, else a copy:
+        # int32 where the counts fit (issue 37: a 700 MB log's steps held 15 MB a column less)
+        shown = frame[col] if col in frame else pd.Series([None] * n, dtype="Int64")
+        some = shown.hasnans and not shown.isna().all()
+        assert got.column(name).dtype == (np.int32 if some else np.int64)
     assert got.column("requests").tolist() == _old_ints(_floats(frame["num_reqs"])).tolist()
     assert got.column("tokens").tolist() == _old_ints(tokens).tolist()
     assert got.column("padded").tolist() == _old_ints(_floats(frame["padded_tokens"])).tolist()
@@ -147,3 +155,23 @@ def test_vllm_step_batches_hold_one_value_columns_as_views() -> None:
     two = classified([1, 2, None])
     assert two["weight"].tolist() == [1.0, 2.0, 1.0]
     assert cls.batch_counts(two)["graph"] == 4
+
+
+def test_step_counts_past_int32_stay_int64() -> None:
+    n = 3
+    frame = pd.DataFrame(
+        {
+            "source": pd.Series(["a.log"] * n, dtype="category"),
+            "line": pd.array(range(1, n + 1), dtype="Int64"),
+            "rank": pd.Series([""] * n, dtype="category"),
+            "ts": np.arange(n, dtype=float),
+            "mode": pd.Series(["FULL"] * n, dtype="category"),
+            "num_reqs": pd.array([2**31, None, 4], dtype="Int64"),  # (a garbled count)
+            "num_tokens": pd.array([7, None, 4], dtype="Int64"),
+            "padded_tokens": pd.array([8, 8, 8], dtype="Int64"),
+        }
+    )
+    got = from_tables(EventTables({"graph_step": frame}), StepTiming())
+    assert got.column("requests").dtype == np.int64
+    assert got.column("requests").tolist() == [2**31, -1, 4]
+    assert got.column("tokens").dtype == np.int32 and got.column("tokens").tolist() == [7, -1, 4]

@@ -122,8 +122,11 @@ def run_traffic(f: RunFacts, inp: EngineConfig | None = None) -> Traffic | None:
     def col(name: str) -> np.ndarray:
         return _take(steps.column(name), rows)
 
-    req = col("requests")
-    shown, padded = col("tokens"), col("padded")
+    def count(name: str) -> np.ndarray:  # (a step count column may be int32: the advice's int64)
+        return col(name).astype(np.int64, copy=False)
+
+    req = count("requests")
+    shown, padded = count("tokens"), count("padded")
     missing = shown < 0
     tok = np.where(missing, padded, shown) if bool(missing.any()) else shown
     del shown, padded, missing

@@ -24,24 +24,29 @@ def agreement(batches: pd.DataFrame, ceiling: int | None) -> dict[str, object] |
     inferred = cls.verdict_codes(batches, "inferred")
     final = cls.verdict_codes(batches)
     logged = batches["logged"].to_numpy(dtype=bool)
-    w = batches["weight"].to_numpy(dtype=float, na_value=1.0)
-    size = batches["batch_size"].to_numpy(dtype=float, na_value=np.nan)
-    decided = (  # (two comparisons each: np.isin costs ~30 us a call on a few rows)
-        logged
-        & ((inferred == _GRAPH) | (inferred == _EAGER))
-        & ((final == _GRAPH) | (final == _EAGER))
-    )
-    g_e = decided & (final == _GRAPH) & (inferred == _EAGER)
-    e_g = decided & (final == _EAGER) & (inferred == _GRAPH)
-    above = logged & (final == _GRAPH) & (size > ceiling) if ceiling else np.zeros(len(w), bool)
+    steps = np.zeros(4)  # compared, graph/eager, eager/graph, above the ceiling
+    largest: float | None = None
+    for rows in cls.row_chunks(batches):  # (whole-number step sums: exact in any order)
+        w = batches["weight"].iloc[rows].to_numpy(dtype=float, na_value=1.0)
+        size = cls.floats(batches, "batch_size", rows)
+        inf, fin, said = inferred[rows], final[rows], logged[rows]
+        decided = (  # (two comparisons each: np.isin costs ~30 us a call on a few rows)
+            said & ((inf == _GRAPH) | (inf == _EAGER)) & ((fin == _GRAPH) | (fin == _EAGER))
+        )
+        g_e = decided & (fin == _GRAPH) & (inf == _EAGER)
+        e_g = decided & (fin == _EAGER) & (inf == _GRAPH)
+        above = said & (fin == _GRAPH) & (size > ceiling) if ceiling else np.zeros(len(w), bool)
+        steps += [w[decided].sum(), w[g_e].sum(), w[e_g].sum(), w[above].sum()]
+        graph = size[said & (fin == _GRAPH)]
+        graph = graph[~np.isnan(graph)]
+        if len(graph):
+            largest = float(graph.max()) if largest is None else max(largest, graph.max())
     return {
         **base,
-        "steps_compared": int(round(w[decided].sum())),
-        "logged_graph_inferred_eager": int(round(w[g_e].sum())),
-        "logged_eager_inferred_graph": int(round(w[e_g].sum())),
-        "logged_graph_above_ceiling": int(round(w[above].sum())),
-        "largest_logged_graph": int(np.nanmax(size[logged & (final == _GRAPH)]))
-        if (logged & (final == _GRAPH) & ~np.isnan(size)).any()
-        else None,
+        "steps_compared": int(round(steps[0])),
+        "logged_graph_inferred_eager": int(round(steps[1])),
+        "logged_eager_inferred_graph": int(round(steps[2])),
+        "logged_graph_above_ceiling": int(round(steps[3])),
+        "largest_logged_graph": None if largest is None else int(largest),
         "ceiling": ceiling,
     }

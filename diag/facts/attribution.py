@@ -35,7 +35,7 @@ import pandas as pd
 from diag.engines import capture_evidence as words
 from diag.engines.phases import CAPTURE_PHASES
 from diag.events import EventTables
-from diag.facts.access import Row, records
+from diag.facts.access import Row, first_min, records
 from diag.facts.verdict import SERVING_KINDS
 
 Confidence = Literal["certain", "likely", "no"]
@@ -160,7 +160,7 @@ class Timeline:
             frame = tables[kind]
             if not frame.empty:
                 order = frame["_order" if "_order" in frame.columns else "line"].to_numpy()
-                row = frame.iloc[int(order.argmin())]
+                row = frame.iloc[first_min(order)]  # (an event column: read-only)
                 firsts.append((int(order.min()), _at(row.to_dict())))
         first = min(firsts, default=None)
         self.first_serving = first[0] if first else None

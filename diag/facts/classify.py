@@ -336,18 +336,18 @@ def _constant(value: float | np.int8, n: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ summaries for the record
-def _floats(batches: pd.DataFrame, column: str, rows: slice | None = None) -> np.ndarray:
+def floats(batches: pd.DataFrame, column: str, rows: slice | None = None) -> np.ndarray:
     """A column (of ``rows``) as float64, NaN where missing."""
     col = batches[column] if rows is None else batches[column].iloc[rows]
     return np.asarray(col.to_numpy(dtype=float, na_value=np.nan))
 
 
-def _row_chunks(batches: pd.DataFrame) -> range:
-    """Starts of :data:`_CHUNK` rows: sums read a chunk at a time convert a chunk of the
+def row_chunks(batches: pd.DataFrame) -> list[slice]:
+    """The rows :data:`_CHUNK` at a time: sums read a chunk at a time convert a chunk of the
     float32 and one-value columns to float64, never a whole column (10 MB each on a 700 MB
     log). Weights, buckets and padding are whole numbers, so their sums (below 2**53) are
     exact in any order: summed a chunk at a time they are the same figures."""
-    return range(0, len(batches), _CHUNK)
+    return [slice(at, at + _CHUNK) for at in range(0, len(batches), _CHUNK)]
 
 
 @once_per_frame  # (the run's and its one rank's: the same frame)
@@ -357,9 +357,8 @@ def batch_counts(batches: pd.DataFrame) -> dict[str, object]:
     v = verdict_codes(batches)
     # weights are step counts (whole numbers): per-verdict sums are exact in any order
     w = np.zeros(_OTHER + 1)
-    for at in _row_chunks(batches):
-        rows = slice(at, at + _CHUNK)
-        w += np.bincount(v[rows], weights=_floats(batches, "weight", rows), minlength=_OTHER + 1)
+    for rows in row_chunks(batches):
+        w += np.bincount(v[rows], weights=floats(batches, "weight", rows), minlength=_OTHER + 1)
     decided = v != _UNKNOWN
     logged = batches["logged"].to_numpy(dtype=bool)[decided]
     return _counts(w, int(np.count_nonzero(decided)), int(np.count_nonzero(logged)))
@@ -390,18 +389,17 @@ def rank_summaries(batches: pd.DataFrame) -> dict[str, tuple[dict[str, object], 
     k, cells = len(names), _OTHER + 1
     w, slots = np.zeros(k * cells), np.zeros((2, k))
     rows_of, decided, said, graph_rows = (np.zeros(k, dtype=np.int64) for _ in range(4))
-    for at in _row_chunks(batches):
-        rows = slice(at, at + _CHUNK)
+    for rows in row_chunks(batches):
         rank = codes[rows].astype(np.intp)
         mine = rank >= 0
-        weight = _floats(batches, "weight", rows)
+        weight = floats(batches, "weight", rows)
         vc = v[rows]
         w += np.bincount(rank[mine] * cells + vc[mine], weights=weight[mine], minlength=k * cells)
         rows_of += np.bincount(rank[mine], minlength=k)
         dec = mine & (vc != _UNKNOWN)
         decided += np.bincount(rank[dec], minlength=k)
         said += np.bincount(rank[dec & logged[rows]], minlength=k)
-        bucket, padded = _floats(batches, "bucket", rows), _floats(batches, "padded", rows)
+        bucket, padded = floats(batches, "bucket", rows), floats(batches, "padded", rows)
         g = mine & (vc == _GRAPH) & ~np.isnan(bucket) & ~np.isnan(padded)
         graph_rows += np.bincount(rank[g], minlength=k)
         slots[0] += np.bincount(rank[g], weights=padded[g] * weight[g], minlength=k)
@@ -429,12 +427,11 @@ def padding_waste(batches: pd.DataFrame) -> float | None:
         return None
     v = verdict_codes(batches)
     parts = []
-    for at in _row_chunks(batches):
-        rows = slice(at, at + _CHUNK)
-        bucket, padded = _floats(batches, "bucket", rows), _floats(batches, "padded", rows)
+    for rows in row_chunks(batches):
+        bucket, padded = floats(batches, "bucket", rows), floats(batches, "padded", rows)
         g = (v[rows] == _GRAPH) & ~np.isnan(bucket) & ~np.isnan(padded)
         if g.any():
-            parts.append(tally(bucket, padded, _floats(batches, "weight", rows), g))
+            parts.append(tally(bucket, padded, floats(batches, "weight", rows), g))
     if not parts:
         return None
     slots = Served(0.0, 0.0, sum(p.padded_slots for p in parts), sum(p.graph_slots for p in parts))
@@ -445,16 +442,29 @@ def padding_waste(batches: pd.DataFrame) -> float | None:
 def batch_shape(batches: pd.DataFrame) -> dict[str, object] | None:
     if batches.empty:
         return None
-    size = _floats(batches, "batch_size")
-    known = ~np.isnan(size)
-    if not known.any():
+
+    def known_sizes(rows: slice) -> tuple[np.ndarray, np.ndarray]:
+        """(whole sizes, weights) of the rows with a size: a chunk's (see row_chunks)."""
+        size = floats(batches, "batch_size", rows)
+        known = ~np.isnan(size)
+        return np.rint(size[known]).astype(np.int64), floats(batches, "weight", rows)[known]
+
+    chunks = row_chunks(batches)
+    ends = [(int(s.min()), int(s.max())) for s, _ in map(known_sizes, chunks) if len(s)]
+    if not ends:
         return None
-    sizes = np.rint(size[known]).astype(np.int64)
-    weights = _floats(batches, "weight")[known]
-    if sizes.min() >= 0 and sizes.max() <= 1 << 20:  # binned directly: no sort of every row
-        uniq = np.flatnonzero(np.bincount(sizes) > 0)  # sorted sizes
-        per_size = np.bincount(sizes, weights=weights)[uniq]  # (each bin summed in row order)
+    lo, hi = min(e[0] for e in ends), max(e[1] for e in ends)
+    per_size: np.ndarray  # steps per size, summed in row order
+    if lo >= 0 and hi <= 1 << 20:  # binned directly: no sort of every row
+        rows_at, per_size = np.zeros(hi + 1, dtype=np.int64), np.zeros(hi + 1)
+        for part in chunks:
+            sizes, weights = known_sizes(part)
+            rows_at += np.bincount(sizes, minlength=hi + 1)
+            per_size += np.bincount(sizes, weights=weights, minlength=hi + 1)
+        uniq = np.flatnonzero(rows_at > 0)  # sorted sizes
+        per_size = per_size[uniq]
     else:
+        sizes, weights = (np.concatenate(c) for c in zip(*map(known_sizes, chunks), strict=True))
         uniq, inverse = np.unique(sizes, return_inverse=True)  # sorted sizes
         per_size = np.bincount(inverse, weights=weights, minlength=len(uniq))
     cum = np.cumsum(per_size)

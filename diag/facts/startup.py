@@ -20,7 +20,7 @@ import pandas as pd
 
 from diag.engines.runners import PHASE_RUNNER
 from diag.events import EventTables
-from diag.facts.access import Row, box_value, is_rank0, records
+from diag.facts.access import Row, box_value, first_min, is_rank0, records
 
 #: phase markers -> timeline stages (capture phases come from the capture lines instead)
 _MARKER_STAGE = {
@@ -76,7 +76,7 @@ def _first_row(frame: pd.DataFrame, skip_received: bool) -> Row | None:
             return None
         at = int(rows[order[rows].argmin()])
     else:
-        at = int(order.argmin())
+        at = first_min(order)  # (an event column: read-only)
     return {c: box_value(frame[c], at) for c in _STAGE_FIELDS if c in frame.columns}
 
 
