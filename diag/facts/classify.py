@@ -138,7 +138,6 @@ def classify_batches(steps: DecodeSteps, window: Window) -> pd.DataFrame:
     frame = steps.frame
     weights = kept(steps.column("batches"))
     gen = frame["gen_throughput"] if every else kept(steps.column("gen_throughput"))
-    n = n_kept
     # the arrays are this frame's own and event columns are handed over as Series (shared,
     # copy-on-write) or as the decode rows of them, so the frame is built without pandas
     # copying anything; columns of one value a row (weight 1, the origin) are one read-only
@@ -146,12 +145,11 @@ def classify_batches(steps: DecodeSteps, window: Window) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "source": _kept_rows(frame, "source", keep, every),  # categoricals stay so
-            # (Int64's: a view of its data)
-            "line": _readonly(_kept_rows(frame, "line", keep, every).to_numpy()),
+            "line": _readonly(_kept_rows(frame, "line", keep, every).to_numpy()),  # (Int64's data)
             "ts": _kept_rows(frame, "ts", keep, every),
             "rank": _kept_rows(frame, "rank", keep, every),
             "batch_size": out.bs,
-            "weight": _constant(1.0, n)
+            "weight": _constant(1.0, n_kept)
             if bool((weights == 1.0).all())  # (one batch a row: one value)
             else _own(np.asarray(weights, dtype=float)),
             "verdict": labels(out.verdict, VERDICTS),
