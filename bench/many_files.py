@@ -42,8 +42,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import diag.facts.runs as runs_mod  # noqa: E402  (the pipeline's runs stage imports from it)
 from bench.gen_logs import GENERATORS, sglang_lines, write_log  # noqa: E402
-from diag import pipeline  # noqa: E402
 from diag.api import analyze  # noqa: E402
 
 INCIDENTS = Path(__file__).resolve().parents[1] / "fixtures" / "incidents"
@@ -128,7 +128,7 @@ def measure_command(count: int, lines: int, shapes: str) -> None:
 def measure(count: int, lines: int, cluster: str | None = None, shapes: str = "one") -> None:
     """One folder size, in this process: prints its row."""
     split_time = [0.0]
-    real_split = pipeline.split_runs
+    real_split = runs_mod.split_runs
 
     def timed_split(*a, **k):  # type: ignore[no-untyped-def]
         t = time.process_time()
@@ -137,7 +137,7 @@ def measure(count: int, lines: int, cluster: str | None = None, shapes: str = "o
         finally:
             split_time[0] += time.process_time() - t
 
-    pipeline.split_runs = timed_split
+    runs_mod.split_runs = timed_split
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "fleet"
         write_folder(folder, count, lines, shapes)

@@ -11,12 +11,16 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone, tzinfo
+from typing import TYPE_CHECKING
 
 from diag import pipeline
 from diag.events import EventTables
-from diag.facts.runs import Run, split_runs
 from diag.ingest import Ingested, ProgressFn, StageFn, ingest
-from diag.report import Report
+
+if TYPE_CHECKING:  # pragma: no cover
+    # the analysis' modules load while the ingest's workers read (diag.pipeline.LATER_STAGES)
+    from diag.facts.runs import Run
+    from diag.report import Report
 
 
 def parse_events(
@@ -27,6 +31,8 @@ def parse_events(
 
 
 def runs_of(ingested: Ingested) -> list[Run]:
+    from diag.facts.runs import split_runs
+
     return split_runs(ingested.tables, ingested.streams)
 
 

@@ -12,10 +12,15 @@ they give the same dtypes by construction.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pragma: no cover
+    # imported where frames are built (the parent): the scan workers, which only compact
+    # their bulk columns here, never load pandas
+    import pandas as pd
 
 #: dtypes a field may have: numbers are stored as float64 (NaN = missing) and
 #: converted to nullable pandas dtypes; "json" holds lists/dicts as JSON text.
@@ -119,6 +124,8 @@ def build_frame(
     final buffer and the sink's buffers of that column are dropped (and given back to the
     system) right after. Consumes ``line_cols`` and ``parts``.
     """
+    import pandas as pd
+
     types = {**_COMMON_TYPES, **dict(fields)}
     at = np.concatenate([a for _, a in parts]) if parts else np.zeros(0, np.int64)
     n_bulk = len(at)
@@ -139,7 +146,7 @@ def build_frame(
     positions = [bulk_pos[bounds[i] : bounds[i + 1]] for i in range(len(parts))]
     slots = [_slot(p) for p in positions]  # once per part, not per column
     categorical = categorical_columns(kind)
-    arrow_str = ARROW_STRING.get(kind, frozenset())
+    arrow_str = ARROW_STRING.get(kind, frozenset()) if _str_dtype() is not None else frozenset()
     data: dict[str, Any] = {}
     for name, t in types.items():
         bulk = [cols[name] for cols, _ in parts]
@@ -212,9 +219,12 @@ KIND_CATEGORICAL: dict[str, frozenset[str]] = {
 ARROW_STRING: dict[str, frozenset[str]] = {"request": frozenset({"request_id"})}
 
 
+@cache
 def _str_dtype() -> Any:
     """pandas' Arrow-backed string dtype with NaN for missing (``str`` in pandas 3), None on
-    a pandas without it (2.0: those columns stay object)."""
+    a pandas without it (2.0: those columns stay object, ``build_frame``)."""
+    import pandas as pd
+
     try:
         return pd.StringDtype("pyarrow", na_value=np.nan)
     except TypeError:  # pragma: no cover - pandas < 2.3
@@ -222,11 +232,6 @@ def _str_dtype() -> Any:
             return pd.StringDtype("pyarrow_numpy")
         except (TypeError, ValueError):  # pandas < 2.1
             return None
-
-
-_STR_DTYPE = _str_dtype()
-if _STR_DTYPE is None:  # pragma: no cover - pandas < 2.1
-    ARROW_STRING.clear()
 
 
 def categorical_columns(kind: str) -> frozenset[str]:
@@ -249,6 +254,8 @@ def _slot(pos: np.ndarray) -> Slot:
 def _categorical(n: int, col: Any, line_pos: Any, pieces: list[tuple[Slot, BulkCodes]]) -> Any:
     """A categorical column; categories sorted, so both paths give the same ones. Values that
     are not str are missing, on both paths."""
+    import pandas as pd
+
     line_values = np.array(col if col is not None else [], dtype=object)
     uniq = {v for v in pd.unique(line_values) if isinstance(v, str)}
     for _, piece in pieces:
@@ -274,6 +281,7 @@ def _arrow_strings(n: int, col: Any, line_pos: Any, pieces: list[tuple[np.ndarra
     """An Arrow-backed ``str`` column: the per-line values and the bulk arrays (each in row
     order) interleaved by zero-copy slices and concatenated once. Values that are not str
     are missing, on both paths."""
+    import pandas as pd
     import pyarrow as pa
 
     large = pa.large_string()
@@ -299,10 +307,12 @@ def _arrow_strings(n: int, col: Any, line_pos: Any, pieces: list[tuple[np.ndarra
             chunks.append(line.slice(k, 1))
         chunks.extend(rows.slice(placed).chunks)
         whole = pa.concat_arrays(chunks) if chunks else line
-    return pd.array(whole, dtype=_STR_DTYPE)
+    return pd.array(whole, dtype=_str_dtype())
 
 
 def _column(t: FieldType, n: int, col: Any, line_pos: Any, pieces: list[tuple[Slot, Any]]) -> Any:
+    import pandas as pd
+
     if t in ("int", "float", "bool"):
         values = np.empty(n, np.float64 if t == "float" else np.int64 if t == "int" else np.bool_)
         mask = np.zeros(n, np.bool_)

@@ -24,15 +24,19 @@ import math
 from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from diag.event_frames import BulkPart, FieldType, build_frame, compact_bulk
 from diag.lines.periodic import LINES
 from diag.lines.spec import INT_DIGITS as INT_DIGITS
 from diag.lines.spec import TEXT_DIGITS as TEXT_DIGITS
+
+if TYPE_CHECKING:  # pragma: no cover
+    # pandas is imported where frames are made: the scan workers never load it (the parent
+    # imports it while they read, diag.ingest)
+    import pandas as pd
 
 COMMON_COLUMNS: tuple[str, ...] = ("source", "line", "ts", "rank", "instance")
 
@@ -437,7 +441,7 @@ def empty_frame(kind: str) -> pd.DataFrame:
     return frame
 
 
-class EventTables(Mapping[str, pd.DataFrame]):
+class EventTables(Mapping[str, "pd.DataFrame"]):
     """One DataFrame per event kind; a missing kind reads as an empty, typed frame."""
 
     def __init__(self, frames: Mapping[str, pd.DataFrame] | None = None) -> None:
@@ -482,12 +486,16 @@ class EventTables(Mapping[str, pd.DataFrame]):
                 for row in frame[data_cols].itertuples(index=False, name=None)
             ]
             rows.append(part)
+        import pandas as pd
+
         if not rows:
             return pd.DataFrame(columns=["kind", *COMMON_COLUMNS, "data"])
         return pd.concat(rows, ignore_index=True).sort_values(["source", "line"], kind="stable")
 
 
 def _missing(v: Any) -> bool:
+    import pandas as pd
+
     return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 

@@ -16,35 +16,34 @@ the workers with the same :func:`read_group` and judges them here. Renderers
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import tzinfo
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import pandas as pd
-
-from diag.advise.bucket_sets import Advice
-from diag.advise.fleet import FleetRun, fleet_run
-from diag.advise.recommend import attach_recommendations
-from diag.advise.run_advice import advise_runs
-from diag.advise.traffic import RunEvidence
 from diag.artifacts.trace import TraceAnalysis
 from diag.event_frames import release_freed_memory
 from diag.events import EventTables
-from diag.evidence import LineReader, read_all, resolve_evidence, rotation_chain
-from diag.facts.joins import join_runs, joined, run_profiles
-from diag.facts.packed import JoinedTables, PackedRun, live
-from diag.facts.record import RunFacts, build_facts
-from diag.facts.runs import Run, split_runs
 from diag.ingest import Ingested, ProgressFn, StageFn, ingest_files
 from diag.model import InputStatus, Snapshot
-from diag.report import Report, RunReport
-from diag.rules.engine import RuleEngine
 from diag.sources.discover import Problem
 from diag.sources.groups import GroupPlan, InputGroup, plan_groups
 from diag.sources.readers import LineAnchor
 from diag.spill import ReadOnAsk, Spilled, spill
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from diag.advise.bucket_sets import Advice
+    from diag.advise.fleet import FleetRun
+    from diag.advise.traffic import RunEvidence
+    from diag.evidence import LineReader
+    from diag.facts.record import RunFacts
+    from diag.facts.runs import Run
+    from diag.report import Report, RunReport
+    from diag.rules.engine import RuleEngine
 
 #: the stages, in order; each has its function below (``<name>_stage``)
 STAGES: tuple[str, ...] = ("inputs", "ingest", "runs", "facts", "advice", "rules", "report")
@@ -55,6 +54,30 @@ Tell = Callable[[str, int, int], None]
 
 def quiet(step: str, done: int = 0, total: int = 0) -> None:
     """A :data:`Tell` that tells no one."""
+
+
+#: the modules of stages 3-7 (and pandas, which they load). Each stage imports what it uses
+#: in its own body; the ingest loads them all at once while its scan workers read
+#: (:func:`load_later_stages`): ~0.5 s of imports that were serial time ahead of the workers
+#: (issue 37), and that the workers, forked before them, never load
+LATER_STAGES: tuple[str, ...] = (
+    "diag.facts.runs",
+    "diag.facts.record",
+    "diag.facts.joins",
+    "diag.facts.packed",
+    "diag.advise.run_advice",
+    "diag.advise.fleet",
+    "diag.advise.recommend",
+    "diag.rules.engine",
+    "diag.evidence",
+    "diag.report",
+)
+
+
+def load_later_stages() -> None:
+    """Import :data:`LATER_STAGES` (what the parent does while its workers scan)."""
+    for name in LATER_STAGES:
+        importlib.import_module(name)
 
 
 # ------------------------------------------------------------------ the analysis
@@ -130,7 +153,9 @@ def read_group(
 ) -> GroupFacts:
     """Stages 2-4 on one group: ingest, runs, facts with joins (packed: see
     :func:`group_facts`)."""
-    ing = ingest_stage(group, jobs=jobs, progress=progress, stage=stage)
+    ing = ingest_stage(
+        group, jobs=jobs, progress=progress, stage=stage, meanwhile=load_later_stages
+    )
     return group_facts(ing, tz, keep_tables, stage, packed)
 
 
@@ -153,15 +178,19 @@ def ingest_stage(
     jobs: int | None = None,
     progress: ProgressFn | None = None,
     stage: StageFn | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> Ingested:
     """Every file of a group read into event tables (logs, metrics dumps, server info),
-    snapshots, profiler tables and traces."""
-    return ingest_files(group.files, (), progress, jobs=jobs, stage=stage)
+    snapshots, profiler tables and traces. ``meanwhile``: run here while worker processes
+    read, if they do (:func:`diag.ingest.ingest_files`)."""
+    return ingest_files(group.files, (), progress, jobs=jobs, stage=stage, meanwhile=meanwhile)
 
 
 # ------------------------------------------------------------------ 3. runs
 def runs_stage(ing: Ingested, tell: Tell = quiet) -> list[Run]:
     """The event tables cut into server runs (one stream, one start each)."""
+    from diag.facts.runs import split_runs
+
     tell("splitting runs", 0, 0)
     return split_runs(ing.tables, ing.streams)
 
@@ -184,6 +213,9 @@ def facts_stage(
     then the snapshots, tables and traces of its folder joined as inputs of the same build
     (:mod:`diag.facts.joins`). ``tz``: the zone of log stamps without one, for traces.
     ``keep_tables=False``: each run's tables without the :data:`DIGESTED` kinds."""
+    from diag.facts.joins import join_runs, joined
+    from diag.facts.record import build_facts
+
     built = []
     for i, run in enumerate(runs):
         tell("facts per run", i, len(runs))
@@ -243,6 +275,8 @@ def group_stages(
     keep_tables: bool = True,
 ) -> GroupFacts:
     """Stages 3-4 of one ingested group: its runs' facts, each kept by ``hold``."""
+    from diag.facts.joins import run_profiles
+
     facts = facts_stage(runs_stage(ing, tell), ing, tz, tell, keep_tables)
     return GroupFacts(
         ing.inputs,
@@ -267,6 +301,8 @@ def group_facts(
 
     ``packed=False`` (the only group of an analysis: one large log, nothing to bound) keeps
     the runs and tables as they are: packing them would only cost time and a second copy."""
+    from diag.facts.packed import PackedRun, live
+
     tables = (spill(ing.tables._frames) if packed else ing.tables._frames) if keep_tables else None
     hold = PackedRun.of if packed else live
     return group_stages(ing, tz, hold, tables, teller(stage), keep_tables)
@@ -291,6 +327,9 @@ def advice_stage(
     """The bucket advice, from facts alone (the rules and every renderer quote it): runs of
     one server pooled across groups. The fleet summary's binned traffic is built from the
     same evidence on the same read of each run (a fleet's runs are read back one at a time)."""
+    from diag.advise.fleet import fleet_run
+    from diag.advise.run_advice import advise_runs
+
     tell("advice (bucket sets)", 0, 0)
     evidence: dict[str, RunEvidence | None] = {}  # each run's, built once for both steps
     fleet: dict[str, FleetRun] = {}
@@ -314,6 +353,9 @@ def rules_stage(
     advised: Advised,
 ) -> RunReport:
     """One run judged: its findings and the notes of rules held back, beside its advice."""
+    from diag.facts.packed import PackedRun
+    from diag.report import RunReport
+
     f = held.facts()
     got = advised.advice.get(f.run.id)
     findings, notes = engine.judge(f, snapshots, got)
@@ -339,6 +381,9 @@ def report_stage(
 ) -> None:
     """Each finding's evidence lines read from its file, then each run's recommendation
     (the set to capture, priced), on one group's runs."""
+    from diag.advise.recommend import attach_recommendations
+    from diag.evidence import resolve_evidence
+
     tell("evidence", 0, 0)
     resolve_evidence(runs, read, chain)
     tell("recommendations", 0, 0)
@@ -359,6 +404,10 @@ def judge(
     the report's evidence and recommendations, each run's facts read back only while it is
     judged; the :class:`Report` in reading order (groups are contiguous ranges of it), which
     makes the fleet summary once, for every renderer to read (``Report.fleet``)."""
+    from diag.evidence import rotation_chain
+    from diag.report import Report
+    from diag.rules.engine import RuleEngine
+
     inputs = [InputStatus(p.path, status="skipped", reason=p.reason) for p in problems]
     inputs += [i for part in parts for i in part.inputs]
     snapshots = [s for part in parts for s in part.snapshots]
@@ -404,6 +453,9 @@ def judge_groups(
     """Stages 5-7 over the groups read (:func:`judge`), their event tables joined when first
     read. ``read``: how evidence lines are read (None: from the files here, seeking to the
     line anchors each group's reading left; a cluster reads them on its workers)."""
+    from diag.evidence import read_all
+    from diag.facts.packed import JoinedTables
+
     if read is None:
         anchors = {path: a for part in parts for path, a in part.line_anchors.items()}
 

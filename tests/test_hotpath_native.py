@@ -424,6 +424,28 @@ def test_the_c_anchor_pass_finds_the_lines_python_re_finds(
     assert got.tolist() == [rx.search(x) is not None for x in lines]
 
 
+@needs_c
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_the_c_anchor_pass_finds_each_anchor_wherever_it_stands(engine: str) -> None:
+    """Each literal is indexed by one 4-byte window of it, not always its head (the rarest,
+    ``_cscan.c`` rarest_window): every anchor at a line's start, inside it, at its very end,
+    and cut short by one byte at either end (not there then), as Python finds them."""
+    anchors = sorted({a for p in parsers_for(engine) for a in p.anchors})
+    rx = re.compile("|".join(re.escape(a) for a in anchors).encode())
+    scanner = NativeScanner((), anchors)
+    lines = []
+    for a in anchors:
+        w = a.encode()
+        lines += [w + b"\n", w, b"xy " + w + b" z\n", b"~" * 40 + w, w[1:] + b"\n", w[:-1]]
+        lines += [b"#" + w[:-1], w[1:] + b"#" * 3 + b"\n"]
+    block = b"".join(lines)
+    offsets = np.cumsum([0] + [len(x) for x in lines]).astype(np.int64)
+    got = scanner.anchor_lines(block, offsets, np.arange(len(lines), dtype=np.int64))
+    want = [rx.search(x) is not None for x in lines]
+    assert got.tolist() == want
+    assert sum(want) >= 4 * len(anchors)  # each planted whole is found (and some cut ones)
+
+
 def test_without_the_extension_the_hot_path_runs_on_re2(monkeypatch: pytest.MonkeyPatch) -> None:
     """An install without a compiler has no ``_cscan``: the RE2 path, same rows."""
     from diag.ingest.hotpath import native

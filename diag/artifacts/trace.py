@@ -34,12 +34,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
 
 from diag.artifacts.trace_reader import RawTrace, Span
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # (imported where used: the scan workers never load it)
 
 Verdict = Literal["graph", "piecewise", "eager", "unverified", "no_launches"]
 VERDICTS: tuple[Verdict, ...] = ("graph", "piecewise", "eager", "unverified", "no_launches")
@@ -178,6 +180,8 @@ def _step_spans(spans: list[Span]) -> list[tuple[Span, dict[str, Any]]]:
 
 def analyse(raw: RawTrace) -> TraceAnalysis:
     """The steps, captures and summary of one trace."""
+    import pandas as pd
+
     corr = np.frombuffer(raw.l_corr, dtype=np.int64) if raw.l_corr else np.zeros(0, np.int64)
     graph = (
         np.frombuffer(raw.l_graph, dtype=np.int8).astype(bool) if raw.l_graph else np.zeros(0, bool)
@@ -255,6 +259,8 @@ def _steps(
     ops_per_launch: np.ndarray,
     gpu_per_launch: np.ndarray,
 ) -> pd.DataFrame:
+    import pandas as pd
+
     chosen = _step_spans(raw.spans)
     if not chosen:
         return pd.DataFrame(columns=STEP_COLUMNS)
@@ -330,6 +336,8 @@ def _captures(raw: RawTrace) -> pd.DataFrame:
     """One row per capture span: size, mode, time, graphs captured and instantiated, and
     the kernel launches recorded between each stream-capture begin and end (the nodes a
     graph was built from: a launch under capture runs nothing, so this is the only count)."""
+    import pandas as pd
+
     cols = ["size", "mode", "dur_ms", "graphs", "instantiated", "nodes_per_graph"]
     spans = [(s, m) for s in raw.spans if (m := CAPTURE_SPAN.match(s.name)) is not None]
     if not spans:
@@ -372,6 +380,8 @@ def _captures(raw: RawTrace) -> pd.DataFrame:
 def step_table(traces: list[TraceAnalysis]) -> pd.DataFrame:
     """Every step of every trace in one frame (``parse`` exports it): trace path and rank
     first, then :data:`STEP_COLUMNS`."""
+    import pandas as pd
+
     parts = []
     for t in traces:
         if t.steps.empty:

@@ -169,11 +169,11 @@ def analyze(
 ) -> None:
     """Analyse logs, profiler tables and snapshots in PATHS (or - for stdin); write the
     HTML and JSON reports and print a summary."""
+    # only what reading needs before it starts: the analysis and the renderers load while the
+    # scan workers read (diag.pipeline.LATER_STAGES), or after
     from diag.api import analyze as run_analysis
     from diag.output import InterruptedWrite, WriteError, write_set
-    from diag.render.inputs import input_lines, why_nothing
-    from diag.render.serialize import json_chunks
-    from diag.rules.engine import RulesError
+    from diag.rules.errors import RulesError
 
     zone = parse_tz(tz) if tz else None
     if on_workers and cluster is None:
@@ -195,6 +195,9 @@ def analyze(
                 starts_per_day=starts_per_day,
                 keep_tables=False,  # the report is all it writes
             )
+        from diag.render.inputs import input_lines, why_nothing
+        from diag.render.serialize import json_chunks
+
         if not report.readable() or not report.recognised():
             progress.finish()
             # each input's reason (at most 10, then a count), then one line saying why

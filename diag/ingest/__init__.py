@@ -10,12 +10,11 @@ so one unreadable file never stops the others and nothing is silently dropped.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from diag.artifacts.trace import TraceAnalysis
 from diag.event_frames import release_freed_memory
@@ -40,6 +39,9 @@ from diag.parsers.scan import StreamScanner
 from diag.parsers.server_info import ServerInfo, emit_server_info
 from diag.sources.discover import InputFile, Problem, discover
 from diag.sources.readers import LineAnchor, detect_backend
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # (imported where used: the scan workers never load it)
 
 SNAPSHOT_LIMIT_BYTES = 512 * 1024 * 1024
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024  # auto mode uses worker processes above this input size
@@ -93,8 +95,12 @@ def ingest_files(
     chunk_bytes: int | None = None,
     hotpath: bool | None = None,
     stage: StageFn | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> Ingested:
-    """:func:`ingest` of files already discovered (one group of them, ``diag.fleet``)."""
+    """:func:`ingest` of files already discovered (one group of them, ``diag.fleet``).
+
+    ``meanwhile``: the caller's own work (the analysis' imports), run once here while worker
+    processes have segments to scan; not run when everything is read in this process."""
     use_hot = hotpath_enabled(hotpath)
     inputs: list[InputStatus] = [
         InputStatus(p.path, status="skipped", reason=p.reason) for p in problems
@@ -118,7 +124,7 @@ def ingest_files(
         from diag.ingest.parallel import ingest_parallel
 
         sink, streams, found = ingest_parallel(
-            groups, inputs, meter, snapshot_limit, n_jobs, chunk_bytes, use_hot
+            groups, inputs, meter, snapshot_limit, n_jobs, chunk_bytes, use_hot, meanwhile
         )
     else:
         sink, streams, found = _ingest_here(groups, inputs, meter, snapshot_limit, use_hot)
@@ -229,6 +235,8 @@ def in_line_order(frame: pd.DataFrame) -> pd.DataFrame:
     sorting there copied every column of the kind on top of these frames (~120 MB on a 700 MB
     vLLM log). Here the frame is the sink's own: each column is reordered and the old one
     dropped in turn, so the copy is one column at a time."""
+    import pandas as pd
+
     if len(frame) < 2 or "line" not in frame or frame["line"].hasnans:
         return frame
     line = frame["line"].to_numpy(dtype=np.int64)

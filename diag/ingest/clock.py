@@ -14,13 +14,16 @@ import os
 from collections import Counter
 from datetime import datetime, timezone
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from diag.events import EventTables
 from diag.model import Stream
 from diag.normalize.prefix import NO_YEAR
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # (imported where used: the scan workers never load it)
 
 #: the years a log's timestamps can fall in: from the epoch (stamps are epoch seconds) to the
 #: end of datetime64[ns], the range pandas and Arrow exports of the tables assume. A stamp
@@ -75,6 +78,8 @@ def _shift_into(ts: np.ndarray, rows: np.ndarray, year: int) -> None:
 
 def _source_codes(col: pd.Series) -> tuple[np.ndarray, list[str]]:
     """Integer codes of a source column (-1: missing) and the names they stand for."""
+    import pandas as pd
+
     if isinstance(col.dtype, pd.CategoricalDtype):
         return col.cat.codes.to_numpy(), [str(c) for c in col.cat.categories]
     codes, uniques = pd.factorize(col, use_na_sentinel=True)

@@ -9,6 +9,9 @@ SIGKILL and gets no chance to clean up:
   pipe whose only write end the parent holds, and sees EOF the moment the parent is gone;
   with other start methods it checks every half second that the parent still runs;
 * a parent that died before the worker set this up is caught by the parent pid check.
+
+A scan worker also keeps pyarrow from importing pandas, which it never uses
+(:func:`arrow_without_pandas`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 _POLL_SECONDS = 0.5
@@ -109,3 +113,30 @@ def _alive(pid: int) -> bool:
             return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
     except OSError:
         return True
+
+
+class _NoPandas:
+    """A meta path finder that says pandas is not there."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas":
+            raise ModuleNotFoundError("not in a scan worker", name=name)
+
+
+def arrow_without_pandas() -> None:
+    """pyarrow asks on its first ``pa.array`` whether pandas imports (to tell a pandas Series
+    from other array-likes) and imports it: ~0.2 s of CPU in each scan worker, which never
+    hands it a pandas object and was forked before the parent loaded pandas
+    (``diag.pipeline.LATER_STAGES``). Its probe is answered "no" here; pyarrow imports pandas
+    after all where a pandas conversion is asked for, and a worker's own ``import pandas``
+    works as ever."""
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa  # (loaded already: the scanners use it)
+
+    finder = _NoPandas()
+    sys.meta_path.insert(0, finder)
+    try:
+        pa.array([0])  # the probe, made while pandas cannot be found
+    finally:
+        sys.meta_path.remove(finder)

@@ -19,7 +19,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -45,7 +45,7 @@ from diag.ingest.inputs import (
     scan_file,
     size_of,
 )
-from diag.ingest.owned import Leash, bounded_jobs, die_with_parent
+from diag.ingest.owned import Leash, arrow_without_pandas, bounded_jobs, die_with_parent
 from diag.model import InputStatus, Stream
 from diag.parsers.registry import parsers_for
 from diag.parsers.scan import same_state
@@ -130,8 +130,15 @@ def _init_worker(
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-    # the scanners' one-time set-up (RE2 patterns, C programs, literal sets: ~75 ms) while the
-    # first segment of each stream is still being read, not at the start of a worker's first
+    arrow_without_pandas()
+    _set_up_scanners(backends)
+
+
+def _set_up_scanners(backends: tuple[tuple[str, bool], ...]) -> None:
+    """The scanners' one-time set-up (RE2 patterns, C programs, literal sets: ~35 ms a
+    backend), cached for the process: done by the parent before it forks the workers (it
+    needs them for the streams' ends anyway) and inherited; a worker that was not forked
+    does it here, while the first segment of each stream is still being read."""
     for backend, hotpath in backends:
         make_scanner(parsers_for(backend), EventSink(), backend, hotpath)
 
@@ -370,8 +377,10 @@ def ingest_parallel(
     jobs: int,
     chunk_bytes: int | None,
     use_hot: bool = True,
+    meanwhile: Callable[[], None] | None = None,
 ) -> tuple[EventSink, list[Stream], Artifacts]:
-    """Scan every stream in worker processes; the result equals the in-process one."""
+    """Scan every stream in worker processes; the result equals the in-process one.
+    ``meanwhile`` runs here once the workers have segments queued (see :func:`_run_pool`)."""
     streams: list[Stream] = []
     found = Artifacts()
     plans: list[_Plan] = []
@@ -399,7 +408,7 @@ def ingest_parallel(
         p.segments = _segments(p, chunk, head_chunk, jobs)
         p.max_ahead = 2 * jobs
     try:
-        _run_pool(plans, jobs, meter, other_done)
+        _run_pool(plans, jobs, meter, other_done, meanwhile)
     except (OSError, RuntimeError):  # no processes on this system: everything in here
         for p in plans:
             p.failed = True
@@ -420,8 +429,21 @@ def ingest_parallel(
     return sink, streams, found
 
 
-def _run_pool(plans: list[_Plan], jobs: int, meter: Meter, other_done: int) -> None:
+def _run_pool(
+    plans: list[_Plan],
+    jobs: int,
+    meter: Meter,
+    other_done: int,
+    meanwhile: Callable[[], None] | None = None,
+) -> None:
+    """The workers fed segments in order until every stream is verified. ``meanwhile`` is
+    called once, when the head segments are verified and the workers have more queued than
+    they run (or nothing is left to queue): the segments queued then (up to ``max_ahead`` of
+    each stream) keep them busy while this process does it."""
     ctx = _mp_context()
+    backends = tuple(sorted({(p.backend, p.hotpath) for p in plans}))
+    if ctx.get_start_method() == "fork":
+        _set_up_scanners(backends)
     counter = ctx.Value("q", 0)
     limit = jobs + 1  # one queued task per worker keeps them busy while results are merged
     inflight: dict[Future[_Result], tuple[_Plan, _Task]] = {}
@@ -432,7 +454,7 @@ def _run_pool(plans: list[_Plan], jobs: int, meter: Meter, other_done: int) -> N
         initializer=_init_worker,
         initargs=(
             counter,
-            tuple(sorted({(p.backend, p.hotpath) for p in plans})),
+            backends,
             *leash.initargs(ctx.get_start_method() == "fork"),
         ),
     )
@@ -453,6 +475,12 @@ def _run_pool(plans: list[_Plan], jobs: int, meter: Meter, other_done: int) -> N
                     plan.buffered[task.k] = (task, res)
                     plan.advance()
             _fill(pool, plans, inflight, limit)
+            if meanwhile is not None and (
+                len(inflight) >= limit or all(p.exhausted or p.failed for p in plans)
+            ):
+                _fill(pool, plans, inflight, 2 * limit)
+                meanwhile()
+                meanwhile = None
     except BaseException:  # Ctrl-C / SIGTERM (KeyboardInterrupt in the CLI): stop the workers now
         _stop(pool)
         leash.close()

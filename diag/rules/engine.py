@@ -26,6 +26,7 @@ from diag.model import Finding, Snapshot
 from diag.model import finding_key as finding_key  # re-exported
 from diag.model import first_change as first_change  # re-exported
 from diag.rules.base import SEVERITIES, Rule, Severity, acts
+from diag.rules.errors import RulesError as RulesError  # re-exported
 from diag.rules.metrics import RunMetrics, run_metrics
 from diag.rules.registry import BY_CODE, RULES
 from diag.rules.selectors import SELECTORS
@@ -35,10 +36,6 @@ NOTHING_TO_CHANGE = "reported at info, not warning: nothing the log shows says w
 
 if TYPE_CHECKING:
     from diag.advise.bucket_sets import Advice
-
-
-class RulesError(ValueError):
-    """A rules override file that cannot be used (one-line message)."""
 
 
 def _order_key(rule: Rule) -> tuple[int, int, str]:

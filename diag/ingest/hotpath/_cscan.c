@@ -107,8 +107,8 @@ int cs_litset_any(const LitSet *ls, cptr s, cptr e) {
     if (ls->n == 0 || e - s < 4)
         return 0;
     const cptr last = e - 4; /* the last position with 4 bytes */
-    for (cptr c = s; c <= last; c += 32) {
-        const cptr ce = last - c > 31 ? c + 31 : last;
+    for (cptr c = s; c <= last; c += 16) {
+        const cptr ce = last - c > 15 ? c + 15 : last;
         uint8_t any = 0;
         for (cptr q = c; q <= ce; q++)
             any |= ls->head[cs_hash4(q)];
@@ -116,12 +116,42 @@ int cs_litset_any(const LitSet *ls, cptr s, cptr e) {
             continue;
         for (cptr q = c; q <= ce; q++)
             for (int k = ls->head[cs_hash4(q)]; k != 0; k = ls->next[k - 1]) {
-                size_t n = ls->len[k - 1];
-                if ((size_t)(e - q) >= n && memcmp(q, ls->lit[k - 1], n) == 0)
+                uint32_t w;
+                memcpy(&w, q, 4);
+                if (w != ls->key[k - 1] || q - s < ls->off[k - 1])
+                    continue;
+                const cptr at = q - ls->off[k - 1];
+                const size_t n = ls->len[k - 1];
+                if ((size_t)(e - at) >= n && memcmp(at, ls->lit[k - 1], n) == 0)
                     return 1;
             }
     }
     return 0;
+}
+
+/* how common a byte is in text (0 most): space, then English letters by frequency, either
+ * case; digits and punctuation rarest. Only picks which window of a literal is indexed. */
+static int byte_rank(uint8_t b) {
+    static const char order[] = " etaoinshrdlcumwfgypbvkjxqz";
+    if (b >= 'A' && b <= 'Z')
+        b = (uint8_t)(b - 'A' + 'a');
+    const char *at = memchr(order, b, sizeof order - 1);
+    return at != NULL ? (int)(at - order) : (b >= '0' && b <= '9' ? 28 : 32);
+}
+
+/* the offset of a literal's rarest 4-byte window (the first of equals) */
+static int rarest_window(const uint8_t *lit, size_t len) {
+    int best = 0, best_score = -1;
+    for (size_t o = 0; o + 4 <= len; o++) {
+        int score = 0;
+        for (int j = 0; j < 4; j++)
+            score += byte_rank(lit[o + (size_t)j]);
+        if (score > best_score) {
+            best_score = score;
+            best = (int)o;
+        }
+    }
+    return best;
 }
 
 static void litset_free(PyObject *cap) {
@@ -165,9 +195,12 @@ static PyObject *py_litset(PyObject *self, PyObject *arg) {
             ls->slen[ls->nshort++] = (uint16_t)len;
         } else {
             int k = ls->n++;
-            unsigned hh = cs_hash4(w + 2);
+            int off = rarest_window(w + 2, (size_t)len);
+            unsigned hh = cs_hash4(w + 2 + off);
             ls->lit[k] = w + 2;
             ls->len[k] = (uint16_t)len;
+            ls->off[k] = (uint16_t)off;
+            memcpy(&ls->key[k], w + 2 + off, 4);
             ls->next[k] = ls->head[hh];
             ls->head[hh] = (uint8_t)(k + 1);
         }
