@@ -24,6 +24,7 @@ from diag.facts.load import has_load, load_timeline
 from diag.facts.record import RunFacts
 from diag.facts.requests import request_summary
 from diag.facts.run_record import RunRecord as RunRecord  # the record renderers read
+from diag.facts.startup import Stage as Stage  # a start-up stage, as renderers read it
 from diag.facts.throughput import DecodeSpeed as DecodeSpeed  # a run's speed, as printed
 from diag.facts.throughput import decode_speeds
 from diag.facts.throughput import eager_change as eager_change  # as renderers quote it
@@ -69,6 +70,8 @@ class RunReport:
     ceiling: int | None = None  # RunFacts.ceiling
     ceiling_inferred: bool = False  # RunFacts.ceiling_inferred
     decode_speeds: tuple[DecodeSpeed, ...] = ()  # diag.facts.throughput, from the batches
+    startup: tuple[Stage, ...] = ()  # RunFacts.startup
+    startup_capture: tuple[float, float] | None = None  # RunFacts.startup_capture
     # the pooled traffic its advice was fitted on (one object for a server's runs): the
     # fleet summary tells by it whether a group is one server without reloading the advice
     advice_histogram: tuple[tuple[int, float], ...] | None = None
@@ -131,6 +134,7 @@ class RunReport:
         self.state, self._record, self._notes = facts.state, facts.record, tuple(facts.notes)
         self.ceiling, self.ceiling_inferred = facts.ceiling, facts.ceiling_inferred
         self.decode_speeds = decode_speeds(facts.batches)
+        self.startup, self.startup_capture = facts.startup, facts.startup_capture
 
     @property
     def advice(self) -> Advice | None:
