@@ -367,6 +367,7 @@ def rules_stage(
         rule_notes=notes,
         # packed facts are let go once judged, not spilled again; live ones are spilled
         reload=held.facts if isinstance(held, PackedRun) and held.packed else None,
+        light=(lambda: held.light) if isinstance(held, PackedRun) and held.packed else None,
     )
 
 

@@ -24,6 +24,7 @@ from diag.facts.load import has_load, load_timeline
 from diag.facts.record import RunFacts
 from diag.facts.requests import request_summary
 from diag.facts.run_record import RunRecord as RunRecord  # the record renderers read
+from diag.facts.startup import Stage as Stage  # a start-up stage, as renderers read it
 from diag.facts.throughput import DecodeSpeed as DecodeSpeed  # a run's speed, as printed
 from diag.facts.throughput import decode_speeds
 from diag.facts.throughput import eager_change as eager_change  # as renderers quote it
@@ -69,6 +70,9 @@ class RunReport:
     ceiling: int | None = None  # RunFacts.ceiling
     ceiling_inferred: bool = False  # RunFacts.ceiling_inferred
     decode_speeds: tuple[DecodeSpeed, ...] = ()  # diag.facts.throughput, from the batches
+    startup: tuple[Stage, ...] = ()  # RunFacts.startup
+    startup_capture: tuple[float, float] | None = None  # RunFacts.startup_capture
+    requests_summary: dict[str, Any] | None = None  # of the request rows (JSON "requests")
     # the pooled traffic its advice was fitted on (one object for a server's runs): the
     # fleet summary tells by it whether a group is one server without reloading the advice
     advice_histogram: tuple[tuple[int, float], ...] | None = None
@@ -95,11 +99,14 @@ class RunReport:
         fleet: FleetRun | None = None,
         rule_notes: tuple[str, ...] = (),
         reload: Callable[[], RunFacts] | None = None,
+        light: Callable[[], RunFacts] | None = None,
     ) -> None:
         """``reload``: gives ``facts`` again where they are kept packed already (the facts
-        are then let go, not spilled a second time, once the run is judged)."""
+        are then let go, not spilled a second time, once the run is judged); ``light``:
+        gives them without their batch and request rows (:attr:`light`)."""
         self.held = Held(RunParts(advice, recommendation), bounded=False)
         self.held_facts = Held(facts, bounded=False, reload=reload)
+        self._light = light
         self.rule_notes = rule_notes
         self.findings = findings if findings is not None else []
         self.fleet = fleet
@@ -117,7 +124,18 @@ class RunReport:
     @facts.setter
     def facts(self, facts: RunFacts) -> None:
         self.held_facts.set(facts)
+        self._light = None
         self._glance(facts)
+
+    @property
+    def light(self) -> RunFacts:
+        """The facts for a reader of anything but the batch and request rows (the JSON
+        record, a section without charts): where the run is let go and kept packed, they
+        come back without those rows (``batches`` and ``requests`` empty), which are most
+        of what a run's reading back costs."""
+        if self._light is None or self.held_facts.holds:
+            return self.facts
+        return self._light()
 
     def bound(self) -> None:
         """Judged: from now on its parts may be let go (past the runs read last)."""
@@ -131,6 +149,8 @@ class RunReport:
         self.state, self._record, self._notes = facts.state, facts.record, tuple(facts.notes)
         self.ceiling, self.ceiling_inferred = facts.ceiling, facts.ceiling_inferred
         self.decode_speeds = decode_speeds(facts.batches)
+        self.startup, self.startup_capture = facts.startup, facts.startup_capture
+        self.requests_summary = clean_json(request_summary(facts.requests))
 
     @property
     def advice(self) -> Advice | None:
@@ -178,14 +198,15 @@ class RunReport:
         return min((f.severity for f in self.findings), key=SEVERITY_ORDER.__getitem__)
 
     def to_dict(self) -> dict[str, Any]:
-        run = self.facts.run
-        failure = self.facts.state.engine_error
-        requests = self.facts.state.request_errors
+        f = self.light  # every key but "requests" (the glance's summary of the rows)
+        run = f.run
+        failure = f.state.engine_error
+        requests = f.state.request_errors
         out: dict[str, Any] = {
             "id": run.id,
             "label": self.label,
             "backend": run.backend,
-            "engine_version": self.facts.engine_version,
+            "engine_version": f.engine_version,
             "sources": list(run.sources),
             "verdict": self.verdict,
             "verdict_reason": self.verdict_reason,
@@ -195,25 +216,23 @@ class RunReport:
             "input_cut": None if self.cut is None else asdict(self.cut),
             # errors of single requests while the server served (never an outage; GD106)
             "request_errors": None if requests is None else requests.to_json(),
-            "year_source": self.facts.year_source,
-            "startup_phase": self.facts.startup_phase,
-            "record": clean_json(self.facts.record.to_json()),
+            "year_source": f.year_source,
+            "startup_phase": f.startup_phase,
+            "record": clean_json(f.record.to_json()),
             # beside the record (whose keys INTERFACE fixes): the start-up timeline, how
             # kv_tokens is known
-            "startup": [clean_json(s.to_json()) for s in self.facts.startup],
+            "startup": [clean_json(s.to_json()) for s in f.startup],
             # graph passes per mode from /metrics scrapes (totals, deltas between scrapes)
-            "metrics": (
-                None if self.facts.metric_counts is None else self.facts.metric_counts.to_json()
-            ),
-            "kv_tokens_source": self.facts.kv_tokens_source,
-            "ranks": [clean_json(r.to_json()) for r in self.facts.ranks],
-            "findings": [f.to_dict() for f in self.findings],
+            "metrics": (None if f.metric_counts is None else f.metric_counts.to_json()),
+            "kv_tokens_source": f.kv_tokens_source,
+            "ranks": [clean_json(r.to_json()) for r in f.ranks],
+            "findings": [finding.to_dict() for finding in self.findings],
             "classification": {
-                "inference_agreement": clean_json(self.facts.agreement),
-                "window_sizes_inferred": self.facts.window.sizes_inferred,
+                "inference_agreement": clean_json(f.agreement),
+                "window_sizes_inferred": f.window.sizes_inferred,
             },
-            "requests": clean_json(request_summary(self.facts.requests)),
-            "memory_check": clean_json(self.facts.memory_check),
+            "requests": self.requests_summary,
+            "memory_check": clean_json(f.memory_check),
             "notes": self.notes,
         }
         if self.recommendation is not None:

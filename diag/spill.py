@@ -142,6 +142,11 @@ class Held(Generic[T]):
         self._touch()
         return value
 
+    @property
+    def holds(self) -> bool:
+        """Is the value in memory (reading it reloads nothing)?"""
+        return self._value is not None
+
     def set(self, value: T) -> None:
         self._value, self._spilled, self._reload = value, None, None
         self._touch()

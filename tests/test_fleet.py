@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.gen_logs import GENERATORS, write_log
 from diag.api import analyze
 from diag.ingest import ingest
 from diag.render.serialize import to_json
@@ -59,6 +60,34 @@ def test_grouped_report_is_the_one_pass_report(
     monkeypatch.setattr(spill, "LIVE", 2)
     got = to_json(analyze([str(root)], generated_at="fixed"))
     assert got == want
+
+
+def test_a_fleet_page_of_packed_runs_is_the_one_pass_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past 25 runs most sections draw no chart and read their run back without its rows
+    (``RunReport.light``): the page and the JSON are those of one pass holding every run."""
+    import diag.sources.groups as groups
+    import diag.spill as spill
+    from diag.render.html import FIGURE_RUNS, render_html
+
+    names = (*MIXED, "sglang-out-of-window", "vllm-request-too-long", "sglang-busy-day-40-80")
+    root = tmp_path / "fleet"
+    for i in range(FIGURE_RUNS + 3):
+        shutil.copytree(INCIDENTS / names[i % len(names)], root / f"pod-{i:02d}")
+    for i, engine in enumerate(("sglang-real", "vllm-real")):  # request lines: a summary
+        (root / f"pod-gen-{i}").mkdir()
+        write_log(root / f"pod-gen-{i}" / "server.log", GENERATORS[engine](30_000, seed=i))
+    paths = [str(root)]
+    one = analyze(paths, ingested=ingest(paths), generated_at="fixed")
+    want_json, want_html = to_json(one), render_html(one)
+    monkeypatch.setattr(groups, "BATCH_FILES", 1)
+    monkeypatch.setattr(spill, "LIVE", 2)
+    got = analyze(paths, generated_at="fixed")
+    assert to_json(got) == want_json
+    assert render_html(got) == want_html
+    assert "figures-left-out" in want_html
+    assert any(r.requests_summary is not None for r in got.runs)
 
 
 def test_an_artifact_above_the_pods_joins_every_pod(tmp_path: Path) -> None:

@@ -136,3 +136,30 @@ def test_a_fleet_page_draws_charts_for_the_runs_with_something_to_show(
             assert "graphdiag analyze " in text and "server.log" in text
             assert "data-target" not in text  # no chart's figure data after it either
     assert _figures(page)  # the loud run's charts are on the page
+
+
+def test_a_fleet_page_draws_the_charts_of_the_worst_runs_only(tmp_path: Path) -> None:
+    """Past FIGURE_RUNS runs with something to show, the page draws the charts of the first
+    FIGURE_RUNS of its worst-first order; every other section says why it has none and how
+    to get them, so a fleet's page stays one a browser opens."""
+    from diag.render.html import FIGURE_RUNS
+
+    squeeze = ROOT / "fixtures" / "incidents" / "sglang-kv-squeeze"
+    failed = ROOT / "fixtures" / "incidents" / "sglang-serving-cuda-error"
+    pods = [("failed", failed)] * 3 + [("squeeze", squeeze)] * (FIGURE_RUNS + 2)
+    for i, (name, incident) in enumerate(pods):
+        pod = tmp_path / "fleet" / f"pod-{i:03d}-{name}"
+        pod.mkdir(parents=True)
+        for f in incident.iterdir():
+            if f.suffix != ".yaml":
+                (pod / f.name).write_bytes(f.read_bytes())
+    page = render_html(analyze([str(tmp_path / "fleet")], generated_at="fixed"))
+    sections = _sections(page)
+    assert len(sections) == len(pods) and not any(quiet for quiet, _ in sections)
+    drawn = ["figures-left-out" not in text for _, text in sections]
+    assert sum(drawn) == FIGURE_RUNS
+    assert all(drawn[:3])  # the failed runs rank worst: drawn
+    for is_drawn, (_, text) in zip(drawn, sections):
+        if not is_drawn:
+            assert f"not among the {FIGURE_RUNS} runs ranked worst" in text
+            assert "graphdiag analyze " in text and 'class="plot"' not in text

@@ -16,7 +16,8 @@ Content-Security-Policy that also forbids every network fetch (``default-src 'no
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 from typing import Any, TypeVar
 
 from markupsafe import Markup
@@ -38,9 +39,11 @@ _T = TypeVar("_T")
 
 MAX_EVIDENCE = 6
 MANY_RUNS = 3  # above this, runs table first, runs folded, findings grouped
-#: above this many runs a quiet run's section draws no figure: a fleet's page of 3,000 pods
-#: was 123 MB of charts (18,000 of them) and a third of the analysis time, for runs with
-#: nothing to show; 25 runs still fit a ticket with every chart (tests/test_report_size.py)
+#: above this many runs a page draws the charts of this many runs at most, the worst first,
+#: and never a quiet run's: a fleet's page of 3,000 pods was 123 MB of charts (18,000 of
+#: them) and a third of the analysis time for runs with nothing to show, and a many-shape
+#: fleet's page of 10,000 pods 254 MB (the half with a finding drawn), more than a browser
+#: opens; 25 runs still fit a ticket with every chart (tests/test_report_size.py)
 FIGURE_RUNS = 25
 MAX_FIRST_CHANGES = 3
 
@@ -197,13 +200,26 @@ def _worst(report: Report) -> str:
     return min(known, key=SEVERITY_ORDER.__getitem__) if known else "ok"
 
 
-def _figures_left_out(row: RunRow, run: RunReport, n_runs: int) -> str | None:
-    """Why a run's section draws no figure, None where it draws them."""
-    if n_runs <= FIGURE_RUNS or not row.quiet:
-        return None
+def _charted(order: Sequence[tuple[RunRow, RunReport]]) -> set[int]:
+    """The indexes of the runs whose sections draw charts: every run on a page of up to
+    :data:`FIGURE_RUNS`; past that the first :data:`FIGURE_RUNS` of the worst-first order
+    that are not quiet."""
+    if len(order) <= FIGURE_RUNS:
+        return {row.index for row, _ in order}
+    loud = (row.index for row, _ in order if not row.quiet)
+    return set(islice(loud, FIGURE_RUNS))
+
+
+def _figures_left_out(row: RunRow, run: RunReport, n_runs: int) -> str:
+    """Why a run's section on a page of ``n_runs`` runs draws no figure."""
     sources = " ".join(run.sources) or "its log"
+    why = (
+        "a quiet run (verdict ok, no finding)"
+        if row.quiet
+        else f"not among the {FIGURE_RUNS} runs ranked worst, whose charts this page draws"
+    )
     return (
-        f"No charts for a quiet run (verdict ok, no finding) on a page of {n_runs:,} runs; "
+        f"No charts for {why} on a page of {n_runs:,} runs; "
         f"the JSON report has its figures, and `graphdiag analyze {sources}` draws them."
     )
 
@@ -224,6 +240,7 @@ def html_chunks(report: Report) -> Iterator[str]:
     snapshots, loose_snapshots = _by_run(report.snapshots, ids)
     pairs = [(_row(i, run), run) for i, run in enumerate(report.runs, start=1)]
     order = sorted(pairs, key=lambda rr: (_rank(rr[0]), rr[0].index))
+    charted = _charted(order)
     findings = sorted(
         ((f, row) for row, run in pairs for f in run.findings),
         key=lambda fr: finding_key(fr[0]),
@@ -234,7 +251,7 @@ def html_chunks(report: Report) -> Iterator[str]:
 
     def runs() -> Iterator[dict[str, Any]]:  # each run's view, built as its section is written
         for row, run in pairs:
-            left_out = _figures_left_out(row, run, len(pairs))
+            left_out = None if row.index in charted else _figures_left_out(row, run, len(pairs))
             yield {
                 **run_view(
                     page, row, run, profiles.get(run.id, []), snapshots.get(run.id, []), left_out

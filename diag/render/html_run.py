@@ -180,7 +180,7 @@ RANK_COLUMNS = {
 
 
 def ranks_view(run: RunReport) -> dict[str, Any] | None:
-    ranks = [r.to_json() for r in run.facts.ranks]  # (columns picked by the JSON's names)
+    ranks = [r.to_json() for r in run.light.ranks]  # (columns picked by the JSON's names)
     if len(ranks) <= 1:
         return None
     cols = [c for c in RANK_COLUMNS if any(r[c] is not None for r in ranks)]
@@ -356,7 +356,7 @@ def run_view(
 ) -> dict[str, Any]:
     """The run's section; ``figures_left_out``: why it draws no figure (a quiet run on a
     fleet's page), said where they would be."""
-    facts = run.facts
+    facts = run.light if figures_left_out else run.facts  # (no chart: no rows read back)
     sizes = list(facts.window.sizes or ())  # the record's list, or the engine's default
     above, below = ([], []) if figures_left_out else _figure_panels(page, run, sizes, snapshots)
     notes = [n for n in run.notes if not (snapshots and n.startswith("snapshot "))]

@@ -90,7 +90,7 @@ def _stage_name(s: Any) -> str:
 
 def startup_line(run: RunReport) -> str | None:
     """The start-up stages with their seconds, and the capture's share of the start-up."""
-    stages = run.facts.startup
+    stages = run.startup
     if not stages:
         return None
     parts = []
@@ -102,14 +102,14 @@ def startup_line(run: RunReport) -> str | None:
             parts.append(f"{_stage_name(s)} {number(s.seconds)} s")
     if not parts:
         return None
-    cs = run.facts.startup_capture
+    cs = run.startup_capture
     tail = f" (capture {share(cs[0] / cs[1])} of {number(cs[1])} s)" if cs else ""
     return "start-up: " + ", ".join(parts) + tail
 
 
 def startup_view(run: RunReport) -> dict[str, Any] | None:
     """Rows of the HTML start-up table, each with a bar (its share of the longest stage)."""
-    stages = [s for s in run.facts.startup if s.stage != "ready"]
+    stages = [s for s in run.startup if s.stage != "ready"]
     if not stages:
         return None
     longest = max((s.seconds or 0.0) for s in stages if s.stage != "first_request") or 1.0
@@ -129,7 +129,7 @@ def startup_view(run: RunReport) -> dict[str, Any] | None:
                 "bar": round(bar, 1),
             }
         )
-    cs = run.facts.startup_capture
+    cs = run.startup_capture
     return {
         "rows": rows,
         "share": f"capture {share(cs[0] / cs[1])} of a {number(cs[1])} s start-up" if cs else None,

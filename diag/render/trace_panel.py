@@ -123,7 +123,7 @@ def panel(traces: list[TraceAnalysis], run: RunReport | None) -> dict[str, Any]:
         if n_steps
         else ""
     )
-    check = run.facts.trace_check if run is not None else None
+    check = run.light.trace_check if run is not None else None
     join = ""
     contradictions: list[list[str]] = []
     if check is not None:

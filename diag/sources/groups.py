@@ -166,7 +166,7 @@ def join_scope(f: InputFile) -> JoinScope:
             head, _ = read_head(stream)
     except OSError:
         return "log"  # unreadable: skipped with its reason, joins nothing
-    kind = sniff(head, compressed=False).kind
+    kind = sniff(head, compressed=False, backend=False).kind
     if kind in ("server_info", "metrics"):
         return "folder"
     return "log" if kind == "log" and not _may_be_trace(f.path, head) else "nearest"

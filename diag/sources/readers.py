@@ -174,8 +174,10 @@ def _gzip_reason(exc: BaseException) -> str:
     return f"read error: {exc}"
 
 
-def sniff(head: bytes, compressed: bool) -> Sniff:
-    """What an input is, from its first bytes."""
+def sniff(head: bytes, compressed: bool, backend: bool = True) -> Sniff:
+    """What an input is, from its first bytes; ``backend=False``: a log's engine is not
+    looked for (``unknown``), for a caller that needs only the kind (counting the engines'
+    markers is most of a small log's sniff)."""
     if not head.strip():
         return Sniff("unknown", "unknown", compressed, "empty file")
     if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:
@@ -198,8 +200,7 @@ def sniff(head: bytes, compressed: bool) -> Sniff:
     m = _PROMETHEUS.match(head)
     if m:  # a /metrics scrape (curl :30000/metrics > metrics.txt): read by the engine parser
         return Sniff("metrics", m.group(1).decode(), compressed)
-    backend = detect_backend(head)
-    return Sniff("log", backend, compressed)
+    return Sniff("log", detect_backend(head) if backend else "unknown", compressed)
 
 
 # Prometheus text exposition of an engine's /metrics: the first non-blank line is a HELP or
