@@ -159,7 +159,7 @@ def test_a_fleet_page_draws_the_charts_of_the_worst_runs_only(tmp_path: Path) ->
     drawn = ["figures-left-out" not in text for _, text in sections]
     assert sum(drawn) == FIGURE_RUNS
     assert all(drawn[:3])  # the failed runs rank worst: drawn
-    for is_drawn, (_, text) in zip(drawn, sections):
+    for is_drawn, (_, text) in zip(drawn, sections, strict=True):
         if not is_drawn:
             assert f"not among the {FIGURE_RUNS} runs ranked worst" in text
             assert "graphdiag analyze " in text and 'class="plot"' not in text
