@@ -3,6 +3,8 @@ the reason for it. A leaf: the rules, the report and the renderers read the same
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -51,8 +53,66 @@ def verdict_codes(batches: pd.DataFrame, column: str = "verdict") -> np.ndarray:
     own codes, or one comparison per name for a frame built elsewhere."""
     col = batches[column]
     if isinstance(col.dtype, pd.CategoricalDtype) and tuple(col.cat.categories) == VERDICTS:
-        return col.cat.codes.to_numpy()
+        return np.asarray(col.array.codes)  # (the Categorical's codes, without a Series)
     codes = np.full(len(col), OTHER_VERDICT, dtype=np.int8)
     for code, name in enumerate(VERDICTS):
         codes[(col == name).to_numpy(dtype=bool, na_value=False)] = code
     return codes
+
+
+@dataclass(frozen=True)
+class EagerReason:
+    """Eager decode batches of one reason: their weighted count and batch-size range (None
+    where no size was logged)."""
+
+    reason: str  # a :data:`Reason`, or "unknown" where the row has none
+    batches: float
+    min_size: float | None
+    max_size: float | None
+
+
+def eager_reasons(batches: pd.DataFrame) -> tuple[EagerReason, ...]:
+    """The eager batches of a classification by reason, most batches first (a run's report
+    keeps them beside its facts: its section reads them without its rows)."""
+    if batches is None or batches.empty or "verdict" not in batches:
+        return ()
+    mask = verdict_codes(batches) == 1
+    if not mask.any():
+        return ()
+    codes, uniques = pd.factorize(batches["reason"][mask], use_na_sentinel=False)
+    frame = pd.DataFrame(
+        {
+            "code": codes,
+            "size": pd.to_numeric(batches["batch_size"][mask], errors="coerce").to_numpy(
+                dtype="float64", na_value=np.nan
+            ),
+            "weight": pd.to_numeric(batches["weight"][mask], errors="coerce").to_numpy(
+                dtype="float64", na_value=1.0
+            ),
+        }
+    )
+    out = (
+        frame.groupby("code", sort=True)
+        .agg(batches=("weight", "sum"), min=("size", "min"), max=("size", "max"))
+        .reset_index()
+        .sort_values("batches", ascending=False)
+    )
+    names = [
+        "unknown" if u is None or u is pd.NA or (isinstance(u, float) and math.isnan(u)) else str(u)
+        for u in uniques
+    ]
+    return tuple(
+        EagerReason(
+            names[c],
+            float(n),
+            None if math.isnan(lo) else float(lo),
+            None if math.isnan(hi) else float(hi),
+        )
+        for c, n, lo, hi in zip(
+            out["code"].tolist(),
+            out["batches"].tolist(),
+            out["min"].tolist(),
+            out["max"].tolist(),
+            strict=True,
+        )
+    )
