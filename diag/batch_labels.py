@@ -80,39 +80,24 @@ def eager_reasons(batches: pd.DataFrame) -> tuple[EagerReason, ...]:
     if not mask.any():
         return ()
     codes, uniques = pd.factorize(batches["reason"][mask], use_na_sentinel=False)
-    frame = pd.DataFrame(
-        {
-            "code": codes,
-            "size": pd.to_numeric(batches["batch_size"][mask], errors="coerce").to_numpy(
-                dtype="float64", na_value=np.nan
-            ),
-            "weight": pd.to_numeric(batches["weight"][mask], errors="coerce").to_numpy(
-                dtype="float64", na_value=1.0
-            ),
-        }
+    sizes = pd.to_numeric(batches["batch_size"][mask], errors="coerce").to_numpy(
+        dtype="float64", na_value=np.nan
     )
-    out = (
-        frame.groupby("code", sort=True)
-        .agg(batches=("weight", "sum"), min=("size", "min"), max=("size", "max"))
-        .reset_index()
-        .sort_values("batches", ascending=False)
+    weights = pd.to_numeric(batches["weight"][mask], errors="coerce").to_numpy(
+        dtype="float64", na_value=1.0
     )
-    names = [
-        "unknown" if u is None or u is pd.NA or (isinstance(u, float) and math.isnan(u)) else str(u)
-        for u in uniques
-    ]
-    return tuple(
-        EagerReason(
-            names[c],
-            float(n),
-            None if math.isnan(lo) else float(lo),
-            None if math.isnan(hi) else float(hi),
-        )
-        for c, n, lo, hi in zip(
-            out["code"].tolist(),
-            out["batches"].tolist(),
-            out["min"].tolist(),
-            out["max"].tolist(),
-            strict=True,
-        )
-    )
+    rows = []
+    for code, name in enumerate(uniques):
+        rows_of = codes == code
+        size = sizes[rows_of]
+        size = size[~np.isnan(size)]
+        lo, hi = (float(size.min()), float(size.max())) if len(size) else (None, None)
+        rows.append(EagerReason(_reason_name(name), float(weights[rows_of].sum()), lo, hi))
+    # most batches first; equal counts in the order of their first row (a stable sort)
+    return tuple(sorted(rows, key=lambda r: -r.batches))
+
+
+def _reason_name(value: object) -> str:
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return "unknown"
+    return str(value)
