@@ -79,20 +79,27 @@ def eager_reasons(batches: pd.DataFrame) -> tuple[EagerReason, ...]:
     mask = verdict_codes(batches) == 1
     if not mask.any():
         return ()
-    codes, uniques = pd.factorize(batches["reason"][mask], use_na_sentinel=False)
+    col = batches["reason"]
+    if isinstance(col.dtype, pd.CategoricalDtype):  # (its codes: no filtered copy, no hashing)
+        codes = np.asarray(col.array.codes)[mask]  # -1: no reason
+        names = col.array.categories
+    else:
+        codes, names = pd.factorize(col[mask], use_na_sentinel=True)
     sizes = pd.to_numeric(batches["batch_size"][mask], errors="coerce").to_numpy(
         dtype="float64", na_value=np.nan
     )
     weights = pd.to_numeric(batches["weight"][mask], errors="coerce").to_numpy(
         dtype="float64", na_value=1.0
     )
+    seen, first = np.unique(codes, return_index=True)
     rows = []
-    for code, name in enumerate(uniques):
+    for code in seen[np.argsort(first)]:  # in order of first appearance
         rows_of = codes == code
         size = sizes[rows_of]
         size = size[~np.isnan(size)]
         lo, hi = (float(size.min()), float(size.max())) if len(size) else (None, None)
-        rows.append(EagerReason(_reason_name(name), float(weights[rows_of].sum()), lo, hi))
+        name = "unknown" if code < 0 else _reason_name(names[code])
+        rows.append(EagerReason(name, float(weights[rows_of].sum()), lo, hi))
     # most batches first; equal counts in the order of their first row (a stable sort)
     return tuple(sorted(rows, key=lambda r: -r.batches))
 

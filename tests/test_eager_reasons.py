@@ -2,23 +2,30 @@
 lists, kept beside the facts so that a fleet's uncharted section reads no rows."""
 
 import pandas as pd
+import pytest
 
 from diag.batch_labels import VERDICTS, EagerReason, eager_reasons
 
 
-def _batches(rows: list[tuple[str, str | None, float | None, float]]) -> pd.DataFrame:
+def _batches(
+    rows: list[tuple[str, str | None, float | None, float]], categorical: bool = False
+) -> pd.DataFrame:
     verdict, reason, size, weight = zip(*rows, strict=True)
     return pd.DataFrame(
         {
             "verdict": pd.Categorical(verdict, categories=list(VERDICTS)),
-            "reason": list(reason),
+            # as the classification makes it (categorical), or as a frame built elsewhere
+            "reason": pd.Categorical(reason) if categorical else list(reason),
             "batch_size": list(size),
             "weight": list(weight),
         }
     )
 
 
-def test_eager_batches_are_counted_by_reason_most_first_with_their_size_range() -> None:
+@pytest.mark.parametrize("categorical", [True, False])
+def test_eager_batches_are_counted_by_reason_most_first_with_their_size_range(
+    categorical: bool,
+) -> None:
     got = eager_reasons(
         _batches(
             [
@@ -28,7 +35,8 @@ def test_eager_batches_are_counted_by_reason_most_first_with_their_size_range() 
                 ("eager", "above_ceiling", 260, 2.0),
                 ("eager", None, None, 1.0),
                 ("unknown", "idle", 0, 3.0),
-            ]
+            ],
+            categorical,
         )
     )
     assert got == (
