@@ -3,6 +3,8 @@ the reason for it. A leaf: the rules, the report and the renderers read the same
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -51,8 +53,58 @@ def verdict_codes(batches: pd.DataFrame, column: str = "verdict") -> np.ndarray:
     own codes, or one comparison per name for a frame built elsewhere."""
     col = batches[column]
     if isinstance(col.dtype, pd.CategoricalDtype) and tuple(col.cat.categories) == VERDICTS:
-        return col.cat.codes.to_numpy()
+        return np.asarray(col.array.codes)  # (the Categorical's codes, without a Series)
     codes = np.full(len(col), OTHER_VERDICT, dtype=np.int8)
     for code, name in enumerate(VERDICTS):
         codes[(col == name).to_numpy(dtype=bool, na_value=False)] = code
     return codes
+
+
+@dataclass(frozen=True)
+class EagerReason:
+    """Eager decode batches of one reason: their weighted count and batch-size range (None
+    where no size was logged)."""
+
+    reason: str  # a :data:`Reason`, or "unknown" where the row has none
+    batches: float
+    min_size: float | None
+    max_size: float | None
+
+
+def eager_reasons(batches: pd.DataFrame) -> tuple[EagerReason, ...]:
+    """The eager batches of a classification by reason, most batches first (a run's report
+    keeps them beside its facts: its section reads them without its rows)."""
+    if batches is None or batches.empty or "verdict" not in batches:
+        return ()
+    mask = verdict_codes(batches) == 1
+    if not mask.any():
+        return ()
+    col = batches["reason"]
+    if isinstance(col.dtype, pd.CategoricalDtype):  # (its codes: no filtered copy, no hashing)
+        codes = np.asarray(col.array.codes)[mask]  # -1: no reason
+        names = col.array.categories
+    else:
+        codes, names = pd.factorize(col[mask], use_na_sentinel=True)
+    sizes = pd.to_numeric(batches["batch_size"][mask], errors="coerce").to_numpy(
+        dtype="float64", na_value=np.nan
+    )
+    weights = pd.to_numeric(batches["weight"][mask], errors="coerce").to_numpy(
+        dtype="float64", na_value=1.0
+    )
+    seen, first = np.unique(codes, return_index=True)
+    rows = []
+    for code in seen[np.argsort(first)]:  # in order of first appearance
+        rows_of = codes == code
+        size = sizes[rows_of]
+        size = size[~np.isnan(size)]
+        lo, hi = (float(size.min()), float(size.max())) if len(size) else (None, None)
+        name = "unknown" if code < 0 else _reason_name(names[code])
+        rows.append(EagerReason(name, float(weights[rows_of].sum()), lo, hi))
+    # most batches first; equal counts in the order of their first row (a stable sort)
+    return tuple(sorted(rows, key=lambda r: -r.batches))
+
+
+def _reason_name(value: object) -> str:
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return "unknown"
+    return str(value)

@@ -246,6 +246,15 @@ def first_change(findings: Sequence[Finding]) -> Finding | None:
 
 def clean_json(value: Any) -> Any:
     """NaN -> None, numpy scalars -> Python, tuples -> lists, records -> their JSON view."""
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:  # most values: as they are
+        return value
+    if t is dict:
+        return {k if type(k) is str else str(k): clean_json(v) for k, v in value.items()}
+    if t is list or t is tuple:
+        return [clean_json(v) for v in value]
+    if t is float:
+        return None if math.isnan(value) or math.isinf(value) else value
     if isinstance(value, Snapshot):
         return clean_json(value.to_dict())
     if isinstance(value, dict):

@@ -19,10 +19,14 @@ from diag.advise.bucket_sets import Advice as Advice  # a run's advice, as rende
 from diag.advise.fleet import FleetRun
 from diag.advise.recommend import Recommendation as Recommendation  # as renderers read it
 from diag.artifacts.trace import TraceAnalysis
+from diag.batch_labels import EagerReason, eager_reasons
 from diag.events import EventTables
+from diag.facts.classify import Window
 from diag.facts.load import has_load, load_timeline
+from diag.facts.metric_counts import MetricCounts
 from diag.facts.record import RunFacts
 from diag.facts.requests import request_summary
+from diag.facts.run_record import RankRecord
 from diag.facts.run_record import RunRecord as RunRecord  # the record renderers read
 from diag.facts.startup import Stage as Stage  # a start-up stage, as renderers read it
 from diag.facts.throughput import DecodeSpeed as DecodeSpeed  # a run's speed, as printed
@@ -66,6 +70,7 @@ class RunReport:
     held_facts: Held[RunFacts]
     # what every surface reads of the facts, kept so that reading it never reloads them
     _record: RunRecord = field(repr=False)
+    window: Window = field(repr=False)  # RunFacts.window (JSON record, section)
     _notes: tuple[str, ...] = field(default=(), repr=False)
     ceiling: int | None = None  # RunFacts.ceiling
     ceiling_inferred: bool = False  # RunFacts.ceiling_inferred
@@ -73,6 +78,17 @@ class RunReport:
     startup: tuple[Stage, ...] = ()  # RunFacts.startup
     startup_capture: tuple[float, float] | None = None  # RunFacts.startup_capture
     requests_summary: dict[str, Any] | None = None  # of the request rows (JSON "requests")
+    # the rest of what the JSON record and a section without charts read of the facts
+    # (RunFacts' fields of the same names): writing a fleet's run reloads only its parts
+    ranks: tuple[RankRecord, ...] = ()
+    year_source: str = "unknown"
+    startup_phase: str | None = None
+    metric_counts: MetricCounts | None = None
+    kv_tokens_source: str | None = None
+    agreement: dict[str, Any] | None = None
+    memory_check: dict[str, Any] | None = None
+    eager_reasons: tuple[EagerReason, ...] = ()  # of the batch rows (diag.batch_labels)
+    flags: Any = None  # the recommendation's flags (its "flags"), None without one
     # the pooled traffic its advice was fitted on (one object for a server's runs): the
     # fleet summary tells by it whether a group is one server without reloading the advice
     advice_histogram: tuple[tuple[int, float], ...] | None = None
@@ -105,6 +121,7 @@ class RunReport:
         are then let go, not spilled a second time, once the run is judged); ``light``:
         gives them without their batch and request rows (:attr:`light`)."""
         self.held = Held(RunParts(advice, recommendation), bounded=False)
+        self.flags = None if recommendation is None else recommendation["flags"]
         self.held_facts = Held(facts, bounded=False, reload=reload)
         self._light = light
         self.rule_notes = rule_notes
@@ -151,6 +168,11 @@ class RunReport:
         self.decode_speeds = decode_speeds(facts.batches)
         self.startup, self.startup_capture = facts.startup, facts.startup_capture
         self.requests_summary = clean_json(request_summary(facts.requests))
+        self.window, self.ranks = facts.window, tuple(facts.ranks)
+        self.year_source, self.startup_phase = facts.year_source, facts.startup_phase
+        self.metric_counts, self.kv_tokens_source = facts.metric_counts, facts.kv_tokens_source
+        self.agreement, self.memory_check = facts.agreement, facts.memory_check
+        self.eager_reasons = eager_reasons(facts.batches)
 
     @property
     def advice(self) -> Advice | None:
@@ -163,6 +185,7 @@ class RunReport:
     @recommendation.setter
     def recommendation(self, recommendation: Recommendation | None) -> None:
         self.held.set(replace(self.held.get(), recommendation=recommendation))
+        self.flags = None if recommendation is None else recommendation["flags"]
 
     @property
     def record(self) -> RunRecord:
@@ -198,16 +221,15 @@ class RunReport:
         return min((f.severity for f in self.findings), key=SEVERITY_ORDER.__getitem__)
 
     def to_dict(self) -> dict[str, Any]:
-        f = self.light  # every key but "requests" (the glance's summary of the rows)
-        run = f.run
-        failure = f.state.engine_error
-        requests = f.state.request_errors
+        # every key from what is kept beside the facts: writing it reloads only the parts
+        state = self._state()
+        failure, requests = state.engine_error, state.request_errors
         out: dict[str, Any] = {
-            "id": run.id,
+            "id": self.id,
             "label": self.label,
-            "backend": run.backend,
-            "engine_version": f.engine_version,
-            "sources": list(run.sources),
+            "backend": self.backend,
+            "engine_version": self.engine_version,
+            "sources": list(self.sources),
             "verdict": self.verdict,
             "verdict_reason": self.verdict_reason,
             # the engine error outside capture the verdict rests on (GD105), placed in its phase
@@ -216,23 +238,23 @@ class RunReport:
             "input_cut": None if self.cut is None else asdict(self.cut),
             # errors of single requests while the server served (never an outage; GD106)
             "request_errors": None if requests is None else requests.to_json(),
-            "year_source": f.year_source,
-            "startup_phase": f.startup_phase,
-            "record": clean_json(f.record.to_json()),
+            "year_source": self.year_source,
+            "startup_phase": self.startup_phase,
+            "record": clean_json(self.record.to_json()),
             # beside the record (whose keys INTERFACE fixes): the start-up timeline, how
             # kv_tokens is known
-            "startup": [clean_json(s.to_json()) for s in f.startup],
+            "startup": [clean_json(s.to_json()) for s in self.startup],
             # graph passes per mode from /metrics scrapes (totals, deltas between scrapes)
-            "metrics": (None if f.metric_counts is None else f.metric_counts.to_json()),
-            "kv_tokens_source": f.kv_tokens_source,
-            "ranks": [clean_json(r.to_json()) for r in f.ranks],
+            "metrics": (None if self.metric_counts is None else self.metric_counts.to_json()),
+            "kv_tokens_source": self.kv_tokens_source,
+            "ranks": [clean_json(r.to_json()) for r in self.ranks],
             "findings": [finding.to_dict() for finding in self.findings],
             "classification": {
-                "inference_agreement": clean_json(f.agreement),
-                "window_sizes_inferred": f.window.sizes_inferred,
+                "inference_agreement": clean_json(self.agreement),
+                "window_sizes_inferred": self.window.sizes_inferred,
             },
             "requests": self.requests_summary,
-            "memory_check": clean_json(f.memory_check),
+            "memory_check": clean_json(self.memory_check),
             "notes": self.notes,
         }
         if self.recommendation is not None:

@@ -128,8 +128,9 @@ def _scale_by_slots(
         return None
     if overhead_slots < 0:
         raise ValueError("overhead_slots must be >= 0")
-    denom = sum(s + overhead_slots for s in cur)  # > 0: sizes are >= 1
-    return current_value * sum(s + overhead_slots for s in new) / denom
+    # (integer sizes and slots: the sums are exact, as one term per size gave them)
+    denom = sum(cur) + overhead_slots * len(cur)  # > 0: sizes are >= 1
+    return current_value * (sum(new) + overhead_slots * len(new)) / denom
 
 
 def estimate_capture_memory(

@@ -10,12 +10,10 @@ the logs). A new figure is one more function in that list.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from diag.batch_labels import Reason
@@ -96,46 +94,6 @@ def cards(run: RunReport) -> list[Card]:
     return out
 
 
-def eager_breakdown(batches: pd.DataFrame) -> pd.DataFrame:
-    """Eager decode batches by reason: weighted count and batch-size range."""
-    empty = pd.DataFrame(columns=["reason", "batches", "min", "max"])
-    if batches is None or batches.empty:
-        return empty
-    mask = plots.verdict_codes(batches["verdict"]) == 1
-    if not mask.any():
-        return empty
-    codes, uniques = pd.factorize(batches["reason"][mask], use_na_sentinel=False)
-    frame = pd.DataFrame(
-        {
-            "code": codes,
-            "size": pd.to_numeric(batches["batch_size"][mask], errors="coerce").to_numpy(
-                dtype="float64", na_value=np.nan
-            ),
-            "weight": pd.to_numeric(batches["weight"][mask], errors="coerce").to_numpy(
-                dtype="float64", na_value=1.0
-            ),
-        }
-    )
-    out = (
-        frame.groupby("code", sort=True)
-        .agg(batches=("weight", "sum"), min=("size", "min"), max=("size", "max"))
-        .reset_index()
-    )
-    names = np.asarray(
-        [
-            (
-                "unknown"
-                if u is None or u is pd.NA or (isinstance(u, float) and math.isnan(u))
-                else str(u)
-            )
-            for u in uniques
-        ],
-        dtype=object,
-    )
-    out.insert(0, "reason", names[out.pop("code").to_numpy()])
-    return out.sort_values("batches", ascending=False).reset_index(drop=True)
-
-
 def eager_view(run: RunReport) -> dict[str, Any]:
     b = run.record.batches  # the run's one count of graph / eager / undecided steps
     decided = b.decided
@@ -146,17 +104,15 @@ def eager_view(run: RunReport) -> dict[str, Any]:
     if not b.eager:
         return {"kind": "all-graph", "decided": f"{decided:,}"}
     rows = []
-    for _, r in eager_breakdown(run.facts.batches).iterrows():
+    for r in run.eager_reasons:  # (kept beside the facts: no rows read back)
+        lo, hi = r.min_size, r.max_size
         rng = (
             ""
-            if pd.isna(r["min"])
-            else (
-                f"{int(r['min'])}" if r["min"] == r["max"] else f"{int(r['min'])}–{int(r['max'])}"
-            )
+            if lo is None or hi is None
+            else (f"{int(lo)}" if lo == hi else f"{int(lo)}–{int(hi)}")
         )
-        reason = str(r["reason"])
-        why = EAGER_REASONS[reason] if reason in EAGER_REASONS else reason
-        rows.append([why, f"{r['batches']:,.0f}", f"{r['batches'] / decided:.0%}", rng])
+        why = EAGER_REASONS[r.reason] if r.reason in EAGER_REASONS else r.reason
+        rows.append([why, f"{r.batches:,.0f}", f"{r.batches / decided:.0%}", rng])
     return {
         "kind": "eager",
         "eager": f"{b.eager:,}",
@@ -180,7 +136,7 @@ RANK_COLUMNS = {
 
 
 def ranks_view(run: RunReport) -> dict[str, Any] | None:
-    ranks = [r.to_json() for r in run.light.ranks]  # (columns picked by the JSON's names)
+    ranks = [r.to_json() for r in run.ranks]  # (columns picked by the JSON's names)
     if len(ranks) <= 1:
         return None
     cols = [c for c in RANK_COLUMNS if any(r[c] is not None for r in ranks)]
@@ -356,19 +312,18 @@ def run_view(
 ) -> dict[str, Any]:
     """The run's section; ``figures_left_out``: why it draws no figure (a quiet run on a
     fleet's page), said where they would be."""
-    facts = run.light if figures_left_out else run.facts  # (no chart: no rows read back)
-    sizes = list(facts.window.sizes or ())  # the record's list, or the engine's default
+    # a section without charts reads nothing but what the report keeps beside the facts
+    sizes = list(run.window.sizes or ())  # the record's list, or the engine's default
     above, below = ([], []) if figures_left_out else _figure_panels(page, run, sizes, snapshots)
     notes = [n for n in run.notes if not (snapshots and n.startswith("snapshot "))]
-    flags = run.recommendation["flags"] if run.recommendation is not None else None
     return {
         "row": row,
-        "sources": list(facts.run.sources),
+        "sources": list(run.sources),
         "cards": cards(run),
         "buckets": compact_sizes(sizes),
-        "buckets_inferred": facts.window.sizes_inferred,
-        "padding": facts.window.padding,
-        "flags": flags or None,
+        "buckets_inferred": run.window.sizes_inferred,
+        "padding": run.window.padding,
+        "flags": run.flags or None,
         "load_panels": above,
         "eager": eager_view(run),
         "panels": below,
