@@ -124,7 +124,23 @@ def _keys(frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[str]) 
     return pd.Series(keys, index=frame.index, copy=False)
 
 
-def _stream_frames(tables: EventTables, streams: list[Stream]) -> list[dict[str, pd.DataFrame]]:
+@dataclass
+class _Split:
+    """Each stream's frames (:func:`_stream_frames`), and what split_runs asks of each stream's
+    rows, read in the same pass over every frame (per stream it cost a column read and a
+    Series per frame, ~11 frames of each of thousands of pod logs): None where it was not
+    read (then split_runs reads the stream's frames as before)."""
+
+    frames: list[dict[str, pd.DataFrame]]
+    #: per stream: the non-empty ``instance`` values of its rows
+    names: list[set[str]] | None = None
+    #: per stream: do its clocked rows step back in time (in line order) mostly
+    newest_first: np.ndarray | None = None
+    #: per stream: rows of each engine (``_backend_of``'s counts)
+    engines: dict[str, np.ndarray] | None = None
+
+
+def _stream_frames(tables: EventTables, streams: list[Stream]) -> _Split:
     """Each stream's rows of every frame, in one grouped pass per frame, with only its own
     files as ``source`` categories and its line as ``_order`` (the order key of a file read
     in order, :func:`split_runs` keys the others): the column added once per frame, not per
@@ -138,11 +154,14 @@ def _stream_frames(tables: EventTables, streams: list[Stream]) -> list[dict[str,
     for i, stream in enumerate(streams):
         for src in stream.sources:
             if stream_of.setdefault(src, i) != i:
-                return [
-                    {k: f[f["source"].isin(st.sources)] for k, f in tables._frames.items()}
-                    for st in streams
-                ]
+                return _Split(
+                    [
+                        {k: f[f["source"].isin(st.sources)] for k, f in tables._frames.items()}
+                        for st in streams
+                    ]
+                )
     out: list[dict[str, pd.DataFrame]] = [{} for _ in streams]
+    reads = _StreamReads(len(streams))
     dtypes: dict[tuple[object, ...], pd.CategoricalDtype] = {}  # a stream's files' dtype, made once
     for kind, frame in tables._frames.items():
         if frame.empty:
@@ -156,54 +175,125 @@ def _stream_frames(tables: EventTables, streams: list[Stream]) -> list[dict[str,
             keys = by_code[src.cat.codes.to_numpy()]  # code -1 (missing) -> the last entry
         else:
             keys = src.map(stream_of).fillna(-1).to_numpy(dtype=np.int64)
+        reads.add(frame, keys)
         if len(keys) and keys[0] >= 0 and bool((keys == keys[0]).all()):
             # one stream holds every row (one file, one rotated set): the frame itself
-            own = {"source": _own_categories(src, dtypes)} if categorical else {}
+            own = {"source": _own_categories(src.array, dtypes)} if categorical else {}
             out[int(keys[0])][kind] = frame.assign(**own, _order=_line_keys(frame))
             continue
         order = np.argsort(keys, kind="stable")
         grouped = frame.take(order)  # one copy, each stream's rows a slice (not a take each)
         grouped = grouped.assign(_order=_line_keys(grouped))
         at = grouped.columns.get_loc("source")
+        source = grouped["source"].array
         sorted_keys = keys[order]
         starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
         ends = np.r_[starts[1:], len(sorted_keys)]
-        for a, b in zip(starts, ends, strict=True):
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
             key = int(sorted_keys[a])
             if key >= 0:
                 # the slice (its data shared: copy on write) with the column replaced in
                 # it and its rows numbered, as assign + reset_index would give
                 part = grouped.iloc[a:b]  # (a frame of its own: copy on write)
                 if categorical:
-                    part.isetitem(at, _own_categories(part["source"], dtypes).array)
-                part.index = pd.RangeIndex(int(b - a))
+                    part.isetitem(at, _own_categories(source[a:b], dtypes))
+                part.index = pd.RangeIndex(b - a)
                 out[key][kind] = part
     # keep the frames' order as in the tables, as the per-stream filter did
     names = list(tables._frames)
-    return [dict(sorted(m.items(), key=lambda kv: names.index(kv[0]))) for m in out]
+    frames = [dict(sorted(m.items(), key=lambda kv: names.index(kv[0]))) for m in out]
+    return reads.finish(frames)
+
+
+class _StreamReads:
+    """What :class:`_Split` holds besides the frames, gathered frame by frame."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.names: list[set[str]] | None = [set() for _ in range(n)]
+        self.clock: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.engines: dict[str, np.ndarray] | None = {
+            e: np.zeros(n, np.int64) for e in ("sglang", "vllm")
+        }
+
+    def add(self, frame: pd.DataFrame, keys: np.ndarray) -> None:
+        mine = keys >= 0
+        self._names(frame, keys, mine)
+        # the clocked rows (``_clocked``): stream, line, ts
+        ts = frame["ts"].to_numpy(dtype="float64")
+        line = frame["line"].to_numpy(dtype="int64")
+        clock = ~np.isnan(ts) & mine
+        self.clock.append((keys[clock], line[clock], ts[clock]))
+        if self.engines is not None and "engine" in frame.columns:
+            engine = frame["engine"]
+            if not isinstance(engine.dtype, pd.CategoricalDtype):
+                self.engines = None
+                return
+            codes = np.asarray(engine.array.codes)
+            for i, value in enumerate(engine.array.categories):
+                if value in self.engines:
+                    at = keys[(codes == i) & mine]
+                    self.engines[value] += np.bincount(at, minlength=self.n)
+
+    def _names(self, frame: pd.DataFrame, keys: np.ndarray, mine: np.ndarray) -> None:
+        if self.names is None:
+            return
+        instance = frame["instance"]
+        if not isinstance(instance.dtype, pd.CategoricalDtype):
+            self.names = None
+            return
+        cats = instance.array.categories
+        codes = np.asarray(instance.array.codes)
+        if (codes[mine] < 0).any():  # a missing value (``distinct`` reads it as NaN)
+            self.names = None
+            return
+        named = [i for i, c in enumerate(cats) if c]
+        if not named:  # (a pod's log: "" only)
+            return
+        codes = codes.astype(np.int64)
+        sel = mine & np.isin(codes, named)
+        for pair in np.unique(keys[sel] * len(cats) + codes[sel]).tolist():
+            self.names[pair // len(cats)].add(cats[pair % len(cats)])
+
+    def finish(self, frames: list[dict[str, pd.DataFrame]]) -> _Split:
+        """Per stream, as :func:`_reversed_sources` judges one file: its clocked rows in
+        line order (a stable sort of the frames' rows in the tables' order, as ``_clocked``),
+        the steps between them that are not 0, and whether more than 60 % go back."""
+        keys = np.concatenate([k for k, _, _ in self.clock]) if self.clock else np.zeros(0, int)
+        line = np.concatenate([v for _, v, _ in self.clock]) if self.clock else keys
+        ts = np.concatenate([t for _, _, t in self.clock]) if self.clock else np.zeros(0)
+        order = np.lexsort((line, keys))
+        keys, ts = keys[order], ts[order]
+        d = np.diff(ts)
+        step = (keys[1:] == keys[:-1]) & (d != 0)
+        at = keys[1:]
+        moved = np.bincount(at[step], minlength=self.n)
+        back = np.bincount(at[step & (d < 0)], minlength=self.n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            newest_first = (moved >= 1) & (back / np.maximum(moved, 1) > 0.6)
+        return _Split(frames, self.names, newest_first, self.engines)
 
 
 def _own_categories(
-    source: pd.Series, dtypes: dict[tuple[object, ...], pd.CategoricalDtype] | None = None
-) -> pd.Series:
+    cat: pd.Categorical, dtypes: dict[tuple[object, ...], pd.CategoricalDtype] | None = None
+) -> pd.Categorical:
     """A stream's ``source`` column with only its own files as categories: every later
     per-stream step (``map``, ``isin``, ``unique``) then costs the stream's files, not the
     whole folder's (10,000 files made each of them quadratic). ``dtypes``: the dtypes made
     so far by the files they hold (a dtype costs ~80 us to make, a stream's frames share it)."""
-    cat = source.array  # (its codes and categories without a Series each)
     codes = np.asarray(cat.codes)
     cats = cat.categories
     if len(codes) and (one := int(codes.min())) >= 0 and one == int(codes.max()):
         # one file (a pod's log): no count over every file of the folder, per frame
         if len(cats) == 1:
-            return source
+            return cat
         present = np.array([one])
-        local = np.zeros(len(codes), dtype=np.int64)
+        local = np.zeros(len(codes), dtype=np.int8)
     else:
         seen = np.bincount(codes + 1, minlength=len(cats) + 1) > 0  # slot 0: missing (-1)
         present = np.flatnonzero(seen[1:])
         if len(present) == len(cats):  # every category is in use: already its own
-            return source
+            return cat
         remap = np.full(len(cats) + 1, -1, dtype=np.int64)
         remap[present + 1] = np.arange(len(present))
         local = remap[codes + 1]  # missing values keep code -1
@@ -214,19 +304,25 @@ def _own_categories(
         dtype = pd.CategoricalDtype(names, ordered=False)
         if dtypes is not None:
             dtypes[key] = dtype
-    return pd.Series(
-        pd.Categorical.from_codes(local, dtype=dtype), index=source.index, name=source.name
-    )
+    # (codes within the categories by construction)
+    return pd.Categorical.from_codes(local, dtype=dtype, validate=False)
 
 
-def _by_instance(tables: EventTables, streams: list[Stream]) -> list[tuple[Stream, EventTables]]:
-    """A stream whose lines name several compose services / pods is several servers."""
-    out: list[tuple[Stream, EventTables]] = []
-    for stream, frames in zip(streams, _stream_frames(tables, streams), strict=True):
+def _by_instance(
+    tables: EventTables, streams: list[Stream]
+) -> tuple[list[tuple[Stream, EventTables, int | None]], _Split]:
+    """A stream whose lines name several compose services / pods is several servers. Each
+    with the index of its stream in the ``_Split`` where it is the whole stream."""
+    out: list[tuple[Stream, EventTables, int | None]] = []
+    split = _stream_frames(tables, streams)
+    for i, (stream, frames) in enumerate(zip(streams, split.frames, strict=True)):
         mine = {k: f for k, f in frames.items() if not f.empty}
-        names = sorted({n for f in mine.values() for n in distinct(f["instance"]) if n})
+        if split.names is not None:
+            names = sorted(split.names[i])
+        else:
+            names = sorted({n for f in mine.values() for n in distinct(f["instance"]) if n})
         if len(names) <= 1:
-            out.append((stream, EventTables(mine)))
+            out.append((stream, EventTables(mine), i))
             continue
         for name in ["", *names]:
             part = {k: f[f["instance"] == name] for k, f in mine.items()}
@@ -236,19 +332,23 @@ def _by_instance(tables: EventTables, streams: list[Stream]) -> list[tuple[Strea
                 sub = Stream(
                     label, stream.backend, list(stream.sources), stream.kind, stream.year_source
                 )
-                out.append((sub, EventTables(part)))
-    return out
+                out.append((sub, EventTables(part), None))
+    return out, split
 
 
 def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
     runs: list[Run] = []
-    for stream, sub_tables in _by_instance(tables, streams):
+    parts_of, split = _by_instance(tables, streams)
+    for stream, sub_tables, whole in parts_of:
         file_index = {s: i for i, s in enumerate(stream.sources)}
         mine = dict(sub_tables._frames)
         sub = sub_tables
         if not mine:
             continue  # a file with nothing relevant makes no run (it is still listed in inputs)
-        rev = _reversed_sources(sub, stream.sources)
+        if whole is not None and split.newest_first is not None and len(stream.sources) == 1:
+            rev = set(stream.sources) if split.newest_first[whole] else set()
+        else:
+            rev = _reversed_sources(sub, stream.sources)
         in_order = len(file_index) == 1 and not rev  # (the line is the key: set already)
         keyed = {
             k: f
@@ -274,7 +374,11 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
             for r, (a, b) in enumerate(zip([0, *cuts], [*cuts, len(order)], strict=True)):
                 if b > a:
                     parts[r][kind] = frame.iloc[a:b].reset_index(drop=True)
-        backend = _backend_of(sub, stream.backend)
+        if whole is not None and split.engines is not None:
+            backend = _backend_by_counts({e: int(n[whole]) for e, n in split.engines.items()})
+            backend = backend or stream.backend
+        else:
+            backend = _backend_of(sub, stream.backend)
         for i, p in enumerate(parts):
             if not p:
                 continue
@@ -399,6 +503,11 @@ def _backend_of(tables: EventTables, sniffed: str) -> str:
             for engine, n in _value_counts(frame["engine"]):
                 if engine in counts:
                     counts[str(engine)] += n
+    return _backend_by_counts(counts) or sniffed
+
+
+def _backend_by_counts(counts: dict[str, int]) -> str | None:
+    """The engine most rows name (SGLang on a tie), None when no row names one."""
     if any(counts.values()):
         return max(("sglang", "vllm"), key=counts.__getitem__)
-    return sniffed
+    return None

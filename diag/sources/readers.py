@@ -214,12 +214,15 @@ def _binary_ratio(sample: bytes) -> float:
     """Share of characters that no text log has: undecodable UTF-8 and C0 controls."""
     if not sample:
         return 0.0
+    if sample.isascii():  # the decoded text is the bytes: no replacement, one char a byte
+        return (len(sample) - len(sample.translate(None, _CONTROL_BYTES))) / len(sample)
     decoded = sample.decode("utf-8", "replace")
     bad = decoded.count("\ufffd") + len(_CONTROL.findall(decoded))
     return bad / max(len(decoded), 1)
 
 
 _CONTROL = re.compile("[\x00-\x07\x0e-\x1a\x1c-\x1f\x7f]")
+_CONTROL_BYTES = bytes([*range(0x00, 0x08), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])
 
 
 #: collector prefixes that carry a name (diag.normalize.prefix peels them): a docker-compose
@@ -233,11 +236,20 @@ _NAMED_PREFIX = re.compile(
 )
 
 
+def _may_name(text: bytes) -> bool:
+    """Whether ``_NAMED_PREFIX`` can match: a kubectl prefix, or a compose one's blank
+    before its bar (tqdm bars hold a "|" in almost every pod log, after a non-blank)."""
+    return b"[pod/" in text or (b"|" in text and _BLANK_BAR.search(text) is not None)
+
+
+_BLANK_BAR = re.compile(rb"\s\|")
+
+
 def detect_backend(text: bytes) -> str:
     """vllm / sglang / unknown by counting engine-specific markers in the text itself. A
     container's or pod's name ("vllm-server-1  | ") is a hint, counted only when nothing else
     in the text names an engine: an SGLang server may run in a service named after vLLM."""
-    bare = _NAMED_PREFIX.sub(b"", text) if b"|" in text or b"[pod/" in text else text
+    bare = _NAMED_PREFIX.sub(b"", text) if _may_name(text) else text
     s = len(SGLANG.markers.findall(bare))
     v = len(VLLM.markers.findall(bare))
     if s == v == 0 and bare is not text:
