@@ -44,7 +44,7 @@ MIN_REVERSED_STEPS_IN_SET = 2
 def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
     """Sources whose timestamps mostly decrease with the line number."""
     if len(sources) == 1:  # one file: no concat and per-source filter (thousands of streams)
-        frames = [f for f in tables._frames.values() if not f.empty]
+        frames = [f for f in tables._frames.values() if not _empty(f)]
         if not frames:
             return set()
         ts = _clocked(frames)
@@ -55,7 +55,7 @@ def _reversed_sources(tables: EventTables, sources: list[str]) -> set[str]:
             if len(d) >= 1 and (d < 0).mean() > 0.6:
                 return set(sources)
         return set()
-    frames = [f[["source", "line", "ts"]] for f in tables._frames.values() if not f.empty]
+    frames = [f[["source", "line", "ts"]] for f in tables._frames.values() if not _empty(f)]
     if not frames:
         return set()
     allf = pd.concat(frames)
@@ -138,6 +138,8 @@ class _Split:
     newest_first: np.ndarray | None = None
     #: per stream: rows of each engine (``_backend_of``'s counts)
     engines: dict[str, np.ndarray] | None = None
+    #: per kind: the streams whose rows of it are not in line order
+    unsorted: dict[str, set[int]] | None = None
 
 
 def _stream_frames(tables: EventTables, streams: list[Stream]) -> _Split:
@@ -164,7 +166,7 @@ def _stream_frames(tables: EventTables, streams: list[Stream]) -> _Split:
     reads = _StreamReads(len(streams))
     dtypes: dict[tuple[object, ...], pd.CategoricalDtype] = {}  # a stream's files' dtype, made once
     for kind, frame in tables._frames.items():
-        if frame.empty:
+        if _empty(frame):
             continue
         src = frame["source"]
         categorical = isinstance(src.dtype, pd.CategoricalDtype)
@@ -175,17 +177,24 @@ def _stream_frames(tables: EventTables, streams: list[Stream]) -> _Split:
             keys = by_code[src.cat.codes.to_numpy()]  # code -1 (missing) -> the last entry
         else:
             keys = src.map(stream_of).fillna(-1).to_numpy(dtype=np.int64)
-        reads.add(frame, keys)
+        reads.add(kind, frame, keys)
         if len(keys) and keys[0] >= 0 and bool((keys == keys[0]).all()):
             # one stream holds every row (one file, one rotated set): the frame itself
-            own = {"source": _own_categories(src.array, dtypes)} if categorical else {}
+            local = (
+                _own_categories(np.asarray(src.array.codes), src.array.categories, dtypes)
+                if categorical
+                else None
+            )
+            own = {} if local is None else {"source": local}
             out[int(keys[0])][kind] = frame.assign(**own, _order=_line_keys(frame))
             continue
         order = np.argsort(keys, kind="stable")
         grouped = frame.take(order)  # one copy, each stream's rows a slice (not a take each)
         grouped = grouped.assign(_order=_line_keys(grouped))
         at = grouped.columns.get_loc("source")
-        source = grouped["source"].array
+        if categorical:
+            codes = np.asarray(grouped["source"].array.codes)
+            cats = grouped["source"].array.categories
         sorted_keys = keys[order]
         starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
         ends = np.r_[starts[1:], len(sorted_keys)]
@@ -195,8 +204,9 @@ def _stream_frames(tables: EventTables, streams: list[Stream]) -> _Split:
                 # the slice (its data shared: copy on write) with the column replaced in
                 # it and its rows numbered, as assign + reset_index would give
                 part = grouped.iloc[a:b]  # (a frame of its own: copy on write)
-                if categorical:
-                    part.isetitem(at, _own_categories(source[a:b], dtypes))
+                local = _own_categories(codes[a:b], cats, dtypes) if categorical else None
+                if local is not None:
+                    part.isetitem(at, local)
                 part.index = pd.RangeIndex(b - a)
                 out[key][kind] = part
     # keep the frames' order as in the tables, as the per-stream filter did
@@ -215,13 +225,19 @@ class _StreamReads:
         self.engines: dict[str, np.ndarray] | None = {
             e: np.zeros(n, np.int64) for e in ("sglang", "vllm")
         }
+        self.unsorted: dict[str, set[int]] = {}
 
-    def add(self, frame: pd.DataFrame, keys: np.ndarray) -> None:
+    def add(self, kind: str, frame: pd.DataFrame, keys: np.ndarray) -> None:
         mine = keys >= 0
         self._names(frame, keys, mine)
         # the clocked rows (``_clocked``): stream, line, ts
         ts = frame["ts"].to_numpy(dtype="float64")
         line = frame["line"].to_numpy(dtype="int64")
+        # streams whose rows step back in line (each stream's rows keep their order)
+        by = np.argsort(keys, kind="stable")
+        at, lines = keys[by], line[by]
+        back = (at[1:] == at[:-1]) & (lines[1:] < lines[:-1])
+        self.unsorted[kind] = set(np.unique(at[1:][back]).tolist())
         clock = ~np.isnan(ts) & mine
         self.clock.append((keys[clock], line[clock], ts[clock]))
         if self.engines is not None and "engine" in frame.columns:
@@ -271,39 +287,37 @@ class _StreamReads:
         back = np.bincount(at[step & (d < 0)], minlength=self.n)
         with np.errstate(invalid="ignore", divide="ignore"):
             newest_first = (moved >= 1) & (back / np.maximum(moved, 1) > 0.6)
-        return _Split(frames, self.names, newest_first, self.engines)
+        return _Split(frames, self.names, newest_first, self.engines, self.unsorted)
 
 
 def _own_categories(
-    cat: pd.Categorical, dtypes: dict[tuple[object, ...], pd.CategoricalDtype] | None = None
-) -> pd.Categorical:
-    """A stream's ``source`` column with only its own files as categories: every later
-    per-stream step (``map``, ``isin``, ``unique``) then costs the stream's files, not the
-    whole folder's (10,000 files made each of them quadratic). ``dtypes``: the dtypes made
-    so far by the files they hold (a dtype costs ~80 us to make, a stream's frames share it)."""
-    codes = np.asarray(cat.codes)
-    cats = cat.categories
+    codes: np.ndarray, cats: pd.Index, dtypes: dict[tuple[object, ...], pd.CategoricalDtype]
+) -> pd.Categorical | None:
+    """A stream's ``source`` column (``codes`` into the frame's ``cats``) with only its own
+    files as categories, None where it has them already: every later per-stream step
+    (``map``, ``isin``, ``unique``) then costs the stream's files, not the whole folder's
+    (10,000 files made each of them quadratic). ``dtypes``: the dtypes made so far by the
+    files they hold (a dtype costs ~80 us to make, a stream's frames share it)."""
     if len(codes) and (one := int(codes.min())) >= 0 and one == int(codes.max()):
         # one file (a pod's log): no count over every file of the folder, per frame
         if len(cats) == 1:
-            return cat
-        present = np.array([one])
+            return None
+        key: tuple[object, ...] = (cats[one],)
         local = np.zeros(len(codes), dtype=np.int8)
+        present = None
     else:
         seen = np.bincount(codes + 1, minlength=len(cats) + 1) > 0  # slot 0: missing (-1)
         present = np.flatnonzero(seen[1:])
         if len(present) == len(cats):  # every category is in use: already its own
-            return cat
+            return None
         remap = np.full(len(cats) + 1, -1, dtype=np.int64)
         remap[present + 1] = np.arange(len(present))
         local = remap[codes + 1]  # missing values keep code -1
-    names = cats[present]
-    key = tuple(names)  # (by the names: each frame's categories are its own)
-    dtype = None if dtypes is None else dtypes.get(key)
+        key = tuple(cats[present])  # (by the names: each frame's categories are its own)
+    dtype = dtypes.get(key)
     if dtype is None:
-        dtype = pd.CategoricalDtype(names, ordered=False)
-        if dtypes is not None:
-            dtypes[key] = dtype
+        names = cats[[one] if present is None else present]
+        dtype = dtypes[key] = pd.CategoricalDtype(names, ordered=False)
     # (codes within the categories by construction)
     return pd.Categorical.from_codes(local, dtype=dtype, validate=False)
 
@@ -316,7 +330,7 @@ def _by_instance(
     out: list[tuple[Stream, EventTables, int | None]] = []
     split = _stream_frames(tables, streams)
     for i, (stream, frames) in enumerate(zip(streams, split.frames, strict=True)):
-        mine = {k: f for k, f in frames.items() if not f.empty}
+        mine = {k: f for k, f in frames.items() if not _empty(f)}
         if split.names is not None:
             names = sorted(split.names[i])
         else:
@@ -326,7 +340,7 @@ def _by_instance(
             continue
         for name in ["", *names]:
             part = {k: f[f["instance"] == name] for k, f in mine.items()}
-            part = {k: f for k, f in part.items() if not f.empty}
+            part = {k: f for k, f in part.items() if not _empty(f)}
             if part:
                 label = f"{stream.id}[{name}]" if name else stream.id
                 sub = Stream(
@@ -359,7 +373,13 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
         bounds = _boundaries(keyed.get("startup"))
         n_runs = len(bounds) + 1
         parts: list[dict[str, pd.DataFrame]] = [{} for _ in range(n_runs)]
+        # a file read in order and not restarted: its kinds in line order (``_Split``) are
+        # its run's frames as they are, without reading each one's order keys
+        unsorted = split.unsorted if whole is not None and in_order and n_runs == 1 else None
         for kind, frame in keyed.items():
+            if unsorted is not None and whole not in unsorted.get(kind, ()) and "_order" in frame:
+                parts[0][kind] = frame if numbered(frame.index) else frame.reset_index(drop=True)
+                continue
             order = frame["_order"].to_numpy()
             if len(order) > 1 and not bool(np.all(order[1:] >= order[:-1])):
                 frame = frame.sort_values("_order", kind="stable")  # rarely: logs are in order
@@ -413,7 +433,7 @@ def _companion(run: Run, documents: set[str]) -> bool:
     """A run made by a /metrics dump or a server-info document alone, not by a log."""
     if run.stream in documents:
         return True
-    kinds = {k for k, f in run.tables._frames.items() if not f.empty}
+    kinds = {k for k, f in run.tables._frames.items() if not _empty(f)}
     return bool(kinds) and kinds <= _METRICS_ONLY and "metric" in kinds
 
 
@@ -425,18 +445,28 @@ def _join_companions(runs: list[Run], documents: set[str]) -> list[Run]:
     has (its config echo, its capture lines) are not added twice."""
     runs = list(runs)  # a host is replaced by itself with the dump joined
     joined: set[int] = set()
+    companion = [_companion(run, documents) for run in runs]
+    # each run's folders, made once (a host's entries are made again when it is replaced)
+    folders_of: dict[int, set[str]] = {}
+
+    def folders(j: int) -> set[str]:
+        got = folders_of.get(j)
+        if got is None:
+            got = folders_of[j] = {str(Path(s).parent) for s in runs[j].sources}
+        return got
+
     for i, run in enumerate(runs):
-        if not _companion(run, documents):
+        if not companion[i]:
             continue
-        folders = {str(Path(s).parent) for s in run.sources}
+        mine = folders(i)
         at = next(
             (
                 j
                 for j in reversed(range(len(runs)))
                 if j != i
                 and runs[j].backend == run.backend
-                and not _companion(runs[j], documents)
-                and folders & {str(Path(s).parent) for s in runs[j].sources}
+                and not companion[j]
+                and mine & folders(j)
             ),
             None,
         )
@@ -446,19 +476,21 @@ def _join_companions(runs: list[Run], documents: set[str]) -> list[Run]:
         frames = dict(host.tables._frames)
         document = run.stream in documents
         for kind, frame in run.tables._frames.items():
-            if kind not in frames or frames[kind].empty:
+            if kind not in frames or _empty(frames[kind]):
                 frames[kind] = frame
             elif not document:
                 frames[kind] = pd.concat([frames[kind], frame], ignore_index=True)
         sources = [*host.sources, *[s for s in run.sources if s not in host.sources]]
         runs[at] = replace(host, tables=EventTables(frames), sources=sources)
+        folders_of.pop(at, None)
+        companion[at] = _companion(runs[at], documents)  # (a lone input note's run may be one now)
         joined.add(i)
     return [r for i, r in enumerate(runs) if i not in joined]
 
 
 def _boundaries(startup: pd.DataFrame | None) -> list[int]:
     """Order keys at which a new run begins."""
-    if startup is None or startup.empty:
+    if startup is None or _empty(startup):
         return []
     seen: set[tuple[str, str]] = set()
     bounds: list[int] = []
@@ -494,6 +526,11 @@ def _value_counts(col: pd.Series) -> list[tuple[object, int]]:
         counts = np.bincount(codes[codes >= 0], minlength=len(cat.categories))
         return [(v, int(n)) for v, n in zip(cat.categories, counts, strict=True) if n]
     return [(v, int(n)) for v, n in col.value_counts().items()]
+
+
+def _empty(frame: pd.DataFrame) -> bool:
+    """``frame.empty`` (~7 us a call, several per frame of each small run)."""
+    return len(frame.index) == 0 or len(frame.columns) == 0
 
 
 def _backend_of(tables: EventTables, sniffed: str) -> str:

@@ -250,13 +250,27 @@ def detect_backend(text: bytes) -> str:
     container's or pod's name ("vllm-server-1  | ") is a hint, counted only when nothing else
     in the text names an engine: an SGLang server may run in a service named after vLLM."""
     bare = _NAMED_PREFIX.sub(b"", text) if _may_name(text) else text
-    s = len(SGLANG.markers.findall(bare))
-    v = len(VLLM.markers.findall(bare))
+    s, v = _marker_counts(bare)
     if s == v == 0 and bare is not text:
-        s, v = len(SGLANG.markers.findall(text)), len(VLLM.markers.findall(text))
+        s, v = _marker_counts(text)
     if s == v == 0:
         return "unknown"
     return SGLANG.name if s > v else VLLM.name
+
+
+def _marker_counts(text: bytes) -> tuple[int, int]:
+    """SGLang's markers in ``text``, and vLLM's counted only as far as the answer needs:
+    up to SGLang's count (at least 1). Which is larger and whether both are 0 come out as
+    with both counted whole, and a vLLM log (no SGLang marker) stops at its first marker:
+    vLLM's alternation is the slower search (~1 ms over a 30 KB pod log)."""
+    s = len(SGLANG.markers.findall(text))
+    enough = max(s, 1)
+    v = 0
+    for _ in VLLM.markers.finditer(text):
+        v += 1
+        if v >= enough:
+            break
+    return s, v
 
 
 BLOCK_BYTES = 8 * 1024 * 1024
