@@ -393,7 +393,9 @@ def split_runs(tables: EventTables, streams: list[Stream]) -> list[Run]:
             cuts = np.searchsorted(order, np.asarray(bounds, dtype="int64"), side="left")
             for r, (a, b) in enumerate(zip([0, *cuts], [*cuts, len(order)], strict=True)):
                 if b > a:
-                    parts[r][kind] = frame.iloc[a:b].reset_index(drop=True)
+                    part = frame.iloc[a:b]  # (a frame of its own: copy on write)
+                    part.index = pd.RangeIndex(b - a)  # as reset_index(drop=True), no copy
+                    parts[r][kind] = part
         if whole is not None and split.engines is not None:
             backend = _backend_by_counts({e: int(n[whole]) for e, n in split.engines.items()})
             backend = backend or stream.backend
