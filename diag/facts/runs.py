@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -177,8 +178,10 @@ def _stream_frames(tables: EventTables, streams: list[Stream]) -> _Split:
             keys = by_code[src.cat.codes.to_numpy()]  # code -1 (missing) -> the last entry
         else:
             keys = src.map(stream_of).fillna(-1).to_numpy(dtype=np.int64)
-        reads.add(kind, frame, keys)
-        if len(keys) and keys[0] >= 0 and bool((keys == keys[0]).all()):
+        one = bool(len(keys)) and keys[0] >= 0 and bool((keys == keys[0]).all())
+        order = None if one else np.argsort(keys, kind="stable")
+        reads.add(kind, frame, keys, order)
+        if one:
             # one stream holds every row (one file, one rotated set): the frame itself
             local = (
                 _own_categories(np.asarray(src.array.codes), src.array.categories, dtypes)
@@ -188,7 +191,7 @@ def _stream_frames(tables: EventTables, streams: list[Stream]) -> _Split:
             own = {} if local is None else {"source": local}
             out[int(keys[0])][kind] = frame.assign(**own, _order=_line_keys(frame))
             continue
-        order = np.argsort(keys, kind="stable")
+        assert order is not None
         grouped = frame.take(order)  # one copy, each stream's rows a slice (not a take each)
         grouped = grouped.assign(_order=_line_keys(grouped))
         at = grouped.columns.get_loc("source")
@@ -215,31 +218,46 @@ def _stream_frames(tables: EventTables, streams: list[Stream]) -> _Split:
     return reads.finish(frames)
 
 
+#: rows of a group's frames up to which each stream's clock is read in the grouping pass (a
+#: folder of pod logs: ~40,000 rows a group); past it (a big log) each stream's own frames
+#: are read after, as they always were, in their memory
+_READ_ROWS = 1 << 18
+
+
 class _StreamReads:
     """What :class:`_Split` holds besides the frames, gathered frame by frame."""
 
     def __init__(self, n: int) -> None:
         self.n = n
         self.names: list[set[str]] | None = [set() for _ in range(n)]
-        self.clock: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.clock: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = []
         self.engines: dict[str, np.ndarray] | None = {
             e: np.zeros(n, np.int64) for e in ("sglang", "vllm")
         }
         self.unsorted: dict[str, set[int]] = {}
+        self.rows = 0
 
-    def add(self, kind: str, frame: pd.DataFrame, keys: np.ndarray) -> None:
+    def add(self, kind: str, frame: pd.DataFrame, keys: np.ndarray, order: Any) -> None:
+        """One frame's rows: ``keys`` their streams, ``order`` their stable sort by stream
+        (None: one stream holds them all)."""
         mine = keys >= 0
         self._names(frame, keys, mine)
-        # the clocked rows (``_clocked``): stream, line, ts
-        ts = frame["ts"].to_numpy(dtype="float64")
         line = frame["line"].to_numpy(dtype="int64")
         # streams whose rows step back in line (each stream's rows keep their order)
-        by = np.argsort(keys, kind="stable")
-        at, lines = keys[by], line[by]
-        back = (at[1:] == at[:-1]) & (lines[1:] < lines[:-1])
-        self.unsorted[kind] = set(np.unique(at[1:][back]).tolist())
-        clock = ~np.isnan(ts) & mine
-        self.clock.append((keys[clock], line[clock], ts[clock]))
+        if order is None:
+            back_at = keys[1:][line[1:] < line[:-1]]
+        else:
+            at, lines = keys[order], line[order]
+            back_at = at[1:][(at[1:] == at[:-1]) & (lines[1:] < lines[:-1])]
+            del at, lines
+        self.unsorted[kind] = set(np.unique(back_at).tolist())
+        self.rows += len(keys)
+        if self.clock is not None and self.rows > _READ_ROWS:
+            self.clock = None  # a big log's rows: each stream judged alone (its memory)
+        if self.clock is not None:  # the clocked rows (``_clocked``): stream, line, ts
+            ts = frame["ts"].to_numpy(dtype="float64")
+            clock = ~np.isnan(ts) & mine
+            self.clock.append((keys[clock], line[clock], ts[clock]))
         if self.engines is not None and "engine" in frame.columns:
             engine = frame["engine"]
             if not isinstance(engine.dtype, pd.CategoricalDtype):
@@ -275,6 +293,8 @@ class _StreamReads:
         """Per stream, as :func:`_reversed_sources` judges one file: its clocked rows in
         line order (a stable sort of the frames' rows in the tables' order, as ``_clocked``),
         the steps between them that are not 0, and whether more than 60 % go back."""
+        if self.clock is None:
+            return _Split(frames, self.names, None, self.engines, self.unsorted)
         keys = np.concatenate([k for k, _, _ in self.clock]) if self.clock else np.zeros(0, int)
         line = np.concatenate([v for _, v, _ in self.clock]) if self.clock else keys
         ts = np.concatenate([t for _, _, t in self.clock]) if self.clock else np.zeros(0)
