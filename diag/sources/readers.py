@@ -192,7 +192,7 @@ def sniff(head: bytes, compressed: bool, backend: bool = True) -> Sniff:
     if looks_like_trace(head):
         return Sniff("trace", "unknown", compressed)
     # a table file names operators ("sglang::...") but has no engine log header lines
-    if _TABLE_HEAD.search(head) and b"Self CPU" in head and not _LOG_HEADER.search(head):
+    if b"Self CPU" in head and _TABLE_HEAD.search(head) and not _LOG_HEADER.search(head):
         return Sniff("profile_table", "unknown", compressed)
     info = sniff_server_info(head)
     if info is not None:  # GET /server_info saved to a file (diag.parsers.server_info reads it)
@@ -230,10 +230,15 @@ _CONTROL_BYTES = bytes([*range(0x00, 0x08), *range(0x0E, 0x1B), *range(0x1C, 0x2
 COMPOSE_PREFIX = r"([A-Za-z0-9][\w.-]*(?:-\d+)?)\s+\|\s?"
 KUBECTL_PREFIX = r"\[pod/([^\]\s]+)\]\s"
 # where such a name stands on a line: after a paste's quote marks and a collector's timestamp
-_NAMED_PREFIX = re.compile(
-    rb"(?m)^(?:>[ \t]?)*(?:\[?\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\]?\s+)?"
+_NAMED = (
+    rb"(?:>[ \t]?)*(?:\[?\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\]?\s+)?"
     rb"(?:" + COMPOSE_PREFIX.encode() + rb"|" + KUBECTL_PREFIX.encode() + rb")"
 )
+_NAMED_PREFIX = re.compile(rb"(?m)^" + _NAMED)
+# the same at the text's start, and after a newline: a search for "\n" first skips to the
+# next line start (``(?m)^`` is tried at every byte: 0.5 ms over a 30 KB pod log)
+_NAMED_FIRST = re.compile(_NAMED)
+_NAMED_NEXT = re.compile(rb"\n" + _NAMED)
 
 
 def _may_name(text: bytes) -> bool:
@@ -245,11 +250,32 @@ def _may_name(text: bytes) -> bool:
 _BLANK_BAR = re.compile(rb"\s\|")
 
 
+def strip_named(text: bytes) -> bytes:
+    """``_NAMED_PREFIX.sub(b"", text)``: the named prefixes at line starts removed, each
+    match from where the last one ended (``text`` itself when there is none)."""
+    if not _may_name(text):
+        return text
+    parts: list[bytes] = []
+    m = _NAMED_FIRST.match(text)
+    last = 0 if m is None else m.end()
+    while True:
+        # a line start at or after ``last`` (its newline may end the last match)
+        m = _NAMED_NEXT.search(text, max(last - 1, 0))
+        if m is None:
+            break
+        parts.append(text[last : m.start() + 1])
+        last = m.end()
+    if last == 0:
+        return text
+    parts.append(text[last:])
+    return b"".join(parts)
+
+
 def detect_backend(text: bytes) -> str:
     """vllm / sglang / unknown by counting engine-specific markers in the text itself. A
     container's or pod's name ("vllm-server-1  | ") is a hint, counted only when nothing else
     in the text names an engine: an SGLang server may run in a service named after vLLM."""
-    bare = _NAMED_PREFIX.sub(b"", text) if _may_name(text) else text
+    bare = strip_named(text)
     s, v = _marker_counts(bare)
     if s == v == 0 and bare is not text:
         s, v = _marker_counts(text)
