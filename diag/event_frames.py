@@ -166,7 +166,17 @@ def build_frame(
             release_freed_memory()
     # copy=False: the columns are ours; the default would copy the float columns into one
     # 2-D block (a second copy of them, 40 MB on a 700 MB log)
-    return pd.DataFrame(data, columns=list(types), copy=False)
+    return pd.DataFrame(data, columns=column_index(list(types)), copy=False)
+
+
+def column_index(names: list[str]) -> pd.Index:
+    """A frame's column labels as a plain object Index. pandas 3 infers its Arrow-backed
+    ``str`` dtype for a list of names, and every column read (``frame[name]``) then pays an
+    Arrow scalar lookup: ~6 us of ~17, some 300,000 reads for 1,000 pod logs. The values'
+    dtypes are untouched; frames sliced or assigned from these keep the object labels."""
+    import pandas as pd
+
+    return pd.Index(names, dtype=object)
 
 
 _RELEASE_ROWS = 100_000

@@ -71,6 +71,9 @@ def _over(path: str, what: str) -> SnapshotError:
     return SnapshotError(f"{path}: refused: {what} (a pickle built to exhaust memory or time)")
 
 
+_CONTAINERS = (dict, list, tuple)
+
+
 def check_references(root: Any, path: str, budget: Budget = BUDGET) -> int:
     """How many container entries a full walk of ``root`` visits (a shared container once per
     path to it), counted over the distinct containers only, so the count costs what the
@@ -79,41 +82,44 @@ def check_references(root: Any, path: str, budget: Budget = BUDGET) -> int:
     walked: dict[int, int] = {}  # id -> entries a walk from it visits
     entries = 0
     on_path: set[int] = set()
-    # (container, its children, next child index, visits so far)
-    todo: list[tuple[Any, list[Any], int, int]] = []
-
-    def children(obj: Any) -> list[Any]:
-        if type(obj) is dict:
-            return [v for kv in obj.items() for v in kv]
-        return list(obj)
+    # (container, its container children, next child index, visits so far, entries): a
+    # scalar child is one visit, counted when its container is entered (the same counts,
+    # checks and order as a walk child by child, without a step per scalar: a snapshot is
+    # mostly numbers and strings)
+    todo: list[tuple[Any, list[Any], int, int, int]] = []
+    plain = _CONTAINERS
 
     def enter(obj: Any) -> None:
         if len(todo) >= budget.nesting:
             raise _over(path, f"containers nested more than {budget.nesting} deep")
         on_path.add(id(obj))
-        todo.append((obj, children(obj), 0, 0))
+        if type(obj) is dict:
+            n = 2 * len(obj)
+            kids = [v for kv in obj.items() for v in kv if type(v) in plain]
+        else:
+            n = len(obj)
+            kids = [v for v in obj if type(v) in plain]
+        todo.append((obj, kids, 0, n - len(kids), n))
 
-    enter(root) if type(root) in (dict, list, tuple) else None
+    enter(root) if type(root) in plain else None
     limit = budget.references_floor
     while todo:
-        obj, kids, i, visits = todo[-1]
+        obj, kids, i, visits, n = todo[-1]
         if i < len(kids):
-            todo[-1] = (obj, kids, i + 1, visits + 1)
             kid = kids[i]
-            if type(kid) not in (dict, list, tuple):
-                continue
             k = id(kid)
             if k in on_path:
                 raise SnapshotError(f"{path}: malformed pickle: a container holds itself")
             if k in walked:
-                todo[-1] = (obj, kids, i + 1, visits + 1 + walked[k])
+                todo[-1] = (obj, kids, i + 1, visits + 1 + walked[k], n)
             else:
+                todo[-1] = (obj, kids, i + 1, visits + 1, n)
                 enter(kid)
             continue
         todo.pop()
         on_path.discard(id(obj))
         walked[id(obj)] = visits
-        entries += len(kids)
+        entries += n
         limit = max(budget.references_floor, budget.references_ratio * entries)
         if visits > limit:
             raise _over(
@@ -122,8 +128,8 @@ def check_references(root: Any, path: str, budget: Budget = BUDGET) -> int:
                 f"shared references, over the budget of {limit:,}",
             )
         if todo:
-            parent, pk, pi, pv = todo[-1]
-            todo[-1] = (parent, pk, pi, pv + visits)
+            parent, pk, pi, pv, pn = todo[-1]
+            todo[-1] = (parent, pk, pi, pv + visits, pn)
     return walked.get(id(root), 0)
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from diag.artifacts.trace import TraceAnalysis
-from diag.event_frames import release_freed_memory
+from diag.event_frames import column_index, release_freed_memory
 from diag.events import EventSink, EventTables
 from diag.ingest.clock import settle_years
 from diag.ingest.hotpath import hotpath_enabled, make_scanner
@@ -258,7 +258,7 @@ def in_line_order(frame: pd.DataFrame) -> pd.DataFrame:
         # the column's own array taken (a Series' take also takes and rebuilds its index)
         cols[name] = frame[name].array.take(perm)
         del frame[name]
-    return pd.DataFrame(cols, copy=False)
+    return pd.DataFrame(cols, columns=column_index(list(cols)), copy=False)
 
 
 __all__ = [

@@ -20,6 +20,7 @@ out and put back (:meth:`StreamScanner.snapshot` / :meth:`restore`), which is wh
 
 from __future__ import annotations
 
+import functools
 import pickle
 import re
 from collections import Counter
@@ -35,7 +36,15 @@ from diag.parsers.base import Block, Context, LineParser
 
 
 def anchor_regex(parsers: Sequence[LineParser]) -> re.Pattern[bytes]:
-    anchors = sorted({a for p in parsers for a in p.anchors}, key=lambda a: (-len(a), a))
+    """The union of the parsers' anchors as one bytes regex, longest first."""
+    return _anchor_regex(tuple(tuple(p.anchors) for p in parsers))
+
+
+@functools.lru_cache(maxsize=64)
+def _anchor_regex(anchor_sets: tuple[tuple[str, ...], ...]) -> re.Pattern[bytes]:
+    # made once per parser line-up: escaping and joining ~250 anchors cost ~0.5 ms, paid
+    # by every stream's scanner (a folder of 1,000 pod logs made 1,000 of the same)
+    anchors = sorted({a for group in anchor_sets for a in group}, key=lambda a: (-len(a), a))
     return re.compile(b"|".join(re.escape(a.encode()) for a in anchors))
 
 

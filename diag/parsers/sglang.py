@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
 
 from diag.lines import periodic
 from diag.normalize.prefix import LogLine
@@ -142,6 +144,15 @@ class SGLangState:
 
     open_phase: dict[str, str] = field(default_factory=dict)  # rank -> phase
     open_backend: dict[str, str] = field(default_factory=dict)  # rank -> backend= of its begin
+
+
+@lru_cache(maxsize=64)
+def _server_args_items(text: str) -> tuple[tuple[str, Any], ...]:
+    """The settings of a ``ServerArgs(...)`` echo, by key. Kept for the echoes read last:
+    every pod of a deployment prints the same one (~1 ms to parse its ~150 settings); the
+    values only go into events, which encode them (``config.value`` is JSON)."""
+    args = parse_kwargs(text)
+    return tuple((key, args[key]) for key in sorted(args))
 
 
 class SGLangParser(LineParser):
@@ -390,10 +401,9 @@ class SGLangParser(LineParser):
         start = msg.find("ServerArgs(")
         if start < 0:
             return
-        args = parse_kwargs(msg[start:])
         ctx.emit("startup", line, engine=ENGINE, marker="server_args")
-        for key in sorted(args):
-            ctx.emit("config", line, engine=ENGINE, origin="server_args", key=key, value=args[key])
+        for key, value in _server_args_items(msg[start:]):
+            ctx.emit("config", line, engine=ENGINE, origin="server_args", key=key, value=value)
 
     def _other(self, line: LogLine, ctx: Context) -> None:
         msg = line.msg

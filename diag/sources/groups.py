@@ -14,7 +14,7 @@ order is the order of one pass.
 
 from __future__ import annotations
 
-import os
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,13 +137,31 @@ def _nearest_units(folder: str, folders: dict[int, list[str]]) -> list[int]:
     """The log units whose files share the deepest folder with ``folder`` (all at that
     depth: which of them wins is decided by the runs, after reading)."""
     best, chosen = -1, []
+    mine = _parts(folder)
     for j, theirs in folders.items():
-        depth = max(len(Path(os.path.commonpath([folder, d])).parts) for d in theirs)
+        depth = max(_shared(mine, _parts(d)) for d in theirs)
         if depth > best:
             best, chosen = depth, [j]
         elif depth == best:
             chosen.append(j)
     return chosen
+
+
+@functools.lru_cache(maxsize=4096)
+def _parts(folder: str) -> tuple[str, ...]:
+    return Path(folder).parts
+
+
+def _shared(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    """``len(Path(os.path.commonpath([a, b])).parts)`` of two resolved folders given by their
+    parts: their common leading parts (a pickle beside 1,000 pod logs asked ``commonpath``
+    1,000 times, ~10 us each)."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _folder(f: InputFile) -> str:
