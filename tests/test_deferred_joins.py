@@ -11,6 +11,7 @@ import pytest
 
 from diag.api import analyze
 from diag.ingest import ingest
+from diag.render.html import render_html
 from diag.render.serialize import to_json
 from diag.render.text import render_text
 from diag.sources.discover import discover
@@ -58,7 +59,16 @@ def _root_all(root: Path) -> None:
     shutil.copy(TRACE, root / "pod-0-sglang-kv-squeeze" / TRACE.name)  # and one in a pod
 
 
-@pytest.mark.parametrize("add", [_root_snapshot, _root_trace, _root_table, _root_all])
+def _zone_trace(root: Path) -> None:  # in the middle of the reading order: a zone's root
+    zone = root / "zone-b"
+    zone.mkdir()
+    for pod in sorted(root.glob("pod-*"))[3:]:
+        pod.rename(zone / pod.name)
+    shutil.copy(TRACE, zone / TRACE.name)
+    _root_snapshot(root)
+
+
+@pytest.mark.parametrize("add", [_root_snapshot, _root_trace, _root_table, _root_all, _zone_trace])
 def test_a_root_artifact_is_deferred_and_the_report_is_one_pass(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, add: object
 ) -> None:
@@ -69,15 +79,21 @@ def test_a_root_artifact_is_deferred_and_the_report_is_one_pass(
     add(root)  # type: ignore[operator]
     paths = [str(root)]
     one = analyze(paths, ingested=ingest(paths), generated_at="fixed")
-    want_json, want_text = to_json(one), render_text(one)
+    want_json, want_text, want_html = to_json(one), render_text(one), render_html(one)
     monkeypatch.setattr(groups, "BATCH_FILES", 1)
     monkeypatch.setattr(spill, "LIVE", 2)
     plan = plan_groups(paths, defer=True)
     assert any(g.deferred for g in plan.groups)
     assert sum(not g.deferred for g in plan.groups) == len(PODS)
+    assert add is not _zone_trace or plan.groups[4].deferred  # after the first three pods
     got = analyze(paths, generated_at="fixed")
     assert to_json(got) == want_json
     assert render_text(got) == want_text
+    assert render_html(got) == want_html
+    assert sorted(got.tables) == sorted(one.tables)
+    for kind in one.tables:
+        a, b = one.tables[kind].reset_index(drop=True), got.tables[kind].reset_index(drop=True)
+        assert a.astype(str).equals(b.astype(str)), kind
 
 
 def test_the_root_artifacts_join_runs(tmp_path: Path) -> None:
