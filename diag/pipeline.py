@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from diag.advise.fleet import FleetRun
     from diag.advise.traffic import RunEvidence
     from diag.evidence import LineReader
+    from diag.facts.joins import JoinKey
     from diag.facts.record import RunFacts
     from diag.facts.runs import Run
     from diag.report import Report, RunReport
@@ -65,6 +66,7 @@ LATER_STAGES: tuple[str, ...] = (
     "diag.facts.record",
     "diag.facts.joins",
     "diag.facts.packed",
+    "diag.facts.deferred",
     "diag.advise.run_advice",
     "diag.advise.fleet",
     "diag.advise.recommend",
@@ -132,12 +134,18 @@ def read_groups(
                 packed=False,
             )
         ]
+    deferred = [g.deferred for g in plan.groups]  # artifacts joined once all are read
+    keyed = any(deferred)
     parts, done = [], 0
     for group in plan.groups:
         if stage is not None:
             stage("reading files", done, plan.files)
-        parts.append(read_group(group, tz, jobs=jobs, keep_tables=keep_tables))
+        parts.append(read_group(group, tz, jobs=jobs, keep_tables=keep_tables, keyed=keyed))
         done += len(group.files)
+    if keyed:
+        from diag.facts.deferred import join_deferred
+
+        join_deferred(parts, deferred, tz)
     return parts
 
 
@@ -150,13 +158,14 @@ def read_group(
     stage: StageFn | None = None,
     keep_tables: bool = True,
     packed: bool = True,
+    keyed: bool = False,
 ) -> GroupFacts:
     """Stages 2-4 on one group: ingest, runs, facts with joins (packed: see
-    :func:`group_facts`)."""
+    :func:`group_facts`; ``keyed``: with its runs' join keys)."""
     ing = ingest_stage(
         group, jobs=jobs, progress=progress, stage=stage, meanwhile=load_later_stages
     )
-    return group_facts(ing, tz, keep_tables, stage, packed)
+    return group_facts(ing, tz, keep_tables, stage, packed, keyed)
 
 
 def teller(stage: StageFn | None) -> Tell:
@@ -168,7 +177,7 @@ def teller(stage: StageFn | None) -> Tell:
 def inputs_stage(paths: Sequence[str]) -> GroupPlan:
     """The files to read, discovered and cut into groups that give the same runs alone (and
     what discovery could not list)."""
-    return plan_groups(paths)
+    return plan_groups(paths, defer=True)
 
 
 # ------------------------------------------------------------------ 2. ingest
@@ -264,6 +273,7 @@ class GroupFacts:
     traces: list[TraceAnalysis] = field(default_factory=list)
     tables: Spilled | dict[str, pd.DataFrame] | None = None
     line_anchors: dict[str, tuple[LineAnchor, ...]] = field(default_factory=dict)  # Ingested's
+    keys: list[JoinKey] | None = None  # each run's, where artifacts join later (deferred)
 
 
 def group_stages(
@@ -273,11 +283,14 @@ def group_stages(
     tables: Spilled | dict[str, pd.DataFrame] | None = None,
     tell: Tell = quiet,
     keep_tables: bool = True,
+    keyed: bool = False,
 ) -> GroupFacts:
-    """Stages 3-4 of one ingested group: its runs' facts, each kept by ``hold``."""
-    from diag.facts.joins import run_profiles
+    """Stages 3-4 of one ingested group: its runs' facts, each kept by ``hold`` (``keyed``:
+    with each run's join key, :mod:`diag.facts.deferred`)."""
+    from diag.facts.joins import join_key, run_profiles
 
     facts = facts_stage(runs_stage(ing, tell), ing, tz, tell, keep_tables)
+    keys = [join_key(f) for f in facts] if keyed else None
     return GroupFacts(
         ing.inputs,
         [hold(f) for f in facts],
@@ -287,6 +300,7 @@ def group_stages(
         ing.traces,
         tables,
         ing.line_anchors,
+        keys,
     )
 
 
@@ -296,6 +310,7 @@ def group_facts(
     keep_tables: bool = True,
     stage: StageFn | None = None,
     packed: bool = True,
+    keyed: bool = False,
 ) -> GroupFacts:
     """Stages 3-4 of what one group's ingest read, artifacts joined, frames packed.
 
@@ -305,7 +320,7 @@ def group_facts(
 
     tables = (spill(ing.tables._frames) if packed else ing.tables._frames) if keep_tables else None
     hold = PackedRun.of if packed else live
-    return group_stages(ing, tz, hold, tables, teller(stage), keep_tables)
+    return group_stages(ing, tz, hold, tables, teller(stage), keep_tables, keyed)
 
 
 # ------------------------------------------------------------------ 5. advice

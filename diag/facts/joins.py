@@ -92,12 +92,14 @@ def _join_artifacts(
     checks: dict[str, dict[str, Any]] = {}
     if not facts:
         return checks
+    keys = [join_key(f) for f in facts] if profiles or snapshots else []
     for item in profiles:
-        run = _nearest_run(Path(item["path"]), facts)
-        if run is not None:
-            item["run"] = run.run.id
+        i = nearest_target(Path(item["path"]), keys)
+        if i is not None:
+            item["run"] = facts[i].run.id
     for snap in snapshots:
-        run = _nearest_run(Path(snap.path), facts)
+        i = nearest_target(Path(snap.path), keys)
+        run = None if i is None else facts[i]
         if run is None or not snap.pools:
             continue
         snap.run = run.run.id
@@ -121,8 +123,10 @@ def _join_traces(
     if not facts or not traces:
         return checks
     by_run: dict[str, list[TraceAnalysis]] = {}
+    keys = [join_key(f) for f in facts]
     for t in traces:
-        run = _trace_run(t, facts, tz)
+        i = trace_target(t, keys, tz)
+        run = None if i is None else facts[i]
         if run is not None:
             t.run = run.run.id
             sizes = run.record.graph_capture_sizes
@@ -161,33 +165,33 @@ def _tz_offset_s(tz: tzinfo | None, traces: list[TraceAnalysis]) -> float:
     return off.total_seconds() if off is not None else 0.0
 
 
-def _trace_run(t: TraceAnalysis, facts: list[RunFacts], tz: tzinfo | None) -> RunFacts | None:
+def trace_target(t: TraceAnalysis, keys: list[JoinKey], tz: tzinfo | None) -> int | None:
+    """The index of the run a profiler trace joins (nearest folder; among runs there, the
+    last one whose decode batches span the trace's steps, else :func:`nearest_target`)."""
+    if not keys:
+        return None
     folder = os.path.abspath(Path(t.path).parent)
     depth = [
         max(
-            (
-                len(os.path.commonpath([folder, os.path.abspath(Path(s).parent)]))
-                for s in f.run.sources
-            ),
+            (len(os.path.commonpath([folder, os.path.abspath(Path(s).parent)])) for s in k.sources),
             default=-1,
         )
-        for f in facts
+        for k in keys
     ]
     best = max(depth)
-    near = [f for f, d in zip(facts, depth, strict=True) if d == best]
+    near = [i for i, d in enumerate(depth) if d == best]
     if len(near) > 1 and not t.steps.empty and t.steps["epoch_s"].notna().any():
         lo = float(t.steps["epoch_s"].min()) + _tz_offset_s(tz, [t])
         hi = float(t.steps["epoch_s"].max()) + _tz_offset_s(tz, [t])
         spans = [
-            f
-            for f in near
-            if not f.batches.empty
-            and f.batches["ts"].min() - 2 <= hi
-            and f.batches["ts"].max() + 2 >= lo
+            i
+            for i in near
+            if (span := keys[i].batch_span) is not None and span[0] - 2 <= hi and span[1] + 2 >= lo
         ]
         if spans:
             return spans[-1]
-    return _nearest_run(Path(t.path), near) or near[-1]
+    i = nearest_target(Path(t.path), [keys[i] for i in near])
+    return near[-1] if i is None else near[i]
 
 
 def memory_check(log_gib: float | None, snapshot_gib: float, path: str) -> dict[str, Any]:
@@ -215,25 +219,42 @@ def memory_check(log_gib: float | None, snapshot_gib: float, path: str) -> dict[
     return out
 
 
-def _nearest_run(path: Path, facts: list[RunFacts]) -> RunFacts | None:
-    """Deepest shared folder first; among runs in the same folder, one that profiled its
-    capture (--enable-profile-cuda-graph: tables or the "Memory Usage is saved" line) wins,
-    then the last run."""
+@dataclass(frozen=True)
+class JoinKey:
+    """What choosing a run for an artifact reads of the run (:func:`nearest_target`,
+    :func:`trace_target`): kept beside packed runs, so that artifacts read apart from them
+    (:mod:`diag.facts.deferred`) join the run one pass would join."""
+
+    id: str
+    sources: tuple[str, ...]
+    profiled: bool  # --enable-profile-cuda-graph: tables or the "Memory Usage is saved" line
+    batch_span: tuple[Any, Any] | None  # first and last decode batch stamp (None: no batch)
+
+
+def join_key(f: RunFacts) -> JoinKey:
+    """The run's :class:`JoinKey`."""
+    profiled = bool(
+        not f.tables["profile"].empty
+        or f.config.profile_cuda_graph
+        or (f.tables["advisory"]["topic"] == "snapshot_written").any()
+    )
+    span = None if f.batches.empty else (f.batches["ts"].min(), f.batches["ts"].max())
+    return JoinKey(f.run.id, tuple(f.run.sources), profiled, span)
+
+
+def nearest_target(path: Path, keys: list[JoinKey]) -> int | None:
+    """The index of the run an artifact joins: deepest shared folder first; among runs in
+    the same folder, one that profiled its capture wins, then the last run."""
     best: tuple[int, int, int] | None = None
     chosen = None
-    for i, f in enumerate(facts):
-        profiled = int(
-            not f.tables["profile"].empty
-            or f.config.profile_cuda_graph
-            or (f.tables["advisory"]["topic"] == "snapshot_written").any()
-        )
-        for src in f.run.sources:
+    for i, k in enumerate(keys):
+        for src in k.sources:
             if src == "-":
                 continue
             common = os.path.commonpath(
                 [str(path.parent.resolve()), str(Path(src).parent.resolve())]
             )
-            key = (len(Path(common).parts), profiled, i)
+            key = (len(Path(common).parts), int(k.profiled), i)
             if best is None or key > best:
-                best, chosen = key, f
+                best, chosen = key, i
     return chosen

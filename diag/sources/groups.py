@@ -6,7 +6,9 @@ units is a file that is not a log (:func:`join_scope`): a server-info document o
 ``/metrics`` dump joins a log in its own folder (``diag.facts.runs``), so it is grouped
 with the log units there; a snapshot, profiler table or trace is joined to the run whose
 logs share its deepest folder (``diag.facts.joins``), so it is grouped with every log unit
-at that depth. Any other file that does not sniff as a plain log is treated as an artifact
+at that depth (or, planned with ``defer``, read apart and joined after every group when
+those logs span several batches: one trace at a fleet's root would make the fleet one
+group). Any other file that does not sniff as a plain log is treated as an artifact
 (when unsure keep files together: a wrong split changes verdicts). Groups are then
 widened to contiguous ranges of the reading order, so concatenating the groups' results in
 order is the order of one pass.
@@ -15,7 +17,7 @@ order is the order of one pass.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -30,6 +32,9 @@ class InputGroup:
     """Files read together (whole rotated sets, in reading order)."""
 
     files: tuple[InputFile, ...]
+    #: an artifact read apart from the logs it may join (:func:`plan_groups` ``defer``)
+    deferred: bool = False
+    joins: tuple[str, ...] = ()  # deferred: the logs it may join (paths)
 
     @property
     def paths(self) -> list[str]:
@@ -59,36 +64,82 @@ BATCH_BYTES = 64 << 20
 
 
 def plan_groups(
-    paths: Sequence[str], max_files: int | None = None, max_bytes: int | None = None
+    paths: Sequence[str],
+    max_files: int | None = None,
+    max_bytes: int | None = None,
+    defer: bool = False,
 ) -> GroupPlan:
     """Discover ``paths`` and cut the files into independent groups, consecutive small
     groups batched (independent groups read together give each the runs it gives alone;
-    None: :data:`BATCH_FILES` / :data:`BATCH_BYTES`)."""
+    None: :data:`BATCH_FILES` / :data:`BATCH_BYTES`). ``defer``: an artifact that would join
+    logs of several batches (a trace at a fleet's root, beside every pod's folder) is a
+    group of its own, marked ``deferred``: its reader joins it to its run after reading
+    every batch (:mod:`diag.facts.deferred`), so the fleet is not read as one group."""
     files, problems = discover(paths)
-    groups = batched(group_files(files), max_files or BATCH_FILES, max_bytes or BATCH_BYTES)
-    return GroupPlan(tuple(problems), tuple(groups))
+    groups = batched(group_files(files, defer), max_files or BATCH_FILES, max_bytes or BATCH_BYTES)
+    return GroupPlan(tuple(problems), tuple(_rejoined(groups)))
+
+
+def _rejoined(groups: list[InputGroup]) -> list[InputGroup]:
+    """Each deferred artifact put back into the batch beside it when that batch holds every
+    log it may join (nothing to defer: the batch joins it as one pass would)."""
+    out = list(groups)
+    k = 0
+    while k < len(out):
+        g = out[k]
+        for n in (k - 1, k + 1) if g.deferred else ():
+            if 0 <= n < len(out) and not out[n].deferred and set(g.joins) <= set(out[n].paths):
+                out[min(n, k)] = InputGroup(out[min(n, k)].files + out[max(n, k)].files)
+                del out[max(n, k)]
+                k = -1  # again from the start: a deferred group may now border a batch
+                break
+        k += 1
+    return out
 
 
 def batched(groups: Sequence[InputGroup], max_files: int, max_bytes: int) -> list[InputGroup]:
     """Consecutive groups joined while the batch stays within ``max_files`` / ``max_bytes``
-    (a group larger than that is a batch of its own)."""
+    (a group larger than that is a batch of its own). A deferred group stays in its batch
+    when the batch holds every log it may join, else the batch is cut around it."""
     out: list[InputGroup] = []
-    files: list[InputFile] = []
-    size = 0
+    batch: list[InputGroup] = []
+    count = size = 0
     for g in groups:
         n, b = len(g.files), g.bytes
-        if files and (len(files) + n > max_files or size + b > max_bytes):
-            out.append(InputGroup(tuple(files)))
-            files, size = [], 0
-        files.extend(g.files)
+        if batch and (count + n > max_files or size + b > max_bytes):
+            out.extend(_cut(batch))
+            batch, count, size = [], 0, 0
+        batch.append(g)
+        count += n
         size += b
+    if batch:
+        out.extend(_cut(batch))
+    return out
+
+
+def _cut(batch: list[InputGroup]) -> list[InputGroup]:
+    """One batch as one group, or cut around its deferred groups that join beyond it."""
+    paths = {f.path for g in batch for f in g.files}
+    out: list[InputGroup] = []
+    files: list[InputFile] = []
+    for g in batch:
+        if g.deferred and not set(g.joins) <= paths:
+            if files:
+                out.append(InputGroup(tuple(files)))
+                files = []
+            out.append(g)
+        else:
+            files.extend(g.files)
     if files:
         out.append(InputGroup(tuple(files)))
     return out
 
 
-def group_files(files: Sequence[InputFile]) -> list[InputGroup]:
-    """Independent groups of ``files`` (discovery order kept, rotated sets whole)."""
+def group_files(files: Sequence[InputFile], defer: bool = False) -> list[InputGroup]:
+    """Independent groups of ``files`` (discovery order kept, rotated sets whole).
+    ``defer``: an artifact alone in its unit that would join log units of several groups,
+    and that does not sit inside another group's range of the reading order, is a group of
+    its own, ``deferred``, naming the logs it may join."""
     units: list[list[InputFile]] = []
     for f in files:
         if units and units[-1][0].group == f.group:
@@ -108,6 +159,7 @@ def group_files(files: Sequence[InputFile]) -> list[InputGroup]:
     scopes = [[join_scope(f) for f in u] for u in units]
     logs = [i for i, s in enumerate(scopes) if all(x == "log" for x in s)]
     folders = {i: [_folder(f) for f in units[i]] for i in logs}
+    nearest: dict[int, list[int]] = {}  # single-artifact units: the log units they join
     for i, unit in enumerate(units):
         if i in folders:
             continue
@@ -117,18 +169,48 @@ def group_files(files: Sequence[InputFile]) -> list[InputGroup]:
                 joins = [j for j, theirs in folders.items() if here in theirs]
             else:
                 joins = _nearest_units(_folder(f), folders)
+                if defer and len(unit) == 1:
+                    nearest[i] = joins
+                    continue
             for j in joins:
                 parent[find(j)] = find(i)
-    # widen each group to the range of reading order it spans, then cut at the gaps
-    end_of: dict[int, int] = {}
-    for i in range(len(units)):
-        end_of[find(i)] = i
+    # an artifact that joins units of one group joins that group; one that would join
+    # several is deferred, unless it sits inside another group's range (then joined)
+    deferred = {i for i, joins in nearest.items() if len({find(j) for j in joins}) > 1}
+    for i in set(nearest) - deferred:
+        for j in nearest[i]:
+            parent[find(j)] = find(i)
+    while True:
+        spans = [(a, b) for a, b in _ranges(len(units), find) if b - a > 1]
+        inside = [i for i in deferred if any(a <= i < b for a, b in spans)]
+        if not inside:
+            break
+        for i in inside:
+            deferred.discard(i)
+            for j in nearest[i]:
+                parent[find(j)] = find(i)
     out: list[InputGroup] = []
+    for start, stop in _ranges(len(units), find):
+        files_here = tuple(f for u in units[start:stop] for f in u)
+        if stop - start == 1 and start in deferred:
+            names = tuple(f.path for j in nearest[start] for f in units[j])
+            out.append(InputGroup(files_here, deferred=True, joins=names))
+        else:
+            out.append(InputGroup(files_here))
+    return out
+
+
+def _ranges(n: int, find: Callable[[int], int]) -> list[tuple[int, int]]:
+    """Each group widened to the range of reading order it spans, cut at the gaps."""
+    end_of: dict[int, int] = {}
+    for i in range(n):
+        end_of[find(i)] = i
+    out: list[tuple[int, int]] = []
     start, reach = 0, -1
-    for i in range(len(units)):
+    for i in range(n):
         reach = max(reach, end_of[find(i)])
         if i == reach:
-            out.append(InputGroup(tuple(f for u in units[start : i + 1] for f in u)))
+            out.append((start, i + 1))
             start = i + 1
     return out
 
