@@ -125,7 +125,7 @@ def _keys(frame: pd.DataFrame, file_index: dict[str, int], reversed_: set[str]) 
     return pd.Series(keys, index=frame.index, copy=False)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Split:
     """Each stream's frames (:func:`_stream_frames`), and what split_runs asks of each stream's
     rows, read in the same pass over every frame (per stream it cost a column read and a
