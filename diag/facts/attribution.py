@@ -158,7 +158,7 @@ class Timeline:
         firsts = [(s.key, s.at) for s in sig if s.phase == "serving"]
         for kind in SERVING_KINDS:
             frame = tables[kind]
-            if not frame.empty:
+            if len(frame) > 0:
                 order = frame["_order" if "_order" in frame.columns else "line"].to_numpy()
                 row = frame.iloc[first_min(order)]  # (an event column: read-only)
                 firsts.append((int(order.min()), _at(row.to_dict())))
@@ -382,7 +382,7 @@ def place_capture_error(tables: EventTables) -> Placed | None:
     a root error beats a follow-on (CUDA 901) and a cut traceback, then certain beats
     likely, a named class an ``other``, and the earliest wins."""
     errors = tables["error"]
-    if errors.empty:
+    if len(errors) == 0:
         return None
     timeline = Timeline(tables)
     chosen = None
@@ -418,7 +418,7 @@ def overruled(tables: EventTables) -> list[str]:
     """Notes for errors not read as capture errors although some evidence says capture
     (conflicting evidence is said, not hidden)."""
     errors = tables["error"]
-    if errors.empty:
+    if len(errors) == 0:
         return []
     timeline = Timeline(tables)
     out = []

@@ -79,7 +79,7 @@ def captured_size_count(tables: EventTables) -> int | None:
     counts: list[int] = []
     for kind, column in (("capture_sizes", "count"), ("capture_progress", "total")):
         frame = tables[kind]
-        if not frame.empty:  # (two columns read: not a filtered frame per kind)
+        if len(frame) > 0:  # (two columns read: not a filtered frame per kind)
             phases, values = frame["phase"].tolist(), frame[column].tolist()
             counts += [
                 int(c)
@@ -102,7 +102,7 @@ def unfinished_capture(tables: EventTables) -> str | None:
 
     def order(kind: str) -> np.ndarray:
         frame = tables[kind]
-        if frame.empty:
+        if len(frame) == 0:
             return np.zeros(0, np.int64)
         return np.asarray(
             frame["_order" if "_order" in frame.columns else "line"].to_numpy(np.int64)
@@ -148,7 +148,7 @@ def unplaced_error(tables: EventTables) -> str | None:
     """A note for a run with errors but no capture error: the first error, and why it is not
     read as one (its phase), so a traceback in the log is never passed over in silence."""
     errors = tables["error"]
-    if errors.empty:
+    if len(errors) == 0:
         return None
     row = errors.iloc[first_root_error(errors)]
     phase = next(

@@ -30,8 +30,8 @@ from diag.batch_labels import OTHER_VERDICT as _OTHER
 from diag.batch_labels import REASONS as REASONS
 from diag.batch_labels import VERDICTS as VERDICTS
 from diag.batch_labels import Reason as Reason
-from diag.batch_labels import verdict_codes as verdict_codes
-from diag.facts.access import categories, once_per_frame, value_codes
+from diag.batch_labels import verdict_codes as _labelled_codes
+from diag.facts.access import as_floats, categories, col, once_per_frame, value_codes
 from diag.facts.pricing import Served, tally
 from diag.facts.steps import ORIGINS, DecodeSteps, shared
 
@@ -99,7 +99,7 @@ def classify_batches(steps: DecodeSteps, window: Window) -> pd.DataFrame:
     a row's verdict reads that row alone, so each conversion on the way (counts to floats,
     the window's buckets, the logged padding) is a temporary of one chunk, not of the
     whole run (~110 MB of them on a 700 MB vLLM log)."""
-    if steps.empty:
+    if len(steps) == 0:
         return _empty()
     keep = ~steps.column("mixed")
     n_kept = int(np.count_nonzero(keep))
@@ -334,10 +334,21 @@ def _constant(value: float | np.int8, n: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ summaries for the record
+def verdict_codes(batches: pd.DataFrame, column: str = "verdict") -> np.ndarray:
+    """:func:`diag.batch_labels.verdict_codes`: the categorical's own codes read from its
+    array (no Series nor ``.cat`` accessor: ~10 reads a small run), else as it reads them."""
+    values = col(batches, column)
+    if isinstance(values, pd.Categorical) and (
+        values.dtype is categories(VERDICTS) or tuple(values.categories) == VERDICTS
+    ):
+        return np.asarray(values.codes)
+    return _labelled_codes(batches, column)
+
+
 def floats(batches: pd.DataFrame, column: str, rows: slice | None = None) -> np.ndarray:
     """A column (of ``rows``) as float64, NaN where missing."""
-    col = batches[column] if rows is None else batches[column].iloc[rows]
-    return np.asarray(col.to_numpy(dtype=float, na_value=np.nan))
+    values = col(batches, column)
+    return as_floats(values if rows is None else values[rows])
 
 
 def row_chunks(batches: pd.DataFrame) -> list[slice]:
@@ -350,7 +361,7 @@ def row_chunks(batches: pd.DataFrame) -> list[slice]:
 
 @once_per_frame  # (the run's and its one rank's: the same frame)
 def batch_counts(batches: pd.DataFrame) -> dict[str, object]:
-    if batches.empty:
+    if len(batches) == 0:
         return {"graph": 0, "eager": 0, "unknown": 0, "source": "none"}
     v = verdict_codes(batches)
     # weights are step counts (whole numbers): per-verdict sums are exact in any order
@@ -358,7 +369,7 @@ def batch_counts(batches: pd.DataFrame) -> dict[str, object]:
     for rows in row_chunks(batches):
         w += np.bincount(v[rows], weights=floats(batches, "weight", rows), minlength=_OTHER + 1)
     decided = v != _UNKNOWN
-    logged = batches["logged"].to_numpy(dtype=bool)[decided]
+    logged = np.asarray(col(batches, "logged"), dtype=bool)[decided]
     return _counts(w, int(np.count_nonzero(decided)), int(np.count_nonzero(logged)))
 
 
@@ -380,10 +391,10 @@ def rank_summaries(batches: pd.DataFrame) -> dict[str, tuple[dict[str, object], 
     without a rank belong to none; a rank without rows has no entry): one pass over the
     batches a chunk at a time, each sum kept per rank, instead of a copy of each rank's
     rows (12 MB a rank of a 700 MB vLLM log, and an index of every row to find them)."""
-    if batches.empty:
+    if len(batches) == 0:
         return {}
     codes, names = value_codes(batches["rank"])
-    v, logged = verdict_codes(batches), batches["logged"].to_numpy(dtype=bool)
+    v, logged = verdict_codes(batches), np.asarray(col(batches, "logged"), dtype=bool)
     k, cells = len(names), _OTHER + 1
     w, slots = np.zeros(k * cells), np.zeros((2, k))
     rows_of, decided, said, graph_rows = (np.zeros(k, dtype=np.int64) for _ in range(4))
@@ -421,7 +432,7 @@ def captured_share(counts: dict[str, object]) -> float | None:
 def padding_waste(batches: pd.DataFrame) -> float | None:
     """Padded slots over graph slots of the graph batches, each at its own bucket (logged or
     inferred)."""
-    if batches.empty:  # runs without batches: no filter on an empty frame (per run and rank)
+    if len(batches) == 0:  # runs without batches: no filter on an empty frame (per run and rank)
         return None
     v = verdict_codes(batches)
     parts = []
@@ -438,7 +449,7 @@ def padding_waste(batches: pd.DataFrame) -> float | None:
 
 
 def batch_shape(batches: pd.DataFrame) -> dict[str, object] | None:
-    if batches.empty:
+    if len(batches) == 0:
         return None
 
     def known_sizes(rows: slice) -> tuple[np.ndarray, np.ndarray]:
@@ -485,10 +496,10 @@ def batch_shape(batches: pd.DataFrame) -> dict[str, object] | None:
 
 def inference_agreement(batches: pd.DataFrame) -> dict[str, object] | None:
     """How often the window-based inference matches the engine's logged flag."""
-    if batches.empty:
+    if len(batches) == 0:
         return None
     inferred = verdict_codes(batches, "inferred")
-    comparable = batches["logged"].to_numpy(dtype=bool) & (inferred != _UNKNOWN)
+    comparable = np.asarray(col(batches, "logged"), dtype=bool) & (inferred != _UNKNOWN)
     if not comparable.any():
         return None
     agree = (inferred[comparable] == verdict_codes(batches)[comparable]).mean()

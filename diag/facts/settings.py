@@ -15,7 +15,7 @@ import pandas as pd
 
 from diag.engines import ConfigEcho, EngineConfig, read_config
 from diag.events import EventTables
-from diag.facts.access import _rank0
+from diag.facts.access import _rank0, col
 from diag.parsers.cmdline import ORIGIN as CMDLINE
 from diag.parsers.vllm.patterns import TYPED_ARG_ORIGINS
 
@@ -60,10 +60,10 @@ class _Echo:
     from Python (a pandas filter per origin cost ~0.1 ms, six a run)."""
 
     def __init__(self, frame: pd.DataFrame) -> None:
-        empty = frame.empty
-        self.origins: list[Any] = [] if empty else frame["origin"].tolist()
-        self.keys: list[Any] = [] if empty else frame["key"].tolist()
-        self.values: list[Any] = [] if empty else frame["value"].tolist()
+        empty = len(frame) == 0
+        self.origins: list[Any] = [] if empty else col(frame, "origin").tolist()
+        self.keys: list[Any] = [] if empty else col(frame, "key").tolist()
+        self.values: list[Any] = [] if empty else col(frame, "value").tolist()
 
     def where(self, origins: tuple[str, ...]) -> list[int]:
         """Positions of the rows of these origins, in order."""
