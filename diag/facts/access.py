@@ -81,10 +81,14 @@ def distinct(values: pd.Series | Any) -> set[Any]:
         cat = values.array if isinstance(values, pd.Series) else values
         codes = np.asarray(cat.codes)
         if not (codes < 0).any():
-            used = np.zeros(len(cat.categories), dtype=np.int64)
+            names = cat.categories
+            if len(codes) <= _ROWS:  # (a few rows: which codes, not how many of each)
+                every = names.tolist()  # (not an Index lookup a value: ~3 us each)
+                return {every[i] for i in np.unique(codes).tolist()}
+            used = np.zeros(len(names), dtype=np.int64)
             for at in range(0, len(codes), _ROWS):  # (bincount makes intp codes: 8 bytes a row)
                 used += np.bincount(codes[at : at + _ROWS], minlength=len(used))
-            return set(cat.categories[np.flatnonzero(used)])
+            return set(names[np.flatnonzero(used)])
     return set(pd.unique(values))
 
 
@@ -126,6 +130,14 @@ def as_floats(values: Any) -> np.ndarray:
     return np.asarray(pd.Series(values, copy=False).to_numpy(dtype=float, na_value=np.nan))
 
 
+def orders(frame: pd.DataFrame) -> np.ndarray:
+    """The rows' order keys as int64 (``_order``, else ``line``), read from the column."""
+    values = col(frame, "_order" if "_order" in frame.columns else "line")
+    if isinstance(values, np.ndarray):
+        return np.asarray(values.astype(np.int64, copy=False))
+    return np.asarray(values.to_numpy(np.int64))
+
+
 def is_in(values: Any, names: Sequence[Any]) -> np.ndarray:
     """Per row: is the value one of ``names`` (``Series.isin``, missing never)? A categorical
     is asked once per category, not per row."""
@@ -138,7 +150,13 @@ def is_in(values: Any, names: Sequence[Any]) -> np.ndarray:
 def is_true(values: Any) -> np.ndarray:
     """Per row: is the value True (``values == True``, missing not)? The mask pandas' own
     filter ``frame[frame[c] == True]`` keeps, from the column's values (:func:`col`)."""
-    said = values == True  # noqa: E712
+    return equals(values, True)
+
+
+def equals(values: Any, value: Any) -> np.ndarray:
+    """Per row: does the value equal ``value`` (missing: False)? ``(frame[c] == value)
+    .to_numpy(dtype=bool, na_value=False)`` from the column's values (:func:`col`)."""
+    said = values == value
     if isinstance(said, np.ndarray):
         return said.astype(bool, copy=False)
     return np.asarray(said.to_numpy(dtype=bool, na_value=False))
@@ -238,7 +256,10 @@ class _LazyRow(Mapping[str, Any]):
         self._at = at
 
     def __getitem__(self, name: str) -> Any:
-        return self._columns.column(name)[self._at]
+        values = self._columns.boxed.get(name)  # (inline: ~300 reads a small run)
+        if values is None:
+            values = self._columns.column(name)
+        return values[self._at]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._columns.names)

@@ -10,7 +10,7 @@ import pandas as pd
 from diag.engines import EngineConfig, spec_for
 from diag.engines.config import as_count as _as_int
 from diag.events import EventTables
-from diag.facts.access import Row, _first, missing, rank0_rows, records, sizing
+from diag.facts.access import Row, _first, col, missing, orders, rank0_rows, records, sizing
 from diag.model import headline
 
 # capture phases by what they serve: the record's capture_time_s / capture_mem_gib are the
@@ -80,7 +80,7 @@ def captured_size_count(tables: EventTables) -> int | None:
     for kind, column in (("capture_sizes", "count"), ("capture_progress", "total")):
         frame = tables[kind]
         if len(frame) > 0:  # (two columns read: not a filtered frame per kind)
-            phases, values = frame["phase"].tolist(), frame[column].tolist()
+            phases, values = col(frame, "phase").tolist(), col(frame, column).tolist()
             counts += [
                 int(c)
                 for p, c in zip(phases, values, strict=True)
@@ -104,9 +104,7 @@ def unfinished_capture(tables: EventTables) -> str | None:
         frame = tables[kind]
         if len(frame) == 0:
             return np.zeros(0, np.int64)
-        return np.asarray(
-            frame["_order" if "_order" in frame.columns else "line"].to_numpy(np.int64)
-        )
+        return orders(frame)
 
     begun = []  # (latest order key, kind rank: progress over begin on one line, last such row)
     for rank, kind in enumerate(_BEGUN):
@@ -150,7 +148,7 @@ def unplaced_error(tables: EventTables) -> str | None:
     errors = tables["error"]
     if len(errors) == 0:
         return None
-    row = errors.iloc[first_root_error(errors)]
+    row = records(errors)[first_root_error(errors)]  # (not a row via iloc: ~0.3 ms)
     phase = next(
         (p for p in (row.get("phase"), row.get("log_phase")) if isinstance(p, str) and p),
         None,

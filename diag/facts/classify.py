@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,7 +34,7 @@ from diag.batch_labels import Reason as Reason
 from diag.batch_labels import verdict_codes as _labelled_codes
 from diag.facts.access import as_floats, categories, col, once_per_frame, value_codes
 from diag.facts.pricing import Served, tally
-from diag.facts.steps import ORIGINS, DecodeSteps, shared
+from diag.facts.steps import ORIGINS, DecodeSteps
 
 COLUMNS = [
     "source",
@@ -137,15 +138,15 @@ def classify_batches(steps: DecodeSteps, window: Window) -> pd.DataFrame:
         )
     frame = steps.frame
     weights = kept(steps.column("batches"))
-    gen = frame["gen_throughput"] if every else kept(steps.column("gen_throughput"))
-    # the arrays are this frame's own and event columns are handed over as Series (shared,
-    # copy-on-write) or as the decode rows of them, so the frame is built without pandas
+    gen = col(frame, "gen_throughput") if every else kept(steps.column("gen_throughput"))
+    # the arrays are this frame's own and event columns are handed over as their values
+    # (read-only, never written into) or the decode rows of them, so the frame is built without pandas
     # copying anything; columns of one value a row (weight 1, the origin) are one read-only
     # value broadcast (no memory per row: the frame lives until the report is written)
     return pd.DataFrame(
         {
             "source": _kept_rows(frame, "source", keep, every),  # categoricals stay so
-            "line": _readonly(_kept_rows(frame, "line", keep, every).to_numpy()),  # (Int64's data)
+            "line": _readonly(_numpy(_kept_rows(frame, "line", keep, every))),  # (Int64's data)
             "ts": _kept_rows(frame, "ts", keep, every),
             "rank": _kept_rows(frame, "rank", keep, every),
             "batch_size": out.bs,
@@ -159,7 +160,7 @@ def classify_batches(steps: DecodeSteps, window: Window) -> pd.DataFrame:
             "bucket": out.bucket,
             "padded": out.padded,
             "inferred": labels(out.inferred, VERDICTS),
-            "gen_throughput": gen.reset_index(drop=True) if isinstance(gen, pd.Series) else gen,
+            "gen_throughput": gen,
         },
         copy=False,
     )
@@ -169,12 +170,18 @@ def classify_batches(steps: DecodeSteps, window: Window) -> pd.DataFrame:
 _CHUNK = 1 << 16
 
 
-def _kept_rows(frame: pd.DataFrame, column: str, keep: np.ndarray, every: bool) -> pd.Series:
-    """An event column's decode rows: shared as it is (:func:`shared`) where every row is
-    one, else those rows' values (masked by ``keep``: no index array of the rows)."""
-    if every:
-        return shared(frame, column)
-    return pd.Series(frame[column].array[keep], copy=False)
+def _kept_rows(frame: pd.DataFrame, column: str, keep: np.ndarray, every: bool) -> Any:
+    """An event column's decode rows: its values shared as they are (read-only, never
+    written into) where every row is one, else those rows' values (masked by ``keep``: no
+    index array of the rows); arrays, not Series (no index to align: the frame is built
+    ~0.2 ms sooner on a few rows)."""
+    values = col(frame, column)
+    return values if every else values[keep]
+
+
+def _numpy(values: Any) -> np.ndarray:
+    """Column values as numpy (``Series.to_numpy()`` of them)."""
+    return values if isinstance(values, np.ndarray) else np.asarray(values.to_numpy())
 
 
 def _sized(counts: np.ndarray) -> np.ndarray:

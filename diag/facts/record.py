@@ -468,7 +468,7 @@ def _clock_notes(steps: DecodeSteps) -> list[str]:
     f = steps.frame
     if len(f) < 2:
         return []
-    note = clock_jump_note(steps.floats("ts"), f["line"].array, f["source"].array)
+    note = clock_jump_note(steps.floats("ts"), col(f, "line"), col(f, "source"))
     return [note] if note else []
 
 

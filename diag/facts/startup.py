@@ -145,7 +145,9 @@ def _captures(tables: EventTables) -> list[Stage]:
         if len(marks) == 0 or "marker" not in marks.columns
         else {
             str(s)
-            for s, m in zip(marks["source"].tolist(), marks["marker"].tolist(), strict=True)
+            for s, m in zip(
+                col(marks, "source").tolist(), col(marks, "marker").tolist(), strict=True
+            )
             if m == "server_info"
         }
     )

@@ -25,6 +25,7 @@ import pandas as pd
 
 from diag.engines.phases import CAPTURE_PHASES, REQUEST_PHASE
 from diag.events import EventTables
+from diag.facts.access import box_value, col, equals, orders
 from diag.facts.capture_totals import first_root_error, unfinished_capture
 from diag.facts.request_errors import RequestErrors, request_scoped, summarise
 from diag.facts.run_record import BatchCounts, RunRecord
@@ -97,7 +98,7 @@ class RunState:
 def _order(frame: pd.DataFrame) -> np.ndarray:
     if len(frame) == 0:
         return np.zeros(0, np.int64)
-    return np.asarray(frame["_order" if "_order" in frame.columns else "line"].to_numpy(np.int64))
+    return orders(frame)
 
 
 def _text(v: Any) -> str | None:
@@ -112,7 +113,7 @@ def _serving_orders(t: EventTables) -> np.ndarray:
     parts = [_order(t[k]) for k in SERVING_KINDS]
     ph = t["phase"]
     if len(ph) > 0:
-        parts.append(_order(ph[ph["phase"] == "serving"]))
+        parts.append(_order(ph)[equals(col(ph, "phase"), "serving")])
     ends = [np.array([p.min(), p.max()], dtype=np.int64) for p in parts if len(p)]
     return np.concatenate(ends) if ends else np.zeros(0, np.int64)
 
@@ -283,12 +284,13 @@ def _shutdown(t: EventTables) -> tuple[str | None, np.ndarray]:
     none = np.zeros(len(errors), bool)
     if len(errors) == 0 or len(startup) == 0 or "marker" not in startup.columns:
         return None, none
-    asked = startup[startup["marker"] == "shutdown_requested"]
+    asked = np.flatnonzero(equals(col(startup, "marker"), "shutdown_requested"))
     if len(asked) == 0:
         return None, none
-    first = int(np.argmin(_order(asked)))
-    row = asked.iloc[first]
-    return f"{row['source']}:{int(row['line'])}", _order(errors) > int(_order(asked)[first])
+    keys = _order(startup)[asked]
+    first = int(np.argmin(keys))
+    source, line = (box_value(col(startup, c), int(asked[first])) for c in ("source", "line"))
+    return f"{source}:{int(line)}", _order(errors) > int(keys[first])
 
 
 def _state(
