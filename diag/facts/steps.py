@@ -200,17 +200,23 @@ class DecodeSteps:
 
     __slots__ = ("_frame", "_n", "_parts", "_read")
 
+    _frame: pd.DataFrame | None
+    _n: int
+    _parts: dict[str, tuple[Any, ...]] | None
+    _read: dict[Any, Any]  # (arrays of an unpickled one, by name: a memo)
+
     def __init__(self, frame: pd.DataFrame) -> None:
-        self._frame: pd.DataFrame | None = frame
-        self._n = len(frame.index)
-        self._parts: dict[str, tuple[Any, ...]] | None = None
-        self._read: dict[Any, Any] = {}  # (arrays of an unpickled one, by name)
+        _set(self, frame, len(frame.index), None)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"DecodeSteps is frozen: {name} is not set after it is built")
 
     @property
     def frame(self) -> pd.DataFrame:
-        if self._frame is None:
+        if self._frame is None:  # (an unpickled one: built once, from its own arrays)
             arrays = {name: self._array(name) for name in self._parts or {}}
-            self._frame = pd.DataFrame(arrays, copy=False)
+            object.__setattr__(self, "_frame", pd.DataFrame(arrays, copy=False))
+            assert self._frame is not None
         return self._frame
 
     def __len__(self) -> int:
@@ -324,8 +330,18 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 def _unpickled(n: int, parts: dict[str, tuple[Any, ...]]) -> DecodeSteps:
     """A :class:`DecodeSteps` of pickled parts: its frame is built only if asked for."""
     steps = DecodeSteps.__new__(DecodeSteps)
-    steps._frame, steps._n, steps._parts, steps._read = None, n, parts, {}
+    _set(steps, None, n, parts)
     return steps
+
+
+def _set(
+    steps: DecodeSteps,
+    frame: pd.DataFrame | None,
+    n: int,
+    parts: dict[str, tuple[Any, ...]] | None,
+) -> None:
+    for name, value in (("_frame", frame), ("_n", n), ("_parts", parts), ("_read", {})):
+        object.__setattr__(steps, name, value)
 
 
 @once_per_frame
