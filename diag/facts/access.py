@@ -31,9 +31,9 @@ def _rank0(frame: pd.DataFrame) -> pd.DataFrame:
     """Rank 0's rows; where no row is rank 0 (every line behind a Ray / wrapper pid, TP0's
     lines cut), the lowest rank's: TP1 before TP2, and of processes named by their pid alone
     the lowest pid, the driver that spawned the others (never the sum over all ranks)."""
-    if frame.empty:
+    if len(frame.index) == 0:
         return frame
-    mask = _rank0_mask(frame["rank"])
+    mask = _rank0_mask(col(frame, "rank"))
     if not mask.any():
         ranks = [r for r in pd.unique(frame["rank"]) if isinstance(r, str) and r]
         if len(ranks) > 1:
@@ -58,30 +58,38 @@ def rank0_rows(rows: Sequence[Row]) -> Sequence[Row]:
     return [r for r, zero in zip(rows, mask, strict=True) if zero]
 
 
-def _rank0_mask(ranks: pd.Series) -> np.ndarray:
+def _rank0_mask(ranks: pd.Series | Any) -> np.ndarray:
     """Per row: is its rank rank 0? On categorical ranks, asked once per category (a run's
-    few ranks) instead of through ``Series.map``, which costs ~0.2 ms on a frame of a few rows."""
+    few ranks) instead of through ``Series.map``, which costs ~0.2 ms on a frame of a few rows.
+    ``ranks``: the column as a Series or its values (:func:`col`)."""
     if isinstance(ranks.dtype, pd.CategoricalDtype):
-        cat = ranks.array
+        cat = ranks.array if isinstance(ranks, pd.Series) else ranks
         codes = np.asarray(cat.codes)
         if not (codes < 0).any():  # (a missing rank: as ``map`` reads it, below)
             says = np.array([is_rank0(r) for r in cat.categories], dtype=bool)
             return np.asarray(says[codes])
+    if not isinstance(ranks, pd.Series):
+        ranks = pd.Series(ranks, copy=False)
     return np.asarray(ranks.map(is_rank0).to_numpy(dtype=bool))
 
 
-def distinct(col: pd.Series) -> set[Any]:
-    """``set(col.unique())``; on a categorical without missing values, from its codes
-    (``unique`` builds a Categorical: ~30 us a call, a few times per kind of each small run)."""
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        cat = col.array
+def distinct(values: pd.Series | Any) -> set[Any]:
+    """``set(values.unique())``; on a categorical without missing values, from its codes
+    (``unique`` builds a Categorical: ~30 us a call, a few times per kind of each small run).
+    ``values``: a column as a Series or its values (:func:`col`)."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        cat = values.array if isinstance(values, pd.Series) else values
         codes = np.asarray(cat.codes)
         if not (codes < 0).any():
-            used = np.zeros(len(cat.categories), dtype=np.int64)
+            names = cat.categories
+            if len(codes) <= _ROWS:  # (a few rows: which codes, not how many of each)
+                every = names.tolist()  # (not an Index lookup a value: ~3 us each)
+                return {every[i] for i in np.unique(codes).tolist()}
+            used = np.zeros(len(names), dtype=np.int64)
             for at in range(0, len(codes), _ROWS):  # (bincount makes intp codes: 8 bytes a row)
                 used += np.bincount(codes[at : at + _ROWS], minlength=len(used))
-            return set(cat.categories[np.flatnonzero(used)])
-    return set(col.unique())
+            return set(names[np.flatnonzero(used)])
+    return set(pd.unique(values))
 
 
 def numbered(index: pd.Index) -> bool:
@@ -95,6 +103,70 @@ def numbered(index: pd.Index) -> bool:
 
 
 Row = Mapping[str, Any]
+
+
+def col(frame: pd.DataFrame, name: str) -> Any:
+    """A column's values (a read-only numpy array or the pandas extension array) without
+    the Series ``frame[name]`` builds: ~10 us on a frame of a few rows, ~150 reads a small
+    run. For reading only; KeyError where the frame has no such column."""
+    loc = frame.columns.get_loc(name)
+    mgr = getattr(frame, "_mgr", None)
+    values = mgr.iget_values(loc) if isinstance(loc, int) and mgr is not None else None
+    if values is None:
+        return frame[name]._values  # (a duplicated name, or no block manager)
+    if isinstance(values, np.ndarray):
+        values = values.view()
+        values.flags.writeable = False
+    return values
+
+
+def as_floats(values: Any) -> np.ndarray:
+    """Column values (:func:`col`) as float64, NaN where missing: ``Series.to_numpy(dtype=
+    float, na_value=np.nan)`` of them, without the Series."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "fiub":
+        return np.asarray(values, dtype=float)
+    if not isinstance(values, np.ndarray):
+        return np.asarray(values.to_numpy(dtype=float, na_value=np.nan))
+    return np.asarray(pd.Series(values, copy=False).to_numpy(dtype=float, na_value=np.nan))
+
+
+def orders(frame: pd.DataFrame) -> np.ndarray:
+    """The rows' order keys as int64 (``_order``, else ``line``), read from the column."""
+    values = col(frame, "_order" if "_order" in frame.columns else "line")
+    if isinstance(values, np.ndarray):
+        return np.asarray(values.astype(np.int64, copy=False))
+    return np.asarray(values.to_numpy(np.int64))
+
+
+def is_in(values: Any, names: Sequence[Any]) -> np.ndarray:
+    """Per row: is the value one of ``names`` (``Series.isin``, missing never)? A categorical
+    is asked once per category, not per row."""
+    if isinstance(values, pd.Categorical):
+        says = np.array([c in names for c in values.categories] + [False], dtype=bool)
+        return np.asarray(says[np.asarray(values.codes)])  # (code -1: the last slot)
+    return np.asarray(pd.Series(values, copy=False).isin(names).to_numpy(dtype=bool))
+
+
+def is_true(values: Any) -> np.ndarray:
+    """Per row: is the value True (``values == True``, missing not)? The mask pandas' own
+    filter ``frame[frame[c] == True]`` keeps, from the column's values (:func:`col`)."""
+    return equals(values, True)
+
+
+def equals(values: Any, value: Any) -> np.ndarray:
+    """Per row: does the value equal ``value`` (missing: False)? ``(frame[c] == value)
+    .to_numpy(dtype=bool, na_value=False)`` from the column's values (:func:`col`)."""
+    said = values == value
+    if isinstance(said, np.ndarray):
+        return said.astype(bool, copy=False)
+    return np.asarray(said.to_numpy(dtype=bool, na_value=False))
+
+
+def empty(frame: pd.DataFrame) -> bool:
+    """``len(frame) == 0`` of an event or batch frame (it has columns): ``len``, not the ~2 us
+    pandas' property costs (~90 asks a run)."""
+    return len(frame.index) == 0 or len(frame.columns) == 0
+
 
 T = TypeVar("T")
 
@@ -133,7 +205,7 @@ def records(frame: pd.DataFrame) -> tuple[Row, ...]:
     """``frame.to_dict("records")``, read-only and boxed once per frame: pandas' own takes
     ~0.5 ms on a frame of a few rows, 18 calls a small run (most of them the same frames).
     A column is boxed when a reader first reads it: readers read a few of a dozen."""
-    if frame.empty:
+    if len(frame.index) == 0:
         return ()
     columns = _Columns(frame)
     return tuple(_LazyRow(columns, at) for at in range(len(frame)))
@@ -147,12 +219,12 @@ def box_rows(frame: pd.DataFrame) -> tuple[Row, ...]:
     return tuple(dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True))
 
 
-def box_column(col: pd.Series) -> list[Any]:
+def box_column(column: pd.Series | Any) -> list[Any]:
     """A column's values as ``to_dict("records")`` gives them (Python scalars; object and
     extension columns boxed by pandas' own ``maybe_box_native``), from one ``tolist``
-    instead of through ``itertuples``."""
-    values: list[Any] = col.tolist()
-    if col.dtype == np.dtype(object) or isinstance(col.dtype, ExtensionDtype):
+    instead of through ``itertuples``; ``column`` a Series or its values (:func:`col`)."""
+    values: list[Any] = column.tolist()
+    if column.dtype == np.dtype(object) or isinstance(column.dtype, ExtensionDtype):
         values = list(map(maybe_box_native, values))
     return values
 
@@ -170,7 +242,7 @@ class _Columns:
     def column(self, name: str) -> list[Any]:
         values = self.boxed.get(name)
         if values is None:
-            values = self.boxed[name] = box_column(self.frame[name])  # (KeyError: no such)
+            values = self.boxed[name] = box_column(col(self.frame, name))  # (KeyError: no such)
         return values
 
 
@@ -184,7 +256,10 @@ class _LazyRow(Mapping[str, Any]):
         self._at = at
 
     def __getitem__(self, name: str) -> Any:
-        return self._columns.column(name)[self._at]
+        values = self._columns.boxed.get(name)  # (inline: ~300 reads a small run)
+        if values is None:
+            values = self._columns.column(name)
+        return values[self._at]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._columns.names)
@@ -193,10 +268,11 @@ class _LazyRow(Mapping[str, Any]):
         return len(self._columns.names)
 
 
-def box_value(col: pd.Series, at: int) -> Any:
-    """The value at row ``at`` of the column, as :func:`box_rows` gives it."""
-    value = col.iloc[at]
-    if col.dtype == np.dtype(object) or isinstance(col.dtype, ExtensionDtype):
+def box_value(column: pd.Series | Any, at: int) -> Any:
+    """The value at row ``at`` of the column (a Series or its values, :func:`col`), as
+    :func:`box_rows` gives it."""
+    value = column.iloc[at] if isinstance(column, pd.Series) else column[at]
+    if column.dtype == np.dtype(object) or isinstance(column.dtype, ExtensionDtype):
         return maybe_box_native(value) if value is not pd.NA else None
     return value.item() if isinstance(value, np.generic) else value
 
@@ -213,11 +289,21 @@ def categories(names: tuple[str, ...]) -> pd.CategoricalDtype:
     return pd.CategoricalDtype(pd.Index(list(names), dtype=object))
 
 
-def _last(frame: pd.DataFrame, col: str) -> Any:
-    if frame.empty:
+def _last(frame: pd.DataFrame, name: str, rows: np.ndarray | None = None) -> Any:
+    """The column's last value that ``dropna`` keeps (None: none), read from its array;
+    of the rows the mask ``rows`` keeps (``_last(frame[rows], name)`` without the copy)."""
+    if len(frame.index) == 0:
         return None
-    s = frame[col].dropna()
-    return None if s.empty else _plain(s.iloc[-1])
+    values = col(frame, name)
+    if rows is not None:
+        values = values[rows]
+        if not len(values):
+            return None
+    gone = pd.isna(values)
+    if not gone[-1]:
+        return _plain(values[-1])
+    kept = np.flatnonzero(~gone)
+    return _plain(values[kept[-1]]) if len(kept) else None
 
 
 def _plain(v: Any) -> Any:
@@ -247,12 +333,13 @@ def _any_rank_sizing(frame: pd.DataFrame) -> dict[str, Any]:
 def sizing_values(frame: pd.DataFrame, rank0: bool = True) -> dict[str, Any]:
     """Every sizing name's last logged value (rank 0's if rank 0 logged that name), in one
     pass over the few sizing rows: a pandas filter per name cost ~0.4 ms, ~18 times a run."""
-    if frame.empty:
+    if len(frame.index) == 0:
         return {}
     last_any: dict[str, Any] = {}
     last_rank0: dict[str, Any] = {}
     has_rank0: set[str] = set()
-    for name, rank, value in zip(frame["name"], frame["rank"], frame["value"], strict=True):
+    names, ranks, values = col(frame, "name"), col(frame, "rank"), col(frame, "value")
+    for name, rank, value in zip(names, ranks, values, strict=True):
         zero = rank0 and is_rank0(rank)
         if zero:
             has_rank0.add(name)
@@ -279,7 +366,7 @@ def _first(*values: Any) -> Any:
     return None
 
 
-def mode_is_none(modes: pd.Series) -> np.ndarray:
+def mode_is_none(modes: pd.Series | Any) -> np.ndarray:
     """Per row: the cudagraph mode column says NONE (any case). Missing or non-text values
     are not NONE, as ``.astype(object).str.upper() == "NONE"`` says; each distinct value is
     upper-cased once instead of every row (millions of step lines)."""
@@ -290,12 +377,13 @@ def mode_is_none(modes: pd.Series) -> np.ndarray:
     return np.asarray(says[codes])  # code -1 (missing) reads the last slot
 
 
-def value_codes(column: pd.Series) -> tuple[np.ndarray, Any]:
+def value_codes(column: pd.Series | Any) -> tuple[np.ndarray, Any]:
     """(codes, values): each row as the position of its value in ``values``, -1 where it
     has none (``pd.factorize``). A categorical's own codes and categories, unused ones
     included: no intp array of the rows (15 MB for a 700 MB log's step modes)."""
     if isinstance(column.dtype, pd.CategoricalDtype):
-        return column.cat.codes.to_numpy(), column.cat.categories
+        cat = column.array if isinstance(column, pd.Series) else column
+        return np.asarray(cat.codes), cat.categories
     codes, values = pd.factorize(column, use_na_sentinel=True)
     return np.asarray(codes), values
 

@@ -10,7 +10,7 @@ import pandas as pd
 from diag.engines import EngineConfig, spec_for
 from diag.engines.config import as_count as _as_int
 from diag.events import EventTables
-from diag.facts.access import Row, _first, missing, rank0_rows, records, sizing
+from diag.facts.access import Row, _first, col, missing, orders, rank0_rows, records, sizing
 from diag.model import headline
 
 # capture phases by what they serve: the record's capture_time_s / capture_mem_gib are the
@@ -79,8 +79,8 @@ def captured_size_count(tables: EventTables) -> int | None:
     counts: list[int] = []
     for kind, column in (("capture_sizes", "count"), ("capture_progress", "total")):
         frame = tables[kind]
-        if not frame.empty:  # (two columns read: not a filtered frame per kind)
-            phases, values = frame["phase"].tolist(), frame[column].tolist()
+        if len(frame) > 0:  # (two columns read: not a filtered frame per kind)
+            phases, values = col(frame, "phase").tolist(), col(frame, column).tolist()
             counts += [
                 int(c)
                 for p, c in zip(phases, values, strict=True)
@@ -102,11 +102,9 @@ def unfinished_capture(tables: EventTables) -> str | None:
 
     def order(kind: str) -> np.ndarray:
         frame = tables[kind]
-        if frame.empty:
+        if len(frame) == 0:
             return np.zeros(0, np.int64)
-        return np.asarray(
-            frame["_order" if "_order" in frame.columns else "line"].to_numpy(np.int64)
-        )
+        return orders(frame)
 
     begun = []  # (latest order key, kind rank: progress over begin on one line, last such row)
     for rank, kind in enumerate(_BEGUN):
@@ -148,9 +146,9 @@ def unplaced_error(tables: EventTables) -> str | None:
     """A note for a run with errors but no capture error: the first error, and why it is not
     read as one (its phase), so a traceback in the log is never passed over in silence."""
     errors = tables["error"]
-    if errors.empty:
+    if len(errors) == 0:
         return None
-    row = errors.iloc[first_root_error(errors)]
+    row = records(errors)[first_root_error(errors)]  # (not a row via iloc: ~0.3 ms)
     phase = next(
         (p for p in (row.get("phase"), row.get("log_phase")) if isinstance(p, str) and p),
         None,

@@ -60,7 +60,7 @@ def _truncation(
     per_step = 1 + k
     needed = config.max_running * per_step if config.max_running else None
     out = seen = 0
-    if not batches.empty:
+    if len(batches) > 0:
         size = batches["batch_size"].to_numpy(dtype=float, na_value=np.nan)
         eager = (batches["verdict"].astype(object) == "eager").to_numpy(dtype=bool)
         weight = (
@@ -100,7 +100,7 @@ def _prefill_disabled(tables: EventTables, config: EngineConfig) -> ConfigEager 
         return None
     row = rows[0]
     pre = _rank0(tables["prefill_batch"])
-    flag = pre["cuda_graph"] if not pre.empty else pd.Series(dtype=object)
+    flag = pre["cuda_graph"] if len(pre) > 0 else pd.Series(dtype=object)
     out = int((flag == False).sum())  # noqa: E712
     return ConfigEager(
         "prefill_graph_disabled",
@@ -156,7 +156,7 @@ def _dp_rank_eager(tables: EventTables, batches: pd.DataFrame) -> ConfigEager | 
     others = ", ".join(f"DP{d}" for d in sorted(d for d in ended if d is not None))
     also = f" (and {len(first) - 1} more DP rank(s) without graphs)" if len(first) > 1 else ""
     out = seen = 0
-    if not batches.empty:
+    if len(batches) > 0:
         eager = (batches["verdict"].astype(object) == "eager").to_numpy(dtype=bool)
         weight = (
             batches["weight"].to_numpy(dtype=float, na_value=1.0)

@@ -22,7 +22,7 @@ import pandas as pd
 from diag.engines import EngineConfig
 from diag.engines.runners import PHASE_RUNNER, Model, Runner, Status, phase_of, unit_of
 from diag.events import EventTables
-from diag.facts.access import Row, _rank0, missing, once_per_frame, rank0_rows, records
+from diag.facts.access import Row, _rank0, col, missing, once_per_frame, rank0_rows, records
 from diag.facts.metric_counts import MetricCounts
 from diag.facts.run_record import BatchCounts, CaptureError, GraphRunner, RunRecord
 from diag.facts.steps import DecodeSteps
@@ -58,10 +58,10 @@ def _first_keys(frame: pd.DataFrame) -> dict[str, int]:
     """Each phase the frame names -> the order key of its first row (two columns read, not
     every row boxed)."""
     seen: dict[str, int] = {}
-    if frame.empty:
+    if len(frame) == 0:
         return seen
-    keys = frame["_order" if "_order" in frame.columns else "line"].tolist()
-    for phase, key in zip(frame["phase"].tolist(), keys, strict=True):
+    keys = col(frame, "_order" if "_order" in frame.columns else "line").tolist()
+    for phase, key in zip(col(frame, "phase").tolist(), keys, strict=True):
         if _text(phase) is not None:
             seen[phase] = min(seen.get(phase, 1 << 62), int(key))
     return seen
@@ -116,7 +116,7 @@ def _counts(graph: int, eager: int, unknown: int, source: str) -> BatchCounts:
 def _prefill_counts(tables: EventTables) -> BatchCounts:
     """SGLang prefill batches by the line's own ``cuda graph:`` flag (rank 0's lines)."""
     frame = _rank0(tables["prefill_batch"])
-    if frame.empty:
+    if len(frame) == 0:
         return BatchCounts()
     flag = frame["cuda_graph"]
     graph = int((flag == True).sum())  # noqa: E712
@@ -129,18 +129,17 @@ def _mixed_counts(steps: DecodeSteps, ceiling: int | None, serves_mixed: bool) -
     inferred from their scheduled tokens (``Iteration`` lines): within the mixed set's
     largest size a piecewise graph replays, above it the step runs eagerly (vllm==0.34.0:
     vllm/v1/cudagraph_dispatcher.py)."""
-    if steps.empty:
+    if len(steps) == 0:
         return BatchCounts()
-    frame = steps.frame
     keep = steps.rank_rows()
-    mixed = frame["mixed"].to_numpy(dtype=bool)
+    mixed = np.asarray(steps.column("mixed"), dtype=bool)
     if keep is not None:
         mixed = mixed & keep  # (the column may be a read-only view)
     if not mixed.any():
         return BatchCounts()
-    flag = frame["graph"].to_numpy()[mixed].astype(np.int64)
-    weight = frame["batches"].to_numpy()[mixed]
-    tokens = frame["tokens"].to_numpy()[mixed]
+    flag = steps.column("graph")[mixed].astype(np.int64)
+    weight = steps.column("batches")[mixed]
+    tokens = steps.column("tokens")[mixed]
     guess = (flag < 0) & (tokens > 0)
     if ceiling is not None and guess.any():
         flag = flag.copy()
@@ -334,7 +333,7 @@ def _vllm_sizes(
 
 def _prefill_disabled(tables: EventTables) -> bool:
     frame = tables["graph_disabled"]
-    return not frame.empty and bool((frame["reason"] == "prefill_graph_only").any())
+    return len(frame) > 0 and bool((frame["reason"] == "prefill_graph_only").any())
 
 
 def error_runner(tables: EventTables, error: CaptureError | None) -> tuple[Runner, Model] | None:

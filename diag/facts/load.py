@@ -81,7 +81,7 @@ def _present(tables: Mapping[str, pd.DataFrame]) -> list[tuple[pd.DataFrame, dic
     out = []
     for kind, cols in _SOURCES.items():
         frame = tables.get(kind)
-        if frame is not None and not frame.empty:
+        if frame is not None and len(frame) > 0:
             out.append((frame, cols))
     return out
 

@@ -70,7 +70,7 @@ def _scrape(rows: pd.DataFrame, i: int) -> Window:
 
 def metric_counts(tables: EventTables) -> MetricCounts | None:
     frame = tables["metric"]
-    if frame.empty:
+    if len(frame) == 0:
         return None
     ranks = frame["tp_rank"].dropna()
     rows = frame[frame["tp_rank"] == ranks.min()] if len(ranks) else frame

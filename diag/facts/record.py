@@ -28,7 +28,9 @@ from diag.facts.access import (
     _first,
     _last,
     _plain,
+    col,
     distinct,
+    is_true,
     missing,
     mode_is_none,
     once_per_frame,
@@ -196,17 +198,17 @@ def graph_mode(tables: EventTables, config: EngineConfig) -> GraphMode:
     phases = capture_phases(tables)
     decode_true = _flagged_graph(tables["decode_batch"])
     steps = tables["graph_step"]
-    step_graph = bool((~mode_is_none(steps["mode"])).any()) if not steps.empty else False
+    step_graph = bool((~mode_is_none(col(steps, "mode"))).any()) if len(steps) > 0 else False
     if phases & DECODE_PHASES or decode_true or step_graph:
         return "enabled"
     errors = tables["error"]
-    if not errors.empty and (errors["explicit_capture"] == True).any():  # noqa: E712
+    if len(errors) > 0 and is_true(col(errors, "explicit_capture")).any():
         return "enabled"  # a capture was attempted
     disabled = tables["graph_disabled"]
-    if not disabled.empty and disabled["reason"].isin(DISABLING_REASONS).any():
+    if len(disabled) > 0 and disabled["reason"].isin(DISABLING_REASONS).any():
         return "disabled"
     modes = tables["graph_mode"]
-    if not modes.empty and str(_last(modes, "mode") or "").upper() == "NONE":
+    if len(modes) > 0 and str(_last(modes, "mode") or "").upper() == "NONE":
         return "disabled"
     if phases:
         return "enabled"
@@ -227,13 +229,16 @@ def capture_phases(tables: EventTables) -> set[Any]:
 
 @once_per_frame
 def _named_phases(frame: pd.DataFrame) -> frozenset[Any]:
-    return frozenset(frame["phase"].dropna())
+    if len(frame) == 0:
+        return frozenset()
+    phases = col(frame, "phase")
+    return frozenset(phases[~pd.isna(phases)])
 
 
 @once_per_frame
 def _flagged_graph(decode: pd.DataFrame) -> bool:
     """Does a decode batch line say ``cuda graph: True``?"""
-    return bool((decode["cuda_graph"] == True).any())  # noqa: E712
+    return len(decode) > 0 and bool(is_true(col(decode, "cuda_graph")).any())
 
 
 def cudagraph_mode(
@@ -241,14 +246,15 @@ def cudagraph_mode(
 ) -> str | None:
     modes = tables["graph_mode"]
     if (spec_for(backend) or SGLANG).mode_names == "cudagraph_mode":
-        downgraded = modes[modes["origin"] == "downgrade"] if not modes.empty else modes
+        origins = np.asarray(col(modes, "origin"), dtype=object) if len(modes) > 0 else None
         value = _first(
-            _last(downgraded, "mode"),
-            _last(modes[modes["origin"] == "config"], "mode") if not modes.empty else None,
+            _last(modes, "mode", origins == "downgrade") if origins is not None else None,
+            _last(modes, "mode", origins == "config") if origins is not None else None,
             config.cudagraph_mode,
         )
-        if value is None and not modes.empty:
-            seen = {str(m).upper() for m in modes["mode"].dropna()}
+        if value is None and len(modes) > 0:
+            named = col(modes, "mode")
+            seen = {str(m).upper() for m in named[~pd.isna(named)]}
             if "FULL" in seen and "PIECEWISE" in seen:
                 value = "FULL_AND_PIECEWISE"
             elif seen:
@@ -261,7 +267,8 @@ def cudagraph_mode(
         return None
     sizes = tables["capture_sizes"]
     kinds = []
-    backend_name = _last(sizes[sizes["phase"] == "decode"], "mode") if not sizes.empty else None
+    phase = np.asarray(col(sizes, "phase"), dtype=object) if len(sizes) > 0 else None
+    backend_name = _last(sizes, "mode", phase == "decode") if phase is not None else None
     phases = capture_phases(tables)
     if phases & DECODE_PHASES or _flagged_graph(tables["decode_batch"]):
         kinds.append(str(backend_name or "full"))
@@ -328,7 +335,7 @@ def _prefill_node(config: EngineConfig, tables: EventTables) -> bool | None:
     if config.disaggregation_mode is not None:
         return config.disaggregation_mode == "prefill"
     dis = tables["graph_disabled"]
-    if not dis.empty and (dis["reason"] == "prefill_server").any():
+    if len(dis) > 0 and (dis["reason"] == "prefill_server").any():
         return True
     if config.kv_role is not None:
         return config.kv_role == "kv_producer"
@@ -339,9 +346,9 @@ def _perf(tables: EventTables, batches: pd.DataFrame) -> Perf:
     bench = tables["benchmark"]
 
     def b(name: str) -> float | None:
-        return _last(bench[bench["name"] == name], "value") if not bench.empty else None
+        return _last(bench[bench["name"] == name], "value") if len(bench) > 0 else None
 
-    if not batches.empty:
+    if len(batches) > 0:
         verdicts = cls.verdict_codes(batches)
         gen = batches["gen_throughput"].to_numpy(dtype=float, na_value=np.nan)
 
@@ -353,8 +360,8 @@ def _perf(tables: EventTables, batches: pd.DataFrame) -> Perf:
         ttft_s_p50=b("ttft_s_p50"),
         ttft_s_p95=b("ttft_s_p95"),
         itl_s_p95=b("itl_s_p95"),
-        throughput_in_window=mean_tput("graph") if not batches.empty else None,
-        throughput_out_window=mean_tput("eager") if not batches.empty else None,
+        throughput_in_window=mean_tput("graph") if len(batches) > 0 else None,
+        throughput_out_window=mean_tput("eager") if len(batches) > 0 else None,
     )
 
 
@@ -436,21 +443,23 @@ def _last_phase(t: EventTables) -> str | None:
     """The last start-up phase the run's lines opened (errors placed in one count), or
     "serving" once a periodic serving line came after them."""
     seen: list[tuple[int, str]] = []
-    for kind, col in (("phase", "phase"), ("error", "phase")):
+    for kind, name in (("phase", "phase"), ("error", "phase")):
         frame = t[kind]
-        if frame.empty:
+        if len(frame) == 0:
             continue
-        phases = frame[col]
-        keep = (phases.notna() & (phases != REQUEST_PHASE)).to_numpy(dtype=bool)  # start-up
+        phases = np.asarray(col(frame, name), dtype=object)
+        keep = ~pd.isna(phases) & (phases != REQUEST_PHASE)  # start-up
         key = "_order" if "_order" in frame.columns else "line"
         # (the kept rows' two columns, not a filtered copy of the frame)
-        orders, names = frame[key].to_numpy()[keep], phases.to_numpy()[keep]
+        orders, names = np.asarray(col(frame, key))[keep], phases[keep]
         seen += [(int(o), str(p)) for o, p in zip(orders, names, strict=True)]
     for kind in ("decode_batch", "stats"):  # periodic serving lines
         frame = t[kind]
-        if not frame.empty:
+        if len(frame) > 0:
             key = "_order" if "_order" in frame.columns else "line"
-            seen.append((int(frame[key].min()), "serving"))
+            orders = col(frame, key)
+            low = orders.min() if isinstance(orders, np.ndarray) else pd.Series(orders).min()
+            seen.append((int(low), "serving"))
     return max(seen)[1] if seen else None
 
 
@@ -459,7 +468,7 @@ def _clock_notes(steps: DecodeSteps) -> list[str]:
     f = steps.frame
     if len(f) < 2:
         return []
-    note = clock_jump_note(steps.floats("ts"), f["line"].array, f["source"].array)
+    note = clock_jump_note(steps.floats("ts"), col(f, "line"), col(f, "source"))
     return [note] if note else []
 
 
@@ -486,7 +495,7 @@ def _ceiling(
     if not (spec_for(backend) or VLLM).ceiling_from_table:
         return None
     cs = t["capture_sizes"]
-    largest = cs["largest"].dropna() if not cs.empty else cs
+    largest = cs["largest"].dropna() if len(cs) > 0 else cs
     return as_int(_plain(largest.max())) if len(largest) else None
 
 
@@ -498,7 +507,7 @@ CAPPING_TOPICS = ("capping_capture_sizes", "truncating_capture_size")
 def _capped(t: EventTables) -> int | None:
     """The largest capture size the engine's last capping line leaves, if it logged one."""
     adv = t["advisory"]
-    if adv.empty:
+    if len(adv) == 0:
         return None
     rows = adv[adv["topic"].isin(CAPPING_TOPICS)]["value"].dropna()
     return as_int(_plain(rows.iloc[-1])) if len(rows) else None
@@ -507,7 +516,7 @@ def _capped(t: EventTables) -> int | None:
 def _ranks(run: Run, batches: pd.DataFrame) -> list[RankRecord]:
     ranks: set[str] = set()
     for frame in run.tables._frames.values():
-        ranks.update(r for r in distinct(frame["rank"]) if isinstance(r, str) and r)
+        ranks.update(r for r in distinct(col(frame, "rank")) if isinstance(r, str) and r)
     if not ranks:
         return []
     # each rank's figures from one pass over the few capture-end and sizing rows (a frame

@@ -21,6 +21,7 @@ import pandas as pd
 
 from diag.engines.phases import REQUEST_PHASE
 from diag.engines.request_scope import request_scope
+from diag.facts.access import col
 
 _EXC_NAME = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Exit|Interrupt))\b")
 
@@ -85,21 +86,25 @@ def kind_of(message: str) -> str:
 
 def request_scoped(errors: pd.DataFrame, order: np.ndarray, serving: np.ndarray) -> np.ndarray:
     """A mask over ``errors``: the rows that are one request's error (module docstring)."""
-    if errors.empty:
+    if len(errors) == 0:
         return np.zeros(0, bool)
     scope = request_scope()
     first_serving = int(serving.min()) if len(serving) else None
-    secondary = errors["secondary"].fillna(False).astype(bool).to_numpy()
     out = np.zeros(len(errors), bool)
-    for i, row in enumerate(errors.itertuples(index=False)):
-        if first_serving is None or int(order[i]) < first_serving:
+    if first_serving is None:
+        return out  # a request needs a serving server
+    secondary = errors["secondary"].fillna(False).astype(bool).to_numpy()
+    # the columns read, not ``itertuples`` (it makes a namedtuple class a call: ~7 ms)
+    classes, messages, phases = (col(errors, c) for c in ("error_class", "message", "phase"))
+    for i in range(len(out)):
+        if int(order[i]) < first_serving:
             continue  # a request needs a serving server
-        if secondary[i] or _text(row.error_class) != "other":
+        if secondary[i] or _text(classes[i]) != "other":
             continue
-        message = _text(row.message)
+        message = _text(messages[i])
         if scope.engine_failed(message):
             continue
-        placed = _text(row.phase) == REQUEST_PHASE
+        placed = _text(phases[i]) == REQUEST_PHASE
         out[i] = placed or scope.kind_of(message) is not None
     return out
 

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from diag.events import EventTables
 from diag.facts import classify as cls
+from diag.facts.access import as_floats, col, is_in
 
 PREFILL_DOMINATED_RATIO = 4.0  # prompt tokens per generated token
 
@@ -40,9 +41,12 @@ _NONE = pd.DataFrame(columns=COLUMNS)
 
 def request_table(tables: EventTables, batches: pd.DataFrame) -> pd.DataFrame:
     req = tables["request"]
-    if req.empty or req["request_id"].isna().all():
+    if len(req) == 0:
         return _NONE.copy()
-    usable = (req["request_id"].notna() & req["ts"].notna()).to_numpy(dtype=bool)
+    no_id = pd.isna(col(req, "request_id"))
+    if no_id.all():
+        return _NONE.copy()
+    usable = ~no_id & ~np.isnan(as_floats(col(req, "ts")))
     if not usable.all():  # (a copy only where some line lacks an id or a clock)
         req = req[usable]
     columns, seen = _lifetime_columns(req)
@@ -60,10 +64,9 @@ def request_table(tables: EventTables, batches: pd.DataFrame) -> pd.DataFrame:
     total = graph_w + eager_w
     with np.errstate(invalid="ignore", divide="ignore"):
         columns["in_window_share"] = np.where(total > 0, graph_w / total, np.nan)
-    p = pd.Series(columns["prompt_tokens"]).astype("Float64")
-    c = pd.Series(columns["completion_tokens"]).astype("Float64")
-    dominated = (p >= PREFILL_DOMINATED_RATIO * c.clip(lower=1)).fillna(False).astype(bool)
-    columns["prefill_dominated"] = dominated.to_numpy()
+    p, c = as_floats(columns["prompt_tokens"]), as_floats(columns["completion_tokens"])
+    with np.errstate(invalid="ignore"):  # (a missing count: not prefill-dominated)
+        columns["prefill_dominated"] = p >= PREFILL_DOMINATED_RATIO * np.maximum(c, 1.0)
     # one frame of every column (a column added at a time cost ~0.1 ms each, a small run)
     return pd.DataFrame({c: columns[c] for c in COLUMNS}, copy=False)
 
@@ -88,15 +91,15 @@ def _lifetime_columns(req: pd.DataFrame) -> tuple[dict[str, Any], np.ndarray]:
     or no end line (vLLM logs its finished requests at DEBUG only) keep no request: they are
     told by the action column alone, before any hashing of the ids (812 k distinct ids of the
     700 MB vLLM log: ~120 MB of hash table, dictionary and codes for an empty table)."""
-    action = req["action"]
-    is_start = action.isin(["received", "added"]).to_numpy(dtype=bool)
-    is_end = action.isin(["finished", "aborted", "response"]).to_numpy(dtype=bool)
+    action = col(req, "action")
+    is_start = is_in(action, ("received", "added"))
+    is_end = is_in(action, ("finished", "aborted", "response"))
     if not (is_start.any() and is_end.any()):
         return {"request_id": ()}, np.zeros(0, dtype=np.intp)
-    codes, uniques = pd.factorize(req["request_id"], sort=False)
-    ids = uniques if isinstance(uniques, np.ndarray) else uniques.array  # no object copy
+    codes, uniques = pd.factorize(col(req, "request_id"), sort=False)
+    ids = uniques if not isinstance(uniques, pd.Index) else uniques.array  # no object copy
     n = len(ids)
-    ts = req["ts"].to_numpy(dtype=float)
+    ts = as_floats(col(req, "ts"))
     start = np.full(n, np.inf)
     np.minimum.at(start, codes[is_start], ts[is_start])
     end = np.full(n, -np.inf)
@@ -110,10 +113,14 @@ def _lifetime_columns(req: pd.DataFrame) -> tuple[dict[str, Any], np.ndarray]:
     if kept.dtype != _STR:  # the column pandas makes of the ids as Python strings
         kept = np.asarray(kept, dtype=object)
     out: dict[str, Any] = {"request_id": kept, "start_ts": start[keep], "end_ts": end[keep]}
-    for col, name in (("prompt_tokens", "prompt_tokens"), ("max_new_tokens", "completion_tokens")):
+    for column, name in (
+        ("prompt_tokens", "prompt_tokens"),
+        ("max_new_tokens", "completion_tokens"),
+    ):
         most = np.full(n, np.nan)
-        np.fmax.at(most, codes, req[col].to_numpy(dtype=float, na_value=np.nan))
-        out[name] = pd.array(most[keep], dtype="Float64").astype(req[col].dtype)
+        counts = col(req, column)
+        np.fmax.at(most, codes, as_floats(counts))
+        out[name] = pd.array(most[keep], dtype="Float64").astype(counts.dtype)
     return out, seen
 
 
@@ -136,11 +143,11 @@ def _windowed_counts(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Graph and eager decode steps (weights) logged within each [start, end] interval:
     prefix sums over the batches in time order, from the columns alone (no frame copy)."""
-    if batches.empty:
+    if len(batches) == 0:
         zeros = np.zeros(len(starts))
         return zeros, zeros.copy()
-    ts = batches["ts"].to_numpy(dtype=float)
-    w = batches["weight"].to_numpy(dtype=float)
+    ts = as_floats(col(batches, "ts"))
+    w = as_floats(col(batches, "weight"))
     verdict = cls.verdict_codes(batches)
     graph = verdict == cls.VERDICTS.index("graph")
     eager = verdict == cls.VERDICTS.index("eager")
@@ -167,7 +174,7 @@ def _sorted_search(ts: np.ndarray, keys: np.ndarray, side: Literal["left", "righ
 
 
 def request_summary(frame: pd.DataFrame) -> dict[str, Any] | None:
-    if frame.empty:
+    if len(frame) == 0:
         return None
     sampled = frame[frame["in_window_share"].notna()]
     return {

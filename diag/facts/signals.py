@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
+import numpy as np
 import pandas as pd
 
 from diag.engines import EngineConfig, spec_for
 from diag.events import EventTables
-from diag.facts.access import box_rows, sizing
+from diag.facts.access import as_floats, box_value, col, is_in, is_true, sizing
 from diag.facts.advisories import Advisory
 from diag.facts.capture_totals import captured_size_count
 
@@ -61,28 +62,29 @@ class LineSignals:
 def line_signals(facts: RunLines) -> LineSignals:
     t = facts.tables
     adv = t["advisory"]
+    topics = col(adv, "topic")
     memory_advisories = tuple(
-        Advisory(
-            str(r["topic"]), None if pd.isna(r["value"]) else float(r["value"]), str(r["text"])
-        )
-        for r in box_rows(
-            adv[adv["topic"].isin(NUMERIC_MEMORY_ADVISORIES)] if not adv.empty else adv
+        Advisory(str(topic), None if pd.isna(value) else float(value), str(text))
+        for topic, value, text in _rows(
+            adv, is_in(topics, NUMERIC_MEMORY_ADVISORIES), "topic", "value", "text"
         )
     )
     stats = t["stats"]
     decode = t["decode_batch"]
     kv_peak = None
-    if not decode.empty and decode["token_usage"].notna().any():
-        kv_peak = float(decode["token_usage"].max())
-    if not stats.empty and stats["kv_usage"].notna().any():
-        kv_peak = max(kv_peak or 0.0, float(stats["kv_usage"].max()) / 100.0)
+    usage = as_floats(col(decode, "token_usage")) if len(decode) > 0 else None
+    if usage is not None and not np.isnan(usage).all():
+        kv_peak = float(np.nanmax(usage))
+    usage = as_floats(col(stats, "kv_usage")) if len(stats) > 0 else None
+    if usage is not None and not np.isnan(usage).all():
+        kv_peak = max(kv_peak or 0.0, float(np.nanmax(usage)) / 100.0)
     return LineSignals(
         memory_advisories=memory_advisories,
-        advisory_topics=frozenset(str(x) for x in adv["topic"]) if not adv.empty else frozenset(),
+        advisory_topics=frozenset(str(x) for x in topics) if len(adv) > 0 else frozenset(),
         nccl_load_failure=first_advisory_text(adv, "nccl_load_failed"),
         kv_peak_usage=kv_peak,
-        retractions=int(t["retract"]["count"].fillna(1).sum()) if not t["retract"].empty else 0,
-        preemptions=int(stats["preemptions"].fillna(0).sum()) if not stats.empty else 0,
+        retractions=int(t["retract"]["count"].fillna(1).sum()) if len(t["retract"]) > 0 else 0,
+        preemptions=_preemptions(stats),
         captured_size_count=captured_size_count(t),
         graph_mem_est_gib=sizing(t, "graph_mem_est_gib"),
         user_eager=user_eager(facts),
@@ -113,10 +115,28 @@ MODEL_LIMIT_REASONS = frozenset(
 NUMERIC_MEMORY_ADVISORIES = ("graph_memory_profiling", "capping_capture_sizes")
 
 
+def _rows(frame: pd.DataFrame, mask: np.ndarray, *names: str) -> list[tuple[Any, ...]]:
+    """The values (boxed as :func:`~diag.facts.access.box_rows` boxes them) of these columns
+    at the rows ``mask`` keeps: no filtered copy of the frame (~0.5 ms on a few rows)."""
+    at = np.flatnonzero(mask)
+    if not len(at):
+        return []
+    columns = [col(frame, name) for name in names]
+    return [tuple(box_value(c, int(i)) for c in columns) for i in at]
+
+
+def _preemptions(stats: pd.DataFrame) -> int:
+    """The preemptions the stats lines count (missing: 0)."""
+    if len(stats) == 0:
+        return 0
+    counts = col(stats, "preemptions")
+    return int(pd.Series(counts, copy=False).fillna(0).sum())
+
+
 def frame_cause_at(t: EventTables, at: tuple[str, int] | None) -> str | None:
     """The frame cause of the error event at (path, line), None where it has none."""
     errors = t["error"]
-    if at is None or errors.empty or "frame_cause" not in errors.columns:
+    if at is None or len(errors) == 0 or "frame_cause" not in errors.columns:
         return None
     rows = errors[(errors["source"] == at[0]) & (errors["line"] == at[1])]
     causes = [str(c) for c in rows["frame_cause"] if isinstance(c, str) and c]
@@ -127,12 +147,11 @@ def memory_pressure(t: EventTables) -> bool:
     """Does the run show memory running short: an OOM error anywhere, retractions, or
     preemptions? (Memory remedies for an error of class ``other`` need this.)"""
     errors = t["error"]
-    if not errors.empty and (errors["error_class"] == "oom").any():
+    if len(errors) > 0 and bool(np.any(np.asarray(col(errors, "error_class") == "oom"))):
         return True
-    if not t["retract"].empty:
+    if len(t["retract"]) > 0:
         return True
-    stats = t["stats"]
-    return bool(not stats.empty and stats["preemptions"].fillna(0).sum() > 0)
+    return _preemptions(t["stats"]) > 0
 
 
 _SOLUTION = re.compile(r"^\s*\d+\.\s+(.+?)\s*$", re.M)
@@ -143,9 +162,10 @@ def printed_solutions(t: EventTables) -> tuple[str, ...]:
     (in the raised message: sglang==0.3.0:srt/model_executor/model_runner.py:514;
     sglang==0.5.2:srt/model_executor/cuda_graph_runner.py:392), in its order."""
     errors = t["error"]
-    if errors.empty:
+    if len(errors) == 0:
         return ()
-    for message in errors["message"].dropna():
+    messages = col(errors, "message")
+    for message in messages[~pd.isna(messages)]:
         _, sep, tail = str(message).partition("Possible solutions:")
         if sep:
             return tuple(m.group(1) for m in _SOLUTION.finditer(tail))
@@ -153,10 +173,10 @@ def printed_solutions(t: EventTables) -> tuple[str, ...]:
 
 
 def first_advisory_text(adv: pd.DataFrame, topic: str) -> str | None:
-    if adv.empty:
+    if len(adv) == 0:
         return None
     rows = adv[adv["topic"] == topic]
-    return None if rows.empty else str(rows["text"].iloc[0])
+    return None if len(rows) == 0 else str(rows["text"].iloc[0])
 
 
 def user_eager(facts: RunLines) -> str | None:
@@ -169,7 +189,7 @@ def user_eager(facts: RunLines) -> str | None:
     printed whenever cudagraph_mode ends NONE) is never such a limit on its own."""
     cfg = facts.config
     disabled = facts.tables["graph_disabled"]
-    reasons = set(disabled["reason"]) if not disabled.empty else set()
+    reasons = set(disabled["reason"]) if len(disabled) > 0 else set()
     if cfg.typed_eager is not None:
         return cfg.typed_eager
     if reasons & (MODEL_LIMIT_REASONS - CONSEQUENCE_REASONS):
@@ -206,7 +226,7 @@ def _user_set_mode_none(facts: RunLines, reasons: set[str]) -> bool:
         return False
     modes = facts.tables["graph_mode"]
     overridden = (
-        not modes.empty
+        len(modes) > 0
         and (
             (modes["downgraded"] == True)  # noqa: E712
             & (modes["mode"].astype(str).str.upper() == "NONE")
@@ -221,13 +241,14 @@ def engine_downgrades(facts: RunLines) -> tuple[str, ...]:
     out: list[str] = []
     user = user_eager(facts)
     modes = facts.tables["graph_mode"]
-    if not modes.empty:
-        for row in box_rows(modes[modes["downgraded"] == True]):  # noqa: E712
-            if user is not None and str(row["mode"]).upper() == "NONE":
+    if len(modes) > 0:
+        said = is_true(col(modes, "downgraded"))
+        for mode, text in _rows(modes, said, "mode", "text"):
+            if user is not None and str(mode).upper() == "NONE":
                 continue
-            out.append(str(row["text"]))
+            out.append(str(text))
     disabled = facts.tables["graph_disabled"]
-    if not disabled.empty:
+    if len(disabled) > 0:
         # with the user's own eager mode nothing was overridden: a limit or a consequence
         # the engine prints then is not a downgrade of a mode the user asked for
         limits = MODEL_LIMIT_REASONS if user is None else frozenset()
@@ -239,7 +260,8 @@ def engine_downgrades(facts: RunLines) -> tuple[str, ...]:
 def refused_by(facts: RunLines) -> str:
     """The attention backend the engine named refusing a graph mode (vLLM's downgrade line)."""
     modes = facts.tables["graph_mode"]
-    if modes.empty or "backend" not in modes.columns:
+    if len(modes) == 0 or "backend" not in modes.columns:
         return ""
-    named = [str(b) for b in modes["backend"].dropna() if str(b)]
+    backends = col(modes, "backend")
+    named = [str(b) for b in backends[~pd.isna(backends)] if str(b)]
     return named[0] if named else ""

@@ -58,7 +58,7 @@ def _last_ts(tables: EventTables, rank: str | None) -> float | None:
     """The latest stamp of the run's lines (of ``rank``'s own lines when given)."""
     best = -math.inf
     for frame in tables._frames.values():
-        if frame.empty or "ts" not in frame.columns:
+        if len(frame) == 0 or "ts" not in frame.columns:
             continue
         ts = frame["ts"].to_numpy(dtype=float, na_value=np.nan)
         if rank is not None:

@@ -20,7 +20,7 @@ import pandas as pd
 
 from diag.engines.runners import PHASE_RUNNER
 from diag.events import EventTables
-from diag.facts.access import Row, box_value, first_min, is_rank0, records
+from diag.facts.access import Row, box_value, col, first_min, is_rank0, records
 
 #: phase markers -> timeline stages (capture phases come from the capture lines instead)
 _MARKER_STAGE = {
@@ -67,17 +67,18 @@ def _first_row(frame: pd.DataFrame, skip_received: bool) -> Row | None:
     """The table's earliest row (by ``_order``, else ``line``): only the fields a stage
     reads, boxed as :func:`~diag.facts.access.records` boxes them (a big log's decode table
     has millions of rows; a copy of even one row of a small one cost ~0.4 ms, 5 tables a run)."""
-    if frame.empty:
+    if len(frame) == 0:
         return None
-    order = frame["_order" if "_order" in frame.columns else "line"].to_numpy()
-    if skip_received and "action" in frame.columns:  # (positions: no filtered copy)
-        rows = np.flatnonzero((frame["action"] != "received").to_numpy(dtype=bool))
+    names = frame.columns
+    order = np.asarray(col(frame, "_order" if "_order" in names else "line"))
+    if skip_received and "action" in names:  # (positions: no filtered copy)
+        rows = np.flatnonzero(np.asarray(col(frame, "action") != "received", dtype=bool))
         if not len(rows):
             return None
         at = int(rows[order[rows].argmin()])
     else:
         at = first_min(order)  # (an event column: read-only)
-    return {c: box_value(frame[c], at) for c in _STAGE_FIELDS if c in frame.columns}
+    return {c: box_value(col(frame, c), at) for c in _STAGE_FIELDS if c in names}
 
 
 #: the fields of a row a stage reads (:class:`Stage`)
@@ -141,10 +142,12 @@ def _captures(tables: EventTables) -> list[Stage]:
     marks = tables["startup"]
     documents = (
         set()
-        if marks.empty or "marker" not in marks.columns
+        if len(marks) == 0 or "marker" not in marks.columns
         else {
             str(s)
-            for s, m in zip(marks["source"].tolist(), marks["marker"].tolist(), strict=True)
+            for s, m in zip(
+                col(marks, "source").tolist(), col(marks, "marker").tolist(), strict=True
+            )
             if m == "server_info"
         }
     )

@@ -31,7 +31,7 @@ class DecodeSpeed:
 
 def decode_speeds(batches: pd.DataFrame) -> tuple[DecodeSpeed, ...]:
     """Graph-served first, then eager; none where no batch line logged a throughput."""
-    if batches is None or batches.empty or "batch_size" not in batches:
+    if batches is None or len(batches) == 0 or "batch_size" not in batches:
         return ()
     if "gen_throughput" not in batches:
         return ()

@@ -66,7 +66,7 @@ class TraceCheck:
     def record(self) -> TraceVerified:
         """The run record's ``trace_verified`` entry (beside ``batches``: logged / inferred)."""
         m = self.matches
-        agree = int(m["agree"].sum()) if not m.empty else 0
+        agree = int(m["agree"].sum()) if len(m) > 0 else 0
         return TraceVerified(
             traces=len(self.traces),
             steps=tuple(self.steps.items()),
@@ -100,7 +100,7 @@ def verify(
     decode: dict[str, int] = dict.fromkeys(VERDICTS, 0)
     rows: list[dict[str, Any]] = []
     no_epoch: list[str] = []
-    decided = batches[batches["verdict"].isin(["graph", "eager"])] if not batches.empty else batches
+    decided = batches[batches["verdict"].isin(["graph", "eager"])] if len(batches) > 0 else batches
     codes, labels = pd.factorize(decided["rank"]) if len(decided) else (np.zeros(0, int), [])
     # the rank number of each distinct label; code -1 (no label at all) takes the last: 0
     numbers = np.array([_rank_number(u) for u in labels] + [0], dtype=float)
@@ -111,12 +111,12 @@ def verify(
     for t in step_traces:
         s = t.steps
         is_decode = (
-            s["mode"].isin(list(DECODE_MODES)).to_numpy() if not s.empty else np.zeros(0, bool)
+            s["mode"].isin(list(DECODE_MODES)).to_numpy() if len(s) > 0 else np.zeros(0, bool)
         )
         for v, n in s.loc[is_decode, "verdict"].value_counts().items():
             decode[str(v)] += int(n)
-        if s.empty or s["epoch_s"].isna().all():
-            if not s.empty:
+        if len(s) == 0 or s["epoch_s"].isna().all():
+            if len(s) > 0:
                 no_epoch.append(t.path)
             continue
         start = s["epoch_s"].to_numpy(dtype=float)

@@ -25,6 +25,7 @@ import pandas as pd
 
 from diag.engines.phases import CAPTURE_PHASES, REQUEST_PHASE
 from diag.events import EventTables
+from diag.facts.access import box_value, col, equals, orders
 from diag.facts.capture_totals import first_root_error, unfinished_capture
 from diag.facts.request_errors import RequestErrors, request_scoped, summarise
 from diag.facts.run_record import BatchCounts, RunRecord
@@ -95,9 +96,9 @@ class RunState:
 
 
 def _order(frame: pd.DataFrame) -> np.ndarray:
-    if frame.empty:
+    if len(frame) == 0:
         return np.zeros(0, np.int64)
-    return np.asarray(frame["_order" if "_order" in frame.columns else "line"].to_numpy(np.int64))
+    return orders(frame)
 
 
 def _text(v: Any) -> str | None:
@@ -111,8 +112,8 @@ def _serving_orders(t: EventTables) -> np.ndarray:
     min and max), not a copy of every serving row's order (15 MB on a 700 MB log)."""
     parts = [_order(t[k]) for k in SERVING_KINDS]
     ph = t["phase"]
-    if not ph.empty:
-        parts.append(_order(ph[ph["phase"] == "serving"]))
+    if len(ph) > 0:
+        parts.append(_order(ph)[equals(col(ph, "phase"), "serving")])
     ends = [np.array([p.min(), p.max()], dtype=np.int64) for p in parts if len(p)]
     return np.concatenate(ends) if ends else np.zeros(0, np.int64)
 
@@ -135,7 +136,7 @@ def request_errors(t: EventTables) -> tuple[np.ndarray, RequestErrors | None]:
     """The mask of the run's error rows that are one request's (diag/facts/request_errors.py)
     and their summary (None when there are none)."""
     errors = t["error"]
-    if errors.empty:  # (no error: the serving lines need not be read)
+    if len(errors) == 0:  # (no error: the serving lines need not be read)
         return np.zeros(0, bool), None
     order = _order(errors)
     serving = _serving_orders(t)
@@ -150,7 +151,7 @@ def engine_error(t: EventTables, requests: np.ndarray | None = None) -> EngineEr
     errors = t["error"]
     if requests is not None and requests.any():
         errors = errors[~requests]
-    if errors.empty:
+    if len(errors) == 0:
         return None
     order = _order(errors)
     at = first_root_error(errors)
@@ -211,7 +212,7 @@ def _served(t: EventTables, batches: BatchCounts) -> str | None:
         if not t[kind].empty:
             return f"logged {_count(len(t[kind]), what)}"
     ph = t["phase"]
-    if not ph.empty and (ph["phase"] == "serving").any():
+    if len(ph) > 0 and (ph["phase"] == "serving").any():
         row = ph[ph["phase"] == "serving"].iloc[0]
         return f"came up (line {int(row['line'])} of {row['source']})"
     return None
@@ -219,7 +220,7 @@ def _served(t: EventTables, batches: BatchCounts) -> str | None:
 
 def _captured(t: EventTables, record: RunRecord) -> str | None:
     """How the log shows graphs captured, in words; None when it does not."""
-    if not t["capture_end"].empty:
+    if len(t["capture_end"]) > 0:
         secs = record.capture_time_s  # the record's one figure, as every surface prints it
         if secs is None:
             return "captured graphs"
@@ -234,7 +235,7 @@ def _captured(t: EventTables, record: RunRecord) -> str | None:
         return (
             f"captured graphs (its /metrics counters show {b.graph:,} graph-served decode passes)"
         )
-    began = not (t["capture_begin"].empty and t["capture_progress"].empty)
+    began = not (len(t["capture_begin"]) == 0 and len(t["capture_progress"]) == 0)
     if began and unfinished_capture(t) is None:
         return "captured graphs (the capture ran to its end)"
     return None
@@ -281,14 +282,15 @@ def _shutdown(t: EventTables) -> tuple[str | None, np.ndarray]:
     errors = t["error"]
     startup = t["startup"]
     none = np.zeros(len(errors), bool)
-    if errors.empty or startup.empty or "marker" not in startup.columns:
+    if len(errors) == 0 or len(startup) == 0 or "marker" not in startup.columns:
         return None, none
-    asked = startup[startup["marker"] == "shutdown_requested"]
-    if asked.empty:
+    asked = np.flatnonzero(equals(col(startup, "marker"), "shutdown_requested"))
+    if len(asked) == 0:
         return None, none
-    first = int(np.argmin(_order(asked)))
-    row = asked.iloc[first]
-    return f"{row['source']}:{int(row['line'])}", _order(errors) > int(_order(asked)[first])
+    keys = _order(startup)[asked]
+    first = int(np.argmin(keys))
+    source, line = (box_value(col(startup, c), int(asked[first])) for c in ("source", "line"))
+    return f"{source}:{int(line)}", _order(errors) > int(keys[first])
 
 
 def _state(
@@ -372,7 +374,7 @@ def _state(
 def _documented(t: EventTables) -> bool:
     """Does the run hold a server-info document (diag.parsers.server_info)?"""
     startup = t["startup"]
-    return not startup.empty and bool((startup["marker"] == "server_info").any())
+    return len(startup) > 0 and bool((startup["marker"] == "server_info").any())
 
 
 def _not_up(t: EventTables) -> str:
@@ -383,7 +385,7 @@ def _not_up(t: EventTables) -> str:
             "its log or a /metrics dump of it says whether they ran on graphs"
         )
     ph = t["phase"]
-    if not ph.empty:
+    if len(ph) > 0:
         row = ph.iloc[int(np.argmax(_order(ph)))]
         last = str(row["phase"]).replace("_", " ")
         return (
