@@ -110,10 +110,11 @@ def col(frame: pd.DataFrame, name: str) -> Any:
     the Series ``frame[name]`` builds: ~10 us on a frame of a few rows, ~150 reads a small
     run. For reading only; KeyError where the frame has no such column."""
     loc = frame.columns.get_loc(name)
-    mgr = getattr(frame, "_mgr", None)
-    values = mgr.iget_values(loc) if isinstance(loc, int) and mgr is not None else None
+    # (pandas 2-3's block manager; any other pandas reads the Series' values)
+    get = getattr(getattr(frame, "_mgr", None), "iget_values", None)
+    values = get(loc) if isinstance(loc, int) and get is not None else None
     if values is None:
-        return frame[name]._values  # (a duplicated name, or no block manager)
+        return frame[name]._values  # (a duplicated name, or no such block manager)
     if isinstance(values, np.ndarray):
         values = values.view()
         values.flags.writeable = False
