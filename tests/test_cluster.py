@@ -171,3 +171,32 @@ def test_cli_cluster_local_writes_the_local_report(tmp_path: Path) -> None:
 def test_cli_on_workers_needs_a_cluster(tmp_path: Path) -> None:
     done = _cli("analyze", "--on-workers", str(INCIDENTS / "vllm-healthy"), "-o", str(tmp_path))
     assert done.returncode == 2 and "--on-workers" in done.stderr
+
+
+def test_a_root_artifact_on_the_cluster_is_joined_as_in_one_pass(
+    client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot, table and trace at a fleet's root are read by tasks of their own and
+    joined once every task is back (no task reads the whole fleet): the one-pass report."""
+    import diag.sources.groups as groups
+    from diag.ingest import ingest
+    from tests.test_deferred_joins import _fleet, _root_all
+
+    root = _fleet(tmp_path)
+    _root_all(root)
+    paths = [str(root)]
+    want = to_json(analyze(paths, ingested=ingest(paths), generated_at="fixed"))
+    monkeypatch.setattr(groups, "BATCH_FILES", 1)
+    plans: list[groups.GroupPlan] = []
+
+    def plan(*a: Any, **k: Any) -> groups.GroupPlan:
+        plans.append(groups.plan_groups(*a, **k))
+        return plans[-1]
+
+    import diag.fleet.cluster as cluster
+
+    monkeypatch.setattr(cluster, "plan_groups", plan)
+    _same(to_json(analyze_on_cluster(paths, client, generated_at="fixed")), want)
+    # read as many tasks, the root's artifacts apart (not one task holding the fleet)
+    (read,) = plans
+    assert sum(g.deferred for g in read.groups) == 3 and len(read.groups) > 6

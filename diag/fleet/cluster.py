@@ -103,9 +103,12 @@ def analyze_on_cluster(
                 problems.extend(plan.problems)
                 jobs += [_Job(g, addr) for g in plan.groups]
         else:
-            plan = plan_groups(paths)
+            # an artifact at the fleet's root read apart, joined here once all are read
+            # (diag.facts.deferred): as in one pass, without one task holding the fleet
+            plan = plan_groups(paths, defer=True)
             problems.extend(plan.problems)
             jobs = [_Job(g, None) for g in plan.groups]
+        keyed = any(j.group.deferred for j in jobs)
         for job in jobs:
             pin = (
                 {}
@@ -113,9 +116,13 @@ def analyze_on_cluster(
                 else {"workers": [job.worker], "allow_other_workers": False}
             )
             job.future = client.submit(
-                read_group, job.group, tz, keep_tables=False, pure=False, **pin
+                read_group, job.group, tz, keep_tables=False, keyed=keyed, pure=False, **pin
             )
         parts = _collect(client, jobs, tell)
+        if keyed:
+            from diag.facts.deferred import join_deferred
+
+            join_deferred(parts, [j.group.deferred for j in jobs], tz)
     except KeyboardInterrupt:
         client.cancel([j.future for j in jobs if j.future is not None], force=True)
         raise
@@ -188,7 +195,7 @@ def _skipped(group: InputGroup, reason: str) -> GroupFacts:
     statuses = [
         InputStatus(f.path, status="skipped", reason=f"not analysed: {reason}") for f in group.files
     ]
-    return GroupFacts(statuses, [], [], [], [], [])
+    return GroupFacts(statuses, [], [], [], [], [], keys=[])  # (no run to join to)
 
 
 # ------------------------------------------------------------------ --on-workers
