@@ -146,8 +146,9 @@ class RunReport:
 
     @property
     def light(self) -> RunFacts:
-        """The facts for a reader of anything but the batch and request rows (the JSON
-        record, a section without charts): where the run is let go and kept packed, they
+        """The facts for a reader of anything but the batch and request rows (a trace
+        panel; the JSON record and a section without charts read the fields kept beside
+        the facts instead): where the run is let go and kept packed, they
         come back without those rows (``batches`` and ``requests`` empty), which are most
         of what a run's reading back costs."""
         if self._light is None or self.held_facts.holds:
