@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import pandas as pd
 
-from diag.batch_labels import eager_reasons
 from diag.engines import spec_for
 from diag.engines.spec import EngineConfig, EngineSpec
 from diag.facts import classify as cls
@@ -298,8 +297,7 @@ def run_metrics(
     batches = facts.batches
     counts = rec.batches
     shape = rec.decode_batch_shape
-    # eager steps per reason (a row without one is no cause: left out)
-    eager_by_reason = {r.reason: r.batches for r in eager_reasons(batches) if r.reason != "unknown"}
+    eager_by_reason = _eager_by_reason(batches)
     if counts.source == "metrics":  # no batch lines: the counters say how many, not why
         eager_by_reason = {"counted_eager": float(counts.eager)}
 
@@ -444,6 +442,27 @@ def _trace_figures(facts: RunFacts) -> TraceFigures:
         trace_launches_without_ops=check.graph_launches_without_ops,
         trace_paths=tuple(check.traces),
     )
+
+
+def _eager_by_reason(batches: pd.DataFrame) -> dict[str, float]:
+    """Eager steps (weights) per reason, from the code columns (weights are whole step
+    counts, so the sums are exact in any order)."""
+    if batches.empty:
+        return {}
+    eager = cls.verdict_codes(batches) == cls.VERDICTS.index("eager")
+    weight = batches["weight"].to_numpy(dtype=float)[eager]
+    col = batches["reason"]
+    if isinstance(col.dtype, pd.CategoricalDtype):  # (its codes: no filtered copy, no hashing)
+        cat = col.array
+        codes = np.asarray(cat.codes)[eager]
+        known = codes >= 0
+        seen, first = np.unique(codes[known], return_index=True)
+        sums = np.bincount(codes[known], weights=weight[known], minlength=len(cat.categories))
+        # in order of first appearance, as pd.factorize gives them
+        return {str(cat.categories[c]): float(sums[c]) for c in seen[np.argsort(first)]}
+    codes, names = pd.factorize(col[eager], use_na_sentinel=True)
+    sums = np.bincount(codes[codes >= 0], weights=weight[codes >= 0], minlength=len(names))
+    return {str(n): float(w) for n, w in zip(names, sums, strict=True)}
 
 
 def _mean_padded(batches: pd.DataFrame) -> float | None:
